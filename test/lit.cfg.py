@@ -1,0 +1,24 @@
+# -*- Python -*-
+# lit configuration of the omni test suite.
+
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "omni"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.omni_obj_root, "test")
+config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "Inputs"]
+
+config.substitutions.append(("%PATH%", config.environment["PATH"]))
+config.substitutions.append(("%omni_src_root", config.omni_src_root))
+
+llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
+llvm_config.use_default_substitutions()
+
+tool_dirs = [config.omni_tools_dir, config.llvm_tools_dir]
+llvm_config.add_tool_substitutions(["omni-opt"], tool_dirs)
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
