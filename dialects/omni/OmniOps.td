@@ -1044,12 +1044,15 @@ def Omni_ShardOp : Omni_Op<"shard", [Pure, SameOperandsAndResultType,
     - (C4) each dimension is divisible by the product of its axes' sizes.
 
     ```mlir
-    %s = omni.shard %x to #omni.sharding<@mesh, [["dp"], []]> : tensor<8x4xf32>
+    %s = omni.shard %x : tensor<8x4xf32> to #omni.sharding<@mesh, [["dp"], []]>
     ```
   }];
   let arguments = (ins Omni_Tensor:$operand, Omni_ShardingAttr:$sharding);
   let results = (outs Omni_Tensor:$result);
-  let assemblyFormat = "$operand `to` $sharding attr-dict `:` type($result)";
+  // The sharding comes last: a dialect attribute swallows a following `: type`.
+  let assemblyFormat = [{
+    $operand `:` type($result) `to` qualified($sharding) attr-dict
+  }];
 }
 
 class Omni_CollectiveOp<string mnemonic, list<Trait> traits = []>
