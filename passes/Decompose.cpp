@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/omni/OmniOps.h"
+#include "passes/DecomposeEmitter.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/PatternMatch.h"
@@ -26,75 +27,9 @@ namespace mlir::omni {
 
 using namespace mlir;
 using namespace mlir::omni;
+using mlir::omni::detail::Emitter;
 
 namespace {
-
-/// Emits primitives at one location; the vocabulary of the decompositions.
-class Emitter {
-public:
-  Emitter(PatternRewriter &rewriter, Location loc) : b(rewriter), loc(loc) {}
-
-  /// A constant of type `t` with every element `v`.
-  Value splat(RankedTensorType t, double v) {
-    Attribute elt = isa<FloatType>(t.getElementType())
-                        ? Attribute(FloatAttr::get(t.getElementType(), v))
-                        : Attribute(IntegerAttr::get(t.getElementType(),
-                                                     static_cast<int64_t>(v)));
-    return ConstantOp::create(b, loc, DenseElementsAttr::get(t, elt));
-  }
-  Value splatLike(Value like, double v) { return splat(typeOf(like), v); }
-
-  Value add(Value x, Value y) { return AddOp::create(b, loc, x, y); }
-  Value sub(Value x, Value y) { return SubOp::create(b, loc, x, y); }
-  Value mul(Value x, Value y) { return MulOp::create(b, loc, x, y); }
-  Value div(Value x, Value y) { return DivOp::create(b, loc, x, y); }
-  Value scale(Value x, double v) { return mul(x, splatLike(x, v)); }
-
-  /// Reduces `dims` of `x` away.
-  Value reduce(ReduceKind kind, Value x, ArrayRef<int64_t> dims) {
-    return ReduceOp::create(b, loc, ReduceKindAttr::get(b.getContext(), kind),
-                            x, b.getDenseI64ArrayAttr(dims));
-  }
-
-  /// Broadcasts `x`, which is `to` with dimension `dim` removed, back to `to`.
-  Value unreduce(Value x, RankedTensorType to, int64_t dim) {
-    SmallVector<int64_t> dims;
-    for (int64_t d = 0; d < to.getRank(); ++d)
-      if (d != dim)
-        dims.push_back(d);
-    return BroadcastInDimOp::create(b, loc, to, x,
-                                    b.getDenseI64ArrayAttr(dims));
-  }
-
-  /// Broadcasts a 1-D per-feature vector along the last dimension of `to`.
-  Value alongLast(Value v, RankedTensorType to) {
-    return BroadcastInDimOp::create(b, loc, to, v,
-                                    b.getDenseI64ArrayAttr({to.getRank() - 1}));
-  }
-
-  /// x W^T + b for `input` [..., in] and `weight` [out, in].
-  Value linear(Value input, Value weight, Value bias) {
-    RankedTensorType in = typeOf(input);
-    Value x = input;
-    if (in.getRank() == 1)
-      x = ReshapeOp::create(b, loc, in.clone({1, in.getDimSize(0)}), x);
-    Value y = MatmulOp::create(b, loc, x, weight, /*transpose_lhs=*/false,
-                               /*transpose_rhs=*/true);
-    if (in.getRank() == 1)
-      y = ReshapeOp::create(b, loc,
-                            in.clone({typeOf(weight).getDimSize(0)}), y);
-    if (bias)
-      y = add(y, alongLast(bias, typeOf(y)));
-    return y;
-  }
-
-  static RankedTensorType typeOf(Value v) {
-    return cast<RankedTensorType>(v.getType());
-  }
-
-  PatternRewriter &b;
-  Location loc;
-};
 
 struct DecomposeSilu : OpRewritePattern<SiluOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -233,11 +168,15 @@ struct DecomposeCfgCombine : OpRewritePattern<CfgCombineOp> {
 
 struct OmniDecomposePass
     : mlir::omni::impl::OmniDecomposePassBase<OmniDecomposePass> {
+  using OmniDecomposePassBase::OmniDecomposePassBase;
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<DecomposeSilu, DecomposeGelu, DecomposeSoftmax,
                  DecomposeLayerNorm, DecomposeRmsNorm, DecomposeLinear,
                  DecomposeLoraLinear, DecomposeCfgCombine>(&getContext());
+    populateDecomposeRLPatterns(patterns);
+    if (decomposeLibraryOps)
+      populateDecomposeLibraryPatterns(patterns);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

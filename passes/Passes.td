@@ -32,7 +32,15 @@ def OmniDecomposePass : Pass<"omni-decompose"> {
     %y = omni.mul %x, %s : tensor<4xf32>
     ```
   }];
-  let dependentDialects = ["::mlir::omni::OmniDialect"];
+  let options = [
+    Option<"decomposeLibraryOps", "decompose-library-ops", "bool",
+           /*default=*/"false",
+           "also decompose the ops kept for libraries (attention), for "
+           "backends without a kernel for them and for testing">
+  ];
+  let dependentDialects = ["::mlir::omni::OmniDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect"];
 }
 
 #endif // OMNI_PASSES_TD

@@ -1,0 +1,339 @@
+//===- DecomposeRL.cpp - Decompose the diffusion RL ops ------------------===//
+//
+// The omni-decompose patterns of flow_schedule, sde_step, group_advantages,
+// grpo_loss, adamw and clip_grad_norm, written literally after
+// shared/docs/flowgrpo.md (sections 1, 2, 5, 6 and 7), and of attention
+// (kept for libraries unless the pass's decompose-library-ops option asks).
+// The reference evaluator checks each against the op it replaces.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/DecomposeEmitter.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::omni;
+using mlir::omni::detail::Emitter;
+
+namespace {
+
+/// The schedule is a compile-time table: replace it by its folded constants.
+struct DecomposeFlowSchedule : OpRewritePattern<FlowScheduleOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(FlowScheduleOp op,
+                                PatternRewriter &r) const override {
+    SmallVector<OpFoldResult> folded;
+    if (failed(op.fold(FlowScheduleOp::FoldAdaptor({}, op), folded)))
+      return r.notifyMatchFailure(op, "schedule options do not evaluate");
+    SmallVector<Value> values;
+    for (OpFoldResult f : folded)
+      values.push_back(ConstantOp::create(
+          r, op.getLoc(), cast<ElementsAttr>(cast<Attribute>(f))));
+    r.replaceOp(op, values);
+    return success();
+  }
+};
+
+struct DecomposeSdeStep : OpRewritePattern<SdeStepOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(SdeStepOp op,
+                                PatternRewriter &r) const override {
+    Emitter e(r, op.getLoc());
+    Location loc = op.getLoc();
+    Value x = op.getX(), v = op.getV();
+    RankedTensorType t = Emitter::typeOf(x);
+    Type elt = t.getElementType();
+    auto scalarT = RankedTensorType::get({}, elt);
+    Value i = op.getStep();
+    Value iNext = arith::AddIOp::create(r, loc, i, e.index(1));
+    Value s = e.sigmaAt(op.getSigmas(), i, elt);
+    Value sNext = e.sigmaAt(op.getSigmas(), iNext, elt);
+    Value dt = e.sub(sNext, s);
+    Value one = e.scalar(elt, 1.0);
+    double a = op.getNoiseLevel().convertToDouble();
+    SdeType type = op.getType();
+
+    Value mean, q, stdOut;
+    if (type == SdeType::ode || a == 0.0) {
+      // Euler step; no density (log_prob is reported as zeros).
+      mean = e.add(x, e.mul(v, e.fill(dt, t)));
+      q = e.scalar(elt, 0.0);
+      stdOut = q;
+    } else if (type == SdeType::sde) {
+      // std_dev = a sqrt(s / (1 - s)), with 1 - s[1] in the denominator at
+      // s == 1 exactly.
+      Value s1 = e.sigmaAt(op.getSigmas(), e.index(1), elt);
+      Value isOne = CompareOp::create(
+          r, loc, CompareDirectionAttr::get(r.getContext(), CompareDirection::eq),
+          s, one);
+      Value denomSigma = SelectOp::create(r, loc, isOne, s1, s);
+      Value stdDev = e.scale(
+          SqrtOp::create(r, loc, e.div(s, e.sub(one, denomSigma))), a);
+      Value var = e.mul(stdDev, stdDev);
+      Value twoS = e.scale(s, 2.0);
+      Value cx = e.add(one, e.div(e.mul(var, dt), twoS));
+      Value cv = e.mul(e.add(one, e.div(e.mul(var, e.sub(one, s)), twoS)), dt);
+      mean = e.add(e.mul(x, e.fill(cx, t)), e.mul(v, e.fill(cv, t)));
+      q = e.mul(stdDev, SqrtOp::create(r, loc, NegOp::create(r, loc, dt)));
+      stdOut = stdDev;
+    } else {
+      // cps: std = s[i+1] sin(a pi / 2) is already the transition std.
+      Value std = e.scale(sNext, std::sin(a * M_PI / 2.0));
+      Value x0 = e.sub(x, e.mul(v, e.fill(s, t)));
+      Value x1 = e.add(x, e.mul(v, e.fill(e.sub(one, s), t)));
+      Value c1 = SqrtOp::create(
+          r, loc, e.sub(e.mul(sNext, sNext), e.mul(std, std)));
+      mean = e.add(e.mul(x0, e.fill(e.sub(one, sNext), t)),
+                   e.mul(x1, e.fill(c1, t)));
+      q = std;
+      stdOut = std;
+    }
+
+    Value next = op.getNext();
+    if (!next)
+      next = e.add(mean, e.mul(e.fill(q, t), op.getNoise()));
+
+    Value logProb;
+    if (type == SdeType::ode || a == 0.0) {
+      logProb = e.splat(RankedTensorType::get({t.getDimSize(0)}, elt), 0.0);
+    } else {
+      Value diff = e.sub(next, mean);
+      Value sq = e.mul(diff, diff);
+      Value lp;
+      if (type == SdeType::sde) {
+        // -(x' - mu)^2 / (2 q^2) - log q - log sqrt(2 pi)
+        Value twoQ2 = e.scale(e.mul(q, q), 2.0);
+        Value c = e.add(LogOp::create(r, loc, q),
+                        e.scalar(elt, std::log(std::sqrt(2.0 * M_PI))));
+        lp = e.sub(NegOp::create(r, loc, e.div(sq, e.fill(twoQ2, t))),
+                   e.fill(c, t));
+      } else {
+        lp = NegOp::create(r, loc, sq);
+      }
+      logProb = e.rowMean(lp);
+    }
+    (void)scalarT;
+    r.replaceOp(op, {next, logProb, mean, stdOut});
+    return success();
+  }
+};
+
+struct DecomposeGroupAdvantages : OpRewritePattern<GroupAdvantagesOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(GroupAdvantagesOp op,
+                                PatternRewriter &r) const override {
+    Emitter e(r, op.getLoc());
+    Location loc = op.getLoc();
+    Value rewards = op.getRewards();
+    RankedTensorType t = Emitter::typeOf(rewards);
+    Type elt = t.getElementType();
+    int64_t n = t.getDimSize(0), g = op.getGroupSize();
+    bool global = op.getGlobalStd();
+    if (g == 1 && !global) {
+      // A lone sample has nothing to compare with.
+      r.replaceOp(op, e.splat(t, 0.0));
+      return success();
+    }
+    auto grouped = RankedTensorType::get({n / g, g}, elt);
+    Value rg = ReshapeOp::create(r, loc, grouped, rewards);
+    Value groupMean = e.unreduce(e.reduce(ReduceKind::mean, rg, {1}), grouped, 1);
+    Value centered = ReshapeOp::create(r, loc, t, e.sub(rg, groupMean));
+    if (!op.getNormByStd()) {
+      r.replaceOp(op, centered);
+      return success();
+    }
+    double ddof = static_cast<double>(op.getDdof());
+    Value std;
+    if (global) {
+      Value dev = e.sub(rewards, e.fill(e.meanAll(rewards), t));
+      Value var = e.div(e.sumAll(e.mul(dev, dev)),
+                        e.scalar(elt, static_cast<double>(n) - ddof));
+      std = e.fill(SqrtOp::create(r, loc, var), t);
+    } else {
+      Value dev = e.sub(rg, groupMean);
+      Value var = e.div(e.reduce(ReduceKind::sum, e.mul(dev, dev), {1}),
+                        e.splat(RankedTensorType::get({n / g}, elt),
+                                static_cast<double>(g) - ddof));
+      std = ReshapeOp::create(
+          r, loc, t, e.unreduce(SqrtOp::create(r, loc, var), grouped, 1));
+    }
+    Value eps = e.splatLike(std, op.getEps().convertToDouble());
+    r.replaceOp(op, e.div(centered, e.add(std, eps)));
+    return success();
+  }
+};
+
+struct DecomposeGrpoLoss : OpRewritePattern<GrpoLossOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(GrpoLossOp op,
+                                PatternRewriter &r) const override {
+    Emitter e(r, op.getLoc());
+    Location loc = op.getLoc();
+    Value lp = op.getLogProb(), old = op.getOldLogProb();
+    RankedTensorType t = Emitter::typeOf(lp);
+    Type elt = t.getElementType();
+    double clip = op.getClipRange().convertToDouble();
+    double advClip = op.getAdvClipMax().convertToDouble();
+    double beta = op.getBeta().convertToDouble();
+
+    Value adv = MaxOp::create(
+        r, loc, MinOp::create(r, loc, op.getAdvantages(), e.splat(t, advClip)),
+        e.splat(t, -advClip));
+    Value logRatio = e.sub(lp, old);
+    Value ratio = ExpOp::create(r, loc, logRatio);
+    Value clipped = MaxOp::create(
+        r, loc, MinOp::create(r, loc, ratio, e.splat(t, 1.0 + clip)),
+        e.splat(t, 1.0 - clip));
+    Value negAdv = NegOp::create(r, loc, adv);
+    Value pg = MaxOp::create(r, loc, e.mul(negAdv, ratio),
+                             e.mul(negAdv, clipped));
+    Value loss = e.meanAll(pg);
+    Value approxKl = e.scale(e.meanAll(e.mul(logRatio, logRatio)), 0.5);
+    Value outside = CompareOp::create(
+        r, loc, CompareDirectionAttr::get(r.getContext(), CompareDirection::gt),
+        AbsOp::create(r, loc, e.sub(ratio, e.splat(t, 1.0))),
+        e.splat(t, clip));
+    Value clipfrac = e.meanAll(CastOp::create(r, loc, t, outside));
+
+    Value kl = e.scalar(elt, 0.0);
+    if (Value mean = op.getMean()) {
+      RankedTensorType mt = Emitter::typeOf(mean);
+      Value d = e.sub(mean, op.getRefMean());
+      Value perRow = e.rowMean(e.mul(d, d));
+      Value std = op.getStd();
+      if (op.getKlForm() == KlForm::exact)
+        std = e.mul(std, SqrtOp::create(r, loc, NegOp::create(r, loc, op.getDt())));
+      Value twoVar = e.scale(e.mul(std, std), 2.0);
+      kl = e.meanAll(e.div(perRow, e.fill(twoVar, Emitter::typeOf(perRow))));
+      (void)mt;
+      if (beta != 0.0)
+        loss = e.add(loss, e.scale(kl, beta));
+    }
+    r.replaceOp(op, {loss, approxKl, clipfrac, kl});
+    return success();
+  }
+};
+
+struct DecomposeAdamW : OpRewritePattern<AdamWOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(AdamWOp op,
+                                PatternRewriter &r) const override {
+    Emitter e(r, op.getLoc());
+    Location loc = op.getLoc();
+    Value p = op.getParam(), g = op.getGrad();
+    RankedTensorType t = Emitter::typeOf(p);
+    Type elt = t.getElementType();
+    double lr = op.getLr().convertToDouble(),
+           b1 = op.getBeta1().convertToDouble(),
+           b2 = op.getBeta2().convertToDouble(),
+           eps = op.getEps().convertToDouble(),
+           wd = op.getWeightDecay().convertToDouble();
+    // Decoupled weight decay first (torch: p *= 1 - lr * wd).
+    Value decayed = e.scale(p, 1.0 - lr * wd);
+    Value m = e.add(e.scale(op.getM(), b1), e.scale(g, 1.0 - b1));
+    Value v = e.add(e.scale(op.getV(), b2), e.scale(e.mul(g, g), 1.0 - b2));
+    auto scalarT = RankedTensorType::get({}, elt);
+    Value step = CastOp::create(r, loc, scalarT, op.getStep());
+    Value bc1 = e.sub(e.scalar(elt, 1.0),
+                      PowOp::create(r, loc, e.scalar(elt, b1), step));
+    Value bc2 = e.sub(e.scalar(elt, 1.0),
+                      PowOp::create(r, loc, e.scalar(elt, b2), step));
+    // torch: denom = sqrt(v) / sqrt(bc2) + eps; p -= (lr / bc1) * m / denom.
+    Value denom = e.add(e.div(SqrtOp::create(r, loc, v),
+                              e.fill(SqrtOp::create(r, loc, bc2), t)),
+                        e.splat(t, eps));
+    Value stepSize = e.div(e.scalar(elt, lr), bc1);
+    Value update = e.div(e.mul(e.fill(stepSize, t), m), denom);
+    r.replaceOp(op, {e.sub(decayed, update), m, v});
+    return success();
+  }
+};
+
+struct DecomposeClipGradNorm : OpRewritePattern<ClipGradNormOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(ClipGradNormOp op,
+                                PatternRewriter &r) const override {
+    Emitter e(r, op.getLoc());
+    Location loc = op.getLoc();
+    auto f32 = RankedTensorType::get({}, r.getF32Type());
+    Value total = e.scalar(r.getF32Type(), 0.0);
+    for (Value g : op.getGrads()) {
+      RankedTensorType gt = Emitter::typeOf(g);
+      Value g32 = r.createOrFold<CastOp>(loc, gt.clone(r.getF32Type()), g);
+      total = e.add(total, e.sumAll(e.mul(g32, g32)));
+    }
+    Value norm = SqrtOp::create(r, loc, total);
+    // torch: coef = min(max_norm / (norm + 1e-6), 1).
+    Value coef = MinOp::create(
+        r, loc,
+        e.div(e.scalar(r.getF32Type(), op.getMaxNorm().convertToDouble()),
+              e.add(norm, e.scalar(r.getF32Type(), 1e-6))),
+        e.scalar(r.getF32Type(), 1.0));
+    Value finite = IsFiniteOp::create(r, loc, norm);
+    SmallVector<Value> results;
+    for (Value g : op.getGrads()) {
+      RankedTensorType gt = Emitter::typeOf(g);
+      Value c = r.createOrFold<CastOp>(
+          loc, RankedTensorType::get({}, gt.getElementType()), coef);
+      Value scaled = e.mul(g, e.fill(c, gt));
+      Value ok = e.fill(finite, gt.clone(r.getI1Type()));
+      results.push_back(SelectOp::create(r, loc, ok, scaled, e.splat(gt, 0.0)));
+    }
+    (void)f32;
+    results.push_back(norm);
+    r.replaceOp(op, results);
+    return success();
+  }
+};
+
+/// softmax(q k^T * scale + mask) v; softmax is decomposed by its own pattern.
+struct DecomposeAttention : OpRewritePattern<AttentionOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(AttentionOp op,
+                                PatternRewriter &r) const override {
+    Emitter e(r, op.getLoc());
+    Location loc = op.getLoc();
+    RankedTensorType qt = Emitter::typeOf(op.getQuery());
+    double scale = op.getScale() ? op.getScale()->convertToDouble()
+                                 : 1.0 / std::sqrt(double(qt.getDimSize(3)));
+    Value scores = MatmulOp::create(r, loc, op.getQuery(), op.getKey(),
+                                    /*transpose_lhs=*/false,
+                                    /*transpose_rhs=*/true);
+    scores = e.scale(scores, scale);
+    if (Value mask = op.getMask()) {
+      RankedTensorType st = Emitter::typeOf(scores);
+      RankedTensorType mt = Emitter::typeOf(mask);
+      if (mt != st) {
+        // Size-1 batch/head dimensions broadcast: drop them, then expand.
+        SmallVector<int64_t> keep, shape;
+        for (int64_t d = 0; d < 4; ++d)
+          if (mt.getDimSize(d) != 1 || d >= 2) {
+            keep.push_back(d);
+            shape.push_back(mt.getDimSize(d));
+          }
+        Value squeezed = ReshapeOp::create(r, loc, mt.clone(shape), mask);
+        mask = BroadcastInDimOp::create(r, loc, st, squeezed,
+                                        r.getDenseI64ArrayAttr(keep));
+      }
+      scores = e.add(scores, mask);
+    }
+    Value probs = SoftmaxOp::create(r, loc, scores, r.getI64IntegerAttr(3));
+    r.replaceOp(op, MatmulOp::create(r, loc, probs, op.getValue(), false, false)
+                        .getResult());
+    return success();
+  }
+};
+
+} // namespace
+
+void mlir::omni::populateDecomposeRLPatterns(RewritePatternSet &patterns) {
+  patterns.add<DecomposeFlowSchedule, DecomposeSdeStep,
+               DecomposeGroupAdvantages, DecomposeGrpoLoss, DecomposeAdamW,
+               DecomposeClipGradNorm>(patterns.getContext());
+}
+
+void mlir::omni::populateDecomposeLibraryPatterns(
+    RewritePatternSet &patterns) {
+  patterns.add<DecomposeAttention>(patterns.getContext());
+}

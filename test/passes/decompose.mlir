@@ -1,0 +1,114 @@
+// RUN: omni-opt %s -omni-decompose -split-input-file | FileCheck %s
+// RUN: omni-opt %s -omni-decompose=decompose-library-ops -split-input-file | FileCheck %s --check-prefix=LIB
+
+// Tests that silu becomes x * logistic(x).
+// CHECK-LABEL: func.func @silu
+// CHECK-SAME: (%[[X:.*]]: tensor<4xf32>)
+// CHECK: %[[S:.*]] = omni.logistic %[[X]]
+// CHECK: %[[Y:.*]] = omni.mul %[[X]], %[[S]]
+// CHECK: return %[[Y]]
+func.func @silu(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %y = omni.silu %x : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+// Tests that softmax subtracts the row max, exponentiates and divides by the
+// row sum, broadcasting back along the reduced dimension.
+// CHECK-LABEL: func.func @softmax
+// CHECK: %[[M:.*]] = omni.reduce max %{{.*}} dims = [1] : tensor<2x8xf32> -> tensor<2xf32>
+// CHECK: omni.broadcast_in_dim %[[M]], dims = [0] : tensor<2xf32> -> tensor<2x8xf32>
+// CHECK: omni.exp
+// CHECK: omni.reduce sum %{{.*}} dims = [1]
+// CHECK: omni.div
+// CHECK-NOT: omni.softmax
+func.func @softmax(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %y = omni.softmax %x, dim = 1 : tensor<2x8xf32>
+  return %y : tensor<2x8xf32>
+}
+
+// -----
+
+// Tests that layer_norm centers, scales by rsqrt(var + eps) and applies the
+// affine parameters along the last dimension.
+// CHECK-LABEL: func.func @layer_norm
+// CHECK: omni.reduce mean %{{.*}} dims = [1]
+// CHECK: omni.sub
+// CHECK: omni.reduce mean %{{.*}} dims = [1]
+// CHECK: omni.rsqrt
+// CHECK: omni.broadcast_in_dim %{{.*}}, dims = [1] : tensor<8xf32> -> tensor<2x8xf32>
+// CHECK: omni.mul
+// CHECK: omni.broadcast_in_dim %{{.*}}, dims = [1] : tensor<8xf32> -> tensor<2x8xf32>
+// CHECK: omni.add
+// CHECK-NOT: omni.layer_norm
+func.func @layer_norm(%x: tensor<2x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>) -> tensor<2x8xf32> {
+  %y = omni.layer_norm %x weight %w bias %b : (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  return %y : tensor<2x8xf32>
+}
+
+// -----
+
+// Tests that linear becomes a matmul with the transposed weight plus bias,
+// and that the library ops (matmul, attention) are kept by default.
+// CHECK-LABEL: func.func @linear_keeps_library_ops
+// CHECK: omni.matmul %{{.*}}, %{{.*}} transpose_rhs : tensor<2x8xf32>, tensor<4x8xf32> -> tensor<2x4xf32>
+// CHECK: omni.add
+// CHECK: omni.attention
+// LIB-LABEL: func.func @linear_keeps_library_ops
+// LIB-NOT: omni.attention
+// LIB: omni.exp
+func.func @linear_keeps_library_ops(%x: tensor<2x8xf32>, %w: tensor<4x8xf32>, %b: tensor<4xf32>, %q: tensor<1x2x4x8xf32>) -> (tensor<2x4xf32>, tensor<1x2x4x8xf32>) {
+  %y = omni.linear %x, %w bias %b : (tensor<2x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  %o = omni.attention %q, %q, %q : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return %y, %o : tensor<2x4xf32>, tensor<1x2x4x8xf32>
+}
+
+// -----
+
+// Tests that cfg_combine slices the [uncond; cond] halves.
+// CHECK-LABEL: func.func @cfg
+// CHECK-DAG: omni.slice %{{.*}} [0:2:1, 0:3:1] : tensor<4x3xf32> -> tensor<2x3xf32>
+// CHECK-DAG: omni.slice %{{.*}} [2:4:1, 0:3:1] : tensor<4x3xf32> -> tensor<2x3xf32>
+func.func @cfg(%v: tensor<4x3xf32>) -> tensor<2x3xf32> {
+  %y = omni.cfg_combine %v {guidance_scale = 4.5} : tensor<4x3xf32> -> tensor<2x3xf32>
+  return %y : tensor<2x3xf32>
+}
+
+// -----
+
+// Tests that sde_step reads the sigmas at the step index and the next one,
+// and that an Euler step (ode) has an all-zero log_prob.
+// CHECK-LABEL: func.func @sde_and_ode
+// CHECK-DAG: %[[Z:.*]] = omni.constant dense<0.000000e+00> : tensor<2xf32>
+// CHECK: %[[N:.*]] = arith.addi %{{.*}}, %{{.*}} : index
+// CHECK-DAG: tensor.extract %{{.*}}[%[[N]]] : tensor<11xf32>
+// CHECK-DAG: omni.sqrt
+// CHECK-DAG: omni.log
+// CHECK: omni.reduce mean %{{.*}} dims = [1] : tensor<2x4xf32> -> tensor<2xf32>
+// CHECK-NOT: omni.sde_step
+// CHECK: return %{{.*}}, %[[Z]]
+func.func @sde_and_ode(%x: tensor<2x4xf32>, %v: tensor<2x4xf32>, %e: tensor<2x4xf32>, %s: tensor<11xf32>, %i: index) -> (tensor<2xf32>, tensor<2xf32>) {
+  %xn, %lp, %mu, %std = omni.sde_step sde %x, %v, %s[%i] noise %e : tensor<2x4xf32>, tensor<11xf32>
+  %xo, %lpo, %muo, %stdo = omni.sde_step ode %x, %v, %s[%i] noise %e : tensor<2x4xf32>, tensor<11xf32>
+  return %lp, %lpo : tensor<2xf32>, tensor<2xf32>
+}
+
+// -----
+
+// Tests that every diffusion RL op is rewritten into primitives.
+// CHECK-LABEL: func.func @rl_ops
+// CHECK-NOT: omni.flow_schedule
+// CHECK-NOT: omni.group_advantages
+// CHECK-NOT: omni.grpo_loss
+// CHECK-NOT: omni.clip_grad_norm
+// CHECK-NOT: omni.adamw
+// CHECK: return
+func.func @rl_ops(%r: tensor<4xf32>, %lp: tensor<4xf32>, %old: tensor<4xf32>, %p: tensor<8xf32>, %g: tensor<8xf32>, %m: tensor<8xf32>, %t: tensor<i64>) -> (tensor<11xf32>, tensor<f32>, tensor<8xf32>) {
+  %s, %ts = omni.flow_schedule static_shift steps = 10 : tensor<11xf32>, tensor<10xf32>
+  %a = omni.group_advantages %r {group_size = 2} : tensor<4xf32>
+  %l, %k, %c, %kl = omni.grpo_loss %lp, %old, %a : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>)
+  %cg, %n = omni.clip_grad_norm %g : tensor<8xf32>
+  %p2, %m2, %v2 = omni.adamw %p, %cg, %m, %m, %t {lr = 1.0e-3} : tensor<8xf32>
+  return %s, %l, %p2 : tensor<11xf32>, tensor<f32>, tensor<8xf32>
+}
