@@ -310,13 +310,14 @@ void registerReward(std::string name, RewardFn fn) {
 
 uint8_t quantizePixel(float v) {
   // Clamp first: identical to clamping after rounding for finite v, and keeps
-  // the argument of lround in range. `!(v > 0)` also sends NaN to 0, so the
+  // the argument of nearbyint in range. `!(v > 0)` also sends NaN to 0, so the
   // result is defined for every input.
   if (!(v > 0.0f))
     return 0;
   if (v >= 1.0f)
     return 255;
-  return static_cast<uint8_t>(std::lround(255.0f * v));
+  // Half to even, as torch.round in flow_grpo's (img * 255).round().
+  return static_cast<uint8_t>(std::nearbyint(255.0f * v));
 }
 
 absl::StatusOr<std::vector<uint8_t>> imageToHwcU8(const ImageBatch &batch,

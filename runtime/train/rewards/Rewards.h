@@ -85,9 +85,9 @@ void registerReward(std::string name, RewardFn fn);
 //===----------------------------------------------------------------------===//
 
 /// Converts one pixel value to u8 as clamp(round(255 * v), 0, 255), with the
-/// product taken in float32 and rounding half away from zero (std::lround
-/// semantics, e.g. 0.5 -> 1, 127.5 -> 128). Clamping happens before rounding,
-/// which gives the same result for every finite input and keeps lround in
+/// product taken in float32 and rounding half to even as torch.round does in
+/// flow_grpo (e.g. 127.5 -> 128, 128.5 -> 128). Clamping happens before rounding,
+/// which gives the same result for every finite input and keeps nearbyint in
 /// range. Defined for every input: +inf gives 255, -inf and NaN give 0
 /// (batches with non-finite values are rejected before this is reached).
 uint8_t quantizePixel(float v);

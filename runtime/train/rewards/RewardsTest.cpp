@@ -59,7 +59,7 @@ HostImages noise(int64_t n, int64_t h, int64_t w, unsigned seed) {
 }
 
 /// The reward definition's quantization, written out independently of the
-/// library: clamp(round(255 * v), 0, 255), half away from zero, HWC order.
+/// library: clamp(round(255 * v), 0, 255), half to even, HWC order.
 std::vector<uint8_t> referenceHwc(const HostImages &images, int64_t index) {
   const int64_t h = images.shape[2], w = images.shape[3];
   std::vector<uint8_t> out(3 * h * w);
@@ -67,7 +67,7 @@ std::vector<uint8_t> referenceHwc(const HostImages &images, int64_t index) {
     for (int64_t y = 0; y < h; ++y)
       for (int64_t x = 0; x < w; ++x) {
         float v = images.values[((index * 3 + c) * h + y) * w + x];
-        long q = std::clamp(std::lround(255.0f * v), 0L, 255L);
+        float q = std::clamp(std::nearbyint(255.0f * v), 0.0f, 255.0f);
         out[(y * w + x) * 3 + c] = static_cast<uint8_t>(q);
       }
   return out;
@@ -203,11 +203,12 @@ TEST(RewardsTest, QuantizeClampsOutOfRange) {
   EXPECT_EQ(quantizePixel(-kInf), 0);
 }
 
-TEST(RewardsTest, QuantizeRoundsHalfAwayFromZero) {
-  // 255 * 0.5 is exactly 127.5; half-to-even would also give 128.
+TEST(RewardsTest, QuantizeRoundsHalfToEven) {
+  // 255 * 0.5 is exactly 127.5, which rounds to the even 128.
   EXPECT_EQ(quantizePixel(0.5f), 128);
   // Every (k + 0.5) / 255 whose float product with 255 lands exactly on the
-  // half distinguishes half-away-from-zero from half-to-even for even k.
+  // half distinguishes half-to-even (flow_grpo's torch.round) from
+  // half-away-from-zero for even k.
   int exactHalves = 0, evenExactHalves = 0;
   for (int k = 0; k < 255; ++k) {
     float v = (static_cast<float>(k) + 0.5f) / 255.0f;
@@ -216,7 +217,7 @@ TEST(RewardsTest, QuantizeRoundsHalfAwayFromZero) {
     ++exactHalves;
     if (k % 2 == 0)
       ++evenExactHalves;
-    EXPECT_EQ(quantizePixel(v), k + 1) << "k = " << k;
+    EXPECT_EQ(quantizePixel(v), k % 2 == 0 ? k : k + 1) << "k = " << k;
   }
   EXPECT_GT(evenExactHalves, 0) << exactHalves << " exact halves, none even";
   for (int k = 0; k < 255; ++k) {
