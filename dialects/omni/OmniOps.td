@@ -142,7 +142,8 @@ def Omni_SelectOp : Omni_Op<"select",
     `result[i] = pred[i] ? on_true[i] : on_false[i]`.
 
     Constraints:
-    - (C1) `pred` has the shape of `on_true`.
+    - (C1) `pred` has the shape of `on_true` (checked by the Elementwise
+      trait).
 
     ```mlir
     %r = omni.select %p, %a, %b : tensor<4xi1>, tensor<4xf32>
@@ -154,7 +155,6 @@ def Omni_SelectOp : Omni_Op<"select",
   let assemblyFormat = [{
     $pred `,` $on_true `,` $on_false attr-dict `:` type($pred) `,` type($result)
   }];
-  let hasVerifier = 1;
   let hasFolder = 1;
 }
 
@@ -165,7 +165,8 @@ def Omni_CastOp : Omni_Op<"cast", [Pure, Elementwise]> {
     nearest even, float to int truncates toward zero, to i1 means `!= 0`.
 
     Constraints:
-    - (C1) operand and result have the same shape.
+    - (C1) operand and result have the same shape (checked by the
+      Elementwise trait).
 
     ```mlir
     %h = omni.cast %x : tensor<4xf32> -> tensor<4xbf16>
@@ -174,7 +175,6 @@ def Omni_CastOp : Omni_Op<"cast", [Pure, Elementwise]> {
   let arguments = (ins Omni_Tensor:$operand);
   let results = (outs Omni_Tensor:$result);
   let assemblyFormat = "$operand attr-dict `:` type($operand) `->` type($result)";
-  let hasVerifier = 1;
   let hasFolder = 1;
 }
 

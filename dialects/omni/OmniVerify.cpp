@@ -27,25 +27,6 @@ static RankedTensorType tensorType(Value v) {
 // Primitives
 //===----------------------------------------------------------------------===//
 
-LogicalResult SelectOp::verify() {
-  // C1
-  if (getPred().getType().getShape() != getOnTrue().getType().getShape())
-    return emitOpError("pred has shape ")
-           << shapeStr(getPred().getType().getShape())
-           << " but the values have shape "
-           << shapeStr(getOnTrue().getType().getShape());
-  return success();
-}
-
-LogicalResult CastOp::verify() {
-  // C1
-  if (getOperand().getType().getShape() != getType().getShape())
-    return emitOpError("operand has shape ")
-           << shapeStr(getOperand().getType().getShape())
-           << " but the result has shape " << shapeStr(getType().getShape());
-  return success();
-}
-
 LogicalResult BroadcastInDimOp::verify() {
   RankedTensorType in = getOperand().getType(), out = getType();
   // C1
@@ -173,11 +154,17 @@ static LogicalResult verifyGradSymbolUses(GradOpT op,
   auto loss = fnType.getNumResults()
                   ? dyn_cast<RankedTensorType>(fnType.getResult(0))
                   : RankedTensorType();
-  if (!loss || loss.getRank() != 0 || !isa<FloatType>(loss.getElementType()))
-    return op.emitOpError("the first result of ")
-           << op.getCalleeAttr()
-           << " must be a 0-D float tensor (the loss), found "
-           << (fnType.getNumResults() ? fnType.getResult(0) : Type());
+  if (!loss || loss.getRank() != 0 || !isa<FloatType>(loss.getElementType())) {
+    InFlightDiagnostic diag = op.emitOpError("the first result of ")
+                              << op.getCalleeAttr()
+                              << " must be a 0-D float tensor (the loss), "
+                              << "found ";
+    if (fnType.getNumResults())
+      diag << fnType.getResult(0);
+    else
+      diag << "no result";
+    return diag;
+  }
   ArrayRef<int64_t> wrt = op.getWrt();
   // C4
   if (wrt.empty())
@@ -342,6 +329,9 @@ static SmallVector<StringRef> axisNames(ArrayAttr axes) {
 LogicalResult ShardOp::verifySymbolUses(SymbolTableCollection &symbols) {
   ShardingAttr sharding = getSharding();
   RankedTensorType t = getType();
+  // C1 (checked up front: a 0-D tensor has no entry that would resolve it)
+  if (failed(groupSize(*this, symbols, sharding.getMesh(), {}, true)))
+    return failure();
   // C2
   if (static_cast<int64_t>(sharding.getDims().size()) != t.getRank())
     return emitOpError("sharding has ")
