@@ -20,5 +20,5 @@ llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
 
 tool_dirs = [config.omni_tools_dir, config.llvm_tools_dir]
-llvm_config.add_tool_substitutions(["omni-opt"], tool_dirs)
+llvm_config.add_tool_substitutions(["omni-opt", "omni-eval"], tool_dirs)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
