@@ -10,7 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/omni/OmniOps.h"
-#include "passes/DecomposeEmitter.h"
+#include "passes/DecomposePatterns.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/PatternMatch.h"
@@ -27,7 +27,6 @@ namespace mlir::omni {
 
 using namespace mlir;
 using namespace mlir::omni;
-using mlir::omni::detail::Emitter;
 
 namespace {
 

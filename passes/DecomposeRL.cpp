@@ -8,13 +8,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/DecomposeEmitter.h"
+#include "passes/DecomposePatterns.h"
 
 #include <cmath>
 
 using namespace mlir;
 using namespace mlir::omni;
-using mlir::omni::detail::Emitter;
 
 namespace {
 

@@ -126,6 +126,91 @@ absl::StatusOr<Results> evalInsert(tensor::InsertOp op, Interpreter &interp) {
   return Results{std::move(dest)};
 }
 
+/// The offsets, sizes and strides of a slice op as integers, checked to stay
+/// inside a tensor of `shape`.
+struct SliceBox {
+  llvm::SmallVector<int64_t> offsets, sizes, strides;
+};
+
+static absl::StatusOr<SliceBox>
+resolveSlice(mlir::Operation *op, llvm::ArrayRef<mlir::OpFoldResult> offsets,
+             llvm::ArrayRef<mlir::OpFoldResult> sizes,
+             llvm::ArrayRef<mlir::OpFoldResult> strides,
+             llvm::ArrayRef<int64_t> shape, Interpreter &interp) {
+  SliceBox box;
+  auto value = [&](mlir::OpFoldResult f) -> int64_t {
+    if (auto attr = llvm::dyn_cast_if_present<mlir::Attribute>(f))
+      return llvm::cast<mlir::IntegerAttr>(attr).getInt();
+    return interp.get(llvm::cast<mlir::Value>(f)).intAt(0);
+  };
+  for (size_t d = 0; d < shape.size(); ++d) {
+    box.offsets.push_back(value(offsets[d]));
+    box.sizes.push_back(value(sizes[d]));
+    box.strides.push_back(value(strides[d]));
+    int64_t last = box.offsets[d] + (box.sizes[d] - 1) * box.strides[d];
+    if (box.offsets[d] < 0 || box.sizes[d] < 0 || box.strides[d] < 1 ||
+        (box.sizes[d] > 0 && last >= shape[d]))
+      return opError(op, "slice of dimension " + llvm::Twine(d) +
+                             " (offset " + llvm::Twine(box.offsets[d]) +
+                             ", size " + llvm::Twine(box.sizes[d]) +
+                             ", stride " + llvm::Twine(box.strides[d]) +
+                             ") is outside the size " + llvm::Twine(shape[d]));
+  }
+  return box;
+}
+
+/// Calls `fn(sliceIndex, fullIndex)` for every element of the slice, in
+/// row-major order of the slice (rank-reduced unit dimensions included).
+template <typename F>
+static void forEachInSlice(const SliceBox &box, llvm::ArrayRef<int64_t> shape,
+                           F fn) {
+  int64_t total = 1;
+  for (int64_t s : box.sizes)
+    total *= s;
+  llvm::SmallVector<int64_t> idx(box.sizes.size(), 0);
+  for (int64_t n = 0; n < total; ++n) {
+    int64_t full = 0;
+    for (size_t d = 0; d < shape.size(); ++d)
+      full = full * shape[d] + box.offsets[d] + idx[d] * box.strides[d];
+    fn(n, full);
+    for (int64_t d = static_cast<int64_t>(idx.size()) - 1; d >= 0; --d) {
+      if (++idx[d] < box.sizes[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+}
+
+absl::StatusOr<Results> evalExtractSlice(tensor::ExtractSliceOp op,
+                                         Interpreter &interp) {
+  const HostTensor &src = interp.get(op.getSource());
+  absl::StatusOr<SliceBox> box =
+      resolveSlice(op, op.getMixedOffsets(), op.getMixedSizes(),
+                   op.getMixedStrides(), src.shape(), interp);
+  if (!box.ok())
+    return box.status();
+  HostTensor out = interp.zerosForResult(op, 0);
+  forEachInSlice(*box, src.shape(), [&](int64_t n, int64_t full) {
+    copyScalar(src, full, out, n);
+  });
+  return Results{std::move(out)};
+}
+
+absl::StatusOr<Results> evalInsertSlice(tensor::InsertSliceOp op,
+                                        Interpreter &interp) {
+  HostTensor dest = interp.get(op.getDest());
+  const HostTensor &src = interp.get(op.getSource());
+  absl::StatusOr<SliceBox> box =
+      resolveSlice(op, op.getMixedOffsets(), op.getMixedSizes(),
+                   op.getMixedStrides(), dest.shape(), interp);
+  if (!box.ok())
+    return box.status();
+  forEachInSlice(*box, dest.shape(), [&](int64_t n, int64_t full) {
+    copyScalar(src, n, dest, full);
+  });
+  return Results{std::move(dest)};
+}
+
 absl::StatusOr<Results> evalFromElements(tensor::FromElementsOp op,
                                          Interpreter &interp) {
   HostTensor out = interp.zerosForResult(op, 0);
@@ -177,6 +262,8 @@ void registerStructuredHandlers(HandlerTable &table) {
   addHandler<scf::IfOp>(table, evalIf);
   addHandler<tensor::ExtractOp>(table, evalExtract);
   addHandler<tensor::InsertOp>(table, evalInsert);
+  addHandler<tensor::ExtractSliceOp>(table, evalExtractSlice);
+  addHandler<tensor::InsertSliceOp>(table, evalInsertSlice);
   addHandler<tensor::FromElementsOp>(table, evalFromElements);
   addHandler<tensor::SplatOp>(table, evalSplat);
   addHandler<tensor::DimOp>(table, evalDim);

@@ -1,26 +1,25 @@
-//===- DecomposeEmitter.h - vocabulary of omni decompositions --*- C++ -*-===//
+//===- OmniEmitter.h - build omni primitives tersely ------------*- C++ -*-===//
 //
-// A small helper that emits omni primitives at one location; the
-// decomposition patterns of omni-decompose (Decompose.cpp, DecomposeRL.cpp)
-// are written in it. Private to passes/.
+// A small helper that emits omni primitives at one location: the vocabulary
+// in which omni-decompose's patterns and the ops' VJP rules are written.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef OMNI_PASSES_DECOMPOSEEMITTER_H
-#define OMNI_PASSES_DECOMPOSEEMITTER_H
+#ifndef OMNI_DIALECTS_OMNI_OMNIEMITTER_H
+#define OMNI_DIALECTS_OMNI_OMNIEMITTER_H
 
 #include "dialects/omni/OmniOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
-#include "mlir/IR/PatternMatch.h"
+#include "mlir/IR/Builders.h"
 
-namespace mlir::omni::detail {
+namespace mlir::omni {
 
 /// Emits primitives at one location; the vocabulary of the decompositions.
 class Emitter {
 public:
-  Emitter(PatternRewriter &rewriter, Location loc) : b(rewriter), loc(loc) {}
+  Emitter(OpBuilder &builder, Location loc) : b(builder), loc(loc) {}
 
   /// A constant of type `t` with every element `v`.
   Value splat(RankedTensorType t, double v) {
@@ -128,21 +127,44 @@ public:
         b.getDenseI64ArrayAttr(dims));
   }
 
+  template <typename OpT> Value unary(Value x) {
+    return OpT::create(b, loc, x);
+  }
+  Value neg(Value x) { return NegOp::create(b, loc, x); }
+  Value select(Value pred, Value onTrue, Value onFalse) {
+    return SelectOp::create(b, loc, pred, onTrue, onFalse);
+  }
+  Value compare(CompareDirection dir, Value x, Value y) {
+    return CompareOp::create(
+        b, loc, CompareDirectionAttr::get(b.getContext(), dir), x, y);
+  }
+  Value matmul(Value x, Value y, bool transposeLhs = false,
+               bool transposeRhs = false) {
+    return MatmulOp::create(b, loc, x, y, transposeLhs, transposeRhs);
+  }
+  Value reshape(Value x, ArrayRef<int64_t> shape) {
+    return b.createOrFold<ReshapeOp>(loc, typeOf(x).clone(shape), x);
+  }
+  Value transpose(Value x, ArrayRef<int64_t> perm) {
+    return b.createOrFold<TransposeOp>(loc, x, b.getDenseI64ArrayAttr(perm));
+  }
+  Value zerosLike(Value x) { return splatLike(x, 0.0); }
+
+  /// Sums `x` over `dims` and reshapes the result to `shape` (the reverse of
+  /// a broadcast: the adjoint of a broadcast operand).
+  Value sumTo(Value x, ArrayRef<int64_t> dims, ArrayRef<int64_t> shape) {
+    Value s = dims.empty() ? x : reduce(ReduceKind::sum, x, dims);
+    return reshape(s, shape);
+  }
+
   static RankedTensorType typeOf(Value v) {
     return cast<RankedTensorType>(v.getType());
   }
 
-  PatternRewriter &b;
+  OpBuilder &b;
   Location loc;
 };
 
-} // namespace mlir::omni::detail
-
-namespace mlir::omni {
-/// Patterns for the diffusion RL ops (DecomposeRL.cpp).
-void populateDecomposeRLPatterns(RewritePatternSet &patterns);
-/// Patterns for the library ops kept by default (attention).
-void populateDecomposeLibraryPatterns(RewritePatternSet &patterns);
 } // namespace mlir::omni
 
-#endif // OMNI_PASSES_DECOMPOSEEMITTER_H
+#endif // OMNI_DIALECTS_OMNI_OMNIEMITTER_H
