@@ -23,6 +23,10 @@ void buildOmniPipeline(OpPassManager &pm) {
   pm.addPass(createInlinerPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  // grad / value_and_grad become forward + adjoint IR.
+  pm.addPass(createOmniAutodiffPass());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
   // Composite ops become primitives.
   pm.addPass(createOmniDecomposePass());
   pm.addPass(createCanonicalizerPass());

@@ -22,6 +22,7 @@ using namespace mlir::omni;
 
 #include "dialects/omni/OmniDialect.cpp.inc"
 #include "dialects/omni/OmniEnums.cpp.inc"
+#include "dialects/omni/OmniInterfaces.cpp.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "dialects/omni/OmniAttrs.cpp.inc"

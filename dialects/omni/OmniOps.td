@@ -13,11 +13,15 @@
 #define OMNI_OPS_TD
 
 include "dialects/omni/OmniBase.td"
+include "dialects/omni/OmniInterfaces.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/ControlFlowInterfaces.td"
 include "mlir/Interfaces/CallInterfaces.td"
+
+/// Differentiable ops carry their VJP rule (OmniVJP*.cpp).
+defvar VJP = DeclareOpInterfaceMethods<Omni_VJPOpInterface>;
 
 //===----------------------------------------------------------------------===//
 // Primitives: elementwise
@@ -41,22 +45,22 @@ class Omni_UnaryOp<string mnemonic, Type type, string formula,
   let assemblyFormat = "$operand attr-dict `:` type($result)";
 }
 
-def Omni_NegOp : Omni_UnaryOp<"neg", Omni_NumericTensor, "-x"> {
+def Omni_NegOp : Omni_UnaryOp<"neg", Omni_NumericTensor, "-x", [VJP]> {
   let hasFolder = 1;
 }
-def Omni_AbsOp : Omni_UnaryOp<"abs", Omni_NumericTensor, "|x|">;
-def Omni_SignOp : Omni_UnaryOp<"sign", Omni_NumericTensor, "sign(x)">;
-def Omni_ExpOp : Omni_UnaryOp<"exp", Omni_FloatTensor, "exp(x)">;
-def Omni_LogOp : Omni_UnaryOp<"log", Omni_FloatTensor, "log(x)">;
-def Omni_SqrtOp : Omni_UnaryOp<"sqrt", Omni_FloatTensor, "sqrt(x)">;
-def Omni_RsqrtOp : Omni_UnaryOp<"rsqrt", Omni_FloatTensor, "1/sqrt(x)">;
-def Omni_TanhOp : Omni_UnaryOp<"tanh", Omni_FloatTensor, "tanh(x)">;
-def Omni_SinOp : Omni_UnaryOp<"sin", Omni_FloatTensor, "sin(x)">;
-def Omni_CosOp : Omni_UnaryOp<"cos", Omni_FloatTensor, "cos(x)">;
-def Omni_ErfOp : Omni_UnaryOp<"erf", Omni_FloatTensor, "erf(x)">;
+def Omni_AbsOp : Omni_UnaryOp<"abs", Omni_NumericTensor, "|x|", [VJP]>;
+def Omni_SignOp : Omni_UnaryOp<"sign", Omni_NumericTensor, "sign(x)", [VJP]>;
+def Omni_ExpOp : Omni_UnaryOp<"exp", Omni_FloatTensor, "exp(x)", [VJP]>;
+def Omni_LogOp : Omni_UnaryOp<"log", Omni_FloatTensor, "log(x)", [VJP]>;
+def Omni_SqrtOp : Omni_UnaryOp<"sqrt", Omni_FloatTensor, "sqrt(x)", [VJP]>;
+def Omni_RsqrtOp : Omni_UnaryOp<"rsqrt", Omni_FloatTensor, "1/sqrt(x)", [VJP]>;
+def Omni_TanhOp : Omni_UnaryOp<"tanh", Omni_FloatTensor, "tanh(x)", [VJP]>;
+def Omni_SinOp : Omni_UnaryOp<"sin", Omni_FloatTensor, "sin(x)", [VJP]>;
+def Omni_CosOp : Omni_UnaryOp<"cos", Omni_FloatTensor, "cos(x)", [VJP]>;
+def Omni_ErfOp : Omni_UnaryOp<"erf", Omni_FloatTensor, "erf(x)", [VJP]>;
 def Omni_LogisticOp
-    : Omni_UnaryOp<"logistic", Omni_FloatTensor, "1/(1+exp(-x))">;
-def Omni_FloorOp : Omni_UnaryOp<"floor", Omni_FloatTensor, "floor(x)">;
+    : Omni_UnaryOp<"logistic", Omni_FloatTensor, "1/(1+exp(-x))", [VJP]>;
+def Omni_FloorOp : Omni_UnaryOp<"floor", Omni_FloatTensor, "floor(x)", [VJP]>;
 
 def Omni_IsFiniteOp : Omni_Op<"is_finite",
     [Pure, Elementwise, InferTypeOpAdaptor]> {
@@ -93,24 +97,24 @@ class Omni_BinaryOp<string mnemonic, Type type, string formula,
 }
 
 def Omni_AddOp : Omni_BinaryOp<"add", Omni_NumericTensor, "x + y",
-                               [Commutative]> {
+                               [Commutative, VJP]> {
   let hasFolder = 1;
 }
-def Omni_SubOp : Omni_BinaryOp<"sub", Omni_NumericTensor, "x - y"> {
+def Omni_SubOp : Omni_BinaryOp<"sub", Omni_NumericTensor, "x - y", [VJP]> {
   let hasFolder = 1;
 }
 def Omni_MulOp : Omni_BinaryOp<"mul", Omni_NumericTensor, "x * y",
-                               [Commutative]> {
+                               [Commutative, VJP]> {
   let hasFolder = 1;
 }
-def Omni_DivOp : Omni_BinaryOp<"div", Omni_NumericTensor, "x / y"> {
+def Omni_DivOp : Omni_BinaryOp<"div", Omni_NumericTensor, "x / y", [VJP]> {
   let hasFolder = 1;
 }
 def Omni_MaxOp : Omni_BinaryOp<"max", Omni_NumericTensor, "max(x, y)",
-                               [Commutative]>;
+                               [Commutative, VJP]>;
 def Omni_MinOp : Omni_BinaryOp<"min", Omni_NumericTensor, "min(x, y)",
-                               [Commutative]>;
-def Omni_PowOp : Omni_BinaryOp<"pow", Omni_FloatTensor, "x ^ y">;
+                               [Commutative, VJP]>;
+def Omni_PowOp : Omni_BinaryOp<"pow", Omni_FloatTensor, "x ^ y", [VJP]>;
 def Omni_AndOp : Omni_BinaryOp<"and", Omni_PredTensor, "x and y",
                                [Commutative]>;
 def Omni_OrOp : Omni_BinaryOp<"or", Omni_PredTensor, "x or y",
@@ -136,7 +140,7 @@ def Omni_CompareOp : Omni_Op<"compare",
 }
 
 def Omni_SelectOp : Omni_Op<"select",
-    [Pure, Elementwise, AllTypesMatch<["on_true", "on_false", "result"]>]> {
+    [VJP, Pure, Elementwise, AllTypesMatch<["on_true", "on_false", "result"]>]> {
   let summary = "elementwise choice";
   let description = [{
     `result[i] = pred[i] ? on_true[i] : on_false[i]`.
@@ -158,7 +162,7 @@ def Omni_SelectOp : Omni_Op<"select",
   let hasFolder = 1;
 }
 
-def Omni_CastOp : Omni_Op<"cast", [Pure, Elementwise]> {
+def Omni_CastOp : Omni_Op<"cast", [VJP, Pure, Elementwise]> {
   let summary = "elementwise element-type conversion";
   let description = [{
     Converts every element to the result's element type: floats round to
@@ -182,7 +186,7 @@ def Omni_CastOp : Omni_Op<"cast", [Pure, Elementwise]> {
 // Primitives: shape and data movement
 //===----------------------------------------------------------------------===//
 
-def Omni_BroadcastInDimOp : Omni_Op<"broadcast_in_dim", [Pure]> {
+def Omni_BroadcastInDimOp : Omni_Op<"broadcast_in_dim", [VJP, Pure]> {
   let summary = "broadcast a tensor into a larger shape";
   let description = [{
     Operand dimension `i` becomes result dimension `dims[i]`; result
@@ -208,7 +212,7 @@ def Omni_BroadcastInDimOp : Omni_Op<"broadcast_in_dim", [Pure]> {
   let hasFolder = 1;
 }
 
-def Omni_ReshapeOp : Omni_Op<"reshape", [Pure]> {
+def Omni_ReshapeOp : Omni_Op<"reshape", [VJP, Pure]> {
   let summary = "reinterpret a tensor with a new shape (row-major)";
   let description = [{
     Constraints:
@@ -227,7 +231,7 @@ def Omni_ReshapeOp : Omni_Op<"reshape", [Pure]> {
   let hasCanonicalizer = 1;
 }
 
-def Omni_TransposeOp : Omni_Op<"transpose", [Pure, InferTypeOpAdaptor]> {
+def Omni_TransposeOp : Omni_Op<"transpose", [VJP, Pure, InferTypeOpAdaptor]> {
   let summary = "permute dimensions";
   let description = [{
     Result dimension `i` is operand dimension `permutation[i]`.
@@ -249,7 +253,7 @@ def Omni_TransposeOp : Omni_Op<"transpose", [Pure, InferTypeOpAdaptor]> {
   let hasCanonicalizer = 1;
 }
 
-def Omni_SliceOp : Omni_Op<"slice", [Pure, InferTypeOpAdaptor]> {
+def Omni_SliceOp : Omni_Op<"slice", [VJP, Pure, InferTypeOpAdaptor]> {
   let summary = "strided static slice";
   let description = [{
     Takes `operand[start[d] : limit[d] : strides[d]]` in every dimension `d`.
@@ -274,7 +278,7 @@ def Omni_SliceOp : Omni_Op<"slice", [Pure, InferTypeOpAdaptor]> {
   let hasFolder = 1;
 }
 
-def Omni_ConcatOp : Omni_Op<"concat", [Pure, InferTypeOpAdaptor]> {
+def Omni_ConcatOp : Omni_Op<"concat", [VJP, Pure, InferTypeOpAdaptor]> {
   let summary = "concatenate tensors along a dimension";
   let description = [{
     Constraints:
@@ -295,7 +299,7 @@ def Omni_ConcatOp : Omni_Op<"concat", [Pure, InferTypeOpAdaptor]> {
   let hasFolder = 1;
 }
 
-def Omni_PadOp : Omni_Op<"pad", [Pure, InferTypeOpAdaptor]> {
+def Omni_PadOp : Omni_Op<"pad", [VJP, Pure, InferTypeOpAdaptor]> {
   let summary = "pad with a constant at both ends of each dimension";
   let description = [{
     Result dimension `d` is `low[d] + dim(d) + high[d]`; new elements hold
@@ -320,7 +324,7 @@ def Omni_PadOp : Omni_Op<"pad", [Pure, InferTypeOpAdaptor]> {
   let hasFolder = 1;
 }
 
-def Omni_ReduceOp : Omni_Op<"reduce", [Pure, InferTypeOpAdaptor]> {
+def Omni_ReduceOp : Omni_Op<"reduce", [VJP, Pure, InferTypeOpAdaptor]> {
   let summary = "reduce over dimensions (sum, max, min, mean)";
   let description = [{
     Reduces the named dimensions, which disappear from the result. `mean`
@@ -386,7 +390,7 @@ def Omni_ConstantOp : Omni_Op<"constant",
 // Primitives: contractions and random numbers
 //===----------------------------------------------------------------------===//
 
-def Omni_MatmulOp : Omni_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
+def Omni_MatmulOp : Omni_Op<"matmul", [VJP, Pure, InferTypeOpAdaptor]> {
   let summary = "(batched) matrix product with optional transposes";
   let description = [{
     `lhs` is `[..., M, K]` (`[..., K, M]` with `transpose_lhs`), `rhs` is
@@ -413,7 +417,7 @@ def Omni_MatmulOp : Omni_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
   }];
 }
 
-def Omni_Conv2dOp : Omni_Op<"conv2d", [Pure, InferTypeOpAdaptor]> {
+def Omni_Conv2dOp : Omni_Op<"conv2d", [VJP, Pure, InferTypeOpAdaptor]> {
   let summary = "2-D convolution, NCHW input and OIHW filter (PyTorch layout)";
   let description = [{
     Cross-correlation as torch.nn.functional.conv2d with `groups = 1`:
@@ -469,7 +473,7 @@ def Omni_RandomUniformOp : Omni_RandomOp<"random_uniform", "uniform [0, 1)">;
 // Composites (decomposed by omni-decompose)
 //===----------------------------------------------------------------------===//
 
-def Omni_SoftmaxOp : Omni_Op<"softmax", [Pure, SameOperandsAndResultType]> {
+def Omni_SoftmaxOp : Omni_Op<"softmax", [VJP, Pure, SameOperandsAndResultType]> {
   let summary = "softmax along one dimension";
   let description = [{
     `exp(x - max(x)) / sum(exp(x - max(x)))` along `dim`.
@@ -488,7 +492,7 @@ def Omni_SoftmaxOp : Omni_Op<"softmax", [Pure, SameOperandsAndResultType]> {
 }
 
 def Omni_LayerNormOp : Omni_Op<"layer_norm",
-    [Pure, AttrSizedOperandSegments, InferTypeOpAdaptor]> {
+    [VJP, Pure, AttrSizedOperandSegments, InferTypeOpAdaptor]> {
   let summary = "layer normalization over the last dimension";
   let description = [{
     `y = (x - mean) / sqrt(var + eps) * weight + bias` with the biased
@@ -516,7 +520,7 @@ def Omni_LayerNormOp : Omni_Op<"layer_norm",
   }];
 }
 
-def Omni_RmsNormOp : Omni_Op<"rms_norm", [Pure, InferTypeOpAdaptor]> {
+def Omni_RmsNormOp : Omni_Op<"rms_norm", [VJP, Pure, InferTypeOpAdaptor]> {
   let summary = "RMS normalization over the last dimension";
   let description = [{
     `y = x / sqrt(mean(x^2) + eps) * weight` over the last dimension
@@ -542,7 +546,7 @@ def Omni_RmsNormOp : Omni_Op<"rms_norm", [Pure, InferTypeOpAdaptor]> {
   }];
 }
 
-def Omni_GeluOp : Omni_Op<"gelu", [Pure, SameOperandsAndResultType]> {
+def Omni_GeluOp : Omni_Op<"gelu", [VJP, Pure, SameOperandsAndResultType]> {
   let summary = "GELU activation (erf or tanh form)";
   let description = [{
     `erf`: `0.5 x (1 + erf(x / sqrt(2)))`; `tanh`:
@@ -561,9 +565,9 @@ def Omni_GeluOp : Omni_Op<"gelu", [Pure, SameOperandsAndResultType]> {
   }];
 }
 
-def Omni_SiluOp : Omni_UnaryOp<"silu", Omni_FloatTensor, "x * logistic(x)">;
+def Omni_SiluOp : Omni_UnaryOp<"silu", Omni_FloatTensor, "x * logistic(x)", [VJP]>;
 
-def Omni_AttentionOp : Omni_Op<"attention", [Pure, InferTypeOpAdaptor]> {
+def Omni_AttentionOp : Omni_Op<"attention", [VJP, Pure, InferTypeOpAdaptor]> {
   let summary = "scaled dot-product attention";
   let description = [{
     `softmax(q k^T * scale + mask) v` over `[B, H, S, D]` tensors; `scale`
@@ -591,7 +595,7 @@ def Omni_AttentionOp : Omni_Op<"attention", [Pure, InferTypeOpAdaptor]> {
   }];
 }
 
-def Omni_LinearOp : Omni_Op<"linear", [Pure, InferTypeOpAdaptor]> {
+def Omni_LinearOp : Omni_Op<"linear", [VJP, Pure, InferTypeOpAdaptor]> {
   let summary = "affine map x W^T + b (torch.nn.Linear layout)";
   let description = [{
     `input` is `[..., in]`, `weight` is `[out, in]`, `bias` is `[out]`; the
@@ -659,7 +663,7 @@ def Omni_FlowScheduleOp : Omni_Op<"flow_schedule",
 }
 
 def Omni_SdeStepOp : Omni_Op<"sde_step",
-    [Pure, AttrSizedOperandSegments, InferTypeOpAdaptor,
+    [VJP, Pure, AttrSizedOperandSegments, InferTypeOpAdaptor,
      AllTypesMatch<["x", "v"]>,
      OptionalTypesMatchWith<"noise has the type of x", "x", "noise", "$_self">,
      OptionalTypesMatchWith<"next has the type of x", "x", "next", "$_self">]> {
@@ -697,7 +701,7 @@ def Omni_SdeStepOp : Omni_Op<"sde_step",
   }];
 }
 
-def Omni_CfgCombineOp : Omni_Op<"cfg_combine", [Pure, InferTypeOpAdaptor]> {
+def Omni_CfgCombineOp : Omni_Op<"cfg_combine", [VJP, Pure, InferTypeOpAdaptor]> {
   let summary = "classifier-free guidance over a doubled batch";
   let description = [{
     The operand holds `[uncond; cond]` along dimension 0 (2B rows); the
@@ -747,7 +751,7 @@ def Omni_GroupAdvantagesOp : Omni_Op<"group_advantages",
 }
 
 def Omni_GrpoLossOp : Omni_Op<"grpo_loss",
-    [Pure, AttrSizedOperandSegments, InferTypeOpAdaptor]> {
+    [VJP, Pure, AttrSizedOperandSegments, InferTypeOpAdaptor]> {
   let summary = "clipped policy-gradient loss with KL and metrics";
   let description = [{
     With `r = exp(log_prob - old_log_prob)` and `A` clamped to
@@ -843,7 +847,7 @@ def Omni_ClipGradNormOp : Omni_Op<"clip_grad_norm",
   let assemblyFormat = "$grads attr-dict `:` type($grads)";
 }
 
-def Omni_LoraLinearOp : Omni_Op<"lora_linear", [Pure, InferTypeOpAdaptor]> {
+def Omni_LoraLinearOp : Omni_Op<"lora_linear", [VJP, Pure, InferTypeOpAdaptor]> {
   let summary = "linear layer with a low-rank adapter";
   let description = [{
     `y = x W^T + b + scale (x A^T) B^T` with frozen `weight` `[out, in]`,
@@ -1030,7 +1034,7 @@ def Omni_MeshOp : Omni_Op<"mesh", [Symbol, HasParent<"::mlir::ModuleOp">]> {
   }];
 }
 
-def Omni_ShardOp : Omni_Op<"shard", [Pure, SameOperandsAndResultType,
+def Omni_ShardOp : Omni_Op<"shard", [VJP, Pure, SameOperandsAndResultType,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "annotate how a tensor is sharded";
   let description = [{
