@@ -45,9 +45,8 @@ Value zerosLike(OpBuilder &b, Location loc, Type type) {
 /// Builds the forward-and-adjoint function of one (callee, wrt) pair.
 class GradientBuilder {
 public:
-  GradientBuilder(ModuleOp module, func::FuncOp callee,
-                  ArrayRef<int64_t> wrt, bool withValues,
-                  const llvm::StringSet<> &recompute)
+  GradientBuilder(ModuleOp module, func::FuncOp callee, ArrayRef<int64_t> wrt,
+                  bool withValues, const llvm::StringSet<> &recompute)
       : module(module), callee(callee), wrt(wrt), withValues(withValues),
         recompute(recompute) {}
 
@@ -58,6 +57,7 @@ private:
   LogicalResult inlineCalls(func::FuncOp fn, Operation *user);
   LogicalResult unrollLoops(func::FuncOp fn, Operation *user);
   void analyzeActivity(Block &body, Value loss);
+  LogicalResult checkIntegerMath(Block &body);
   LogicalResult buildAdjoints(OpBuilder &b, Block &body, Value loss);
   LogicalResult differentiateUpstream(OpBuilder &b, Operation *op,
                                       ArrayRef<Value> resultAdjoints,
@@ -88,8 +88,8 @@ func::FuncOp GradientBuilder::build(Operation *user, StringRef name) {
     llvm::append_range(results, fnType.getResults());
   for (int64_t w : wrt)
     results.push_back(fnType.getInput(w));
-  auto fn = func::FuncOp::create(b, callee.getLoc(), name,
-                                 b.getFunctionType(fnType.getInputs(), results));
+  auto fn = func::FuncOp::create(
+      b, callee.getLoc(), name, b.getFunctionType(fnType.getInputs(), results));
   fn.setPrivate();
   IRMapping mapping;
   callee.getBody().cloneInto(&fn.getBody(), mapping);
@@ -107,6 +107,10 @@ func::FuncOp GradientBuilder::build(Operation *user, StringRef name) {
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   Value loss = ret.getOperand(0);
   analyzeActivity(body, loss);
+  if (failed(checkIntegerMath(body))) {
+    fn.erase();
+    return {};
+  }
 
   // The backward program goes between the forward and the return.
   b.setInsertionPoint(ret);
@@ -117,11 +121,10 @@ func::FuncOp GradientBuilder::build(Operation *user, StringRef name) {
   if (useful.contains(loss) && varied.contains(loss)) {
     Value one = ConstantOp::create(
         b, ret.getLoc(),
-        DenseElementsAttr::get(cast<RankedTensorType>(loss.getType()),
-                               FloatAttr::get(cast<RankedTensorType>(
-                                                  loss.getType())
-                                                  .getElementType(),
-                                              1.0)));
+        DenseElementsAttr::get(
+            cast<RankedTensorType>(loss.getType()),
+            FloatAttr::get(
+                cast<RankedTensorType>(loss.getType()).getElementType(), 1.0)));
     marker = one.getDefiningOp();
     adjoints[loss] = one;
     if (failed(buildAdjoints(b, body, loss))) {
@@ -159,7 +162,7 @@ LogicalResult GradientBuilder::inlineCalls(func::FuncOp fn, Operation *user) {
       auto target = module.lookupSymbol<func::FuncOp>(call.getCallee());
       if (!target || target.isExternal() || !target.getBody().hasOneBlock())
         return call.emitOpError("cannot be differentiated through: ")
-               << call.getCallee()
+               << call.getCalleeAttr()
                << " must be a func.func with a one-block body";
       OpBuilder b(call);
       IRMapping mapping;
@@ -218,6 +221,22 @@ void GradientBuilder::analyzeActivity(Block &body, Value loss) {
       });
 }
 
+LogicalResult GradientBuilder::checkIntegerMath(Block &body) {
+  for (Operation &op : body) {
+    Operation *opPtr = &op;
+    // Integer math cuts the derivative silently; refuse it on the path.
+    if (auto cast = dyn_cast<CastOp>(opPtr);
+        cast && varied.contains(cast.getOperand()) &&
+        useful.contains(cast.getResult()) && !isFloatTensor(cast.getType()))
+      return cast.emitOpError("converts a value that depends on argument #")
+             << varied.lookup(cast.getOperand()) << " of "
+             << callee.getSymName()
+             << " to integers on the path to its loss; integer math is not "
+                "differentiable";
+  }
+  return success();
+}
+
 void GradientBuilder::accumulate(OpBuilder &b, Value v, Value adjoint) {
   auto [it, inserted] = adjoints.try_emplace(v, adjoint);
   if (!inserted)
@@ -230,11 +249,9 @@ LogicalResult GradientBuilder::buildAdjoints(OpBuilder &b, Block &body,
   for (Operation &op : body.without_terminator())
     forward.push_back(&op);
   for (Operation *op : llvm::reverse(forward)) {
-    bool active =
-        llvm::any_of(op->getResults(),
-                     [&](Value r) {
-                       return useful.contains(r) && varied.contains(r);
-                     });
+    bool active = llvm::any_of(op->getResults(), [&](Value r) {
+      return useful.contains(r) && varied.contains(r);
+    });
     if (!active)
       continue;
     SmallVector<Value> resultAdjoints;
@@ -250,8 +267,7 @@ LogicalResult GradientBuilder::buildAdjoints(OpBuilder &b, Block &body,
                                             operandAdjoints))) {
       return failure();
     }
-    for (auto [operand, adj] :
-         llvm::zip(op->getOperands(), operandAdjoints))
+    for (auto [operand, adj] : llvm::zip(op->getOperands(), operandAdjoints))
       if (adj && varied.contains(operand))
         accumulate(b, operand, adj);
   }
@@ -307,7 +323,7 @@ void GradientBuilder::rematerialize(Block &body, Operation *firstBackward) {
            def->isBeforeInBlock(firstBackward);
   };
   std::function<Value(Value, OpBuilder &)> materialize = [&](Value v,
-                                                            OpBuilder &b) {
+                                                             OpBuilder &b) {
     if (!isForwardRecompute(v))
       return v;
     if (Value done = recomputed.lookup(v))
@@ -353,12 +369,11 @@ struct OmniAutodiffPass
     for (Operation *op : markers) {
       bool withValues = isa<ValueAndGradOp>(op);
       auto calleeAttr = op->getAttrOfType<FlatSymbolRefAttr>("callee");
-      ArrayRef<int64_t> wrt =
-          withValues ? cast<ValueAndGradOp>(op).getWrt()
-                     : cast<GradOp>(op).getWrt();
-      std::string name = (calleeAttr.getValue() +
-                          (withValues ? "_value_and_grad" : "_grad"))
-                             .str();
+      ArrayRef<int64_t> wrt = withValues ? cast<ValueAndGradOp>(op).getWrt()
+                                         : cast<GradOp>(op).getWrt();
+      std::string name =
+          (calleeAttr.getValue() + (withValues ? "_value_and_grad" : "_grad"))
+              .str();
       for (int64_t w : wrt)
         name += "_" + std::to_string(w);
       func::FuncOp fn = generated.lookup(name);
