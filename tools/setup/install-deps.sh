@@ -15,6 +15,8 @@ PACKAGES=(
   # Runtime libraries
   libabsl-dev libflatbuffers-dev flatbuffers-compiler
   libturbojpeg0-dev libopenblas-dev
+  # Linking generated kernels into shared objects
+  lld-22
   # Tests
   libgtest-dev
 )

@@ -1,0 +1,274 @@
+//===- CpuCodegen.cpp - native x86-64 kernels for omni.fusion -------------===//
+//
+// 1. Each omni.fusion becomes a func.func on tensors (KernelBuilder) in a
+//    separate kernel module, named `<kernel>_impl`.
+// 2. Upstream MLIR fuses the linalg ops, bufferizes (function boundaries,
+//    results turned into out-parameters, temporaries freed), lowers to
+//    loops and to the LLVM dialect.
+// 3. The module is translated to LLVM IR; each kernel gets an exported
+//    wrapper with the runtime's ABI that builds the memref arguments from
+//    the raw buffer pointers (shapes are static).
+// 4. LLVM optimizes at O3 for the target CPU and emits an object file in
+//    process; ld.lld links it into a shared object.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/codegen/CpuCodegen.h"
+#include "compiler/codegen/KernelBuilder.h"
+
+#include "dialects/omni/OmniOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/ExecutionEngine/OptUtils.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/InitAllPasses.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
+#include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/Target/TargetOptions.h"
+#include "llvm/TargetParser/Host.h"
+
+using namespace mlir;
+using namespace mlir::omni;
+
+#ifndef OMNI_LLD_PATH
+#define OMNI_LLD_PATH "ld.lld"
+#endif
+
+void mlir::omni::registerCpuCodegenDialects(DialectRegistry &registry) {
+  registerAllDialects(registry);
+  registerAllExtensions(registry);
+  registerAllToLLVMIRTranslations(registry);
+}
+
+namespace {
+
+/// Steps 2 of the file comment, split where memref.copy becomes linalg.copy
+/// (so nothing needs MLIR's C runner utilities at run time).
+LogicalResult lowerToLLVMDialect(ModuleOp kernels) {
+  static std::once_flag registered;
+  std::call_once(registered, [] { registerAllPasses(); });
+  MLIRContext *ctx = kernels.getContext();
+  PassManager bufferize(ctx, ModuleOp::getOperationName());
+  if (failed(parsePassPipeline(
+          "func.func(linalg-fuse-elementwise-ops),"
+          "one-shot-bufferize{bufferize-function-boundaries "
+          "function-boundary-type-conversion=identity-layout-map},"
+          "buffer-results-to-out-params{hoist-static-allocs "
+          "modify-public-functions},"
+          "buffer-deallocation-pipeline,convert-bufferization-to-memref,"
+          "canonicalize",
+          bufferize)) ||
+      failed(bufferize.run(kernels)))
+    return failure();
+  // memref.copy of strided views would call memrefCopy from MLIR's runner
+  // utilities; a linalg.copy lowers to plain loops instead.
+  kernels.walk([](memref::CopyOp copy) {
+    OpBuilder b(copy);
+    linalg::CopyOp::create(b, copy.getLoc(), copy.getSource(),
+                           copy.getTarget());
+    copy.erase();
+  });
+  PassManager lower(ctx, ModuleOp::getOperationName());
+  if (failed(parsePassPipeline(
+          "func.func(convert-linalg-to-loops),"
+          "expand-strided-metadata,lower-affine,convert-math-to-llvm,"
+          "convert-math-to-libm,convert-scf-to-cf,finalize-memref-to-llvm,"
+          "convert-arith-to-llvm,convert-cf-to-llvm,convert-func-to-llvm,"
+          "convert-index-to-llvm,reconcile-unrealized-casts",
+          lower)) ||
+      failed(lower.run(kernels)))
+    return failure();
+  return success();
+}
+
+/// Step 3: `void name(i64 begin, i64 end, ptr buffers, ptr scalars)` calls
+/// `name_impl` with one expanded memref descriptor per buffer. The work is
+/// not split yet: the whole iteration space runs for work item 0.
+void addAbiWrapper(llvm::Module &module, StringRef name,
+                   ArrayRef<RankedTensorType> buffers) {
+  llvm::LLVMContext &ctx = module.getContext();
+  llvm::Function *impl = module.getFunction((name + "_impl").str());
+  impl->setLinkage(llvm::GlobalValue::InternalLinkage);
+  auto *i64 = llvm::Type::getInt64Ty(ctx);
+  auto *ptr = llvm::PointerType::get(ctx, 0);
+  auto *fnType = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx),
+                                         {i64, i64, ptr, ptr}, false);
+  auto *fn = llvm::Function::Create(fnType, llvm::GlobalValue::ExternalLinkage,
+                                    name, module);
+  fn->setVisibility(llvm::GlobalValue::DefaultVisibility);
+  auto *entry = llvm::BasicBlock::Create(ctx, "entry", fn);
+  auto *run = llvm::BasicBlock::Create(ctx, "run", fn);
+  auto *done = llvm::BasicBlock::Create(ctx, "done", fn);
+  llvm::IRBuilder<> b(entry);
+  llvm::Value *begin = fn->getArg(0);
+  b.CreateCondBr(b.CreateICmpEQ(begin, b.getInt64(0)), run, done);
+  b.SetInsertPoint(run);
+  SmallVector<llvm::Value *> args;
+  for (auto [i, t] : llvm::enumerate(buffers)) {
+    llvm::Value *slot =
+        b.CreateGEP(ptr, fn->getArg(2), b.getInt64(static_cast<int64_t>(i)));
+    llvm::Value *p = b.CreateLoad(ptr, slot);
+    args.push_back(p);
+    args.push_back(p);
+    args.push_back(b.getInt64(0));
+    for (int64_t d : t.getShape())
+      args.push_back(b.getInt64(d));
+    int64_t stride = 1;
+    SmallVector<int64_t> strides(t.getRank());
+    for (int64_t d = t.getRank() - 1; d >= 0; --d) {
+      strides[d] = stride;
+      stride *= t.getDimSize(d);
+    }
+    for (int64_t s : strides)
+      args.push_back(b.getInt64(s));
+  }
+  b.CreateCall(impl, args);
+  b.CreateBr(done);
+  b.SetInsertPoint(done);
+  b.CreateRetVoid();
+}
+
+std::string featureString(bool host) {
+  if (!host)
+    return "";
+  std::string features;
+  for (const auto &f : llvm::sys::getHostCPUFeatures()) {
+    if (!features.empty())
+      features += ",";
+    features += (f.second ? "+" : "-") + f.first().str();
+  }
+  return features;
+}
+
+/// Step 4b: ld.lld -shared. Returns the .so bytes.
+FailureOr<std::vector<char>> linkSharedObject(Location loc,
+                                              ArrayRef<char> object) {
+  SmallString<128> objPath, soPath;
+  int fd;
+  if (llvm::sys::fs::createTemporaryFile("omni-kernels", "o", fd, objPath))
+    return emitError(loc, "cannot create a temporary object file");
+  {
+    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
+    os.write(object.data(), object.size());
+  }
+  if (llvm::sys::fs::createTemporaryFile("omni-kernels", "so", soPath))
+    return emitError(loc, "cannot create a temporary shared object");
+  std::string errMsg;
+  llvm::StringRef argv[] = {OMNI_LLD_PATH, "-shared", "--no-undefined-version",
+                            "-o", soPath, objPath};
+  int rc = llvm::sys::ExecuteAndWait(OMNI_LLD_PATH, argv, std::nullopt, {}, 0,
+                                     0, &errMsg);
+  llvm::sys::fs::remove(objPath);
+  if (rc != 0) {
+    llvm::sys::fs::remove(soPath);
+    return emitError(loc, "linking kernels with " OMNI_LLD_PATH " failed (")
+           << rc << "): " << errMsg;
+  }
+  auto buffer = llvm::MemoryBuffer::getFile(soPath);
+  llvm::sys::fs::remove(soPath);
+  if (!buffer)
+    return emitError(loc, "cannot read the linked shared object");
+  return std::vector<char>((*buffer)->getBufferStart(),
+                           (*buffer)->getBufferEnd());
+}
+
+} // namespace
+
+FailureOr<CpuExecutable>
+mlir::omni::compileFusionsForCpu(ModuleOp program, const CpuTarget &target,
+                                 std::string *kernelIR) {
+  MLIRContext *ctx = program.getContext();
+  Location loc = program.getLoc();
+  OwningOpRef<ModuleOp> kernels = ModuleOp::create(loc);
+  CpuExecutable exe;
+  SmallVector<SmallVector<RankedTensorType>> buffers;
+  WalkResult walk = program.walk([&](FusionOp fusion) {
+    std::string name = "omni_kernel_" + std::to_string(exe.kernels.size());
+    if (failed(buildKernelFunction(fusion, *kernels, name + "_impl")))
+      return WalkResult::interrupt();
+    fusion->setAttr("omni.kernel",
+                    IntegerAttr::get(IntegerType::get(ctx, 64),
+                                     exe.kernels.size()));
+    SmallVector<RankedTensorType> types;
+    for (Type t : fusion.getInputs().getTypes())
+      types.push_back(cast<RankedTensorType>(t));
+    for (Type t : fusion.getResultTypes())
+      types.push_back(cast<RankedTensorType>(t));
+    buffers.push_back(types);
+    exe.kernels.push_back(name);
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return failure();
+  if (kernelIR) {
+    llvm::raw_string_ostream os(*kernelIR);
+    kernels->print(os);
+  }
+  if (failed(lowerToLLVMDialect(*kernels)))
+    return emitError(loc, "lowering the kernels to LLVM failed");
+
+  static std::once_flag llvmInit;
+  std::call_once(llvmInit, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+  });
+  llvm::LLVMContext llvmContext;
+  std::unique_ptr<llvm::Module> module =
+      translateModuleToLLVMIR(*kernels, llvmContext, "omni_kernels");
+  if (!module) {
+    if (getenv("OMNI_DEBUG_KERNELS"))
+      kernels->print(llvm::errs());
+    return emitError(loc, "translating the kernels to LLVM IR failed");
+  }
+  for (auto [name, types] : llvm::zip(exe.kernels, buffers))
+    addAbiWrapper(*module, name, types);
+
+  llvm::Triple triple(llvm::sys::getDefaultTargetTriple());
+  std::string error;
+  const llvm::Target *llvmTarget =
+      llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!llvmTarget)
+    return emitError(loc, "no LLVM target for ") << triple.str() << ": "
+                                                 << error;
+  exe.cpu = target.hostCpu ? llvm::sys::getHostCPUName().str() : "x86-64";
+  exe.features = featureString(target.hostCpu);
+  std::unique_ptr<llvm::TargetMachine> machine(llvmTarget->createTargetMachine(
+      triple, exe.cpu, exe.features, llvm::TargetOptions(),
+      llvm::Reloc::PIC_, std::nullopt, llvm::CodeGenOptLevel::Aggressive));
+  module->setDataLayout(machine->createDataLayout());
+  module->setTargetTriple(triple);
+  if (llvm::Error err =
+          makeOptimizingTransformer(3, 0, machine.get())(module.get()))
+    return emitError(loc, "optimizing the kernels failed: ")
+           << llvm::toString(std::move(err));
+
+  SmallVector<char> object;
+  llvm::raw_svector_ostream os(object);
+  llvm::legacy::PassManager emit;
+  if (machine->addPassesToEmitFile(emit, os, nullptr,
+                                   llvm::CodeGenFileType::ObjectFile))
+    return emitError(loc, "the target cannot emit object files");
+  emit.run(*module);
+  FailureOr<std::vector<char>> so = linkSharedObject(loc, object);
+  if (failed(so))
+    return failure();
+  exe.sharedObject = std::move(*so);
+  (void)ctx;
+  return exe;
+}

@@ -1,0 +1,435 @@
+//===- KernelBuilder.cpp - fusion regions to linalg kernels ---------------===//
+//
+// Lowers the body of an omni.fusion, op by op, to linalg on tensors:
+// elementwise ops become linalg.generic with identity maps and an arith /
+// math scalar body, broadcast_in_dim a generic with a projected map, reduce
+// a generic with reduction iterators, and the movement ops their tensor
+// dialect counterparts. Scalar semantics match the reference evaluator:
+// max/min propagate NaN (arith.maximumf), casts to integers truncate,
+// comparisons are ordered except `ne`.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/codegen/KernelBuilder.h"
+
+#include "dialects/omni/OmniOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::omni;
+
+namespace {
+
+using ScalarFn = function_ref<Value(OpBuilder &, Location, ValueRange)>;
+
+RankedTensorType tensorType(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+
+bool isFloat(Type t) { return isa<FloatType>(getElementTypeOrSelf(t)); }
+
+Value emptyLike(OpBuilder &b, Location loc, RankedTensorType t) {
+  return tensor::EmptyOp::create(b, loc, t.getShape(), t.getElementType());
+}
+
+/// A linalg.generic over `resultType` reading `inputs` through `maps` (one
+/// per input; the output uses the identity) with `scalar` as its body.
+Value generic(OpBuilder &b, Location loc, RankedTensorType resultType,
+              ValueRange inputs, ArrayRef<AffineMap> maps, ScalarFn scalar) {
+  unsigned rank = resultType.getRank();
+  SmallVector<AffineMap> all(maps);
+  all.push_back(b.getMultiDimIdentityMap(rank));
+  SmallVector<utils::IteratorType> iters(rank, utils::IteratorType::parallel);
+  auto op = linalg::GenericOp::create(
+      b, loc, TypeRange{resultType}, inputs,
+      ValueRange{emptyLike(b, loc, resultType)}, all, iters,
+      [&](OpBuilder &nb, Location nl, ValueRange args) {
+        linalg::YieldOp::create(nb, nl, scalar(nb, nl, args.drop_back()));
+      });
+  return op.getResult(0);
+}
+
+/// An elementwise generic: every input has the result's shape.
+Value elementwise(OpBuilder &b, Location loc, RankedTensorType resultType,
+                  ValueRange inputs, ScalarFn scalar) {
+  SmallVector<AffineMap> maps(inputs.size(),
+                              b.getMultiDimIdentityMap(resultType.getRank()));
+  return generic(b, loc, resultType, inputs, maps, scalar);
+}
+
+Value floatConst(OpBuilder &b, Location loc, Type t, double v) {
+  return arith::ConstantOp::create(b, loc, t, b.getFloatAttr(t, v));
+}
+
+/// The scalar body of an elementwise omni op, or null if `op` is not one.
+FailureOr<Value> scalarBody(Operation *op, OpBuilder &b, Location loc,
+                            ValueRange a) {
+  Type t = a.empty() ? Type() : a[0].getType();
+  bool f = t && isa<FloatType>(t);
+  Value r =
+      llvm::TypeSwitch<Operation *, Value>(op)
+          .Case([&](NegOp) -> Value {
+            if (f)
+              return arith::NegFOp::create(b, loc, a[0]);
+            Value zero = arith::ConstantOp::create(b, loc, t,
+                                                   b.getIntegerAttr(t, 0));
+            return arith::SubIOp::create(b, loc, zero, a[0]);
+          })
+          .Case([&](AbsOp) -> Value {
+            return f ? Value(math::AbsFOp::create(b, loc, a[0]))
+                     : Value(math::AbsIOp::create(b, loc, a[0]));
+          })
+          .Case([&](SignOp) -> Value {
+            if (!f)
+              return Value();
+            Value zero = floatConst(b, loc, t, 0.0);
+            Value one = math::CopySignOp::create(
+                b, loc, floatConst(b, loc, t, 1.0), a[0]);
+            Value isZero = arith::CmpFOp::create(
+                b, loc, arith::CmpFPredicate::OEQ, a[0], zero);
+            return arith::SelectOp::create(b, loc, isZero, zero, one);
+          })
+          .Case([&](ExpOp) { return math::ExpOp::create(b, loc, a[0]); })
+          .Case([&](LogOp) { return math::LogOp::create(b, loc, a[0]); })
+          .Case([&](SqrtOp) { return math::SqrtOp::create(b, loc, a[0]); })
+          .Case([&](RsqrtOp) { return math::RsqrtOp::create(b, loc, a[0]); })
+          .Case([&](TanhOp) { return math::TanhOp::create(b, loc, a[0]); })
+          .Case([&](SinOp) { return math::SinOp::create(b, loc, a[0]); })
+          .Case([&](CosOp) { return math::CosOp::create(b, loc, a[0]); })
+          .Case([&](ErfOp) { return math::ErfOp::create(b, loc, a[0]); })
+          .Case([&](FloorOp) { return math::FloorOp::create(b, loc, a[0]); })
+          .Case([&](LogisticOp) -> Value {
+            Value one = floatConst(b, loc, t, 1.0);
+            Value e = math::ExpOp::create(
+                b, loc, arith::NegFOp::create(b, loc, a[0]));
+            return arith::DivFOp::create(
+                b, loc, one, arith::AddFOp::create(b, loc, one, e));
+          })
+          .Case([&](AddOp) -> Value {
+            return f ? Value(arith::AddFOp::create(b, loc, a[0], a[1]))
+                     : Value(arith::AddIOp::create(b, loc, a[0], a[1]));
+          })
+          .Case([&](SubOp) -> Value {
+            return f ? Value(arith::SubFOp::create(b, loc, a[0], a[1]))
+                     : Value(arith::SubIOp::create(b, loc, a[0], a[1]));
+          })
+          .Case([&](MulOp) -> Value {
+            return f ? Value(arith::MulFOp::create(b, loc, a[0], a[1]))
+                     : Value(arith::MulIOp::create(b, loc, a[0], a[1]));
+          })
+          .Case([&](DivOp) -> Value {
+            return f ? Value(arith::DivFOp::create(b, loc, a[0], a[1]))
+                     : Value(arith::DivSIOp::create(b, loc, a[0], a[1]));
+          })
+          .Case([&](MaxOp) -> Value {
+            return f ? Value(arith::MaximumFOp::create(b, loc, a[0], a[1]))
+                     : Value(arith::MaxSIOp::create(b, loc, a[0], a[1]));
+          })
+          .Case([&](MinOp) -> Value {
+            return f ? Value(arith::MinimumFOp::create(b, loc, a[0], a[1]))
+                     : Value(arith::MinSIOp::create(b, loc, a[0], a[1]));
+          })
+          .Case([&](PowOp) { return math::PowFOp::create(b, loc, a[0], a[1]); })
+          .Case([&](AndOp) { return arith::AndIOp::create(b, loc, a[0], a[1]); })
+          .Case([&](OrOp) { return arith::OrIOp::create(b, loc, a[0], a[1]); })
+          .Case([&](CompareOp c) -> Value {
+            if (f) {
+              arith::CmpFPredicate p;
+              switch (c.getDirection()) {
+              case CompareDirection::eq: p = arith::CmpFPredicate::OEQ; break;
+              case CompareDirection::ne: p = arith::CmpFPredicate::UNE; break;
+              case CompareDirection::lt: p = arith::CmpFPredicate::OLT; break;
+              case CompareDirection::le: p = arith::CmpFPredicate::OLE; break;
+              case CompareDirection::gt: p = arith::CmpFPredicate::OGT; break;
+              case CompareDirection::ge: p = arith::CmpFPredicate::OGE; break;
+              }
+              return arith::CmpFOp::create(b, loc, p, a[0], a[1]);
+            }
+            arith::CmpIPredicate p;
+            switch (c.getDirection()) {
+            case CompareDirection::eq: p = arith::CmpIPredicate::eq; break;
+            case CompareDirection::ne: p = arith::CmpIPredicate::ne; break;
+            case CompareDirection::lt: p = arith::CmpIPredicate::slt; break;
+            case CompareDirection::le: p = arith::CmpIPredicate::sle; break;
+            case CompareDirection::gt: p = arith::CmpIPredicate::sgt; break;
+            case CompareDirection::ge: p = arith::CmpIPredicate::sge; break;
+            }
+            return arith::CmpIOp::create(b, loc, p, a[0], a[1]);
+          })
+          .Case([&](SelectOp) {
+            return arith::SelectOp::create(b, loc, a[0], a[1], a[2]);
+          })
+          .Case([&](IsFiniteOp) -> Value {
+            // |x| < inf is false for NaN and both infinities.
+            Value inf = floatConst(b, loc, t,
+                                   std::numeric_limits<double>::infinity());
+            return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT,
+                                         math::AbsFOp::create(b, loc, a[0]),
+                                         inf);
+          })
+          .Case([&](CastOp c) -> Value {
+            Type to = c.getType().getElementType();
+            if (t == to)
+              return a[0];
+            bool toF = isa<FloatType>(to);
+            if (to.isInteger(1)) {
+              if (f)
+                return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNE,
+                                             a[0], floatConst(b, loc, t, 0.0));
+              return arith::CmpIOp::create(
+                  b, loc, arith::CmpIPredicate::ne, a[0],
+                  arith::ConstantOp::create(b, loc, t, b.getIntegerAttr(t, 0)));
+            }
+            if (f && toF)
+              return to.getIntOrFloatBitWidth() > t.getIntOrFloatBitWidth()
+                         ? Value(arith::ExtFOp::create(b, loc, to, a[0]))
+                         : Value(arith::TruncFOp::create(b, loc, to, a[0]));
+            if (f)
+              return arith::FPToSIOp::create(b, loc, to, a[0]);
+            if (toF)
+              return t.isInteger(1)
+                         ? Value(arith::UIToFPOp::create(b, loc, to, a[0]))
+                         : Value(arith::SIToFPOp::create(b, loc, to, a[0]));
+            unsigned from = t.getIntOrFloatBitWidth(),
+                     width = to.getIntOrFloatBitWidth();
+            if (width > from)
+              return t.isInteger(1)
+                         ? Value(arith::ExtUIOp::create(b, loc, to, a[0]))
+                         : Value(arith::ExtSIOp::create(b, loc, to, a[0]));
+            return arith::TruncIOp::create(b, loc, to, a[0]);
+          })
+          .Default([](Operation *) { return Value(); });
+  if (!r)
+    return failure();
+  return r;
+}
+
+/// Lowers one op of the fusion body; returns its replacement values.
+FailureOr<SmallVector<Value>> lowerOp(Operation *op, OpBuilder &b,
+                                      ValueRange operands) {
+  Location loc = op->getLoc();
+  if (op->hasTrait<OpTrait::Elementwise>() || isa<SiluOp>(op)) {
+    auto resultType = cast<RankedTensorType>(op->getResult(0).getType());
+    bool failedBody = false;
+    Value r = elementwise(
+        b, loc, resultType, operands,
+        [&](OpBuilder &nb, Location nl, ValueRange args) -> Value {
+          if (isa<SiluOp>(op)) {
+            Type t = args[0].getType();
+            Value one = floatConst(nb, nl, t, 1.0);
+            Value e = math::ExpOp::create(nb, nl,
+                                          arith::NegFOp::create(nb, nl, args[0]));
+            return arith::DivFOp::create(nb, nl, args[0],
+                                         arith::AddFOp::create(nb, nl, one, e));
+          }
+          FailureOr<Value> v = scalarBody(op, nb, nl, args);
+          if (failed(v)) {
+            failedBody = true;
+            return args[0];
+          }
+          return *v;
+        });
+    if (failedBody)
+      return failure();
+    return SmallVector<Value>{r};
+  }
+  if (auto c = dyn_cast<ConstantOp>(op))
+    return SmallVector<Value>{
+        arith::ConstantOp::create(b, loc, cast<TypedAttr>(c.getValue()))};
+  if (auto bc = dyn_cast<BroadcastInDimOp>(op)) {
+    RankedTensorType in = bc.getOperand().getType(), out = bc.getType();
+    SmallVector<AffineExpr> exprs;
+    for (auto [i, d] : llvm::enumerate(bc.getDims()))
+      exprs.push_back(in.getDimSize(i) == 1 && out.getDimSize(d) != 1
+                          ? b.getAffineConstantExpr(0)
+                          : b.getAffineDimExpr(d));
+    AffineMap map = AffineMap::get(out.getRank(), 0, exprs, b.getContext());
+    return SmallVector<Value>{generic(
+        b, loc, out, operands, {map},
+        [](OpBuilder &, Location, ValueRange a) { return a[0]; })};
+  }
+  if (auto t = dyn_cast<TransposeOp>(op)) {
+    RankedTensorType out = t.getType();
+    SmallVector<AffineExpr> exprs(out.getRank());
+    // result[i] = operand[perm^-1]: operand dim perm[i] is result dim i.
+    for (auto [i, p] : llvm::enumerate(t.getPermutation()))
+      exprs[p] = b.getAffineDimExpr(i);
+    AffineMap map = AffineMap::get(out.getRank(), 0, exprs, b.getContext());
+    return SmallVector<Value>{generic(
+        b, loc, out, operands, {map},
+        [](OpBuilder &, Location, ValueRange a) { return a[0]; })};
+  }
+  if (auto iota = dyn_cast<IotaOp>(op)) {
+    RankedTensorType out = iota.getType();
+    int64_t dim = iota.getDim();
+    return SmallVector<Value>{generic(
+        b, loc, out, {}, {}, [&](OpBuilder &nb, Location nl, ValueRange) {
+          Value idx = linalg::IndexOp::create(nb, nl, dim);
+          Type t = out.getElementType();
+          Value i64 = arith::IndexCastOp::create(nb, nl, nb.getI64Type(), idx);
+          if (isa<FloatType>(t))
+            return Value(arith::SIToFPOp::create(nb, nl, t, i64));
+          if (t.getIntOrFloatBitWidth() < 64)
+            return Value(arith::TruncIOp::create(nb, nl, t, i64));
+          return i64;
+        })};
+  }
+  if (auto red = dyn_cast<ReduceOp>(op)) {
+    RankedTensorType in = red.getOperand().getType(), out = red.getType();
+    Type t = in.getElementType();
+    bool f = isFloat(t);
+    double init = 0;
+    switch (red.getKind()) {
+    case ReduceKind::sum:
+    case ReduceKind::mean:
+      init = 0;
+      break;
+    case ReduceKind::max:
+      init = -std::numeric_limits<double>::infinity();
+      break;
+    case ReduceKind::min:
+      init = std::numeric_limits<double>::infinity();
+      break;
+    }
+    if (!f && red.getKind() != ReduceKind::sum)
+      return failure();
+    Value initValue =
+        f ? floatConst(b, loc, t, init)
+          : Value(arith::ConstantOp::create(b, loc, t, b.getIntegerAttr(t, 0)));
+    Value acc = linalg::FillOp::create(b, loc, initValue,
+                                       emptyLike(b, loc, out))
+                    .getResult(0);
+    SmallVector<AffineExpr> outExprs;
+    SmallVector<utils::IteratorType> iters;
+    for (int64_t d = 0; d < in.getRank(); ++d) {
+      bool reduced = llvm::is_contained(red.getDims(), d);
+      iters.push_back(reduced ? utils::IteratorType::reduction
+                              : utils::IteratorType::parallel);
+      if (!reduced)
+        outExprs.push_back(b.getAffineDimExpr(d));
+    }
+    SmallVector<AffineMap> maps = {
+        b.getMultiDimIdentityMap(in.getRank()),
+        AffineMap::get(in.getRank(), 0, outExprs, b.getContext())};
+    ReduceKind kind = red.getKind();
+    Value sum =
+        linalg::GenericOp::create(
+            b, loc, TypeRange{out}, operands, ValueRange{acc}, maps, iters,
+            [&](OpBuilder &nb, Location nl, ValueRange a) {
+              Value v;
+              if (kind == ReduceKind::max)
+                v = arith::MaximumFOp::create(nb, nl, a[0], a[1]);
+              else if (kind == ReduceKind::min)
+                v = arith::MinimumFOp::create(nb, nl, a[0], a[1]);
+              else if (f)
+                v = arith::AddFOp::create(nb, nl, a[0], a[1]);
+              else
+                v = arith::AddIOp::create(nb, nl, a[0], a[1]);
+              linalg::YieldOp::create(nb, nl, v);
+            })
+            .getResult(0);
+    if (kind != ReduceKind::mean)
+      return SmallVector<Value>{sum};
+    int64_t count = in.getNumElements() / std::max<int64_t>(out.getNumElements(), 1);
+    Value n = floatConst(b, loc, t, static_cast<double>(count));
+    return SmallVector<Value>{elementwise(
+        b, loc, out, {sum}, [&](OpBuilder &nb, Location nl, ValueRange a) {
+          return Value(arith::DivFOp::create(nb, nl, a[0], n));
+        })};
+  }
+  if (auto s = dyn_cast<SliceOp>(op))
+    return SmallVector<Value>{tensor::ExtractSliceOp::create(
+        b, loc, s.getType(), operands[0], ValueRange{}, ValueRange{},
+        ValueRange{}, s.getStart(),
+        [&] {
+          SmallVector<int64_t> sizes(s.getType().getShape());
+          return sizes;
+        }(),
+        s.getStrides())};
+  if (auto p = dyn_cast<PadOp>(op)) {
+    Type t = p.getType().getElementType();
+    SmallVector<OpFoldResult> low, high;
+    for (int64_t v : p.getLow())
+      low.push_back(b.getIndexAttr(v));
+    for (int64_t v : p.getHigh())
+      high.push_back(b.getIndexAttr(v));
+    Value pad = isFloat(t) ? floatConst(b, loc, t, p.getValue().convertToDouble())
+                           : Value(arith::ConstantOp::create(
+                                 b, loc, t,
+                                 b.getIntegerAttr(
+                                     t, static_cast<int64_t>(
+                                            p.getValue().convertToDouble()))));
+    return SmallVector<Value>{
+        tensor::PadOp::create(b, loc, p.getType(), operands[0], low, high, pad)
+            .getResult()};
+  }
+  if (auto c = dyn_cast<ConcatOp>(op)) {
+    Value result = emptyLike(b, loc, c.getType());
+    int64_t offset = 0, dim = c.getDim();
+    for (Value in : operands) {
+      RankedTensorType t = tensorType(in);
+      SmallVector<OpFoldResult> offs(t.getRank(), b.getIndexAttr(0)),
+          sizes, strides(t.getRank(), b.getIndexAttr(1));
+      for (int64_t s : t.getShape())
+        sizes.push_back(b.getIndexAttr(s));
+      offs[dim] = b.getIndexAttr(offset);
+      result = tensor::InsertSliceOp::create(b, loc, in, result, offs, sizes,
+                                             strides);
+      offset += t.getDimSize(dim);
+    }
+    return SmallVector<Value>{result};
+  }
+  if (auto r = dyn_cast<ReshapeOp>(op)) {
+    RankedTensorType out = r.getType();
+    Value shape = arith::ConstantOp::create(
+        b, loc,
+        DenseIntElementsAttr::get(
+            RankedTensorType::get({out.getRank()}, b.getI64Type()),
+            out.getShape()));
+    return SmallVector<Value>{
+        tensor::ReshapeOp::create(b, loc, out, operands[0], shape)};
+  }
+  return failure();
+}
+
+} // namespace
+
+FailureOr<func::FuncOp> mlir::omni::buildKernelFunction(FusionOp fusion,
+                                                        ModuleOp kernels,
+                                                        StringRef name) {
+  OpBuilder b(kernels.getContext());
+  b.setInsertionPointToEnd(kernels.getBody());
+  auto fn = func::FuncOp::create(
+      b, fusion.getLoc(), name,
+      b.getFunctionType(fusion.getInputs().getTypes(),
+                        fusion.getResultTypes()));
+  Block *entry = fn.addEntryBlock();
+  b.setInsertionPointToEnd(entry);
+  IRMapping map;
+  Block &body = fusion.getBody().front();
+  map.map(body.getArguments(), entry->getArguments());
+  for (Operation &op : body) {
+    SmallVector<Value> operands;
+    for (Value v : op.getOperands())
+      operands.push_back(map.lookup(v));
+    if (auto yield = dyn_cast<YieldOp>(op)) {
+      func::ReturnOp::create(b, op.getLoc(), operands);
+      continue;
+    }
+    FailureOr<SmallVector<Value>> lowered = lowerOp(&op, b, operands);
+    if (failed(lowered)) {
+      op.emitOpError("cannot be compiled into a CPU kernel yet");
+      fn.erase();
+      return failure();
+    }
+    map.map(op.getResults(), *lowered);
+  }
+  return fn;
+}
