@@ -153,3 +153,54 @@ func.func @main(%seed: tensor<i64>, %iteration: tensor<i64>)
   %r:6 = func.call @iteration(%w1, %b1, %w2, %b2, %seed, %iteration) : (tensor<32x193xf32>, tensor<32xf32>, tensor<192x32xf32>, tensor<192xf32>, tensor<i64>, tensor<i64>) -> (tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<8xf32>, tensor<8xf32>)
   return %r#0, %r#1, %r#2, %r#3, %r#4, %r#5 : tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<8xf32>, tensor<8xf32>
 }
+
+/// One training iteration: rollout, advantages, the loss's gradient with
+/// respect to the four parameters (omni-autodiff expands value_and_grad),
+/// global grad-norm clipping at 1.0 and AdamW (lr 1e-3) on each parameter.
+/// %t is the optimizer step count before this update.
+/// Returns the new parameters, moments and step, then loss, reward mean and
+/// the gradient norm.
+func.func @train_step(%w1: tensor<32x193xf32>, %b1: tensor<32xf32>,
+                      %w2: tensor<192x32xf32>, %b2: tensor<192xf32>,
+                      %mw1: tensor<32x193xf32>, %mb1: tensor<32xf32>,
+                      %mw2: tensor<192x32xf32>, %mb2: tensor<192xf32>,
+                      %vw1: tensor<32x193xf32>, %vb1: tensor<32xf32>,
+                      %vw2: tensor<192x32xf32>, %vb2: tensor<192xf32>,
+                      %t: tensor<i64>, %seed: tensor<i64>, %iteration: tensor<i64>)
+    -> (tensor<32x193xf32>, tensor<32xf32>, tensor<192x32xf32>, tensor<192xf32>,
+        tensor<32x193xf32>, tensor<32xf32>, tensor<192x32xf32>, tensor<192xf32>,
+        tensor<32x193xf32>, tensor<32xf32>, tensor<192x32xf32>, tensor<192xf32>,
+        tensor<i64>, tensor<f32>, tensor<f32>, tensor<f32>) {
+  %final, %xs, %lps, %rewards = func.call @rollout(%w1, %b1, %w2, %b2, %seed, %iteration) : (tensor<32x193xf32>, tensor<32xf32>, tensor<192x32xf32>, tensor<192xf32>, tensor<i64>, tensor<i64>) -> (!x, tensor<4x8x192xf32>, tensor<4x8xf32>, tensor<8xf32>)
+  %adv = omni.group_advantages %rewards {group_size = 4} : tensor<8xf32>
+  %loss, %akl, %cf, %g1, %g2, %g3, %g4 = omni.value_and_grad @loss(%w1, %b1, %w2, %b2, %xs, %lps, %adv) wrt = [0, 1, 2, 3] : (tensor<32x193xf32>, tensor<32xf32>, tensor<192x32xf32>, tensor<192xf32>, tensor<4x8x192xf32>, tensor<4x8xf32>, tensor<8xf32>) -> (tensor<f32>, tensor<f32>, tensor<f32>, tensor<32x193xf32>, tensor<32xf32>, tensor<192x32xf32>, tensor<192xf32>)
+  %c:4, %norm = omni.clip_grad_norm %g1, %g2, %g3, %g4 {max_norm = 1.0} : tensor<32x193xf32>, tensor<32xf32>, tensor<192x32xf32>, tensor<192xf32>
+  %one = omni.constant dense<1> : tensor<i64>
+  %t1 = omni.add %t, %one : tensor<i64>
+  %w1n, %mw1n, %vw1n = omni.adamw %w1, %c#0, %mw1, %vw1, %t1 {lr = 1.0e-3} : tensor<32x193xf32>
+  %b1n, %mb1n, %vb1n = omni.adamw %b1, %c#1, %mb1, %vb1, %t1 {lr = 1.0e-3} : tensor<32xf32>
+  %w2n, %mw2n, %vw2n = omni.adamw %w2, %c#2, %mw2, %vw2, %t1 {lr = 1.0e-3} : tensor<192x32xf32>
+  %b2n, %mb2n, %vb2n = omni.adamw %b2, %c#3, %mb2, %vb2, %t1 {lr = 1.0e-3} : tensor<192xf32>
+  %rmean = omni.reduce mean %rewards dims = [0] : tensor<8xf32> -> tensor<f32>
+  return %w1n, %b1n, %w2n, %b2n, %mw1n, %mb1n, %mw2n, %mb2n, %vw1n, %vb1n, %vw2n, %vb2n, %t1, %loss, %rmean, %norm
+      : tensor<32x193xf32>, tensor<32xf32>, tensor<192x32xf32>, tensor<192xf32>,
+        tensor<32x193xf32>, tensor<32xf32>, tensor<192x32xf32>, tensor<192xf32>,
+        tensor<32x193xf32>, tensor<32xf32>, tensor<192x32xf32>, tensor<192xf32>,
+        tensor<i64>, tensor<f32>, tensor<f32>, tensor<f32>
+}
+
+/// AdamW state before the first step: zero moments, step count 0.
+func.func @init_optimizer()
+    -> (tensor<32x193xf32>, tensor<32xf32>, tensor<192x32xf32>, tensor<192xf32>,
+        tensor<32x193xf32>, tensor<32xf32>, tensor<192x32xf32>, tensor<192xf32>,
+        tensor<i64>) {
+  %a = omni.constant dense<0.0> : tensor<32x193xf32>
+  %b = omni.constant dense<0.0> : tensor<32xf32>
+  %c = omni.constant dense<0.0> : tensor<192x32xf32>
+  %d = omni.constant dense<0.0> : tensor<192xf32>
+  %t = omni.constant dense<0> : tensor<i64>
+  return %a, %b, %c, %d, %a, %b, %c, %d, %t
+      : tensor<32x193xf32>, tensor<32xf32>, tensor<192x32xf32>, tensor<192xf32>,
+        tensor<32x193xf32>, tensor<32xf32>, tensor<192x32xf32>, tensor<192xf32>,
+        tensor<i64>
+}
