@@ -35,6 +35,13 @@ bool isFloatTensor(Type t) {
   return tt && isa<FloatType>(tt.getElementType());
 }
 
+/// Float tensors carry adjoints; float scalars (tensor.extract results,
+/// arith on f32) carry none, but a value that depends on a wrt argument
+/// through one must still count as varied, so that the op that turns it
+/// back into a tensor is reported instead of silently cutting the
+/// gradient to zero.
+bool carriesDerivative(Type t) { return isa<FloatType>(t) || isFloatTensor(t); }
+
 Value zerosLike(OpBuilder &b, Location loc, Type type) {
   auto t = cast<RankedTensorType>(type);
   return ConstantOp::create(
@@ -71,8 +78,8 @@ private:
   bool withValues;
   const llvm::StringSet<> &recompute;
 
-  /// Float values that depend on a wrt argument, with the first such
-  /// argument (for diagnostics).
+  /// Float values (tensors and scalars) that depend on a wrt argument, with
+  /// the first such argument (for diagnostics).
   DenseMap<Value, int64_t> varied;
   /// Values the loss depends on.
   DenseSet<Value> useful;
@@ -208,7 +215,7 @@ void GradientBuilder::analyzeActivity(Block &body, Value loss) {
     if (!source)
       continue;
     for (Value r : op.getResults())
-      if (isFloatTensor(r.getType()))
+      if (carriesDerivative(r.getType()))
         varied[r] = *source;
   }
   useful.insert(loss);

@@ -5,7 +5,7 @@
 // of the op's results and emits the adjoints of its operands in omni
 // primitives; omni-autodiff sums them over uses. The rules of composite and
 // diffusion RL ops are in OmniVJPComposite.cpp. Gradient checks against
-// finite differences are in OmniVJPTest.cpp.
+// finite differences are in passes/AutodiffTest.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -401,21 +401,28 @@ LogicalResult MatmulOp::buildVJP(OpBuilder &b, ArrayRef<Value> g,
   // C = op(A) op(B). Stored adjoints, case by case:
   //   dA = tl ? op(B) dC^T : dC op(B)^T
   //   dB = tr ? dC^T op(A) : op(A)^T dC
+  bool sharedRhs = rt.getRank() == 2 && lt.getRank() > 2;
+  // Swaps the last two dimensions of a batched operand.
+  auto swapLast = [&](Value v) {
+    SmallVector<int64_t> perm;
+    for (int64_t i = 0; i < lt.getRank() - 2; ++i)
+      perm.push_back(i);
+    perm.push_back(lt.getRank() - 1);
+    perm.push_back(lt.getRank() - 2);
+    return e.transpose(v, perm);
+  };
   if (!tl)
     out[0] = e.matmul(d, rhs, false, !tr);
-  else
+  else if (!sharedRhs)
     out[0] = e.matmul(rhs, d, tr, true);
+  else
+    // op(B) dC^T would put the rank-2 operand on the left, which matmul
+    // does not broadcast (C2): build (dC op(B)^T)^T instead.
+    out[0] = swapLast(e.matmul(d, rhs, false, !tr));
   // A rank-2 rhs is shared by every batch: fold the batch into the rows.
-  if (rt.getRank() == 2 && lt.getRank() > 2) {
+  if (sharedRhs) {
     if (tl)
-      lhs = e.transpose(lhs, [&] {
-        SmallVector<int64_t> perm;
-        for (int64_t i = 0; i < lt.getRank() - 2; ++i)
-          perm.push_back(i);
-        perm.push_back(lt.getRank() - 1);
-        perm.push_back(lt.getRank() - 2);
-        return perm;
-      }());
+      lhs = swapLast(lhs);
     RankedTensorType at = Emitter::typeOf(lhs), dt = Emitter::typeOf(d);
     int64_t rows = at.getNumElements() / at.getShape().back();
     lhs = e.reshape(lhs, {rows, at.getShape().back()});

@@ -265,7 +265,10 @@ LogicalResult SdeStepOp::buildVJP(OpBuilder &b, ArrayRef<Value> g,
     q = std;
   }
   Value gNext = g[0], gLp = g[1], gMean = g[2];
-  // Adjoint of mean, and of the next sample where it is an input.
+  // lp is a function of (next - mean); its adjoint reaches the next sample
+  // as well as the mean. Given noise, next = mean + q noise, so that part
+  // flows on through next: the mean terms cancel and lp moves with the
+  // noise only (its value does not depend on x or v).
   Value dMean = gMean;
   Value dNextIn;
   Value next = getNoise() ? getNextSample() : getNext();
@@ -288,15 +291,16 @@ LogicalResult SdeStepOp::buildVJP(OpBuilder &b, ArrayRef<Value> g,
     dMean = dMean ? e.add(dMean, dLpMean) : dLpMean;
     dNextIn = e.neg(dLpMean);
   }
-  if (getNoise() && gNext) {
+  // The total adjoint of the next sample.
+  Value dNext = gNext;
+  if (dNextIn)
+    dNext = dNext ? e.add(dNext, dNextIn) : dNextIn;
+  if (getNoise() && dNext) {
     // next = mean + q noise
-    dMean = dMean ? e.add(dMean, gNext) : gNext;
-    out[4] = e.mul(gNext, e.fill(q, t)); // the noise operand
+    dMean = dMean ? e.add(dMean, dNext) : dNext;
+    out[4] = e.mul(dNext, e.fill(q, t)); // the noise operand
   } else if (getNext()) {
-    Value d = gNext;
-    if (dNextIn)
-      d = d ? e.add(d, dNextIn) : dNextIn;
-    out[4] = d; // the next operand
+    out[4] = dNext; // the next operand
   }
   if (dMean) {
     out[0] = e.mul(dMean, e.fill(cx, t));
@@ -366,9 +370,20 @@ LogicalResult GrpoLossOp::buildVJP(OpBuilder &b, ArrayRef<Value> g,
       std = e.mul(std, e.unary<SqrtOp>(e.neg(getDt())));
     Value coef = e.div(e.scale(gKlTotal, 1.0 / (double(n) * rowSize)),
                        e.mul(std, std));
-    Value d = e.mul(e.sub(getMean(), getRefMean()), e.fill(coef, mt));
+    Value diff = e.sub(getMean(), getRefMean());
+    Value d = e.mul(diff, e.fill(coef, mt));
     out[3] = d;
     out[4] = e.neg(d);
+    // kl is proportional to 1 / std^2 (and to 1 / -dt in the exact form):
+    // d kl / d std = -2 kl / std, d kl / d dt = -kl / dt. A std or dt that
+    // depends on a trained value must not silently get no gradient.
+    // kl = mean((mean - ref)^2) / (2 std'^2), every row having one size.
+    Value kl = e.div(e.scale(e.meanAll(e.mul(diff, diff)), 0.5),
+                     e.mul(std, std));
+    Value gKlValue = e.mul(gKlTotal, kl);
+    out[5] = e.neg(e.div(e.scale(gKlValue, 2.0), getStd()));
+    if (getKlForm() == KlForm::exact)
+      out[6] = e.neg(e.div(gKlValue, getDt()));
   }
   (void)elt;
   return success();

@@ -78,3 +78,19 @@ func.func @main(%w: tensor<4xf32>, %k: tensor<i64>) -> tensor<4xf32> {
   %g = omni.grad @noise_loss(%w, %k) wrt = [0] : (tensor<4xf32>, tensor<i64>) -> tensor<4xf32>
   return %g : tensor<4xf32>
 }
+
+// -----
+
+// Tests that a dependence through a float scalar (tensor.extract and
+// tensor.from_elements) is reported instead of giving a zero gradient.
+func.func @scalar_loss(%w: tensor<4xf32>) -> tensor<f32> {
+  %c0 = arith.constant 0 : index
+  %s = tensor.extract %w[%c0] : tensor<4xf32>
+  // expected-error@+1 {{'tensor.from_elements' op is not differentiable but lies on the path from argument #0 of scalar_loss to its loss}}
+  %t = tensor.from_elements %s : tensor<f32>
+  return %t : tensor<f32>
+}
+func.func @main(%w: tensor<4xf32>) -> tensor<4xf32> {
+  %g = omni.grad @scalar_loss(%w) wrt = [0] : (tensor<4xf32>) -> tensor<4xf32>
+  return %g : tensor<4xf32>
+}
