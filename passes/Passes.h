@@ -16,9 +16,16 @@ namespace mlir::omni {
 #define GEN_PASS_DECL
 #include "passes/Passes.h.inc"
 
-/// Appends the omni compilation pipeline (design.md section 2) to `pm`.
-/// Later passes (autodiff, shard, fuse, plan-memory) join it in order.
-void buildOmniPipeline(OpPassManager &pm);
+/// The stages of the omni pipeline, in order; omnic --emit=<stage> stops
+/// after one.
+enum class PipelineStage { Cleanup, Autodiff, Decompose, Fuse, PlanMemory };
+
+/// Appends the omni compilation pipeline (design.md section 2) to `pm`, a
+/// module pass manager, up to and including `last`. `reportArena` makes
+/// omni-plan-memory print each function's arena size.
+void buildOmniPipeline(OpPassManager &pm,
+                       PipelineStage last = PipelineStage::PlanMemory,
+                       bool reportArena = false);
 
 /// Registers every omni pass and the `omni-pipeline` named pipeline.
 void registerOmniPasses();

@@ -91,4 +91,134 @@ def OmniDecomposePass : Pass<"omni-decompose"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+//===----------------------------------------------------------------------===//
+// Fusion
+//===----------------------------------------------------------------------===//
+
+def OmniFusePass : Pass<"omni-fuse", "::mlir::func::FuncOp"> {
+  let summary = "group elementwise, broadcast, movement and reduction ops "
+                "into omni.fusion regions";
+  let description = [{
+    Forms the kernels of the backends. In every block of a function (the
+    body and the bodies of scf.for loops, never inside an existing
+    omni.fusion) the ops that omni-fuse may fuse (FusionKindOpInterface
+    kinds Elementwise, Broadcast, Movement and Reduction, constants
+    excepted) are grouped, and each group becomes one `omni.fusion`: its
+    inputs are the values it reads from outside (a splat constant is
+    rebuilt inside as an omni.constant instead), its results the values
+    used outside, so a value that
+    is also needed elsewhere (for example by a later matmul) becomes an
+    extra result. An op that joins nothing becomes a one-op fusion, so the
+    backend sees only fusion regions, library ops, reshapes, constants and
+    opaque commands.
+
+    Groups grow in program order: an op joins the groups of its producers
+    (producer/consumer fusion) and the groups of earlier ops that read one
+    of its inputs whole, elementwise or by reduction (sibling fusion:
+    multi-output regions). Two groups are NOT merged when (docs/fusion.md):
+
+    1. a path leads from one to the other through an op outside both (a
+       Library op, an Opaque op, a loop, another group): the region would
+       depend on itself. So nothing fuses across a matmul, conv2d,
+       attention, host_call, random op or collective;
+    2. inside the region a reduction's result would be read by anything
+       but elementwise ops on the reduced shape and a broadcast back to
+       the reduction's operand shape, or a value after that broadcast by
+       anything but elementwise ops and further reductions: a reduction
+       ends a group for every other consumer (a movement, a reduction of
+       the reduced value);
+    3. merging would swap two ops with side effects (the ops between the
+       groups that read the first move below the merged region, the others
+       above it);
+    4. for siblings: the shared input is a scalar or a splat, or an op
+       between the groups reads the first (merging would delay a value
+       another op waits for).
+
+    A broadcast read by several fusible ops is copied into each reader
+    rather than stored or shared. Nothing else is duplicated, so no
+    reduction is ever recomputed: a value needed both inside and outside a
+    region is a result of the region.
+
+    Before:
+    ```mlir
+    %e = omni.exp %x : tensor<4xf32>
+    %m = omni.mul %e, %y : tensor<4xf32>
+    %s = omni.reduce sum %m dims = [0] : tensor<4xf32> -> tensor<f32>
+    ```
+    After:
+    ```mlir
+    %s = omni.fusion (%x, %y) : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32> {
+    ^bb0(%a: tensor<4xf32>, %b: tensor<4xf32>):
+      %e = omni.exp %a : tensor<4xf32>
+      %m = omni.mul %e, %b : tensor<4xf32>
+      %s = omni.reduce sum %m dims = [0] : tensor<4xf32> -> tensor<f32>
+      omni.yield %s : tensor<f32>
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::omni::OmniDialect"];
+}
+
+//===----------------------------------------------------------------------===//
+// Memory planning
+//===----------------------------------------------------------------------===//
+
+def OmniPlanMemoryPass : Pass<"omni-plan-memory", "::mlir::func::FuncOp"> {
+  let summary = "assign every transient tensor an offset in a static arena";
+  let description = [{
+    Liveness-based static memory planning for a fused function. Every
+    tensor result of an op outside fusion bodies (fusions, library ops,
+    random ops, host calls, calls, collectives, copies) and every value
+    carried by an scf.for gets a 64-byte aligned byte range in one arena,
+    chosen by a linear scan in program order with a best-fit free list, so
+    values that are never live at the same time may share bytes. A value
+    defined outside a loop and read inside it stays live until the loop
+    ends. Reshapes alias their operand (no allocation); constants and
+    arguments are not in the arena.
+
+    In-place reuse (docs/fusion.md): a result takes the buffer of an
+    operand whose last use is its op when
+    (a) the op is an omni.fusion whose body holds only Elementwise and
+        Broadcast ops, the operand is read in the body only by Elementwise
+        ops none of which comes after the op yielding the result, and both
+        have one shape and element size; or
+    (b) the operand is the tied destination of a destination-style op
+        (tensor.insert_slice).
+    A loop keeps each carried tensor in one slot (the init's buffer when
+    the init dies at the loop) shared by the iter_arg, the loop result and
+    only the value yielded back into that slot. An argument marked
+    `omni.donate` (parameters, optimizer state) gives its buffer to a
+    function result computed from it by rule (a) at its last use: an
+    AdamW update writes over the old parameters and moments.
+
+    The plan is recorded as attributes: `omni.offsets` on each allocating
+    op (one entry per result: the arena offset, or -1 for a non-tensor
+    result and for a result in a donated argument, whose index
+    `omni.donated_args` then gives, -1 elsewhere) and `omni.arena_size`
+    (bytes) on the function.
+
+    Before:
+    ```mlir
+    func.func @f(%x: tensor<16xf32>) -> tensor<16xf32> {
+      %a = omni.fusion (%x) : (tensor<16xf32>) -> tensor<16xf32> {...}
+      %b = omni.fusion (%a) : (tensor<16xf32>) -> tensor<16xf32> {...}
+      return %b : tensor<16xf32>
+    }
+    ```
+    After:
+    ```mlir
+    func.func @f(%x: tensor<16xf32>) -> tensor<16xf32> attributes {omni.arena_size = 64 : i64} {
+      %a = omni.fusion (%x) {omni.offsets = array<i64: 0>} : ...
+      %b = omni.fusion (%a) {omni.offsets = array<i64: 0>} : ...
+      return %b : tensor<16xf32>
+    }
+    ```
+  }];
+  let options = [
+    Option<"report", "report", "bool", /*default=*/"false",
+           "print `arena: <bytes> bytes, <n> buffers, <m> reused` per "
+           "function to stderr">
+  ];
+}
+
 #endif // OMNI_PASSES_TD

@@ -1,13 +1,15 @@
 //===- Pipelines.cpp - omni pass registration and pipelines ---------------===//
 //
-// The omni compilation pipeline as a plain function (omnic calls it) and as
-// the registered named pipeline `omni-pipeline` (lit runs it), so both run
-// exactly the same passes.
+// The omni compilation pipeline as a plain function (omnic calls it, and can
+// stop after any stage for --emit=<stage>) and as the registered named
+// pipeline `omni-pipeline` (lit runs it), so both run exactly the same
+// passes.
 //
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
 
@@ -15,22 +17,40 @@ namespace mlir::omni {
 namespace {
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"
+
+void addCleanup(OpPassManager &pm) {
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+}
 } // namespace
 
-void buildOmniPipeline(OpPassManager &pm) {
-  // Clean up frontend output: inline model calls, fold constants (the
-  // sigma schedule folds here), share common subexpressions.
+void buildOmniPipeline(OpPassManager &pm, PipelineStage last,
+                       bool reportArena) {
+  // 1. Clean up frontend output: inline model calls, fold constants (the
+  //    sigma schedule folds here), share common subexpressions.
   pm.addPass(createInlinerPass());
-  pm.addPass(createCanonicalizerPass());
-  pm.addPass(createCSEPass());
-  // grad / value_and_grad become forward + adjoint IR.
+  addCleanup(pm);
+  if (last == PipelineStage::Cleanup)
+    return;
+  // 2. grad / value_and_grad become forward + adjoint IR.
   pm.addPass(createOmniAutodiffPass());
-  pm.addPass(createCanonicalizerPass());
-  pm.addPass(createCSEPass());
-  // Composite ops become primitives.
+  addCleanup(pm);
+  if (last == PipelineStage::Autodiff)
+    return;
+  // 3. Composite ops become primitives.
   pm.addPass(createOmniDecomposePass());
-  pm.addPass(createCanonicalizerPass());
+  addCleanup(pm);
+  if (last == PipelineStage::Decompose)
+    return;
+  // 4. Kernel boundaries.
+  pm.addNestedPass<func::FuncOp>(createOmniFusePass());
   pm.addPass(createCSEPass());
+  if (last == PipelineStage::Fuse)
+    return;
+  // 5. The static arena.
+  OmniPlanMemoryPassOptions plan;
+  plan.report = reportArena;
+  pm.addNestedPass<func::FuncOp>(createOmniPlanMemoryPass(plan));
 }
 
 void registerOmniPasses() {
@@ -38,7 +58,7 @@ void registerOmniPasses() {
   PassPipelineRegistration<>(
       "omni-pipeline",
       "the omni compilation pipeline omnic runs (design.md section 2)",
-      buildOmniPipeline);
+      [](OpPassManager &pm) { buildOmniPipeline(pm); });
 }
 
 } // namespace mlir::omni

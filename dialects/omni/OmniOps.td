@@ -22,6 +22,12 @@ include "mlir/Interfaces/CallInterfaces.td"
 
 /// Differentiable ops carry their VJP rule (OmniVJP*.cpp).
 defvar VJP = DeclareOpInterfaceMethods<Omni_VJPOpInterface>;
+/// Ops omni-fuse may put in a fusion region: the kind follows the
+/// Elementwise trait (Fusible) or is the op's own (FusibleAs,
+/// OmniFusionKind.cpp). Ops with neither are Opaque.
+defvar Fusible = Omni_FusionKindOpInterface;
+defvar FusibleAs = DeclareOpInterfaceMethods<Omni_FusionKindOpInterface,
+                                             ["getFusionKind"]>;
 
 //===----------------------------------------------------------------------===//
 // Primitives: elementwise
@@ -30,7 +36,7 @@ defvar VJP = DeclareOpInterfaceMethods<Omni_VJPOpInterface>;
 class Omni_UnaryOp<string mnemonic, Type type, string formula,
                    list<Trait> traits = []>
     : Omni_Op<mnemonic, !listconcat(traits,
-        [Pure, Elementwise, SameOperandsAndResultType])> {
+        [Pure, Elementwise, SameOperandsAndResultType, Fusible])> {
   let summary = "elementwise " # formula;
   let description = [{
     Applies `}] # formula # [{` to every element. Operand and result have the
@@ -63,7 +69,7 @@ def Omni_LogisticOp
 def Omni_FloorOp : Omni_UnaryOp<"floor", Omni_FloatTensor, "floor(x)", [VJP]>;
 
 def Omni_IsFiniteOp : Omni_Op<"is_finite",
-    [Pure, Elementwise, InferTypeOpAdaptor]> {
+    [Pure, Elementwise, InferTypeOpAdaptor, Fusible]> {
   let summary = "elementwise test for a finite value";
   let description = [{
     True where the element is neither NaN nor an infinity. The result is an
@@ -81,7 +87,7 @@ def Omni_IsFiniteOp : Omni_Op<"is_finite",
 class Omni_BinaryOp<string mnemonic, Type type, string formula,
                     list<Trait> traits = []>
     : Omni_Op<mnemonic, !listconcat(traits,
-        [Pure, Elementwise, SameOperandsAndResultType])> {
+        [Pure, Elementwise, SameOperandsAndResultType, Fusible])> {
   let summary = "elementwise " # formula;
   let description = [{
     Computes `}] # formula # [{` element by element. Both operands and the
@@ -121,7 +127,7 @@ def Omni_OrOp : Omni_BinaryOp<"or", Omni_PredTensor, "x or y",
                               [Commutative]>;
 
 def Omni_CompareOp : Omni_Op<"compare",
-    [Pure, Elementwise, SameTypeOperands, InferTypeOpAdaptor]> {
+    [Pure, Elementwise, SameTypeOperands, InferTypeOpAdaptor, Fusible]> {
   let summary = "elementwise comparison";
   let description = [{
     Compares two tensors of the same type element by element and returns an
@@ -140,7 +146,8 @@ def Omni_CompareOp : Omni_Op<"compare",
 }
 
 def Omni_SelectOp : Omni_Op<"select",
-    [VJP, Pure, Elementwise, AllTypesMatch<["on_true", "on_false", "result"]>]> {
+    [VJP, Pure, Elementwise, Fusible,
+     AllTypesMatch<["on_true", "on_false", "result"]>]> {
   let summary = "elementwise choice";
   let description = [{
     `result[i] = pred[i] ? on_true[i] : on_false[i]`.
@@ -162,7 +169,7 @@ def Omni_SelectOp : Omni_Op<"select",
   let hasFolder = 1;
 }
 
-def Omni_CastOp : Omni_Op<"cast", [VJP, Pure, Elementwise]> {
+def Omni_CastOp : Omni_Op<"cast", [VJP, Pure, Elementwise, Fusible]> {
   let summary = "elementwise element-type conversion";
   let description = [{
     Converts every element to the result's element type: floats round to
@@ -186,7 +193,7 @@ def Omni_CastOp : Omni_Op<"cast", [VJP, Pure, Elementwise]> {
 // Primitives: shape and data movement
 //===----------------------------------------------------------------------===//
 
-def Omni_BroadcastInDimOp : Omni_Op<"broadcast_in_dim", [VJP, Pure]> {
+def Omni_BroadcastInDimOp : Omni_Op<"broadcast_in_dim", [VJP, Pure, FusibleAs]> {
   let summary = "broadcast a tensor into a larger shape";
   let description = [{
     Operand dimension `i` becomes result dimension `dims[i]`; result
@@ -212,7 +219,7 @@ def Omni_BroadcastInDimOp : Omni_Op<"broadcast_in_dim", [VJP, Pure]> {
   let hasFolder = 1;
 }
 
-def Omni_ReshapeOp : Omni_Op<"reshape", [VJP, Pure]> {
+def Omni_ReshapeOp : Omni_Op<"reshape", [VJP, Pure, FusibleAs]> {
   let summary = "reinterpret a tensor with a new shape (row-major)";
   let description = [{
     Constraints:
@@ -231,7 +238,8 @@ def Omni_ReshapeOp : Omni_Op<"reshape", [VJP, Pure]> {
   let hasCanonicalizer = 1;
 }
 
-def Omni_TransposeOp : Omni_Op<"transpose", [VJP, Pure, InferTypeOpAdaptor]> {
+def Omni_TransposeOp : Omni_Op<"transpose", [VJP, Pure, InferTypeOpAdaptor,
+    FusibleAs]> {
   let summary = "permute dimensions";
   let description = [{
     Result dimension `i` is operand dimension `permutation[i]`.
@@ -253,7 +261,8 @@ def Omni_TransposeOp : Omni_Op<"transpose", [VJP, Pure, InferTypeOpAdaptor]> {
   let hasCanonicalizer = 1;
 }
 
-def Omni_SliceOp : Omni_Op<"slice", [VJP, Pure, InferTypeOpAdaptor]> {
+def Omni_SliceOp : Omni_Op<"slice", [VJP, Pure, InferTypeOpAdaptor,
+    FusibleAs]> {
   let summary = "strided static slice";
   let description = [{
     Takes `operand[start[d] : limit[d] : strides[d]]` in every dimension `d`.
@@ -278,7 +287,8 @@ def Omni_SliceOp : Omni_Op<"slice", [VJP, Pure, InferTypeOpAdaptor]> {
   let hasFolder = 1;
 }
 
-def Omni_ConcatOp : Omni_Op<"concat", [VJP, Pure, InferTypeOpAdaptor]> {
+def Omni_ConcatOp : Omni_Op<"concat", [VJP, Pure, InferTypeOpAdaptor,
+    FusibleAs]> {
   let summary = "concatenate tensors along a dimension";
   let description = [{
     Constraints:
@@ -299,7 +309,8 @@ def Omni_ConcatOp : Omni_Op<"concat", [VJP, Pure, InferTypeOpAdaptor]> {
   let hasFolder = 1;
 }
 
-def Omni_PadOp : Omni_Op<"pad", [VJP, Pure, InferTypeOpAdaptor]> {
+def Omni_PadOp : Omni_Op<"pad", [VJP, Pure, InferTypeOpAdaptor,
+    FusibleAs]> {
   let summary = "pad with a constant at both ends of each dimension";
   let description = [{
     Result dimension `d` is `low[d] + dim(d) + high[d]`; new elements hold
@@ -324,7 +335,8 @@ def Omni_PadOp : Omni_Op<"pad", [VJP, Pure, InferTypeOpAdaptor]> {
   let hasFolder = 1;
 }
 
-def Omni_ReduceOp : Omni_Op<"reduce", [VJP, Pure, InferTypeOpAdaptor]> {
+def Omni_ReduceOp : Omni_Op<"reduce", [VJP, Pure, InferTypeOpAdaptor,
+    FusibleAs]> {
   let summary = "reduce over dimensions (sum, max, min, mean)";
   let description = [{
     Reduces the named dimensions, which disappear from the result. `mean`
@@ -349,7 +361,7 @@ def Omni_ReduceOp : Omni_Op<"reduce", [VJP, Pure, InferTypeOpAdaptor]> {
   let hasFolder = 1;
 }
 
-def Omni_IotaOp : Omni_Op<"iota", [Pure]> {
+def Omni_IotaOp : Omni_Op<"iota", [Pure, FusibleAs]> {
   let summary = "indices along a dimension";
   let description = [{
     `result[idx] = idx[dim]`, converted to the element type.
@@ -368,7 +380,7 @@ def Omni_IotaOp : Omni_Op<"iota", [Pure]> {
 }
 
 def Omni_ConstantOp : Omni_Op<"constant",
-    [ConstantLike, Pure, InferTypeOpAdaptor]> {
+    [ConstantLike, Pure, InferTypeOpAdaptor, FusibleAs]> {
   let summary = "tensor constant";
   let description = [{
     A tensor whose value is the `value` attribute.
@@ -390,7 +402,8 @@ def Omni_ConstantOp : Omni_Op<"constant",
 // Primitives: contractions and random numbers
 //===----------------------------------------------------------------------===//
 
-def Omni_MatmulOp : Omni_Op<"matmul", [VJP, Pure, InferTypeOpAdaptor]> {
+def Omni_MatmulOp : Omni_Op<"matmul", [VJP, Pure, InferTypeOpAdaptor,
+    FusibleAs]> {
   let summary = "(batched) matrix product with optional transposes";
   let description = [{
     `lhs` is `[..., M, K]` (`[..., K, M]` with `transpose_lhs`), `rhs` is
@@ -417,7 +430,8 @@ def Omni_MatmulOp : Omni_Op<"matmul", [VJP, Pure, InferTypeOpAdaptor]> {
   }];
 }
 
-def Omni_Conv2dOp : Omni_Op<"conv2d", [VJP, Pure, InferTypeOpAdaptor]> {
+def Omni_Conv2dOp : Omni_Op<"conv2d", [VJP, Pure, InferTypeOpAdaptor,
+    FusibleAs]> {
   let summary = "2-D convolution, NCHW input and OIHW filter (PyTorch layout)";
   let description = [{
     Cross-correlation as torch.nn.functional.conv2d with `groups = 1`:
@@ -567,7 +581,8 @@ def Omni_GeluOp : Omni_Op<"gelu", [VJP, Pure, SameOperandsAndResultType]> {
 
 def Omni_SiluOp : Omni_UnaryOp<"silu", Omni_FloatTensor, "x * logistic(x)", [VJP]>;
 
-def Omni_AttentionOp : Omni_Op<"attention", [VJP, Pure, InferTypeOpAdaptor]> {
+def Omni_AttentionOp : Omni_Op<"attention", [VJP, Pure, InferTypeOpAdaptor,
+    FusibleAs]> {
   let summary = "scaled dot-product attention";
   let description = [{
     `softmax(q k^T * scale + mask) v` over `[B, H, S, D]` tensors; `scale`

@@ -1,0 +1,325 @@
+// RUN: omni-opt %s -omni-fuse -split-input-file | FileCheck %s
+
+// Tests that a chain of elementwise ops becomes one region reading each
+// outside value once.
+// CHECK-LABEL: func.func @elementwise_chain
+// CHECK-SAME: (%[[X:.*]]: tensor<4x8xf32>, %[[Y:.*]]: tensor<4x8xf32>)
+// CHECK: %[[F:.*]] = omni.fusion(%[[X]], %[[Y]]) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32> {
+// CHECK-NEXT: ^bb0(%[[A:.*]]: tensor<4x8xf32>, %[[B:.*]]: tensor<4x8xf32>):
+// CHECK-NEXT: %[[E:.*]] = omni.exp %[[A]]
+// CHECK-NEXT: %[[M:.*]] = omni.mul %[[E]], %[[B]]
+// CHECK-NEXT: %[[N:.*]] = omni.neg %[[M]]
+// CHECK-NEXT: %[[T:.*]] = omni.tanh %[[N]]
+// CHECK-NEXT: %[[S:.*]] = omni.add %[[T]], %[[A]]
+// CHECK-NEXT: omni.yield %[[S]]
+// CHECK-NEXT: }
+// CHECK-NEXT: return %[[F]]
+func.func @elementwise_chain(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %a = omni.exp %x : tensor<4x8xf32>
+  %b = omni.mul %a, %y : tensor<4x8xf32>
+  %c = omni.neg %b : tensor<4x8xf32>
+  %d = omni.tanh %c : tensor<4x8xf32>
+  %e = omni.add %d, %x : tensor<4x8xf32>
+  return %e : tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that a broadcast, the elementwise ops reading it and the reduction
+// they feed form one region.
+// CHECK-LABEL: func.func @broadcast_elementwise_reduce
+// CHECK: %[[F:.*]] = omni.fusion(%{{.*}}, %{{.*}}) : (tensor<8xf32>, tensor<4x8xf32>) -> tensor<4xf32>
+// CHECK: omni.broadcast_in_dim
+// CHECK-NEXT: omni.add
+// CHECK-NEXT: omni.exp
+// CHECK-NEXT: %[[R:.*]] = omni.reduce sum
+// CHECK-NEXT: omni.yield %[[R]]
+// CHECK-NEXT: }
+// CHECK-NEXT: return %[[F]]
+func.func @broadcast_elementwise_reduce(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4xf32> {
+  %bb = omni.broadcast_in_dim %b, dims = [1] : tensor<8xf32> -> tensor<4x8xf32>
+  %s = omni.add %x, %bb : tensor<4x8xf32>
+  %e = omni.exp %s : tensor<4x8xf32>
+  %r = omni.reduce sum %e dims = [1] : tensor<4x8xf32> -> tensor<4xf32>
+  return %r : tensor<4xf32>
+}
+
+// -----
+
+// Tests that a reduction, elementwise ops on its result, a broadcast back to
+// the reduction's operand shape and the elementwise ops and reductions
+// after it stay in one region (log-softmax, one kernel).
+// CHECK-LABEL: func.func @reduce_broadcast_back
+// CHECK: omni.fusion
+// CHECK: omni.reduce max
+// CHECK-NEXT: omni.broadcast_in_dim
+// CHECK-NEXT: omni.sub
+// CHECK-NEXT: omni.exp
+// CHECK-NEXT: omni.reduce sum
+// CHECK-NEXT: omni.log
+// CHECK-NEXT: omni.broadcast_in_dim
+// CHECK-NEXT: omni.sub
+// CHECK-NEXT: omni.yield
+// CHECK-NOT: omni.fusion
+func.func @reduce_broadcast_back(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %m = omni.reduce max %x dims = [1] : tensor<2x8xf32> -> tensor<2xf32>
+  %mb = omni.broadcast_in_dim %m, dims = [0] : tensor<2xf32> -> tensor<2x8xf32>
+  %d = omni.sub %x, %mb : tensor<2x8xf32>
+  %e = omni.exp %d : tensor<2x8xf32>
+  %s = omni.reduce sum %e dims = [1] : tensor<2x8xf32> -> tensor<2xf32>
+  %si = omni.log %s : tensor<2xf32>
+  %sb = omni.broadcast_in_dim %si, dims = [0] : tensor<2xf32> -> tensor<2x8xf32>
+  %y = omni.sub %d, %sb : tensor<2x8xf32>
+  return %y : tensor<2x8xf32>
+}
+
+// -----
+
+// Tests that a reduction ends its region for a consumer that is neither
+// elementwise on the reduced shape nor a broadcast back.
+// CHECK-LABEL: func.func @negative_reduce_then_movement
+// CHECK: %[[R:.*]] = omni.fusion
+// CHECK: omni.reduce sum
+// CHECK-NEXT: omni.yield
+// CHECK: omni.fusion(%[[R]])
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: omni.slice
+func.func @negative_reduce_then_movement(%x: tensor<4x8xf32>) -> tensor<2xf32> {
+  %r = omni.reduce sum %x dims = [1] : tensor<4x8xf32> -> tensor<4xf32>
+  %s = omni.slice %r [0:2:1] : tensor<4xf32> -> tensor<2xf32>
+  return %s : tensor<2xf32>
+}
+
+// -----
+
+// Tests that a reduction of a reduced value starts a new region.
+// CHECK-LABEL: func.func @negative_reduce_of_reduced
+// CHECK: %[[R:.*]] = omni.fusion
+// CHECK: omni.reduce sum %{{.*}} dims = [1]
+// CHECK-NEXT: omni.exp
+// CHECK-NEXT: omni.yield
+// CHECK: omni.fusion(%[[R]])
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: omni.reduce sum %{{.*}} dims = [0]
+func.func @negative_reduce_of_reduced(%x: tensor<4x8xf32>) -> tensor<f32> {
+  %r = omni.reduce sum %x dims = [1] : tensor<4x8xf32> -> tensor<4xf32>
+  %e = omni.exp %r : tensor<4xf32>
+  %s = omni.reduce sum %e dims = [0] : tensor<4xf32> -> tensor<f32>
+  return %s : tensor<f32>
+}
+
+// -----
+
+// Tests that ops reading the same input whole are siblings in one region
+// with one result each.
+// CHECK-LABEL: func.func @siblings
+// CHECK-SAME: (%[[X:.*]]: tensor<4x8xf32>)
+// CHECK: %[[F:.*]]:3 = omni.fusion(%[[X]]) : (tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4xf32>)
+// CHECK: %[[A:.*]] = omni.exp
+// CHECK-NEXT: %[[B:.*]] = omni.neg
+// CHECK-NEXT: %[[C:.*]] = omni.reduce max
+// CHECK-NEXT: omni.yield %[[A]], %[[B]], %[[C]]
+// CHECK: return %[[F]]#0, %[[F]]#1, %[[F]]#2
+func.func @siblings(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4xf32>) {
+  %a = omni.exp %x : tensor<4x8xf32>
+  %b = omni.neg %x : tensor<4x8xf32>
+  %c = omni.reduce max %x dims = [1] : tensor<4x8xf32> -> tensor<4xf32>
+  return %a, %b, %c : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4xf32>
+}
+
+// -----
+
+// Tests that a matmul between two elementwise ops splits them.
+// CHECK-LABEL: func.func @negative_library_op_splits
+// CHECK: %[[A:.*]] = omni.fusion
+// CHECK: omni.exp
+// CHECK: %[[M:.*]] = omni.matmul %[[A]]
+// CHECK: omni.fusion(%[[M]])
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: omni.neg
+func.func @negative_library_op_splits(%x: tensor<4x4xf32>, %w: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  %a = omni.exp %x : tensor<4x4xf32>
+  %m = omni.matmul %a, %w : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+  %b = omni.neg %m : tensor<4x4xf32>
+  return %b : tensor<4x4xf32>
+}
+
+// -----
+
+// Tests that an op reading both a value and a matmul of it does not join
+// the value's region, which would then depend on itself.
+// CHECK-LABEL: func.func @negative_no_cycle_through_matmul
+// CHECK: %[[A:.*]] = omni.fusion
+// CHECK: omni.exp
+// CHECK: %[[M:.*]] = omni.matmul %[[A]]
+// CHECK: omni.fusion(%[[A]], %[[M]])
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: omni.add
+func.func @negative_no_cycle_through_matmul(%x: tensor<4x4xf32>, %w: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  %a = omni.exp %x : tensor<4x4xf32>
+  %m = omni.matmul %a, %w : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+  %b = omni.add %a, %m : tensor<4x4xf32>
+  return %b : tensor<4x4xf32>
+}
+
+// -----
+
+// Tests that a value a later matmul needs is also a result of the region
+// computing it, and that the region moves above the matmul.
+// CHECK-LABEL: func.func @escaping_value
+// CHECK: %[[F:.*]]:2 = omni.fusion
+// CHECK: %[[E:.*]] = omni.exp
+// CHECK-NEXT: %[[N:.*]] = omni.neg %[[E]]
+// CHECK-NEXT: omni.yield %[[E]], %[[N]]
+// CHECK: %[[M:.*]] = omni.matmul %[[F]]#0
+// CHECK: return %[[M]], %[[F]]#1
+func.func @escaping_value(%x: tensor<4x4xf32>, %w: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
+  %a = omni.exp %x : tensor<4x4xf32>
+  %m = omni.matmul %a, %w : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+  %b = omni.neg %a : tensor<4x4xf32>
+  return %m, %b : tensor<4x4xf32>, tensor<4x4xf32>
+}
+
+// -----
+
+// Tests that nothing fuses across a host call: not the producer into the
+// consumer, nor two siblings reading the same input.
+// CHECK-LABEL: func.func @negative_host_call_splits
+// CHECK-SAME: (%[[X:.*]]: tensor<4xf32>)
+// CHECK: %[[A:.*]] = omni.fusion(%[[X]])
+// CHECK: omni.exp
+// CHECK: %[[H:.*]] = omni.host_call "brightness"(%[[A]])
+// CHECK: omni.fusion(%[[X]], %[[H]])
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: omni.add
+func.func @negative_host_call_splits(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %a = omni.exp %x : tensor<4xf32>
+  %h = omni.host_call "brightness"(%a) : (tensor<4xf32>) -> tensor<4xf32>
+  %b = omni.add %x, %h : tensor<4xf32>
+  return %b : tensor<4xf32>
+}
+
+// -----
+
+// Tests that random numbers stay outside regions: the region reads them as
+// an input.
+// CHECK-LABEL: func.func @negative_random_outside
+// CHECK: %[[E:.*]] = omni.random_normal
+// CHECK: omni.fusion(%{{.*}}, %[[E]])
+// CHECK-NOT: omni.random_normal
+// CHECK: omni.yield
+func.func @negative_random_outside(%x: tensor<4xf32>, %k: tensor<i64>) -> tensor<4xf32> {
+  %a = omni.exp %x : tensor<4xf32>
+  %e = omni.random_normal %k, %k, %k : tensor<4xf32>
+  %b = omni.add %a, %e : tensor<4xf32>
+  return %b : tensor<4xf32>
+}
+
+// -----
+
+// Tests that splat constants (of any dialect) are rebuilt inside the region
+// and other constants are inputs.
+// CHECK-LABEL: func.func @constants
+// CHECK-SAME: (%[[X:.*]]: tensor<4xf32>)
+// CHECK-NOT: dense<1.0
+// CHECK-NOT: arith.constant
+// CHECK: %[[V:.*]] = omni.constant dense<[1.000000e+00, 2.000000e+00, 3.000000e+00, 4.000000e+00]>
+// CHECK: omni.fusion(%[[X]], %[[V]]) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+// CHECK: omni.constant dense<1.000000e+00> : tensor<4xf32>
+// CHECK: omni.constant dense<2.000000e+00> : tensor<4xf32>
+func.func @constants(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %one = omni.constant dense<1.0> : tensor<4xf32>
+  %two = arith.constant dense<2.0> : tensor<4xf32>
+  %v = omni.constant dense<[1.0, 2.0, 3.0, 4.0]> : tensor<4xf32>
+  %a = omni.add %x, %one : tensor<4xf32>
+  %b = omni.mul %a, %two : tensor<4xf32>
+  %c = omni.mul %b, %v : tensor<4xf32>
+  return %c : tensor<4xf32>
+}
+
+// -----
+
+// Tests that loop bodies are fused, with the carried value and values from
+// outside the loop as inputs.
+// CHECK-LABEL: func.func @loop_body
+// CHECK-SAME: (%[[X:.*]]: tensor<4xf32>, %[[INIT:.*]]: tensor<4xf32>)
+// CHECK: %[[R:.*]] = scf.for %{{.*}} iter_args(%[[ACC:.*]] = %[[INIT]])
+// CHECK-NEXT: %[[F:.*]] = omni.fusion(%[[ACC]], %[[X]])
+// CHECK: omni.mul
+// CHECK-NEXT: omni.tanh
+// CHECK: scf.yield %[[F]]
+// CHECK: omni.fusion(%[[R]])
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: omni.exp
+func.func @loop_body(%x: tensor<4xf32>, %init: tensor<4xf32>) -> tensor<4xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %r = scf.for %i = %c0 to %c4 step %c1 iter_args(%acc = %init) -> (tensor<4xf32>) {
+    %a = omni.mul %acc, %x : tensor<4xf32>
+    %b = omni.tanh %a : tensor<4xf32>
+    scf.yield %b : tensor<4xf32>
+  }
+  %y = omni.exp %r : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+// Tests that a broadcast read by two regions is copied into each, neither
+// tying them together nor being stored.
+// CHECK-LABEL: func.func @broadcast_copied
+// CHECK-SAME: (%{{.*}}: tensor<4x4xf32>, %[[B:.*]]: tensor<4xf32>, %{{.*}}: tensor<4x4xf32>)
+// CHECK: %[[A:.*]] = omni.fusion(%[[B]], %{{.*}})
+// CHECK: omni.broadcast_in_dim
+// CHECK: %[[M:.*]] = omni.matmul %[[A]]
+// CHECK: omni.fusion(%[[B]], %[[M]])
+// CHECK: omni.broadcast_in_dim
+func.func @broadcast_copied(%x: tensor<4x4xf32>, %b: tensor<4xf32>, %w: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  %bb = omni.broadcast_in_dim %b, dims = [1] : tensor<4xf32> -> tensor<4x4xf32>
+  %a = omni.add %x, %bb : tensor<4x4xf32>
+  %m = omni.matmul %a, %w : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+  %c = omni.add %m, %bb : tensor<4x4xf32>
+  return %c : tensor<4x4xf32>
+}
+
+// -----
+
+// Tests that a library op and a reshape stay outside regions, and that an
+// op alone becomes a region of its own.
+// CHECK-LABEL: func.func @single_op_region
+// CHECK: %[[M:.*]] = omni.matmul
+// CHECK: %[[T:.*]] = omni.fusion(%[[M]])
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: omni.transpose
+// CHECK-NEXT: omni.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: omni.reshape %[[T]]
+func.func @single_op_region(%x: tensor<4x4xf32>, %w: tensor<4x4xf32>) -> tensor<16xf32> {
+  %m = omni.matmul %x, %w : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+  %t = omni.transpose %m, permutation = [1, 0] : tensor<4x4xf32> -> tensor<4x4xf32>
+  %r = omni.reshape %t : tensor<4x4xf32> -> tensor<16xf32>
+  return %r : tensor<16xf32>
+}
+
+// -----
+
+// Tests that an existing region is left alone: nothing joins it and nothing
+// inside it is fused again.
+// CHECK-LABEL: func.func @negative_existing_fusion
+// CHECK: %[[F:.*]] = omni.fusion
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: omni.exp
+// CHECK-NEXT: omni.yield
+// CHECK: omni.fusion(%[[F]])
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: omni.neg
+func.func @negative_existing_fusion(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %f = omni.fusion (%x) : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%a: tensor<4xf32>):
+    %e = omni.exp %a : tensor<4xf32>
+    omni.yield %e : tensor<4xf32>
+  }
+  %n = omni.neg %f : tensor<4xf32>
+  return %n : tensor<4xf32>
+}
