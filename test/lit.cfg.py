@@ -8,7 +8,7 @@ from lit.llvm import llvm_config
 
 config.name = "omni"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
-config.suffixes = [".mlir"]
+config.suffixes = [".mlir", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.omni_obj_root, "test")
 config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "Inputs"]
@@ -20,5 +20,6 @@ llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
 
 tool_dirs = [config.omni_tools_dir, config.llvm_tools_dir]
-llvm_config.add_tool_substitutions(["omni-opt", "omni-eval"], tool_dirs)
+llvm_config.add_tool_substitutions(
+    ["omni-opt", "omni-eval", "omnirun", "omnirun-testgen"], tool_dirs)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)

@@ -1,0 +1,363 @@
+//===- Executor.cpp - Runs a step.bin's functions on a Device ---*- C++ -*-===//
+//
+// Preparation (executables, library and host-function support, the arena,
+// constants and state), the host- and device-facing entry points, and the
+// state accessors. The commands themselves run in ExecutorCommands.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/executor/Executor.h"
+#include "runtime/executor/ExecutorImpl.h"
+
+#include "runtime/base/Logging.h"
+#include "runtime/base/Status.h"
+#include "runtime/executor/TensorBytes.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace omni::executor {
+
+using detail::sizeOf;
+using flatbuffers::Offset;
+using flatbuffers::Vector;
+using loader::TensorInfo;
+
+std::string detail::int128String(__int128 v) {
+  if (v == 0)
+    return "0";
+  bool negative = v < 0;
+  unsigned __int128 u = negative ? -static_cast<unsigned __int128>(v)
+                                 : static_cast<unsigned __int128>(v);
+  std::string digits;
+  while (u) {
+    digits.insert(digits.begin(), static_cast<char>('0' + u % 10));
+    u /= 10;
+  }
+  return negative ? "-" + digits : digits;
+}
+
+namespace {
+
+hal::ExecutableFormat toHal(step::ExecutableFormat format) {
+  switch (format) {
+  case step::ExecutableFormat::Ptx:
+    return hal::ExecutableFormat::Ptx;
+  case step::ExecutableFormat::Cubin:
+    return hal::ExecutableFormat::Cubin;
+  default:
+    return hal::ExecutableFormat::ElfSharedObject;
+  }
+}
+
+hal::Library toHal(step::Library library) {
+  switch (library) {
+  case step::Library::Conv2d:
+    return hal::Library::Conv2d;
+  case step::Library::Attention:
+    return hal::Library::Attention;
+  default:
+    return hal::Library::Matmul;
+  }
+}
+
+} // namespace
+
+Executor::Executor(std::shared_ptr<const loader::Program> program,
+                   hal::Device &device, ExecutorOptions options)
+    : program_(std::move(program)), device_(device),
+      options_(std::move(options)) {
+  hostFunctions_ = options_.hostFunctions ? *options_.hostFunctions
+                                          : HostFunctionRegistry::withRewards();
+}
+
+Executor::~Executor() {
+  // Buffers and executables may be in use by submitted commands.
+  if (stream_)
+    (void)stream_->synchronize();
+}
+
+absl::StatusOr<std::unique_ptr<Executor>>
+Executor::create(std::shared_ptr<const loader::Program> program,
+                 hal::Device &device, ExecutorOptions options) {
+  std::unique_ptr<Executor> executor(
+      new Executor(std::move(program), device, std::move(options)));
+  OMNI_RETURN_IF_ERROR(executor->prepare());
+  return executor;
+}
+
+absl::Status Executor::prepare() {
+  const loader::Program &p = *program_;
+  const step::Step &s = p.step();
+  auto fail = [&](absl::string_view path, const absl::Status &status) {
+    return absl::Status(status.code(), absl::StrCat(p.name(), ": ", path, ": ",
+                                                    status.message()));
+  };
+  if (const step::Target *target = s.target()) {
+    std::string kind = target->kind() ? target->kind()->str() : "";
+    if (!kind.empty() && kind != device_.driverName())
+      return absl::InvalidArgumentError(
+          absl::StrCat(p.name(), ": target.kind = '", kind,
+                       "' but the device is ", device_.description()));
+  }
+  OMNI_ASSIGN_OR_RETURN(stream_, device_.createStream());
+
+  for (uint32_t e = 0; e < sizeOf(s.executables()); ++e) {
+    const step::Executable *exe = s.executables()->Get(e);
+    hal::ExecutableSpec spec;
+    spec.name = exe->name() ? exe->name()->str() : absl::StrCat("#", e);
+    spec.format = toHal(exe->format());
+    if (exe->data())
+      spec.code = absl::MakeConstSpan(exe->data()->data(), exe->data()->size());
+    for (uint32_t k = 0; k < sizeOf(exe->kernels()); ++k)
+      spec.kernels.push_back(exe->kernels()->Get(k)->str());
+    std::string path = absl::StrCat("executables[", e, "]");
+    if (!device_.supportsFormat(spec.format))
+      return fail(path,
+                  absl::InvalidArgumentError(absl::StrCat(
+                      "format ", step::EnumNameExecutableFormat(exe->format()),
+                      " cannot run on the ", device_.driverName(), " device")));
+    absl::StatusOr<std::unique_ptr<hal::Executable>> loaded =
+        device_.loadExecutable(spec);
+    if (!loaded.ok())
+      return fail(path, loaded.status());
+    executables_.push_back(std::move(*loaded));
+    logMessage(LogLevel::Info,
+               absl::StrCat("loaded executable '", spec.name, "' with ",
+                            spec.kernels.size(), " kernels"));
+  }
+
+  for (uint32_t f = 0; f < p.numFunctions(); ++f) {
+    Path root{nullptr, "functions", f};
+    OMNI_RETURN_IF_ERROR(
+        prepareCommands(s.functions()->Get(f)->commands(), root));
+  }
+
+  auto allocate = [&](int64_t bytes, const std::string &what)
+      -> absl::StatusOr<std::unique_ptr<hal::Buffer>> {
+    absl::StatusOr<std::unique_ptr<hal::Buffer>> buffer =
+        device_.allocate(bytes);
+    if (!buffer.ok())
+      return fail(what, buffer.status());
+    return buffer;
+  };
+  OMNI_ASSIGN_OR_RETURN(arena_, allocate(p.arenaSize(), "arena_size"));
+  for (uint32_t c = 0; c < sizeOf(s.constants()); ++c) {
+    const Vector<uint8_t> *data = s.constants()->Get(c)->data();
+    int64_t bytes = sizeOf(data);
+    OMNI_ASSIGN_OR_RETURN(auto buffer,
+                          allocate(bytes, absl::StrCat("constants[", c, "]")));
+    if (bytes)
+      OMNI_RETURN_IF_ERROR(
+          stream_->writeBuffer(data->data(), hal::BufferRef::all(*buffer)));
+    constants_.push_back(std::move(buffer));
+  }
+  for (size_t i = 0; i < p.state().size(); ++i) {
+    OMNI_ASSIGN_OR_RETURN(
+        auto buffer,
+        allocate(p.state()[i].bytes, absl::StrCat("state[", i, "]")));
+    state_.push_back(std::move(buffer));
+  }
+  return stream_->synchronize();
+}
+
+absl::Status
+Executor::prepareCommands(const Vector<Offset<step::Command>> *commands,
+                          const Path &parent) {
+  const loader::Program &p = *program_;
+  for (uint32_t i = 0; i < sizeOf(commands); ++i) {
+    const step::Command *command = commands->Get(i);
+    Path path{&parent, parent.parent ? "body" : "commands", i};
+    std::string where = absl::StrCat(p.name(), ": ", path.render(), " (",
+                                     loader::commandLabel(*command), ")");
+    switch (command->kind_type()) {
+    case step::CommandKind::LibraryCall: {
+      const step::LibraryCall *c = command->kind_as_LibraryCall();
+      DType dtype = p.tensor(c->results()->Get(0)).dtype;
+      if (!device_.supportsLibrary(toHal(c->library()), dtype))
+        return absl::UnimplementedError(absl::StrCat(
+            where, ": the ", device_.driverName(), " device has no ",
+            step::EnumNameLibrary(c->library()), " for ", dtypeName(dtype)));
+      break;
+    }
+    case step::CommandKind::HostCall: {
+      std::string name = command->kind_as_HostCall()->name()->str();
+      if (!hostFunctions_.lookup(name))
+        return absl::NotFoundError(absl::StrCat(
+            where, ": unknown host function '", name, "' (registered: ",
+            absl::StrJoin(hostFunctions_.names(), ", "), ")"));
+      break;
+    }
+    case step::CommandKind::Loop:
+      OMNI_RETURN_IF_ERROR(
+          prepareCommands(command->kind_as_Loop()->body(), path));
+      break;
+    default:
+      break;
+    }
+  }
+  return absl::OkStatus();
+}
+
+//===----------------------------------------------------------------------===//
+// Host-facing entry points
+//===----------------------------------------------------------------------===//
+
+absl::StatusOr<std::vector<HostTensor>>
+Executor::run(absl::string_view function, absl::Span<const HostTensor> inputs) {
+  std::optional<uint32_t> index = program_->findFunction(function);
+  if (!index) {
+    std::vector<std::string> names;
+    for (uint32_t f = 0; f < program_->numFunctions(); ++f)
+      names.push_back(program_->step().functions()->Get(f)->name()->str());
+    return absl::NotFoundError(
+        absl::StrCat(program_->name(), " has no function '", function,
+                     "' (functions: ", absl::StrJoin(names, ", "), ")"));
+  }
+  return run(*index, inputs);
+}
+
+absl::StatusOr<std::vector<HostTensor>>
+Executor::run(uint32_t function, absl::Span<const HostTensor> inputs) {
+  if (function >= program_->numFunctions())
+    return absl::InvalidArgumentError(
+        absl::StrCat("function index ", function, " but ", program_->name(),
+                     " has ", program_->numFunctions(), " functions"));
+  const step::Function *fn = program_->step().functions()->Get(function);
+  const std::string name = fn->name()->str();
+  const uint32_t numInputs = sizeOf(fn->inputs());
+  const uint32_t numOutputs = sizeOf(fn->outputs());
+  if (inputs.size() != numInputs)
+    return absl::InvalidArgumentError(
+        absl::StrCat("@", name, " takes ", numInputs, " inputs but ",
+                     inputs.size(), " were given"));
+  std::vector<std::unique_ptr<hal::Buffer>> buffers;
+  std::vector<hal::BufferRef> refs;
+  for (uint32_t i = 0; i < numInputs; ++i) {
+    const TensorInfo &info = program_->tensor(fn->inputs()->Get(i));
+    const HostTensor &input = inputs[i];
+    if (input.dtype() != info.dtype || input.shape() != info.shape)
+      return absl::InvalidArgumentError(
+          absl::StrCat("input ", i, " of @", name, " is ", info.typeString(),
+                       " but the argument is ",
+                       loader::tensorTypeString(input.dtype(), input.shape())));
+    OMNI_ASSIGN_OR_RETURN(auto buffer, device_.allocate(info.bytes));
+    std::vector<uint8_t> bytes = packTensor(input);
+    OMNI_RETURN_IF_ERROR(
+        stream_->writeBuffer(bytes.data(), hal::BufferRef::all(*buffer)));
+    refs.push_back(hal::BufferRef::all(*buffer));
+    buffers.push_back(std::move(buffer));
+  }
+  for (uint32_t k = 0; k < numOutputs; ++k) {
+    const TensorInfo &info = program_->tensor(fn->outputs()->Get(k));
+    OMNI_ASSIGN_OR_RETURN(auto buffer, device_.allocate(info.bytes));
+    refs.push_back(hal::BufferRef::all(*buffer));
+    buffers.push_back(std::move(buffer));
+  }
+  commandsRun_ = 0;
+  OMNI_RETURN_IF_ERROR(runFunction(function, refs, nullptr));
+
+  std::vector<std::vector<uint8_t>> bytes(numOutputs);
+  for (uint32_t k = 0; k < numOutputs; ++k) {
+    bytes[k].resize(static_cast<size_t>(refs[numInputs + k].length));
+    OMNI_RETURN_IF_ERROR(
+        stream_->readBuffer(refs[numInputs + k], bytes[k].data()));
+  }
+  OMNI_RETURN_IF_ERROR(stream_->synchronize());
+  std::vector<HostTensor> results;
+  for (uint32_t k = 0; k < numOutputs; ++k) {
+    const TensorInfo &info = program_->tensor(fn->outputs()->Get(k));
+    results.push_back(unpackTensor(info.dtype, info.shape, bytes[k]));
+  }
+  return results;
+}
+
+absl::Status Executor::runOnDevice(uint32_t function,
+                                   absl::Span<const hal::BufferRef> inputs,
+                                   absl::Span<const hal::BufferRef> results) {
+  if (function >= program_->numFunctions())
+    return absl::InvalidArgumentError(
+        absl::StrCat("function index ", function, " but ", program_->name(),
+                     " has ", program_->numFunctions(), " functions"));
+  const step::Function *fn = program_->step().functions()->Get(function);
+  const std::string name = fn->name()->str();
+  if (inputs.size() != sizeOf(fn->inputs()) ||
+      results.size() != sizeOf(fn->outputs()))
+    return absl::InvalidArgumentError(
+        absl::StrCat("@", name, " takes ", sizeOf(fn->inputs()), " inputs and ",
+                     sizeOf(fn->outputs()), " results but ", inputs.size(),
+                     " and ", results.size(), " buffers were given"));
+  std::vector<hal::BufferRef> args(inputs.begin(), inputs.end());
+  args.insert(args.end(), results.begin(), results.end());
+  for (size_t i = 0; i < args.size(); ++i) {
+    bool isInput = i < inputs.size();
+    uint32_t t =
+        isInput ? fn->inputs()->Get(static_cast<uint32_t>(i))
+                : fn->outputs()->Get(static_cast<uint32_t>(i - inputs.size()));
+    const TensorInfo &info = program_->tensor(t);
+    if (!args[i].buffer || args[i].length != info.bytes)
+      return absl::InvalidArgumentError(absl::StrCat(
+          isInput ? "input " : "result ", isInput ? i : i - inputs.size(),
+          " of @", name, " is ", info.typeString(), " (", info.bytes,
+          " bytes) but the buffer has ", args[i].buffer ? args[i].length : 0,
+          " bytes"));
+  }
+  commandsRun_ = 0;
+  return runFunction(function, args, nullptr);
+}
+
+//===----------------------------------------------------------------------===//
+// State
+//===----------------------------------------------------------------------===//
+
+std::vector<std::string> Executor::stateNames() const {
+  std::vector<std::string> names;
+  for (const loader::StateInfo &slot : program_->state())
+    names.push_back(slot.name);
+  return names;
+}
+
+absl::StatusOr<uint32_t> Executor::stateIndex(absl::string_view name) const {
+  std::optional<uint32_t> index = program_->findState(name);
+  if (!index)
+    return absl::NotFoundError(
+        absl::StrCat(program_->name(), " has no state slot '", name,
+                     "' (slots: ", absl::StrJoin(stateNames(), ", "), ")"));
+  return *index;
+}
+
+absl::StatusOr<HostTensor> Executor::getState(absl::string_view name) {
+  OMNI_ASSIGN_OR_RETURN(uint32_t index, stateIndex(name));
+  const loader::StateInfo &slot = program_->state()[index];
+  std::vector<uint8_t> bytes(static_cast<size_t>(slot.bytes));
+  OMNI_RETURN_IF_ERROR(
+      stream_->readBuffer(hal::BufferRef::all(*state_[index]), bytes.data()));
+  OMNI_RETURN_IF_ERROR(stream_->synchronize());
+  return unpackTensor(slot.dtype, slot.shape, bytes);
+}
+
+absl::Status Executor::setState(absl::string_view name,
+                                const HostTensor &value) {
+  OMNI_ASSIGN_OR_RETURN(uint32_t index, stateIndex(name));
+  const loader::StateInfo &slot = program_->state()[index];
+  if (value.dtype() != slot.dtype || value.shape() != slot.shape)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "state slot '", name, "' is ",
+        loader::tensorTypeString(slot.dtype, slot.shape), " but the value is ",
+        loader::tensorTypeString(value.dtype(), value.shape())));
+  std::vector<uint8_t> bytes = packTensor(value);
+  OMNI_RETURN_IF_ERROR(
+      stream_->writeBuffer(bytes.data(), hal::BufferRef::all(*state_[index])));
+  return stream_->synchronize();
+}
+
+absl::StatusOr<hal::BufferRef>
+Executor::stateBuffer(absl::string_view name) const {
+  OMNI_ASSIGN_OR_RETURN(uint32_t index, stateIndex(name));
+  return hal::BufferRef::all(*state_[index]);
+}
+
+} // namespace omni::executor

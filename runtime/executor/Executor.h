@@ -1,0 +1,142 @@
+//===- Executor.h - Runs a step.bin's functions on a Device -----*- C++ -*-===//
+//
+// The executor is the interpreter of step.bin command lists (docs/backend.md,
+// "Execution model"). create() prepares everything a run needs, once: it
+// loads every executable on the device (resolving every kernel), checks that
+// the device supports every library call's dtype and knows every host
+// function, allocates the arena (one buffer for all transients of the
+// program), uploads the constants and allocates the state slots (zero-filled
+// until the training driver sets them). A run then only submits commands:
+// Dispatch, LibraryCall, Copy (with offsets scaled by index registers,
+// range-checked when they are computed), Fill, Random, HostCall, ScalarOp,
+// Loop and Call, on one hal::Stream.
+//
+// Every function invocation (the top-level run and each Call) has its own
+// index register file (all of the program's scalars, zero at entry) and
+// binds its Argument tensors to the caller's buffers: the function's inputs
+// then its outputs' result buffers. When a function returns, each output
+// tensor that is not already its result buffer is copied into it.
+//
+// Errors name the command: "functions[0].commands[2].body[1] (Copy): ...".
+//
+// Ownership: the executor shares the Program (shared_ptr) and owns its
+// buffers, executables and stream; the Device must outlive it. Thread
+// safety: one call at a time (runs, state access); distinct executors may
+// run concurrently on one device.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OMNI_RUNTIME_EXECUTOR_EXECUTOR_H
+#define OMNI_RUNTIME_EXECUTOR_EXECUTOR_H
+
+#include "runtime/executor/HostFunctions.h"
+#include "runtime/hal/Device.h"
+#include "runtime/io/HostTensor.h"
+#include "runtime/loader/Program.h"
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace omni::executor {
+
+struct ExecutorOptions {
+  /// Host functions HostCall may name; nullopt means
+  /// HostFunctionRegistry::withRewards().
+  std::optional<HostFunctionRegistry> hostFunctions;
+  /// Fail a run with ResourceExhausted after this many commands (Loop
+  /// iterations count their body's commands); 0 means no limit. Lets tools
+  /// and fuzzers bound a run of an untrusted file.
+  int64_t commandBudget = 0;
+};
+
+class Executor {
+public:
+  static absl::StatusOr<std::unique_ptr<Executor>>
+  create(std::shared_ptr<const loader::Program> program, hal::Device &device,
+         ExecutorOptions options = {});
+  ~Executor();
+
+  const loader::Program &program() const { return *program_; }
+  hal::Device &device() const { return device_; }
+  hal::Stream &stream() const { return *stream_; }
+
+  /// Runs `function` on host tensors: checks their number, dtypes and
+  /// shapes against the function's inputs (InvalidArgument, one line),
+  /// copies them to the device, runs, and returns the outputs.
+  absl::StatusOr<std::vector<HostTensor>>
+  run(absl::string_view function, absl::Span<const HostTensor> inputs);
+  absl::StatusOr<std::vector<HostTensor>>
+  run(uint32_t function, absl::Span<const HostTensor> inputs);
+
+  /// Runs `function` on device buffers without host copies: `inputs[i]`
+  /// and `results[k]` must be exactly as large as the function's input i
+  /// and output k. Results are complete when the stream is synchronized.
+  absl::Status runOnDevice(uint32_t function,
+                           absl::Span<const hal::BufferRef> inputs,
+                           absl::Span<const hal::BufferRef> results);
+
+  //===--- Persistent state (parameters, optimizer state)
+  //------------------===//
+
+  /// The state slots' names, in step.bin order.
+  std::vector<std::string> stateNames() const;
+  absl::StatusOr<HostTensor> getState(absl::string_view name);
+  /// `value` must have the slot's dtype and shape.
+  absl::Status setState(absl::string_view name, const HostTensor &value);
+  /// The slot's device buffer, for drivers that move state without the host.
+  absl::StatusOr<hal::BufferRef> stateBuffer(absl::string_view name) const;
+
+private:
+  struct Frame;
+  struct Path;
+  Executor(std::shared_ptr<const loader::Program> program, hal::Device &device,
+           ExecutorOptions options);
+
+  absl::Status prepare();
+  absl::Status prepareCommands(
+      const flatbuffers::Vector<flatbuffers::Offset<step::Command>> *commands,
+      const Path &parent);
+  absl::StatusOr<uint32_t> stateIndex(absl::string_view name) const;
+
+  absl::Status runFunction(uint32_t function,
+                           absl::Span<const hal::BufferRef> args,
+                           const Path *caller);
+  absl::Status runCommands(
+      Frame &frame,
+      const flatbuffers::Vector<flatbuffers::Offset<step::Command>> *commands,
+      const Path &parent, const char *field);
+  absl::Status runCommand(Frame &frame, const step::Command &command,
+                          const Path &path);
+  absl::Status runDispatch(Frame &frame, const step::Dispatch &d);
+  absl::Status runLibraryCall(Frame &frame, const step::LibraryCall &c);
+  absl::Status runCopy(Frame &frame, const step::Copy &c);
+  absl::Status runRandom(Frame &frame, const step::Random &r);
+  absl::Status runHostCall(Frame &frame, const step::HostCall &h);
+  absl::Status runScalarOp(Frame &frame, const step::ScalarOp &op);
+  absl::Status runLoop(Frame &frame, const step::Loop &loop, const Path &path);
+  absl::Status runCall(Frame &frame, const step::Call &call, const Path &path);
+
+  hal::BufferRef resolve(const Frame &frame, uint32_t tensor) const;
+  absl::StatusOr<HostTensor> readTensor(const Frame &frame, uint32_t tensor);
+
+  std::shared_ptr<const loader::Program> program_;
+  hal::Device &device_;
+  ExecutorOptions options_;
+  HostFunctionRegistry hostFunctions_;
+  std::unique_ptr<hal::Stream> stream_;
+  std::unique_ptr<hal::Buffer> arena_;
+  std::vector<std::unique_ptr<hal::Buffer>> constants_;
+  std::vector<std::unique_ptr<hal::Buffer>> state_;
+  std::vector<std::unique_ptr<hal::Executable>> executables_;
+  int64_t commandsRun_ = 0;
+};
+
+} // namespace omni::executor
+
+#endif // OMNI_RUNTIME_EXECUTOR_EXECUTOR_H

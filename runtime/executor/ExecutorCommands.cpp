@@ -1,0 +1,391 @@
+//===- ExecutorCommands.cpp - Running the commands --------------*- C++ -*-===//
+//
+// The interpreter loop of the executor: resolving tensor slots to buffer
+// ranges in a frame, and one function per command kind. The loader has
+// checked every index, size and static range, so these index the file's
+// vectors directly; what they still check is what only exists at run time:
+// offsets computed from index registers, the command budget, and host
+// functions' results. Errors of leaf commands gain the command's path;
+// Loop and Call pass their bodies' errors through.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/executor/ExecutorImpl.h"
+
+#include "runtime/base/Logging.h"
+#include "runtime/base/Status.h"
+#include "runtime/executor/TensorBytes.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <cmath>
+
+namespace omni::executor {
+
+using detail::int128String;
+using detail::sizeOf;
+using flatbuffers::Offset;
+using flatbuffers::Vector;
+using loader::TensorInfo;
+
+hal::BufferRef Executor::resolve(const Frame &frame, uint32_t tensor) const {
+  const TensorInfo &info = program_->tensor(tensor);
+  switch (info.storage) {
+  case step::Storage::Argument: {
+    const hal::BufferRef &arg = frame.args[static_cast<size_t>(info.index)];
+    return hal::BufferRef{arg.buffer, arg.offset, info.bytes};
+  }
+  case step::Storage::Constant:
+    return hal::BufferRef{constants_[static_cast<size_t>(info.index)].get(), 0,
+                          info.bytes};
+  case step::Storage::State:
+    return hal::BufferRef{state_[static_cast<size_t>(info.index)].get(), 0,
+                          info.bytes};
+  default:
+    return hal::BufferRef{arena_.get(), info.index, info.bytes};
+  }
+}
+
+absl::StatusOr<HostTensor> Executor::readTensor(const Frame &frame,
+                                                uint32_t tensor) {
+  const TensorInfo &info = program_->tensor(tensor);
+  std::vector<uint8_t> bytes(static_cast<size_t>(info.bytes));
+  OMNI_RETURN_IF_ERROR(
+      stream_->readBuffer(resolve(frame, tensor), bytes.data()));
+  OMNI_RETURN_IF_ERROR(stream_->synchronize());
+  return unpackTensor(info.dtype, info.shape, bytes);
+}
+
+absl::Status Executor::runFunction(uint32_t function,
+                                   absl::Span<const hal::BufferRef> args,
+                                   const Path *caller) {
+  const step::Function *fn = program_->step().functions()->Get(function);
+  Frame frame{function, args, std::vector<int64_t>(program_->numScalars(), 0),
+              caller};
+  Path root{nullptr, "functions", function};
+  OMNI_RETURN_IF_ERROR(runCommands(frame, fn->commands(), root, "commands"));
+  const uint32_t numInputs = sizeOf(fn->inputs());
+  for (uint32_t k = 0; k < sizeOf(fn->outputs()); ++k) {
+    hal::BufferRef src = resolve(frame, fn->outputs()->Get(k));
+    const hal::BufferRef &dst = args[numInputs + k];
+    if (src != dst)
+      OMNI_RETURN_IF_ERROR(stream_->copy(src, dst));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status
+Executor::runCommands(Frame &frame,
+                      const Vector<Offset<step::Command>> *commands,
+                      const Path &parent, const char *field) {
+  for (uint32_t i = 0; i < sizeOf(commands); ++i) {
+    Path path{&parent, field, i};
+    OMNI_RETURN_IF_ERROR(runCommand(frame, *commands->Get(i), path));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Executor::runCommand(Frame &frame, const step::Command &command,
+                                  const Path &path) {
+  const step::CommandKind kind = command.kind_type();
+  if (options_.commandBudget > 0 && ++commandsRun_ > options_.commandBudget)
+    return absl::ResourceExhaustedError(absl::StrCat(
+        program_->name(), ": ", path.render(), " (",
+        loader::commandKindName(kind), "): the run exceeded its budget of ",
+        options_.commandBudget, " commands"));
+  TraceScope trace(step::EnumNameCommandKind(kind));
+  absl::Status status;
+  switch (kind) {
+  case step::CommandKind::Loop:
+    // Body commands report their own paths.
+    return runLoop(frame, *command.kind_as_Loop(), path);
+  case step::CommandKind::Call:
+    return runCall(frame, *command.kind_as_Call(), path);
+  case step::CommandKind::Dispatch:
+    status = runDispatch(frame, *command.kind_as_Dispatch());
+    break;
+  case step::CommandKind::LibraryCall:
+    status = runLibraryCall(frame, *command.kind_as_LibraryCall());
+    break;
+  case step::CommandKind::Copy:
+    status = runCopy(frame, *command.kind_as_Copy());
+    break;
+  case step::CommandKind::Fill: {
+    const step::Fill *f = command.kind_as_Fill();
+    status = stream_->fill(
+        resolve(frame, f->dest()),
+        absl::MakeConstSpan(f->pattern()->data(), f->pattern()->size()));
+    break;
+  }
+  case step::CommandKind::Random:
+    status = runRandom(frame, *command.kind_as_Random());
+    break;
+  case step::CommandKind::HostCall:
+    status = runHostCall(frame, *command.kind_as_HostCall());
+    break;
+  case step::CommandKind::ScalarOp:
+    status = runScalarOp(frame, *command.kind_as_ScalarOp());
+    break;
+  default:
+    status = absl::InternalError("unverified command kind");
+    break;
+  }
+  if (status.ok())
+    return status;
+  std::string where = absl::StrCat(program_->name(), ": ", path.render(), " (",
+                                   loader::commandLabel(command));
+  if (command.location() && command.location()->size())
+    absl::StrAppend(&where, ", ", command.location()->str());
+  absl::StrAppend(&where, ")");
+  if (frame.caller)
+    absl::StrAppend(&where, " called from ", frame.caller->render());
+  return absl::Status(status.code(),
+                      absl::StrCat(where, ": ", status.message()));
+}
+
+absl::Status Executor::runDispatch(Frame &frame, const step::Dispatch &d) {
+  std::vector<hal::BufferRef> buffers;
+  for (uint32_t i = 0; i < sizeOf(d.operands()); ++i)
+    buffers.push_back(resolve(frame, d.operands()->Get(i)));
+  for (uint32_t i = 0; i < sizeOf(d.results()); ++i)
+    buffers.push_back(resolve(frame, d.results()->Get(i)));
+  std::vector<int64_t> scalars;
+  for (uint32_t i = 0; i < sizeOf(d.scalars()); ++i)
+    scalars.push_back(frame.scalars[d.scalars()->Get(i)]);
+  return stream_->dispatch(*executables_[d.executable()], d.kernel(), d.grid(),
+                           buffers, scalars);
+}
+
+absl::Status Executor::runLibraryCall(Frame &frame,
+                                      const step::LibraryCall &c) {
+  auto operand = [&](uint32_t i) -> const TensorInfo & {
+    return program_->tensor(c.operands()->Get(i));
+  };
+  auto ref = [&](uint32_t i) { return resolve(frame, c.operands()->Get(i)); };
+  const TensorInfo &result = program_->tensor(c.results()->Get(0));
+  hal::BufferRef out = resolve(frame, c.results()->Get(0));
+  switch (c.library()) {
+  case step::Library::Matmul: {
+    // Attribute order (step.fbs): transpose_lhs, transpose_rhs.
+    const TensorInfo &lhs = operand(0), &rhs = operand(1);
+    hal::MatmulParams p;
+    p.dtype = result.dtype;
+    p.transposeLhs = c.int_attrs()->Get(0) != 0;
+    p.transposeRhs = c.int_attrs()->Get(1) != 0;
+    size_t rank = lhs.shape.size();
+    p.m = result.shape[rank - 2];
+    p.n = result.shape[rank - 1];
+    p.k = p.transposeLhs ? lhs.shape[rank - 2] : lhs.shape[rank - 1];
+    p.batch = 1;
+    for (size_t d = 0; d + 2 < rank; ++d)
+      p.batch *= lhs.shape[d];
+    p.rhsShared = rhs.shape.size() == 2;
+    return stream_->matmul(p, ref(0), ref(1), out);
+  }
+  case step::Library::Conv2d: {
+    // Attribute order (step.fbs): stride_h, stride_w, padding_h, padding_w,
+    // dilation_h, dilation_w.
+    const TensorInfo &input = operand(0), &filter = operand(1);
+    hal::Conv2dParams p;
+    p.dtype = result.dtype;
+    p.n = input.shape[0];
+    p.c = input.shape[1];
+    p.h = input.shape[2];
+    p.w = input.shape[3];
+    p.o = filter.shape[0];
+    p.kh = filter.shape[2];
+    p.kw = filter.shape[3];
+    p.strideH = c.int_attrs()->Get(0);
+    p.strideW = c.int_attrs()->Get(1);
+    p.padH = c.int_attrs()->Get(2);
+    p.padW = c.int_attrs()->Get(3);
+    p.dilationH = c.int_attrs()->Get(4);
+    p.dilationW = c.int_attrs()->Get(5);
+    p.outH = result.shape[2];
+    p.outW = result.shape[3];
+    return stream_->conv2d(p, ref(0), ref(1), out);
+  }
+  case step::Library::Attention: {
+    // int_attrs: has_mask; float_attrs: [scale] (absent: 1/sqrt(head size)).
+    const TensorInfo &q = operand(0), &k = operand(1), &v = operand(2);
+    hal::AttentionParams p;
+    p.dtype = result.dtype;
+    p.batch = q.shape[0];
+    p.heads = q.shape[1];
+    p.seqQ = q.shape[2];
+    p.headDim = q.shape[3];
+    p.seqK = k.shape[2];
+    p.valueDim = v.shape[3];
+    p.scale = sizeOf(c.float_attrs())
+                  ? c.float_attrs()->Get(0)
+                  : (p.headDim > 0 ? 1.0 / std::sqrt(double(p.headDim)) : 1.0);
+    p.hasMask = c.int_attrs()->Get(0) != 0;
+    hal::BufferRef mask;
+    if (p.hasMask) {
+      const TensorInfo &m = operand(3);
+      p.maskBatchShared = m.shape[0] == 1 && p.batch != 1;
+      p.maskHeadShared = m.shape[1] == 1 && p.heads != 1;
+      mask = ref(3);
+    }
+    return stream_->attention(p, ref(0), ref(1), ref(2), mask, out);
+  }
+  }
+  return absl::InternalError("unverified library");
+}
+
+absl::Status Executor::runCopy(Frame &frame, const step::Copy &c) {
+  const TensorInfo &src = program_->tensor(c.source());
+  const TensorInfo &dst = program_->tensor(c.dest());
+  const int64_t bytes = c.bytes() ? c.bytes() : std::min(src.bytes, dst.bytes);
+  struct Side {
+    const char *name;
+    uint32_t tensor;
+    const TensorInfo &info;
+    int64_t offset;
+    int32_t scalar;
+    int64_t stride;
+  };
+  const Side sides[2] = {{"source", c.source(), src, c.source_offset(),
+                          c.source_offset_scalar(), c.source_offset_stride()},
+                         {"dest", c.dest(), dst, c.dest_offset(),
+                          c.dest_offset_scalar(), c.dest_offset_stride()}};
+  hal::BufferRef refs[2];
+  for (int i = 0; i < 2; ++i) {
+    const Side &side = sides[i];
+    __int128 offset = side.offset;
+    if (side.scalar >= 0)
+      offset += static_cast<__int128>(frame.scalars[side.scalar]) * side.stride;
+    if (offset < 0 || offset + bytes > side.info.bytes) {
+      std::string scalar = side.scalar >= 0
+                               ? absl::StrCat(" (scalar ", side.scalar, " = ",
+                                              frame.scalars[side.scalar], ")")
+                               : "";
+      return absl::OutOfRangeError(
+          absl::StrCat(side.name, " range [", int128String(offset), ", ",
+                       int128String(offset + bytes), ") is outside tensors[",
+                       side.tensor, "] (", side.info.typeString(), ", ",
+                       side.info.bytes, " bytes)", scalar));
+    }
+    hal::BufferRef whole = resolve(frame, side.tensor);
+    refs[i] = hal::BufferRef{
+        whole.buffer, whole.offset + static_cast<int64_t>(offset), bytes};
+  }
+  return stream_->copy(refs[0], refs[1]);
+}
+
+absl::Status Executor::runRandom(Frame &frame, const step::Random &r) {
+  const TensorInfo &result = program_->tensor(r.result());
+  hal::Distribution distribution =
+      r.distribution() == step::Distribution::Uniform
+          ? hal::Distribution::Uniform
+          : hal::Distribution::Normal;
+  return stream_->random(distribution, result.dtype, result.numElements,
+                         resolve(frame, r.key()), resolve(frame, r.counter()),
+                         resolve(frame, r.offset()),
+                         resolve(frame, r.result()));
+}
+
+absl::Status Executor::runHostCall(Frame &frame, const step::HostCall &h) {
+  const std::string name = h.name()->str();
+  const HostFunction *fn = hostFunctions_.lookup(name);
+  if (!fn)
+    return absl::NotFoundError(
+        absl::StrCat("unknown host function '", name, "'"));
+  std::vector<HostTensor> args;
+  for (uint32_t i = 0; i < sizeOf(h.operands()); ++i) {
+    OMNI_ASSIGN_OR_RETURN(HostTensor arg,
+                          readTensor(frame, h.operands()->Get(i)));
+    args.push_back(std::move(arg));
+  }
+  absl::StatusOr<std::vector<HostTensor>> results = (*fn)(args);
+  if (!results.ok())
+    return results.status();
+  const uint32_t numResults = sizeOf(h.results());
+  if (results->size() != numResults)
+    return absl::InvalidArgumentError(
+        absl::StrCat("host function '", name, "' returned ", results->size(),
+                     " results but the command has ", numResults));
+  for (uint32_t i = 0; i < numResults; ++i) {
+    HostTensor &value = (*results)[i];
+    const TensorInfo &info = program_->tensor(h.results()->Get(i));
+    bool sameKind = value.isFloat() == isFloatDType(info.dtype);
+    if (!sameKind || value.shape() != info.shape)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "host function '", name, "' returned ", value.typeString(),
+          " for results[", i, "], which is ", info.typeString()));
+    if (value.dtype() != info.dtype)
+      value.retype(info.dtype);
+    std::vector<uint8_t> bytes = packTensor(value);
+    OMNI_RETURN_IF_ERROR(stream_->writeBuffer(
+        bytes.data(), resolve(frame, h.results()->Get(i))));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Executor::runScalarOp(Frame &frame, const step::ScalarOp &op) {
+  std::vector<int64_t> &regs = frame.scalars;
+  // Index arithmetic wraps like two's-complement hardware.
+  auto wrap = [](uint64_t v) { return static_cast<int64_t>(v); };
+  switch (op.kind()) {
+  case step::ScalarOpKind::Const:
+    regs[op.dest()] = op.value();
+    return absl::OkStatus();
+  case step::ScalarOpKind::Add:
+    regs[op.dest()] = wrap(uint64_t(regs[op.a()]) + uint64_t(regs[op.b()]));
+    return absl::OkStatus();
+  case step::ScalarOpKind::Sub:
+    regs[op.dest()] = wrap(uint64_t(regs[op.a()]) - uint64_t(regs[op.b()]));
+    return absl::OkStatus();
+  case step::ScalarOpKind::Mul:
+    regs[op.dest()] = wrap(uint64_t(regs[op.a()]) * uint64_t(regs[op.b()]));
+    return absl::OkStatus();
+  case step::ScalarOpKind::FromTensor: {
+    const TensorInfo &info = program_->tensor(op.a());
+    hal::BufferRef whole = resolve(frame, op.a());
+    int64_t size = loader::dtypeSize(info.dtype);
+    uint8_t bytes[8] = {};
+    OMNI_RETURN_IF_ERROR(stream_->readBuffer(
+        hal::BufferRef{whole.buffer, whole.offset, size}, bytes));
+    OMNI_RETURN_IF_ERROR(stream_->synchronize());
+    regs[op.dest()] =
+        unpackTensor(info.dtype, {}, absl::MakeConstSpan(bytes, size))
+            .ints()[0];
+    return absl::OkStatus();
+  }
+  case step::ScalarOpKind::ToTensor: {
+    const TensorInfo &info = program_->tensor(op.dest());
+    HostTensor value =
+        HostTensor::fromInts(info.dtype, info.shape, {regs[op.a()]});
+    std::vector<uint8_t> bytes = packTensor(value);
+    return stream_->writeBuffer(bytes.data(), resolve(frame, op.dest()));
+  }
+  }
+  return absl::InternalError("unverified scalar op");
+}
+
+absl::Status Executor::runLoop(Frame &frame, const step::Loop &loop,
+                               const Path &path) {
+  for (__int128 iv = loop.lower(); iv < loop.upper(); iv += loop.step()) {
+    // An iteration counts against the budget even if its body is empty.
+    if (options_.commandBudget > 0 && ++commandsRun_ > options_.commandBudget)
+      return absl::ResourceExhaustedError(
+          absl::StrCat(program_->name(), ": ", path.render(),
+                       " (Loop): the run exceeded its budget of ",
+                       options_.commandBudget, " commands"));
+    frame.scalars[loop.iv()] = static_cast<int64_t>(iv);
+    OMNI_RETURN_IF_ERROR(runCommands(frame, loop.body(), path, "body"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Executor::runCall(Frame &frame, const step::Call &call,
+                               const Path &path) {
+  std::vector<hal::BufferRef> args;
+  for (uint32_t i = 0; i < sizeOf(call.operands()); ++i)
+    args.push_back(resolve(frame, call.operands()->Get(i)));
+  for (uint32_t i = 0; i < sizeOf(call.results()); ++i)
+    args.push_back(resolve(frame, call.results()->Get(i)));
+  return runFunction(call.function(), args, &path);
+}
+
+} // namespace omni::executor

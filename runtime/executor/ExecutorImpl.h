@@ -1,0 +1,57 @@
+//===- ExecutorImpl.h - The executor's internals ----------------*- C++ -*-===//
+//
+// What Executor.cpp (preparation, entry points, state) and
+// ExecutorCommands.cpp (the commands) share. Internal to the executor.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OMNI_RUNTIME_EXECUTOR_EXECUTORIMPL_H
+#define OMNI_RUNTIME_EXECUTOR_EXECUTORIMPL_H
+
+#include "runtime/executor/Executor.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <string>
+#include <vector>
+
+namespace omni::executor {
+namespace detail {
+
+using flatbuffers::Offset;
+using flatbuffers::Vector;
+
+template <typename T> uint32_t sizeOf(const Vector<T> *v) {
+  return v ? v->size() : 0;
+}
+
+/// Decimal digits of `v`.
+std::string int128String(__int128 v);
+
+} // namespace detail
+
+/// A command's position, for messages: functions[0].commands[2].body[1].
+struct Executor::Path {
+  const Path *parent;
+  const char *field;
+  uint32_t index;
+
+  std::string render() const {
+    std::string s = parent ? parent->render() + "." : std::string();
+    return absl::StrCat(s, field, "[", index, "]");
+  }
+};
+
+/// One function invocation.
+struct Executor::Frame {
+  uint32_t function;
+  /// The function's inputs, then its outputs' result buffers.
+  absl::Span<const hal::BufferRef> args;
+  std::vector<int64_t> scalars;
+  /// The Call command that made this frame; null for a top-level run.
+  const Path *caller;
+};
+
+} // namespace omni::executor
+
+#endif // OMNI_RUNTIME_EXECUTOR_EXECUTORIMPL_H

@@ -1,0 +1,597 @@
+//===- ExecutorTest.cpp - Every command kind, checked numerically ---------===//
+//
+// Programs are built with StepBuilder (omnic does not write step.bin yet),
+// loaded through the real loader and run on the cpu device. Each command
+// kind is checked against an independent computation: naive loops for the
+// library calls, runtime/flowgrpo's Philox bit for bit for Random,
+// computeReward for HostCall, the kernel's formula for Dispatch.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/executor/Executor.h"
+
+#include "runtime/flowgrpo/Philox.h"
+#include "runtime/hal/drivers/Drivers.h"
+#include "runtime/loader/testing/StepBuilder.h"
+#include "runtime/train/rewards/Rewards.h"
+
+#include "gtest/gtest.h"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+namespace omni::executor {
+namespace {
+
+using omni::testing::CommandRef;
+using omni::testing::StepBuilder;
+using step::Library;
+using step::ScalarOpKind;
+namespace sd = step;
+
+std::vector<double> randomValues(size_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<double> dist(-1, 1);
+  std::vector<double> v(n);
+  for (double &x : v)
+    x = static_cast<float>(dist(gen));
+  return v;
+}
+
+HostTensor f32(std::vector<int64_t> shape, uint32_t seed) {
+  size_t n = 1;
+  for (int64_t d : shape)
+    n *= static_cast<size_t>(d);
+  return HostTensor::fromDoubles(DType::F32, shape, randomValues(n, seed));
+}
+
+class ExecutorTest : public ::testing::Test {
+protected:
+  void SetUp() override { device_ = makeDevice(3); }
+
+  static std::unique_ptr<hal::Device> makeDevice(int threads) {
+    hal::DeviceOptions options;
+    options.threads = threads;
+    auto device = hal::builtinDrivers().createDevice("cpu", options);
+    EXPECT_TRUE(device.ok()) << device.status();
+    return std::move(*device);
+  }
+
+  absl::StatusOr<std::unique_ptr<Executor>>
+  load(const std::string &bytes, ExecutorOptions options = {},
+       hal::Device *device = nullptr) {
+    auto program = loader::Program::loadBytes(bytes);
+    if (!program.ok())
+      return program.status();
+    return Executor::create(*program, device ? *device : *device_,
+                            std::move(options));
+  }
+
+  /// Runs `function` of `bytes` on `inputs`; fails the test on errors.
+  std::vector<HostTensor> run(const std::string &bytes,
+                              const std::string &function,
+                              std::vector<HostTensor> inputs) {
+    auto executor = load(bytes);
+    EXPECT_TRUE(executor.ok()) << executor.status();
+    if (!executor.ok())
+      return {};
+    auto results = (*executor)->run(function, inputs);
+    EXPECT_TRUE(results.ok()) << results.status();
+    return results.ok() ? *results : std::vector<HostTensor>{};
+  }
+
+  std::unique_ptr<hal::Device> device_;
+};
+
+void expectNear(const HostTensor &got, const std::vector<double> &want,
+                double tolerance) {
+  ASSERT_EQ(got.numElements(), static_cast<int64_t>(want.size()));
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_NEAR(got.floats()[i], want[i], tolerance) << "element " << i;
+}
+
+StepBuilder::ExecutableSpec testKernels() {
+  StepBuilder::ExecutableSpec e;
+  e.name = "test_kernels";
+  e.target = "+sse2";
+  e.data = omni::testing::readBinaryFile(OMNI_TEST_KERNELS_SO);
+  e.kernels = {"omni_test_add_f32", "omni_test_scale_row_f32"};
+  return e;
+}
+
+//===----------------------------------------------------------------------===//
+// Dispatch
+//===----------------------------------------------------------------------===//
+
+std::string addProgram(int64_t n) {
+  StepBuilder b;
+  uint32_t exe = b.executable(testKernels());
+  uint32_t x = b.argument(sd::DType::F32, {n}, 0, "x");
+  uint32_t y = b.argument(sd::DType::F32, {n}, 1, "y");
+  uint32_t z = b.arena(sd::DType::F32, {n}, "z");
+  b.function("add", {x, y}, {z}, {b.dispatch(exe, 0, n, {x, y}, {z})});
+  return b.finish();
+}
+
+TEST_F(ExecutorTest, DispatchRunsTheEmbeddedKernel) {
+  const int64_t n = 1000;
+  HostTensor x = f32({n}, 1), y = f32({n}, 2);
+  for (int threads : {1, 3, 8}) {
+    auto device = makeDevice(threads);
+    auto executor = load(addProgram(n), {}, device.get());
+    ASSERT_TRUE(executor.ok()) << executor.status();
+    auto out = (*executor)->run("add", {x, y});
+    ASSERT_TRUE(out.ok()) << out.status();
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(out->at(0).floats()[i],
+                double(float(x.floats()[i]) + float(y.floats()[i])));
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Library calls
+//===----------------------------------------------------------------------===//
+
+TEST_F(ExecutorTest, MatmulMatchesANaiveLoop) {
+  // [3, 4, 5] x [5, 6] (shared rhs, transposed in the file as [6, 5]).
+  StepBuilder b;
+  uint32_t lhs = b.argument(sd::DType::F32, {3, 4, 5}, 0);
+  uint32_t rhs = b.argument(sd::DType::F32, {6, 5}, 1);
+  uint32_t out = b.arena(sd::DType::F32, {3, 4, 6});
+  b.function("mm", {lhs, rhs}, {out},
+             {b.library(Library::Matmul, {lhs, rhs}, {out}, {0, 1})});
+  HostTensor l = f32({3, 4, 5}, 3), r = f32({6, 5}, 4);
+  std::vector<double> want;
+  for (int64_t bt = 0; bt < 3; ++bt)
+    for (int64_t i = 0; i < 4; ++i)
+      for (int64_t j = 0; j < 6; ++j) {
+        double acc = 0;
+        for (int64_t k = 0; k < 5; ++k)
+          acc += l.floats()[(bt * 4 + i) * 5 + k] * r.floats()[j * 5 + k];
+        want.push_back(acc);
+      }
+  auto results = run(b.finish(), "mm", {l, r});
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].shape(), (std::vector<int64_t>{3, 4, 6}));
+  expectNear(results[0], want, 1e-5);
+}
+
+TEST_F(ExecutorTest, Conv2dMatchesANaiveLoop) {
+  // stride (2, 1), padding (1, 0), dilation (1, 2).
+  StepBuilder b;
+  uint32_t x = b.argument(sd::DType::F64, {2, 3, 7, 9}, 0);
+  uint32_t w = b.argument(sd::DType::F64, {4, 3, 3, 2}, 1);
+  const int64_t outH = (7 + 2 - 2 - 1) / 2 + 1, outW = (9 - 2 - 1) / 1 + 1;
+  uint32_t y = b.arena(sd::DType::F64, {2, 4, outH, outW});
+  b.function("conv", {x, w}, {y},
+             {b.library(Library::Conv2d, {x, w}, {y}, {2, 1, 1, 0, 1, 2})});
+  HostTensor xs = HostTensor::fromDoubles(DType::F64, {2, 3, 7, 9},
+                                          randomValues(2 * 3 * 7 * 9, 5));
+  HostTensor ws = HostTensor::fromDoubles(DType::F64, {4, 3, 3, 2},
+                                          randomValues(4 * 3 * 3 * 2, 6));
+  std::vector<double> want;
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t o = 0; o < 4; ++o)
+      for (int64_t oy = 0; oy < outH; ++oy)
+        for (int64_t ox = 0; ox < outW; ++ox) {
+          double acc = 0;
+          for (int64_t c = 0; c < 3; ++c)
+            for (int64_t ky = 0; ky < 3; ++ky)
+              for (int64_t kx = 0; kx < 2; ++kx) {
+                int64_t iy = oy * 2 - 1 + ky, ix = ox - 0 + kx * 2;
+                if (iy >= 0 && iy < 7 && ix >= 0 && ix < 9)
+                  acc += xs.floats()[((n * 3 + c) * 7 + iy) * 9 + ix] *
+                         ws.floats()[((o * 3 + c) * 3 + ky) * 2 + kx];
+              }
+          want.push_back(acc);
+        }
+  auto results = run(b.finish(), "conv", {xs, ws});
+  ASSERT_EQ(results.size(), 1u);
+  expectNear(results[0], want, 1e-12);
+}
+
+TEST_F(ExecutorTest, AttentionMatchesANaiveSoftmax) {
+  const int64_t B = 2, H = 2, Sq = 3, Sk = 5, D = 4, Dv = 3;
+  StepBuilder b;
+  uint32_t q = b.argument(sd::DType::F32, {B, H, Sq, D}, 0);
+  uint32_t k = b.argument(sd::DType::F32, {B, H, Sk, D}, 1);
+  uint32_t v = b.argument(sd::DType::F32, {B, H, Sk, Dv}, 2);
+  uint32_t m = b.argument(sd::DType::F32, {1, H, Sq, Sk}, 3);
+  uint32_t o = b.arena(sd::DType::F32, {B, H, Sq, Dv});
+  uint32_t o2 = b.arena(sd::DType::F32, {B, H, Sq, Dv});
+  // Default scale (1/sqrt(D)) with a mask broadcast over the batch, and an
+  // explicit scale without a mask.
+  b.function("attn", {q, k, v, m}, {o, o2},
+             {b.library(Library::Attention, {q, k, v, m}, {o}, {1}),
+              b.library(Library::Attention, {q, k, v}, {o2}, {0}, {0.25})});
+  HostTensor qs = f32({B, H, Sq, D}, 7), ks = f32({B, H, Sk, D}, 8),
+             vs = f32({B, H, Sk, Dv}, 9), ms = f32({1, H, Sq, Sk}, 10);
+  auto naive = [&](double scale, bool masked) {
+    std::vector<double> out;
+    for (int64_t bb = 0; bb < B; ++bb)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < Sq; ++i) {
+          std::vector<double> s(Sk);
+          double max = -1e300, sum = 0;
+          for (int64_t j = 0; j < Sk; ++j) {
+            double dot = 0;
+            for (int64_t d = 0; d < D; ++d)
+              dot += qs.floats()[((bb * H + h) * Sq + i) * D + d] *
+                     ks.floats()[((bb * H + h) * Sk + j) * D + d];
+            s[j] =
+                dot * scale + (masked ? ms.floats()[(h * Sq + i) * Sk + j] : 0);
+            max = std::max(max, s[j]);
+          }
+          for (double &x : s)
+            sum += (x = std::exp(x - max));
+          for (int64_t e = 0; e < Dv; ++e) {
+            double acc = 0;
+            for (int64_t j = 0; j < Sk; ++j)
+              acc += s[j] / sum * vs.floats()[((bb * H + h) * Sk + j) * Dv + e];
+            out.push_back(acc);
+          }
+        }
+    return out;
+  };
+  auto results = run(b.finish(), "attn", {qs, ks, vs, ms});
+  ASSERT_EQ(results.size(), 2u);
+  expectNear(results[0], naive(0.5, true), 1e-5);
+  expectNear(results[1], naive(0.25, false), 1e-5);
+}
+
+TEST_F(ExecutorTest, UnsupportedLibraryDTypeFailsAtCreate) {
+  StepBuilder b;
+  uint32_t x = b.arena(sd::DType::F16, {2, 2});
+  b.function("mm", {}, {}, {b.library(Library::Matmul, {x, x}, {x}, {0, 0})});
+  auto executor = load(b.finish());
+  ASSERT_FALSE(executor.ok());
+  EXPECT_EQ(executor.status().message(),
+            "step.bin: functions[0].commands[0] (LibraryCall Matmul): the cpu "
+            "device has no Matmul for f16");
+}
+
+//===----------------------------------------------------------------------===//
+// Random, Fill, HostCall
+//===----------------------------------------------------------------------===//
+
+TEST_F(ExecutorTest, RandomIsPhiloxBitForBit) {
+  StepBuilder b;
+  uint32_t key = b.argument(sd::DType::I64, {}, 0, "key");
+  uint32_t ctr = b.argument(sd::DType::I64, {}, 1, "counter");
+  uint32_t off = b.argument(sd::DType::I64, {}, 2, "offset");
+  uint32_t normal = b.arena(sd::DType::F32, {3, 5});
+  uint32_t uniform = b.arena(sd::DType::F64, {7});
+  b.function("rng", {key, ctr, off}, {normal, uniform},
+             {b.random(sd::Distribution::Normal, key, ctr, off, normal),
+              b.random(sd::Distribution::Uniform, key, ctr, off, uniform)});
+  const int64_t seed = 42, counter = -4, offset = 100;
+  auto results = run(b.finish(), "rng",
+                     {HostTensor::scalarInt(DType::I64, seed),
+                      HostTensor::scalarInt(DType::I64, counter),
+                      HostTensor::scalarInt(DType::I64, offset)});
+  ASSERT_EQ(results.size(), 2u);
+  float n[15], u[7];
+  flowgrpo::philoxNormal(seed, counter, offset, n, 15);
+  flowgrpo::philoxUniform(seed, counter, offset, u, 7);
+  for (int i = 0; i < 15; ++i) {
+    float got = static_cast<float>(results[0].floats()[i]);
+    EXPECT_EQ(std::memcmp(&got, &n[i], 4), 0) << i;
+  }
+  for (int i = 0; i < 7; ++i)
+    EXPECT_EQ(results[1].floats()[i], static_cast<double>(u[i])) << i;
+}
+
+TEST_F(ExecutorTest, FillRepeatsThePattern) {
+  StepBuilder b;
+  uint32_t t = b.arena(sd::DType::F32, {5});
+  uint32_t i = b.arena(sd::DType::I32, {2, 2});
+  float value = 1.5f;
+  std::vector<uint8_t> pattern(4);
+  std::memcpy(pattern.data(), &value, 4);
+  b.function(
+      "fill", {}, {t, i},
+      {b.fill(t, pattern), b.fill(i, {7, 0, 0, 0, 0xff, 0xff, 0xff, 0xff})});
+  auto results = run(b.finish(), "fill", {});
+  ASSERT_EQ(results.size(), 2u);
+  for (double v : results[0].floats())
+    EXPECT_EQ(v, 1.5);
+  EXPECT_EQ(
+      std::vector<int64_t>(results[1].ints().begin(), results[1].ints().end()),
+      (std::vector<int64_t>{7, -1, 7, -1}));
+}
+
+TEST_F(ExecutorTest, HostCallsComputeRewards) {
+  const int64_t N = 2, H = 8, W = 8;
+  StepBuilder b;
+  uint32_t images = b.argument(sd::DType::F32, {N, 3, H, W}, 0);
+  uint32_t bright = b.arena(sd::DType::F32, {N});
+  uint32_t jpeg = b.arena(sd::DType::F64, {N});
+  b.function("reward", {images}, {bright, jpeg},
+             {b.hostCall("brightness", {images}, {bright}),
+              b.hostCall("jpeg_compressibility", {images}, {jpeg})});
+  HostTensor x = f32({N, 3, H, W}, 11);
+  for (double &v : x.floats())
+    v = float(0.5 + 0.5 * v);
+  auto results = run(b.finish(), "reward", {x});
+  ASSERT_EQ(results.size(), 2u);
+  std::vector<float> pixels(x.floats().begin(), x.floats().end());
+  rewards::ImageBatch batch{pixels.data(), {N, 3, H, W}};
+  auto wantBright = rewards::computeReward("brightness", batch);
+  auto wantJpeg = rewards::computeReward("jpeg_compressibility", batch);
+  ASSERT_TRUE(wantBright.ok() && wantJpeg.ok());
+  for (int64_t i = 0; i < N; ++i) {
+    EXPECT_EQ(results[0].floats()[i], double((*wantBright)[i]));
+    EXPECT_EQ(results[1].floats()[i], double((*wantJpeg)[i]));
+  }
+}
+
+TEST_F(ExecutorTest, UnknownHostFunctionFailsAtCreate) {
+  StepBuilder b;
+  b.function("f", {}, {}, {b.hostCall("aesthetic", {}, {})});
+  auto executor = load(b.finish());
+  ASSERT_FALSE(executor.ok());
+  EXPECT_EQ(executor.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(executor.status().message(),
+            "step.bin: functions[0].commands[0] (HostCall): unknown host "
+            "function 'aesthetic' (registered: brightness, "
+            "jpeg_compressibility, jpeg_incompressibility)");
+}
+
+TEST_F(ExecutorTest, HostFunctionResultsAreChecked) {
+  StepBuilder b;
+  uint32_t out = b.arena(sd::DType::F32, {3});
+  b.function("f", {}, {out}, {b.hostCall("two", {}, {out})});
+  ExecutorOptions options;
+  options.hostFunctions = HostFunctionRegistry();
+  options.hostFunctions->add("two", [](absl::Span<const HostTensor>) {
+    return absl::StatusOr<std::vector<HostTensor>>(
+        std::vector<HostTensor>{HostTensor(DType::F32, {2})});
+  });
+  auto executor = load(b.finish(), options);
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  auto results = (*executor)->run("f", {});
+  ASSERT_FALSE(results.ok());
+  EXPECT_EQ(results.status().message(),
+            "step.bin: functions[0].commands[0] (HostCall): host function "
+            "'two' returned tensor<2xf32> for results[0], which is "
+            "tensor<3xf32>");
+}
+
+//===----------------------------------------------------------------------===//
+// Index registers, loops, copies, calls
+//===----------------------------------------------------------------------===//
+
+/// steps(key) -> (trajectory: 4x6xf32, x: 6xf32): for i in [0, 4): x =
+/// normal(key, counter = i); then dispatch y = x * (i + 2) into row i of
+/// the trajectory via the scale_row kernel, and copy x into row i of a
+/// second stack, which is the second output... (kept small): the loop
+/// exercises Loop, ScalarOp (Const, Add, ToTensor), Random, Dispatch with
+/// scalars and Copy with an iv-scaled offset.
+std::string trajectoryProgram() {
+  StepBuilder b;
+  uint32_t exe = b.executable(testKernels());
+  uint32_t key = b.argument(sd::DType::I64, {}, 0, "key");
+  uint32_t counter = b.arena(sd::DType::I64, {}, "counter");
+  uint32_t zero =
+      b.constant(sd::DType::I64, {}, omni::testing::bytesOf<int64_t>({0}));
+  uint32_t x = b.arena(sd::DType::F32, {6}, "x");
+  uint32_t scaled = b.arena(sd::DType::F32, {4, 6}, "scaled");
+  uint32_t stack = b.arena(sd::DType::F32, {4, 6}, "stack");
+  uint32_t i = b.scalar("i"), two = b.scalar("two"),
+           factor = b.scalar("factor"), rowSize = b.scalar("rowSize");
+  StepBuilder::CopySpec store;
+  store.source = x;
+  store.dest = stack;
+  store.destScalar = static_cast<int32_t>(i);
+  store.destStride = 24;
+  b.function(
+      "steps", {key}, {scaled, stack},
+      {b.scalarOp(ScalarOpKind::Const, two, 0, 0, 2),
+       b.scalarOp(ScalarOpKind::Const, rowSize, 0, 0, 6),
+       b.loop(i, 0, 4, 1,
+              {b.scalarOp(ScalarOpKind::ToTensor, counter, i),
+               b.random(sd::Distribution::Normal, key, counter, zero, x),
+               b.scalarOp(ScalarOpKind::Add, factor, i, two),
+               b.dispatch(exe, 1, 6, {x}, {scaled}, {factor, rowSize, i}),
+               b.copy(store)})},
+      4);
+  return b.finish();
+}
+
+TEST_F(ExecutorTest, LoopStoresEveryStep) {
+  const int64_t seed = 1234;
+  auto results = run(trajectoryProgram(), "steps",
+                     {HostTensor::scalarInt(DType::I64, seed)});
+  ASSERT_EQ(results.size(), 2u);
+  for (int64_t step = 0; step < 4; ++step) {
+    float x[6];
+    flowgrpo::philoxNormal(seed, step, 0, x, 6);
+    for (int64_t j = 0; j < 6; ++j) {
+      EXPECT_EQ(results[1].floats()[step * 6 + j], double(x[j]));
+      EXPECT_EQ(results[0].floats()[step * 6 + j],
+                double(x[j] * float(step + 2)));
+    }
+  }
+}
+
+TEST_F(ExecutorTest, CopyOffsetsAreCheckedAtRunTime) {
+  // The offset register comes from a tensor, so only the executor can check.
+  StepBuilder b;
+  uint32_t n = b.argument(sd::DType::I64, {}, 0, "n");
+  uint32_t x = b.arena(sd::DType::F32, {2});
+  uint32_t stack = b.arena(sd::DType::F32, {3, 2});
+  uint32_t row = b.scalar("row");
+  StepBuilder::CopySpec store;
+  store.source = x;
+  store.dest = stack;
+  store.destScalar = static_cast<int32_t>(row);
+  store.destStride = 8;
+  b.function("store", {n}, {stack},
+             {b.scalarOp(ScalarOpKind::FromTensor, row, n), b.copy(store)}, 1);
+  auto executor = load(b.finish());
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  EXPECT_TRUE(
+      (*executor)->run("store", {HostTensor::scalarInt(DType::I64, 2)}).ok());
+  auto bad = (*executor)->run("store", {HostTensor::scalarInt(DType::I64, 3)});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(bad.status().message(),
+            "step.bin: functions[0].commands[1] (Copy): dest range [24, 32) is "
+            "outside tensors[2] (tensor<3x2xf32>, 24 bytes) (scalar 0 = 3)");
+}
+
+TEST_F(ExecutorTest, ScalarOpsRoundTripThroughTensors) {
+  StepBuilder b;
+  uint32_t a = b.argument(sd::DType::I32, {1}, 0);
+  uint32_t out = b.arena(sd::DType::I64, {});
+  uint32_t r = b.scalar(), s = b.scalar(), t = b.scalar();
+  b.function("arith", {a}, {out},
+             {b.scalarOp(ScalarOpKind::FromTensor, r, a),
+              b.scalarOp(ScalarOpKind::Const, s, 0, 0, 10),
+              b.scalarOp(ScalarOpKind::Mul, t, r, s),
+              b.scalarOp(ScalarOpKind::Sub, t, t, r),
+              b.scalarOp(ScalarOpKind::ToTensor, out, t)},
+             3);
+  auto results =
+      run(b.finish(), "arith", {HostTensor::fromInts(DType::I32, {1}, {-7})});
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].ints()[0], -63);
+}
+
+TEST_F(ExecutorTest, CallsBindArgumentsAndCopyResults) {
+  StepBuilder b;
+  uint32_t exe = b.executable(testKernels());
+  // double(x) = x + x, written straight into its result buffer.
+  uint32_t dx = b.argument(sd::DType::F32, {4}, 0);
+  uint32_t dy = b.argument(sd::DType::F32, {4}, 1);
+  b.function("double", {dx}, {dy}, {b.dispatch(exe, 0, 4, {dx, dx}, {dy})});
+  // quad(x) = double(double(x)), its output in the arena.
+  uint32_t qx = b.argument(sd::DType::F32, {4}, 0);
+  uint32_t t = b.arena(sd::DType::F32, {4});
+  uint32_t u = b.arena(sd::DType::F32, {4});
+  b.function("quad", {qx}, {u}, {b.call(0, {qx}, {t}), b.call(0, {t}, {u})});
+  // identity(x) = x: an output that is an input.
+  uint32_t ix = b.argument(sd::DType::F32, {4}, 0);
+  b.function("identity", {ix}, {ix}, {});
+  std::string bytes = b.finish();
+  HostTensor x = HostTensor::fromDoubles(DType::F32, {4}, {1, -2, 3.5, 0});
+  auto quad = run(bytes, "quad", {x});
+  ASSERT_EQ(quad.size(), 1u);
+  EXPECT_EQ(
+      std::vector<double>(quad[0].floats().begin(), quad[0].floats().end()),
+      (std::vector<double>{4, -8, 14, 0}));
+  auto same = run(bytes, "identity", {x});
+  ASSERT_EQ(same.size(), 1u);
+  EXPECT_EQ(same[0], x);
+}
+
+TEST_F(ExecutorTest, CommandBudgetBoundsARun) {
+  StepBuilder b;
+  uint32_t i = b.scalar();
+  b.function("spin", {}, {},
+             {b.loop(i, 0, std::numeric_limits<int64_t>::max(), 1, {})}, 1);
+  ExecutorOptions options;
+  options.commandBudget = 1000;
+  auto executor = load(b.finish(), options);
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  auto results = (*executor)->run("spin", {});
+  EXPECT_EQ(results.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(results.status().message(),
+            "step.bin: functions[0].commands[0] (Loop): the run exceeded its "
+            "budget of 1000 commands");
+}
+
+//===----------------------------------------------------------------------===//
+// State and the host-facing checks
+//===----------------------------------------------------------------------===//
+
+TEST_F(ExecutorTest, StatePersistsAcrossRuns) {
+  StepBuilder b;
+  uint32_t exe = b.executable(testKernels());
+  uint32_t w = b.stateTensor("w", sd::DType::F32, {3});
+  uint32_t one =
+      b.constant(sd::DType::F32, {3}, omni::testing::bytesOf<float>({1, 1, 1}));
+  // A reshaped view of the same slot, read as the output.
+  uint32_t view = b.tensor({"w_view",
+                            sd::DType::F32,
+                            {1, 3},
+                            sd::Storage::State,
+                            0,
+                            sd::Role::Parameter});
+  b.function("step", {}, {view}, {b.dispatch(exe, 0, 3, {w, one}, {w})});
+  auto executor = load(b.finish());
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  Executor &e = **executor;
+  EXPECT_EQ(e.stateNames(), std::vector<std::string>{"w"});
+  ASSERT_TRUE(
+      e.setState("w", HostTensor::fromDoubles(DType::F32, {3}, {1, 2, 3}))
+          .ok());
+  ASSERT_TRUE(e.run("step", {}).ok());
+  auto second = e.run("step", {});
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->at(0),
+            HostTensor::fromDoubles(DType::F32, {1, 3}, {3, 4, 5}));
+  auto w1 = e.getState("w");
+  ASSERT_TRUE(w1.ok());
+  EXPECT_EQ(*w1, HostTensor::fromDoubles(DType::F32, {3}, {3, 4, 5}));
+  EXPECT_EQ(e.setState("w", HostTensor(DType::F32, {4})).message(),
+            "state slot 'w' is tensor<3xf32> but the value is tensor<4xf32>");
+  EXPECT_EQ(e.getState("v").status().message(),
+            "step.bin has no state slot 'v' (slots: w)");
+  EXPECT_TRUE(e.stateBuffer("w").ok());
+}
+
+TEST_F(ExecutorTest, RejectsWrongInputs) {
+  auto executor = load(addProgram(4));
+  ASSERT_TRUE(executor.ok());
+  Executor &e = **executor;
+  HostTensor x(DType::F32, {4});
+  EXPECT_EQ(e.run("add", {x}).status().message(),
+            "@add takes 2 inputs but 1 were given");
+  EXPECT_EQ(e.run("add", {x, HostTensor(DType::F64, {4})}).status().message(),
+            "input 1 of @add is tensor<4xf32> but the argument is "
+            "tensor<4xf64>");
+  EXPECT_EQ(
+      e.run("add", {x, HostTensor(DType::F32, {2, 2})}).status().message(),
+      "input 1 of @add is tensor<4xf32> but the argument is "
+      "tensor<2x2xf32>");
+  EXPECT_EQ(e.run("sub", {}).status().message(),
+            "step.bin has no function 'sub' (functions: add)");
+}
+
+TEST_F(ExecutorTest, RunsOnDeviceBuffers) {
+  auto executor = load(addProgram(2));
+  ASSERT_TRUE(executor.ok());
+  Executor &e = **executor;
+  auto x = device_->allocate(8), y = device_->allocate(8),
+       z = device_->allocate(8);
+  ASSERT_TRUE(x.ok() && y.ok() && z.ok());
+  float xs[] = {1, 2}, ys[] = {10, 20}, zs[2];
+  ASSERT_TRUE(e.stream().writeBuffer(xs, hal::BufferRef::all(**x)).ok());
+  ASSERT_TRUE(e.stream().writeBuffer(ys, hal::BufferRef::all(**y)).ok());
+  hal::BufferRef in[] = {hal::BufferRef::all(**x), hal::BufferRef::all(**y)};
+  hal::BufferRef out[] = {hal::BufferRef::all(**z)};
+  ASSERT_TRUE(e.runOnDevice(0, in, out).ok());
+  ASSERT_TRUE(e.stream().readBuffer(out[0], zs).ok());
+  ASSERT_TRUE(e.stream().synchronize().ok());
+  EXPECT_EQ(zs[0], 11);
+  EXPECT_EQ(zs[1], 22);
+  hal::BufferRef shortOut[] = {{z->get(), 0, 4}};
+  EXPECT_EQ(e.runOnDevice(0, in, shortOut).message(),
+            "result 0 of @add is tensor<2xf32> (8 bytes) but the buffer has 4 "
+            "bytes");
+}
+
+TEST_F(ExecutorTest, RejectsProgramsForOtherTargets) {
+  StepBuilder b;
+  b.targetKind = "cuda";
+  b.function("f", {}, {}, {});
+  auto executor = load(b.finish());
+  ASSERT_FALSE(executor.ok());
+  EXPECT_EQ(executor.status().message(),
+            "step.bin: target.kind = 'cuda' but the device is cpu (3 threads)");
+}
+
+} // namespace
+} // namespace omni::executor

@@ -1,0 +1,245 @@
+//===- FuzzTest.cpp - Mutated step.bin files never crash --------*- C++ -*-===//
+//
+// Takes one valid step.bin that uses every command kind except Dispatch
+// and mutates it thousands of times: random byte flips, truncation at every
+// length, random splices of the file into itself. Every mutant must either
+// be rejected (by the loader, by Executor::create or by a run) with a
+// non-empty message, or run to completion; a crash fails the whole binary.
+//
+// Dispatch is left out on purpose: its kernel is native code that trusts
+// its grid (Program.h), so a flipped grid may make the kernel write out of
+// bounds; that is outside what the loader can check and what this test
+// claims. The runs are bounded like a tool would bound an untrusted file:
+// a 64 MiB device memory limit, a command budget, and inputs of at most
+// 1 MiB.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/executor/Executor.h"
+
+#include "runtime/hal/drivers/Drivers.h"
+#include "runtime/loader/testing/StepBuilder.h"
+
+#include "gtest/gtest.h"
+
+#include <chrono>
+#include <cstring>
+#include <iterator>
+#include <limits>
+#include <random>
+
+namespace omni::executor {
+namespace {
+
+using omni::testing::StepBuilder;
+using step::Library;
+using step::ScalarOpKind;
+namespace sd = step;
+
+std::string fuzzBase() {
+  StepBuilder b;
+  uint32_t x = b.argument(sd::DType::F32, {2, 3}, 0, "x");
+  uint32_t key = b.argument(sd::DType::I64, {}, 1, "key");
+  uint32_t w = b.stateTensor("w", sd::DType::F32, {3, 4});
+  uint32_t filter = b.constant(
+      sd::DType::F32, {2, 3, 3, 3},
+      omni::testing::bytesOf(std::vector<float>(2 * 3 * 3 * 3, 0.25f)));
+  uint32_t zero =
+      b.constant(sd::DType::I64, {}, omni::testing::bytesOf<int64_t>({0}));
+  uint32_t m = b.arena(sd::DType::F32, {2, 4}, "m");
+  uint32_t img = b.arena(sd::DType::F32, {1, 3, 4, 4}, "img");
+  uint32_t conv = b.arena(sd::DType::F32, {1, 2, 4, 4}, "conv");
+  uint32_t q = b.arena(sd::DType::F32, {1, 2, 3, 4}, "q");
+  uint32_t attn = b.arena(sd::DType::F32, {1, 2, 3, 4}, "attn");
+  uint32_t mask = b.arena(sd::DType::F32, {1, 1, 3, 3}, "mask");
+  uint32_t pixels = b.arena(sd::DType::F32, {1, 3, 2, 2}, "pixels");
+  uint32_t reward = b.arena(sd::DType::F32, {1}, "reward");
+  uint32_t counter = b.arena(sd::DType::I64, {}, "counter");
+  uint32_t row = b.arena(sd::DType::F32, {4}, "row");
+  uint32_t stack = b.arena(sd::DType::F32, {3, 4}, "stack");
+  uint32_t y = b.arena(sd::DType::F32, {2, 3}, "y");
+  uint32_t i = b.scalar("i"), j = b.scalar("j"), k = b.scalar("k");
+
+  // helper(a) -> a + fill: copies its input into its result buffer.
+  uint32_t ha = b.argument(sd::DType::F32, {2, 3}, 0, "a");
+  uint32_t hr = b.argument(sd::DType::F32, {2, 3}, 1, "r");
+  b.function("helper", {ha}, {hr}, {b.copy(ha, hr)});
+
+  StepBuilder::CopySpec store;
+  store.source = row;
+  store.dest = stack;
+  store.destScalar = static_cast<int32_t>(i);
+  store.destStride = 16;
+  float half = 0.5f;
+  std::vector<uint8_t> halfBytes(4);
+  std::memcpy(halfBytes.data(), &half, 4);
+  b.function(
+      "main", {x, key}, {m, conv, attn, reward, stack, y},
+      {b.library(Library::Matmul, {x, w}, {m}, {0, 0}),
+       b.random(sd::Distribution::Normal, key, zero, zero, img),
+       b.library(Library::Conv2d, {img, filter}, {conv}, {1, 1, 1, 1, 1, 1}),
+       b.random(sd::Distribution::Uniform, key, key, zero, q),
+       b.fill(mask, {0, 0, 0, 0}),
+       b.library(Library::Attention, {q, q, q, mask}, {attn}, {1}, {0.5}),
+       b.fill(pixels, halfBytes), b.hostCall("brightness", {pixels}, {reward}),
+       b.scalarOp(ScalarOpKind::Const, j, 0, 0, 3),
+       b.loop(i, 0, 3, 1,
+              {b.scalarOp(ScalarOpKind::Add, k, i, j),
+               b.scalarOp(ScalarOpKind::ToTensor, counter, k),
+               b.random(sd::Distribution::Normal, key, counter, zero, row),
+               b.copy(store)}),
+       b.scalarOp(ScalarOpKind::FromTensor, k, key), b.call(0, {x}, {y})},
+      3);
+  return b.finish();
+}
+
+class Fuzzer {
+public:
+  Fuzzer() {
+    hal::DeviceOptions options;
+    options.threads = 2;
+    options.memoryLimitBytes = 64 << 20;
+    auto device = hal::builtinDrivers().createDevice("cpu", options);
+    EXPECT_TRUE(device.ok());
+    device_ = std::move(*device);
+  }
+
+  /// Loads and, when that works, runs every function of `bytes`.
+  void check(const std::string &bytes) {
+    auto program = loader::Program::loadBytes(bytes);
+    if (!program.ok()) {
+      ASSERT_FALSE(program.status().message().empty());
+      ++rejectedByLoader;
+      return;
+    }
+    ExecutorOptions options;
+    options.commandBudget = 10000;
+    auto executor = Executor::create(*program, *device_, options);
+    if (!executor.ok()) {
+      ASSERT_FALSE(executor.status().message().empty());
+      ++rejectedByExecutor;
+      return;
+    }
+    const loader::Program &p = **program;
+    for (uint32_t f = 0; f < p.numFunctions(); ++f) {
+      const step::Function *fn = p.step().functions()->Get(f);
+      std::vector<HostTensor> inputs;
+      int64_t bytesIn = 0;
+      for (uint32_t a = 0; fn->inputs() && a < fn->inputs()->size(); ++a) {
+        const loader::TensorInfo &info = p.tensor(fn->inputs()->Get(a));
+        bytesIn += info.bytes;
+        if (bytesIn > (1 << 20))
+          break;
+        inputs.emplace_back(info.dtype, info.shape);
+      }
+      if (bytesIn > (1 << 20)) {
+        ++skippedRuns;
+        continue;
+      }
+      auto results = (*executor)->run(f, inputs);
+      if (results.ok()) {
+        ++ran;
+      } else {
+        ASSERT_FALSE(results.status().message().empty());
+        ++failedRuns;
+      }
+    }
+  }
+
+  int rejectedByLoader = 0, rejectedByExecutor = 0, ran = 0, failedRuns = 0,
+      skippedRuns = 0;
+
+private:
+  std::unique_ptr<hal::Device> device_;
+};
+
+TEST(Fuzz, BaseProgramRuns) {
+  Fuzzer fuzzer;
+  fuzzer.check(fuzzBase());
+  EXPECT_EQ(fuzzer.ran, 2);
+}
+
+TEST(Fuzz, MutantsAreRejectedOrRun) {
+  const std::string base = fuzzBase();
+  std::mt19937_64 rng(20240601);
+  Fuzzer fuzzer;
+  auto start = std::chrono::steady_clock::now();
+  int mutants = 0;
+
+  // Truncation at every length.
+  for (size_t length = 0; length < base.size(); ++length, ++mutants)
+    fuzzer.check(base.substr(0, length));
+
+  // Random byte flips: 1 to 4 bytes, anywhere.
+  for (int n = 0; n < 60000; ++n, ++mutants) {
+    std::string bytes = base;
+    int flips = 1 + static_cast<int>(rng() % 4);
+    for (int f = 0; f < flips; ++f)
+      bytes[rng() % bytes.size()] ^= static_cast<char>(1 + rng() % 255);
+    fuzzer.check(bytes);
+    if (::testing::Test::HasFatalFailure())
+      return;
+  }
+
+  // Random splices: a chunk of the file copied over, or into, another place.
+  for (int n = 0; n < 20000; ++n, ++mutants) {
+    std::string bytes = base;
+    size_t from = rng() % bytes.size();
+    size_t length = 1 + rng() % std::min<size_t>(64, bytes.size() - from);
+    std::string chunk = bytes.substr(from, length);
+    size_t to = rng() % bytes.size();
+    if (rng() % 2)
+      bytes.replace(to, std::min(length, bytes.size() - to), chunk);
+    else
+      bytes.insert(to, chunk);
+    fuzzer.check(bytes);
+    if (::testing::Test::HasFatalFailure())
+      return;
+  }
+
+  // Aligned words overwritten with values that sit on the edges of the
+  // checks (indices, sizes, offsets, enum values).
+  const int64_t interesting[] = {0,
+                                 1,
+                                 -1,
+                                 2,
+                                 3,
+                                 7,
+                                 8,
+                                 64,
+                                 255,
+                                 256,
+                                 4096,
+                                 0x7fffffff,
+                                 -0x7fffffffLL - 1,
+                                 0xffffffffLL,
+                                 int64_t(1) << 32,
+                                 int64_t(1) << 40,
+                                 std::numeric_limits<int64_t>::max(),
+                                 std::numeric_limits<int64_t>::min()};
+  for (int n = 0; n < 20000; ++n, ++mutants) {
+    std::string bytes = base;
+    size_t width = rng() % 2 ? 4 : 8;
+    size_t at = (rng() % (bytes.size() / width)) * width;
+    int64_t value = interesting[rng() % std::size(interesting)];
+    std::memcpy(&bytes[at], &value, std::min(width, bytes.size() - at));
+    fuzzer.check(bytes);
+    if (::testing::Test::HasFatalFailure())
+      return;
+  }
+
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  std::cout << mutants << " mutants in " << seconds
+            << " s: " << fuzzer.rejectedByLoader << " rejected by the loader, "
+            << fuzzer.rejectedByExecutor << " by Executor::create, "
+            << fuzzer.failedRuns << " runs failed, " << fuzzer.ran
+            << " runs completed, " << fuzzer.skippedRuns << " skipped\n";
+  // The mutants reach every stage.
+  EXPECT_GT(fuzzer.rejectedByLoader, 0);
+  EXPECT_GT(fuzzer.ran, 0);
+}
+
+} // namespace
+} // namespace omni::executor

@@ -1,0 +1,63 @@
+//===- Device.h - One accelerator (or the host CPU) -------------*- C++ -*-===//
+//
+// A Device is what the executor runs a program on: it allocates device
+// memory (Buffer), loads native code (Executable), creates command queues
+// (Stream) and, optionally, collective channels (Channel). The executor sees
+// only this interface, never a concrete driver; a driver (hal/drivers/<name>)
+// implements it and a Driver creates it (Driver.h, DriverRegistry.h).
+//
+// Ownership: created by Driver::createDevice as a unique_ptr. The Device
+// must outlive every Buffer, Executable, Stream and Channel it created.
+// Thread safety: every method may be called concurrently.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OMNI_RUNTIME_HAL_DEVICE_H
+#define OMNI_RUNTIME_HAL_DEVICE_H
+
+#include "runtime/hal/Buffer.h"
+#include "runtime/hal/Channel.h"
+#include "runtime/hal/Executable.h"
+#include "runtime/hal/Library.h"
+#include "runtime/hal/Stream.h"
+
+#include "absl/status/statusor.h"
+
+#include <memory>
+#include <string>
+
+namespace omni::hal {
+
+class Device {
+public:
+  virtual ~Device() = default;
+
+  /// The driver's name ("cpu", "cuda") and a description for humans.
+  virtual const std::string &driverName() const = 0;
+  virtual std::string description() const = 0;
+
+  /// A zero-filled buffer of `bytes` bytes (>= 0). Fails with
+  /// ResourceExhausted when the memory (or the device's limit) runs out.
+  virtual absl::StatusOr<std::unique_ptr<Buffer>> allocate(int64_t bytes) = 0;
+
+  /// Whether loadExecutable accepts `format`.
+  virtual bool supportsFormat(ExecutableFormat format) const = 0;
+
+  /// Loads `spec.code` and resolves every kernel of `spec.kernels`.
+  virtual absl::StatusOr<std::unique_ptr<Executable>>
+  loadExecutable(const ExecutableSpec &spec) = 0;
+
+  virtual absl::StatusOr<std::unique_ptr<Stream>> createStream() = 0;
+
+  /// Optional: whether Stream's `library` routine supports `dtype`.
+  /// Default: false.
+  virtual bool supportsLibrary(Library library, DType dtype) const;
+
+  /// Optional: a channel over the ranks of this process group. Default:
+  /// Unimplemented.
+  virtual absl::StatusOr<std::unique_ptr<Channel>> createChannel();
+};
+
+} // namespace omni::hal
+
+#endif // OMNI_RUNTIME_HAL_DEVICE_H

@@ -1,0 +1,60 @@
+//===- Executable.h - Loaded native kernels ---------------------*- C++ -*-===//
+//
+// An Executable is a step.bin executable (an ELF shared object for the cpu
+// driver, PTX or a cubin for cuda) loaded onto a Device, with every kernel
+// it exports resolved by name at load time, so that a missing symbol is a
+// load error, never a crash at the first Dispatch. Kernels are referred to
+// by their index in ExecutableSpec::kernels.
+//
+// Ownership: returned by Device::loadExecutable as a unique_ptr; the Device
+// must outlive it, and it must outlive every submitted Dispatch that uses it.
+// Thread safety: immutable after load.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OMNI_RUNTIME_HAL_EXECUTABLE_H
+#define OMNI_RUNTIME_HAL_EXECUTABLE_H
+
+#include "absl/types/span.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace omni::hal {
+
+/// The formats of step.bin's ExecutableFormat.
+enum class ExecutableFormat { ElfSharedObject, Ptx, Cubin };
+
+/// What Device::loadExecutable needs. Non-owning: `code` must stay valid
+/// for the duration of the call only.
+struct ExecutableSpec {
+  /// For messages.
+  std::string name;
+  ExecutableFormat format = ExecutableFormat::ElfSharedObject;
+  absl::Span<const uint8_t> code;
+  /// The exported kernel symbols, in Dispatch's index order.
+  std::vector<std::string> kernels;
+};
+
+class Executable {
+public:
+  virtual ~Executable() = default;
+
+  virtual const std::string &name() const = 0;
+  virtual int64_t numKernels() const = 0;
+  virtual const std::string &kernelName(int64_t kernel) const = 0;
+
+  /// The index of the kernel called `name`, if exported.
+  std::optional<int64_t> findKernel(const std::string &name) const {
+    for (int64_t k = 0; k < numKernels(); ++k)
+      if (kernelName(k) == name)
+        return k;
+    return std::nullopt;
+  }
+};
+
+} // namespace omni::hal
+
+#endif // OMNI_RUNTIME_HAL_EXECUTABLE_H

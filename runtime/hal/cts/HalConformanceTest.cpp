@@ -1,0 +1,642 @@
+//===- HalConformanceTest.cpp - Every driver against hal/*.h ----*- C++ -*-===//
+//
+// One suite per hal interface (Buffer, Stream, Executable, Library
+// routines, Random, Channel), instantiated for every driver of the built-in
+// registry. A capability a driver lacks (an executable format, a library
+// dtype, channels, mappable buffers) skips, never fails. Library routines
+// are checked against naive double-precision loops, Random bit for bit
+// against runtime/flowgrpo's Philox.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/flowgrpo/Philox.h"
+#include "runtime/hal/drivers/Drivers.h"
+
+#include "gtest/gtest.h"
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <random>
+
+namespace omni::hal {
+namespace {
+
+std::vector<uint8_t> readFile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+}
+
+class HalTest : public ::testing::TestWithParam<std::string> {
+public:
+  void SetUp() override {
+    DeviceOptions options;
+    options.threads = 3;
+    auto device = builtinDrivers().createDevice(GetParam(), options);
+    ASSERT_TRUE(device.ok()) << device.status();
+    device_ = std::move(*device);
+    auto stream = device_->createStream();
+    ASSERT_TRUE(stream.ok()) << stream.status();
+    stream_ = std::move(*stream);
+  }
+
+  template <typename T>
+  std::unique_ptr<Buffer> upload(const std::vector<T> &values) {
+    auto buffer = device_->allocate(int64_t(values.size() * sizeof(T)));
+    EXPECT_TRUE(buffer.ok()) << buffer.status();
+    EXPECT_TRUE(
+        stream_->writeBuffer(values.data(), BufferRef::all(**buffer)).ok());
+    return std::move(*buffer);
+  }
+  template <typename T> std::unique_ptr<Buffer> zeros(int64_t n) {
+    return upload(std::vector<T>(static_cast<size_t>(n)));
+  }
+  template <typename T> std::vector<T> download(Buffer &buffer) {
+    std::vector<T> values(static_cast<size_t>(buffer.size()) / sizeof(T));
+    EXPECT_TRUE(
+        stream_->readBuffer(BufferRef::all(buffer), values.data()).ok());
+    EXPECT_TRUE(stream_->synchronize().ok());
+    return values;
+  }
+
+  std::unique_ptr<Device> device_;
+  std::unique_ptr<Stream> stream_;
+};
+
+std::vector<float> randomFloats(size_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  std::vector<float> v(n);
+  for (float &x : v)
+    x = dist(gen);
+  return v;
+}
+
+//===----------------------------------------------------------------------===//
+// Buffer
+//===----------------------------------------------------------------------===//
+
+TEST_P(HalTest, BuffersAreZeroFilledAndSized) {
+  auto buffer = device_->allocate(100);
+  ASSERT_TRUE(buffer.ok());
+  EXPECT_EQ((*buffer)->size(), 100);
+  EXPECT_EQ(&(*buffer)->device(), device_.get());
+  std::vector<uint8_t> bytes = download<uint8_t>(**buffer);
+  EXPECT_EQ(bytes, std::vector<uint8_t>(100, 0));
+  EXPECT_TRUE(device_->allocate(0).ok());
+  EXPECT_EQ(device_->allocate(-1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_P(HalTest, MapIsOptional) {
+  auto buffer = device_->allocate(16);
+  ASSERT_TRUE(buffer.ok());
+  absl::StatusOr<void *> mapped = (*buffer)->map();
+  if (!mapped.ok()) {
+    EXPECT_EQ(mapped.status().code(), absl::StatusCode::kUnimplemented);
+    GTEST_SKIP() << "buffers of this driver are not host-visible";
+  }
+  std::memset(*mapped, 7, 16);
+  EXPECT_EQ(download<uint8_t>(**buffer), std::vector<uint8_t>(16, 7));
+}
+
+TEST_P(HalTest, MemoryLimit) {
+  DeviceOptions options;
+  options.memoryLimitBytes = 1000;
+  auto device = builtinDrivers().createDevice(GetParam(), options);
+  ASSERT_TRUE(device.ok());
+  auto a = (*device)->allocate(600);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ((*device)->allocate(600).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  a->reset();
+  EXPECT_TRUE((*device)->allocate(600).ok());
+}
+
+//===----------------------------------------------------------------------===//
+// Stream
+//===----------------------------------------------------------------------===//
+
+TEST_P(HalTest, CopyFillAndRanges) {
+  auto buffer = upload<uint8_t>({0, 1, 2, 3, 4, 5, 6, 7});
+  Buffer *b = buffer.get();
+  // Overlapping copy has memmove semantics.
+  ASSERT_TRUE(stream_->copy({b, 0, 6}, {b, 2, 6}).ok());
+  EXPECT_EQ(download<uint8_t>(*b),
+            (std::vector<uint8_t>{0, 1, 0, 1, 2, 3, 4, 5}));
+  const uint8_t pattern[] = {9, 8};
+  ASSERT_TRUE(stream_->fill({b, 2, 6}, pattern).ok());
+  EXPECT_EQ(download<uint8_t>(*b),
+            (std::vector<uint8_t>{0, 1, 9, 8, 9, 8, 9, 8}));
+  const uint8_t uniform[] = {5, 5, 5, 5};
+  ASSERT_TRUE(stream_->fill({b, 0, 4}, uniform).ok());
+  EXPECT_EQ(download<uint8_t>(*b),
+            (std::vector<uint8_t>{5, 5, 5, 5, 9, 8, 9, 8}));
+
+  EXPECT_FALSE(stream_->fill({b, 0, 3}, pattern).ok());
+  EXPECT_FALSE(stream_->copy({b, 4, 8}, {b, 0, 8}).ok());
+  EXPECT_FALSE(stream_->copy({b, 0, 4}, {b, 0, 2}).ok());
+  EXPECT_FALSE(stream_->copy({nullptr, 0, 0}, {b, 0, 0}).ok());
+  absl::Status outside = stream_->copy({b, -1, 2}, {b, 0, 2});
+  EXPECT_EQ(outside.code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_P(HalTest, RejectsBuffersOfAnotherDevice) {
+  auto other = builtinDrivers().createDevice(GetParam(), {});
+  ASSERT_TRUE(other.ok());
+  auto foreign = (*other)->allocate(8);
+  ASSERT_TRUE(foreign.ok());
+  auto mine = zeros<uint8_t>(8);
+  absl::Status s =
+      stream_->copy(BufferRef::all(**foreign), BufferRef::all(*mine));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(s.message()).find("another device"), std::string::npos);
+}
+
+TEST_P(HalTest, EventsOrderStreams) {
+  auto buffer = upload<float>({1, 2});
+  auto event = stream_->recordEvent();
+  ASSERT_TRUE(event.ok());
+  auto second = device_->createStream();
+  ASSERT_TRUE(second.ok());
+  ASSERT_TRUE((*second)->waitEvent(*event).ok());
+  EXPECT_TRUE((*event)->wait().ok());
+  EXPECT_TRUE((*event)->isComplete());
+  std::vector<float> out(2);
+  ASSERT_TRUE((*second)->readBuffer(BufferRef::all(*buffer), out.data()).ok());
+  ASSERT_TRUE((*second)->synchronize().ok());
+  EXPECT_EQ(out, (std::vector<float>{1, 2}));
+}
+
+//===----------------------------------------------------------------------===//
+// Random: bit-identical to runtime/flowgrpo
+//===----------------------------------------------------------------------===//
+
+void expectSameBits(const std::vector<float> &a, const std::vector<float> &b) {
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0);
+}
+
+TEST_P(HalTest, RandomIsPhiloxBitForBit) {
+  const int64_t seed = 0x123456789abcdefLL, counter = -4;
+  const int64_t offset = std::numeric_limits<int64_t>::max() - 5000; // wraps
+  const int64_t n = 20011;
+  auto key = upload<int64_t>({seed});
+  auto ctr = upload<int64_t>({counter});
+  auto off = upload<int64_t>({offset});
+  for (Distribution d : {Distribution::Normal, Distribution::Uniform}) {
+    std::vector<float> want(n);
+    if (d == Distribution::Normal)
+      flowgrpo::philoxNormal(seed, counter, offset, want.data(), n);
+    else
+      flowgrpo::philoxUniform(seed, counter, offset, want.data(), n);
+
+    auto out = zeros<float>(n);
+    ASSERT_TRUE(stream_
+                    ->random(d, DType::F32, n, BufferRef::all(*key),
+                             BufferRef::all(*ctr), BufferRef::all(*off),
+                             BufferRef::all(*out))
+                    .ok());
+    expectSameBits(download<float>(*out), want);
+
+    auto out64 = zeros<double>(n);
+    ASSERT_TRUE(stream_
+                    ->random(d, DType::F64, n, BufferRef::all(*key),
+                             BufferRef::all(*ctr), BufferRef::all(*off),
+                             BufferRef::all(*out64))
+                    .ok());
+    std::vector<double> got64 = download<double>(*out64);
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(got64[i], static_cast<double>(want[i])) << i;
+
+    auto out16 = zeros<uint16_t>(n);
+    ASSERT_TRUE(stream_
+                    ->random(d, DType::F16, n, BufferRef::all(*key),
+                             BufferRef::all(*ctr), BufferRef::all(*off),
+                             BufferRef::all(*out16))
+                    .ok());
+    std::vector<uint16_t> got16 = download<uint16_t>(*out16);
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(got16[i], halfBitsFromDouble(want[i])) << i;
+  }
+  auto small = zeros<float>(3);
+  EXPECT_FALSE(stream_
+                   ->random(Distribution::Normal, DType::F32, 4,
+                            BufferRef::all(*key), BufferRef::all(*ctr),
+                            BufferRef::all(*off), BufferRef::all(*small))
+                   .ok());
+}
+
+//===----------------------------------------------------------------------===//
+// Executable and Dispatch
+//===----------------------------------------------------------------------===//
+
+class HalExecutableTest : public HalTest {
+protected:
+  void SetUp() override {
+    HalTest::SetUp();
+    if (!device_->supportsFormat(ExecutableFormat::ElfSharedObject))
+      GTEST_SKIP() << "the driver does not load ELF shared objects";
+    code_ = readFile(OMNI_TEST_KERNELS_SO);
+    ASSERT_GT(code_.size(), 4u);
+  }
+  absl::StatusOr<std::unique_ptr<Executable>>
+  load(std::vector<std::string> kernels) {
+    ExecutableSpec spec;
+    spec.name = "test_kernels";
+    spec.code = code_;
+    spec.kernels = std::move(kernels);
+    return device_->loadExecutable(spec);
+  }
+  std::vector<uint8_t> code_;
+};
+
+TEST_P(HalExecutableTest, DispatchesAKernel) {
+  auto exe = load({"omni_test_chunk_begin", "omni_test_add_f32"});
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  EXPECT_EQ((*exe)->numKernels(), 2);
+  EXPECT_EQ((*exe)->findKernel("omni_test_add_f32"), 1);
+  const int64_t n = 1001;
+  std::vector<float> a = randomFloats(n, 1), b = randomFloats(n, 2);
+  auto ba = upload(a), bb = upload(b);
+  auto bc = zeros<float>(n);
+  BufferRef buffers[] = {BufferRef::all(*ba), BufferRef::all(*bb),
+                         BufferRef::all(*bc)};
+  ASSERT_TRUE(stream_->dispatch(**exe, 1, n, buffers, {}).ok());
+  std::vector<float> c = download<float>(*bc);
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(c[i], a[i] + b[i]);
+}
+
+TEST_P(HalExecutableTest, GridIsSplitIntoContiguousChunks) {
+  auto exe = load({"omni_test_chunk_begin"});
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  auto out = zeros<int64_t>(10);
+  BufferRef buffers[] = {BufferRef::all(*out)};
+  ASSERT_TRUE(stream_->dispatch(**exe, 0, 10, buffers, {}).ok());
+  std::vector<int64_t> begins = download<int64_t>(*out);
+  // Each item records its chunk's first item: non-decreasing, starting at 0,
+  // and every recorded begin is the index where its chunk starts.
+  EXPECT_EQ(begins[0], 0);
+  for (int64_t i = 1; i < 10; ++i) {
+    EXPECT_GE(begins[i], begins[i - 1]);
+    if (begins[i] != begins[i - 1]) {
+      EXPECT_EQ(begins[i], i);
+    }
+  }
+}
+
+TEST_P(HalExecutableTest, MissingKernelIsALoadError) {
+  auto exe = load({"omni_test_add_f32", "nope"});
+  ASSERT_FALSE(exe.ok());
+  EXPECT_EQ(exe.status().message(),
+            "executable 'test_kernels': kernel 'nope' is not exported by the "
+            "shared object");
+}
+
+TEST_P(HalExecutableTest, GarbageIsALoadError) {
+  code_ = {0x7f, 'E', 'L', 'F', 1, 2, 3};
+  auto exe = load({"k"});
+  ASSERT_FALSE(exe.ok());
+  EXPECT_NE(std::string(exe.status().message()).find("cannot load"),
+            std::string::npos);
+}
+
+TEST_P(HalExecutableTest, ManyExecutablesLoadAndUnload) {
+  // Live executables coexist; unloading and reloading (fd numbers reused)
+  // never returns a stale handle.
+  std::vector<std::unique_ptr<Executable>> live;
+  for (int i = 0; i < 4; ++i) {
+    auto exe = load({"omni_test_add_f32"});
+    ASSERT_TRUE(exe.ok()) << exe.status();
+    live.push_back(std::move(*exe));
+  }
+  live.clear();
+  for (int i = 0; i < 20; ++i) {
+    auto exe = load({"omni_test_add_f32"});
+    ASSERT_TRUE(exe.ok()) << exe.status();
+    auto a = upload<float>({float(i)}), b = upload<float>({1});
+    auto c = zeros<float>(1);
+    BufferRef buffers[] = {BufferRef::all(*a), BufferRef::all(*b),
+                           BufferRef::all(*c)};
+    ASSERT_TRUE(stream_->dispatch(**exe, 0, 1, buffers, {}).ok());
+    EXPECT_EQ(download<float>(*c)[0], float(i + 1));
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Library routines against naive loops
+//===----------------------------------------------------------------------===//
+
+template <typename T> std::vector<T> cast(const std::vector<float> &v) {
+  return std::vector<T>(v.begin(), v.end());
+}
+
+template <typename T>
+void expectNear(const std::vector<T> &got, const std::vector<double> &want,
+                double tolerance) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(double(got[i]), want[i], tolerance) << "element " << i;
+}
+
+template <typename T> void checkMatmul(HalTest &t, Device &device, Stream &s) {
+  DType dtype = sizeof(T) == 4 ? DType::F32 : DType::F64;
+  if (!device.supportsLibrary(Library::Matmul, dtype))
+    GTEST_SKIP() << "no Matmul for " << dtypeName(dtype);
+  for (bool tl : {false, true})
+    for (bool tr : {false, true})
+      for (bool shared : {false, true}) {
+        MatmulParams p;
+        p.dtype = dtype;
+        p.batch = 3, p.m = 5, p.n = 7, p.k = 4;
+        p.transposeLhs = tl, p.transposeRhs = tr, p.rhsShared = shared;
+        int64_t rhsBatch = shared ? 1 : p.batch;
+        std::vector<float> lhs = randomFloats(p.batch * p.m * p.k, 3);
+        std::vector<float> rhs = randomFloats(rhsBatch * p.k * p.n, 4);
+        std::vector<double> want(p.batch * p.m * p.n);
+        for (int64_t b = 0; b < p.batch; ++b)
+          for (int64_t i = 0; i < p.m; ++i)
+            for (int64_t j = 0; j < p.n; ++j) {
+              double acc = 0;
+              for (int64_t k = 0; k < p.k; ++k) {
+                double x = tl ? lhs[(b * p.k + k) * p.m + i]
+                              : lhs[(b * p.m + i) * p.k + k];
+                int64_t rb = shared ? 0 : b;
+                double y = tr ? rhs[(rb * p.n + j) * p.k + k]
+                              : rhs[(rb * p.k + k) * p.n + j];
+                acc += x * y;
+              }
+              want[(b * p.m + i) * p.n + j] = acc;
+            }
+        auto bl = t.upload(cast<T>(lhs)), br = t.upload(cast<T>(rhs));
+        auto bo = t.zeros<T>(p.batch * p.m * p.n);
+        ASSERT_TRUE(s.matmul(p, BufferRef::all(*bl), BufferRef::all(*br),
+                             BufferRef::all(*bo))
+                        .ok());
+        expectNear(t.download<T>(*bo), want, 1e-5);
+      }
+}
+
+TEST_P(HalTest, MatmulF32) { checkMatmul<float>(*this, *device_, *stream_); }
+TEST_P(HalTest, MatmulF64) { checkMatmul<double>(*this, *device_, *stream_); }
+
+TEST_P(HalTest, MatmulDegenerateSizes) {
+  if (!device_->supportsLibrary(Library::Matmul, DType::F32))
+    GTEST_SKIP();
+  MatmulParams p;
+  p.m = 2, p.n = 3, p.k = 0;
+  auto empty = zeros<float>(0);
+  auto out = upload<float>({1, 1, 1, 1, 1, 1});
+  ASSERT_TRUE(stream_
+                  ->matmul(p, BufferRef::all(*empty), BufferRef::all(*empty),
+                           BufferRef::all(*out))
+                  .ok());
+  EXPECT_EQ(download<float>(*out), std::vector<float>(6, 0));
+  p.k = 2; // lhs now needs 16 bytes
+  EXPECT_FALSE(stream_
+                   ->matmul(p, BufferRef::all(*empty), BufferRef::all(*empty),
+                            BufferRef::all(*out))
+                   .ok());
+}
+
+std::vector<double> naiveConv2d(const Conv2dParams &p,
+                                const std::vector<float> &x,
+                                const std::vector<float> &w) {
+  std::vector<double> y(p.n * p.o * p.outH * p.outW);
+  for (int64_t n = 0; n < p.n; ++n)
+    for (int64_t o = 0; o < p.o; ++o)
+      for (int64_t oy = 0; oy < p.outH; ++oy)
+        for (int64_t ox = 0; ox < p.outW; ++ox) {
+          double acc = 0;
+          for (int64_t c = 0; c < p.c; ++c)
+            for (int64_t ky = 0; ky < p.kh; ++ky)
+              for (int64_t kx = 0; kx < p.kw; ++kx) {
+                int64_t iy = oy * p.strideH - p.padH + ky * p.dilationH;
+                int64_t ix = ox * p.strideW - p.padW + kx * p.dilationW;
+                if (iy < 0 || iy >= p.h || ix < 0 || ix >= p.w)
+                  continue;
+                acc += double(x[((n * p.c + c) * p.h + iy) * p.w + ix]) *
+                       w[((o * p.c + c) * p.kh + ky) * p.kw + kx];
+              }
+          y[((n * p.o + o) * p.outH + oy) * p.outW + ox] = acc;
+        }
+  return y;
+}
+
+TEST_P(HalTest, Conv2dMatchesNaiveLoops) {
+  for (DType dtype : {DType::F32, DType::F64}) {
+    if (!device_->supportsLibrary(Library::Conv2d, dtype))
+      continue;
+    struct Case {
+      int64_t n, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw;
+    };
+    for (Case k : {Case{2, 3, 8, 7, 4, 3, 3, 1, 1, 1, 1, 1, 1},
+                   Case{1, 2, 9, 10, 3, 3, 2, 2, 3, 0, 2, 1, 1},
+                   Case{1, 4, 11, 11, 2, 3, 3, 1, 2, 2, 1, 2, 3},
+                   Case{3, 1, 5, 5, 1, 1, 1, 1, 1, 0, 0, 1, 1}}) {
+      Conv2dParams p;
+      p.dtype = dtype;
+      p.n = k.n, p.c = k.c, p.h = k.h, p.w = k.w, p.o = k.o, p.kh = k.kh,
+      p.kw = k.kw;
+      p.strideH = k.sh, p.strideW = k.sw, p.padH = k.ph, p.padW = k.pw;
+      p.dilationH = k.dh, p.dilationW = k.dw;
+      p.outH =
+          (p.h + 2 * p.padH - p.dilationH * (p.kh - 1) - 1) / p.strideH + 1;
+      p.outW =
+          (p.w + 2 * p.padW - p.dilationW * (p.kw - 1) - 1) / p.strideW + 1;
+      std::vector<float> x = randomFloats(p.n * p.c * p.h * p.w, 5);
+      std::vector<float> w = randomFloats(p.o * p.c * p.kh * p.kw, 6);
+      std::vector<double> want = naiveConv2d(p, x, w);
+      int64_t outSize = p.n * p.o * p.outH * p.outW;
+      if (dtype == DType::F32) {
+        auto bx = upload(x), bw = upload(w);
+        auto by = zeros<float>(outSize);
+        ASSERT_TRUE(stream_
+                        ->conv2d(p, BufferRef::all(*bx), BufferRef::all(*bw),
+                                 BufferRef::all(*by))
+                        .ok());
+        expectNear(download<float>(*by), want, 1e-5);
+      } else {
+        auto bx = upload(cast<double>(x)), bw = upload(cast<double>(w));
+        auto by = zeros<double>(outSize);
+        ASSERT_TRUE(stream_
+                        ->conv2d(p, BufferRef::all(*bx), BufferRef::all(*bw),
+                                 BufferRef::all(*by))
+                        .ok());
+        expectNear(download<double>(*by), want, 1e-12);
+      }
+    }
+  }
+}
+
+TEST_P(HalTest, AttentionMatchesNaiveSoftmax) {
+  if (!device_->supportsLibrary(Library::Attention, DType::F32))
+    GTEST_SKIP();
+  for (int maskKind = 0; maskKind < 3; ++maskKind) {
+    AttentionParams p;
+    p.batch = 2, p.heads = 3, p.seqQ = 5, p.seqK = 7, p.headDim = 4,
+    p.valueDim = 6;
+    p.scale = 0.37;
+    p.hasMask = maskKind > 0;
+    p.maskBatchShared = maskKind == 2;
+    p.maskHeadShared = maskKind == 2;
+    int64_t mb = p.maskBatchShared ? 1 : p.batch;
+    int64_t mh = p.maskHeadShared ? 1 : p.heads;
+    std::vector<float> q =
+        randomFloats(p.batch * p.heads * p.seqQ * p.headDim, 7);
+    std::vector<float> k =
+        randomFloats(p.batch * p.heads * p.seqK * p.headDim, 8);
+    std::vector<float> v =
+        randomFloats(p.batch * p.heads * p.seqK * p.valueDim, 9);
+    std::vector<float> mask = randomFloats(mb * mh * p.seqQ * p.seqK, 10);
+    for (float &m : mask)
+      m *= 4;
+    std::vector<double> want(p.batch * p.heads * p.seqQ * p.valueDim);
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t h = 0; h < p.heads; ++h)
+        for (int64_t i = 0; i < p.seqQ; ++i) {
+          std::vector<double> s(p.seqK);
+          double max = -1e300, sum = 0;
+          for (int64_t j = 0; j < p.seqK; ++j) {
+            double dot = 0;
+            for (int64_t d = 0; d < p.headDim; ++d)
+              dot +=
+                  double(q[((b * p.heads + h) * p.seqQ + i) * p.headDim + d]) *
+                  k[((b * p.heads + h) * p.seqK + j) * p.headDim + d];
+            s[j] = dot * p.scale;
+            if (p.hasMask)
+              s[j] += mask[(((p.maskBatchShared ? 0 : b) * mh +
+                             (p.maskHeadShared ? 0 : h)) *
+                                p.seqQ +
+                            i) *
+                               p.seqK +
+                           j];
+            max = std::max(max, s[j]);
+          }
+          for (double &x : s)
+            sum += (x = std::exp(x - max));
+          for (int64_t e = 0; e < p.valueDim; ++e) {
+            double acc = 0;
+            for (int64_t j = 0; j < p.seqK; ++j)
+              acc += s[j] / sum *
+                     v[((b * p.heads + h) * p.seqK + j) * p.valueDim + e];
+            want[((b * p.heads + h) * p.seqQ + i) * p.valueDim + e] = acc;
+          }
+        }
+    auto bq = upload(q), bk = upload(k), bv = upload(v), bm = upload(mask);
+    auto out = zeros<float>(int64_t(want.size()));
+    BufferRef maskRef = p.hasMask ? BufferRef::all(*bm) : BufferRef{};
+    ASSERT_TRUE(stream_
+                    ->attention(p, BufferRef::all(*bq), BufferRef::all(*bk),
+                                BufferRef::all(*bv), maskRef,
+                                BufferRef::all(*out))
+                    .ok());
+    expectNear(download<float>(*out), want, 1e-5);
+  }
+}
+
+TEST_P(HalTest, AttentionWithLongKeysWorksInRowBlocks) {
+  // Long enough that the score matrix is computed a few query rows at a time.
+  if (!device_->supportsLibrary(Library::Attention, DType::F32))
+    GTEST_SKIP();
+  AttentionParams p;
+  p.batch = 1, p.heads = 1, p.seqQ = 5, p.seqK = 400000, p.headDim = 2,
+  p.valueDim = 2;
+  p.scale = 1.0;
+  std::vector<float> q = randomFloats(p.seqQ * p.headDim, 11);
+  std::vector<float> k = randomFloats(p.seqK * p.headDim, 12);
+  std::vector<float> v = randomFloats(p.seqK * p.valueDim, 13);
+  std::vector<double> want;
+  for (int64_t i = 0; i < p.seqQ; ++i) {
+    std::vector<double> s(p.seqK);
+    double max = -1e300, sum = 0;
+    for (int64_t j = 0; j < p.seqK; ++j) {
+      s[j] = double(q[i * 2]) * k[j * 2] + double(q[i * 2 + 1]) * k[j * 2 + 1];
+      max = std::max(max, s[j]);
+    }
+    for (double &x : s)
+      sum += (x = std::exp(x - max));
+    for (int64_t e = 0; e < 2; ++e) {
+      double acc = 0;
+      for (int64_t j = 0; j < p.seqK; ++j)
+        acc += s[j] / sum * v[j * 2 + e];
+      want.push_back(acc);
+    }
+  }
+  auto bq = upload(q), bk = upload(k), bv = upload(v);
+  auto out = zeros<float>(int64_t(want.size()));
+  ASSERT_TRUE(stream_
+                  ->attention(p, BufferRef::all(*bq), BufferRef::all(*bk),
+                              BufferRef::all(*bv), BufferRef{},
+                              BufferRef::all(*out))
+                  .ok());
+  expectNear(download<float>(*out), want, 1e-5);
+}
+
+//===----------------------------------------------------------------------===//
+// Channel
+//===----------------------------------------------------------------------===//
+
+TEST_P(HalTest, ChannelCollectives) {
+  auto channel = device_->createChannel();
+  if (!channel.ok()) {
+    EXPECT_EQ(channel.status().code(), absl::StatusCode::kUnimplemented);
+    GTEST_SKIP() << "no channels";
+  }
+  Channel &c = **channel;
+  ASSERT_GE(c.size(), 1);
+  if (c.size() != 1)
+    GTEST_SKIP() << "multi-rank channels are tested under MPI";
+  EXPECT_EQ(c.rank(), 0);
+  auto send = upload<float>({1, 2, 3});
+  auto recv = zeros<float>(3);
+  ASSERT_TRUE(c.allReduce(*stream_, BufferRef::all(*send),
+                          BufferRef::all(*recv), DType::F32, ReduceOp::Sum)
+                  .ok());
+  EXPECT_EQ(download<float>(*recv), (std::vector<float>{1, 2, 3}));
+  auto gathered = zeros<float>(3);
+  ASSERT_TRUE(
+      c.allGather(*stream_, BufferRef::all(*send), BufferRef::all(*gathered))
+          .ok());
+  EXPECT_EQ(download<float>(*gathered), (std::vector<float>{1, 2, 3}));
+  auto scattered = zeros<float>(3);
+  ASSERT_TRUE(c.reduceScatter(*stream_, BufferRef::all(*send),
+                              BufferRef::all(*scattered), DType::F32,
+                              ReduceOp::Max)
+                  .ok());
+  EXPECT_EQ(download<float>(*scattered), (std::vector<float>{1, 2, 3}));
+  EXPECT_TRUE(c.broadcast(*stream_, BufferRef::all(*send), 0).ok());
+  EXPECT_FALSE(c.broadcast(*stream_, BufferRef::all(*send), 1).ok());
+  auto small = zeros<float>(2);
+  EXPECT_FALSE(c.allReduce(*stream_, BufferRef::all(*send),
+                           BufferRef::all(*small), DType::F32, ReduceOp::Sum)
+                   .ok());
+}
+
+std::string driverName(const ::testing::TestParamInfo<std::string> &info) {
+  return info.param;
+}
+
+INSTANTIATE_TEST_SUITE_P(Drivers, HalTest,
+                         ::testing::ValuesIn(builtinDrivers().names()),
+                         driverName);
+INSTANTIATE_TEST_SUITE_P(Drivers, HalExecutableTest,
+                         ::testing::ValuesIn(builtinDrivers().names()),
+                         driverName);
+
+TEST(DriverRegistry, NamesAndErrors) {
+  EXPECT_EQ(builtinDrivers().names(), std::vector<std::string>{"cpu"});
+  auto missing = builtinDrivers().createDevice("tpu", {});
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(missing.status().message(),
+            "no driver named 'tpu' (available: cpu)");
+  DeviceOptions bad;
+  bad.threads = -2;
+  EXPECT_FALSE(builtinDrivers().createDevice("cpu", bad).ok());
+}
+
+} // namespace
+} // namespace omni::hal

@@ -1,0 +1,29 @@
+//===- CpuDriver.cpp - The cpu driver ---------------------------*- C++ -*-===//
+
+#include "runtime/hal/drivers/cpu/CpuDriver.h"
+
+#include "runtime/hal/drivers/cpu/CpuDevice.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace omni::hal::cpu {
+
+const std::string &CpuDriver::name() const {
+  static const std::string *name = new std::string("cpu");
+  return *name;
+}
+
+absl::StatusOr<std::unique_ptr<Device>>
+CpuDriver::createDevice(const DeviceOptions &options) {
+  if (options.threads < 0)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the cpu device needs threads >= 0 (0: one per core), found ",
+        options.threads));
+  if (options.ordinal != 0)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the cpu driver has one device (ordinal 0), found ordinal ",
+        options.ordinal));
+  return std::unique_ptr<Device>(new CpuDevice(options));
+}
+
+} // namespace omni::hal::cpu

@@ -1,0 +1,232 @@
+//===- CpuLibraries.cpp - Matmul, conv2d and attention on the CPU ---------===//
+//
+// Every routine is a thin layer over gemm, so its speed is OpenBLAS's. The
+// 32-bit BLAS interface bounds each gemm dimension; larger problems fail
+// with Unimplemented instead of overflowing an int.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/hal/drivers/cpu/CpuLibraries.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <algorithm>
+#include <cblas.h>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <initializer_list>
+#include <limits>
+#include <vector>
+
+namespace omni::hal::cpu {
+namespace {
+
+/// Row-major C = alpha op(A) op(B) + beta C; C is m x n.
+void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float *a,
+          int lda, const float *b, int ldb, float beta, float *c, int ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+              tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb,
+              beta, c, ldc);
+}
+void gemm(bool ta, bool tb, int m, int n, int k, double alpha, const double *a,
+          int lda, const double *b, int ldb, double beta, double *c, int ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+              tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb,
+              beta, c, ldc);
+}
+
+absl::Status
+fitsBlas(const char *routine,
+         std::initializer_list<std::pair<const char *, int64_t>> dims) {
+  for (auto [name, value] : dims)
+    if (value > INT_MAX)
+      return absl::UnimplementedError(
+          absl::StrCat(routine, ": ", name, " = ", value,
+                       " exceeds the 32-bit BLAS interface"));
+  return absl::OkStatus();
+}
+
+/// gemm with the degenerate sizes BLAS rejects handled: nothing to do for
+/// an empty result, zeros for an empty contraction.
+template <typename T>
+void safeGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha,
+              const T *a, int64_t lda, const T *b, int64_t ldb, T *c,
+              int64_t ldc) {
+  if (m == 0 || n == 0)
+    return;
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i)
+      std::fill(c + i * ldc, c + i * ldc + n, T(0));
+    return;
+  }
+  gemm(ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
+       alpha, a, static_cast<int>(std::max<int64_t>(lda, 1)), b,
+       static_cast<int>(std::max<int64_t>(ldb, 1)), T(0), c,
+       static_cast<int>(std::max<int64_t>(ldc, 1)));
+}
+
+template <typename T>
+void matmul(const MatmulParams &p, const T *lhs, const T *rhs, T *out) {
+  const int64_t lda = p.transposeLhs ? p.m : p.k;
+  const int64_t ldb = p.transposeRhs ? p.k : p.n;
+  for (int64_t b = 0; b < p.batch; ++b)
+    safeGemm<T>(p.transposeLhs, p.transposeRhs, p.m, p.n, p.k, T(1),
+                lhs + b * p.m * p.k, lda,
+                rhs + (p.rhsShared ? 0 : b * p.k * p.n), ldb,
+                out + b * p.m * p.n, p.n);
+}
+
+template <typename T>
+void conv2d(const Conv2dParams &p, const T *input, const T *filter, T *out,
+            ThreadPool &pool) {
+  const int64_t taps = p.kh * p.kw;
+  const int64_t rows = p.c * taps; // the im2col matrix is rows x pixels
+  const int64_t pixels = p.outH * p.outW;
+  if (p.o == 0 || pixels == 0 || p.n == 0)
+    return;
+  // Tiles of output pixels keep the column buffer near 4M elements.
+  const int64_t tile = std::max<int64_t>(
+      1, std::min<int64_t>(pixels,
+                           (int64_t(1) << 22) / std::max<int64_t>(rows, 1)));
+  std::vector<T> col(static_cast<size_t>(rows * tile));
+  for (int64_t n = 0; n < p.n; ++n) {
+    const T *x = input + n * p.c * p.h * p.w;
+    T *y = out + n * p.o * pixels;
+    for (int64_t p0 = 0; p0 < pixels; p0 += tile) {
+      const int64_t width = std::min(tile, pixels - p0);
+      pool.parallelFor(rows, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          const int64_t ci = r / taps, ky = (r / p.kw) % p.kh, kx = r % p.kw;
+          const T *plane = x + ci * p.h * p.w;
+          T *dst = col.data() + r * width;
+          for (int64_t j = 0; j < width; ++j) {
+            const int64_t pix = p0 + j;
+            const int64_t iy =
+                (pix / p.outW) * p.strideH - p.padH + ky * p.dilationH;
+            const int64_t ix =
+                (pix % p.outW) * p.strideW - p.padW + kx * p.dilationW;
+            dst[j] = (iy >= 0 && iy < p.h && ix >= 0 && ix < p.w)
+                         ? plane[iy * p.w + ix]
+                         : T(0);
+          }
+        }
+      });
+      // y[:, p0:p0+width] = filter[o, rows] x col[rows, width]
+      safeGemm<T>(false, false, p.o, width, rows, T(1), filter, rows,
+                  col.data(), width, y + p0, pixels);
+    }
+  }
+}
+
+template <typename T>
+void attention(const AttentionParams &p, const T *q, const T *k, const T *v,
+               const T *mask, T *out, ThreadPool &pool) {
+  if (p.seqQ == 0 || p.valueDim == 0)
+    return;
+  // Blocks of query rows keep the score matrix near 1M elements.
+  const int64_t block = std::max<int64_t>(
+      1, std::min<int64_t>(p.seqQ,
+                           (int64_t(1) << 20) / std::max<int64_t>(p.seqK, 1)));
+  std::vector<T> scores(static_cast<size_t>(block * p.seqK));
+  const int64_t maskHeads = p.maskHeadShared ? 1 : p.heads;
+  for (int64_t b = 0; b < p.batch; ++b) {
+    for (int64_t h = 0; h < p.heads; ++h) {
+      const int64_t bh = b * p.heads + h;
+      const T *ks = k + bh * p.seqK * p.headDim;
+      const T *vs = v + bh * p.seqK * p.valueDim;
+      const T *ms = nullptr;
+      if (mask)
+        ms = mask + ((p.maskBatchShared ? 0 : b) * maskHeads +
+                     (p.maskHeadShared ? 0 : h)) *
+                        p.seqQ * p.seqK;
+      for (int64_t r0 = 0; r0 < p.seqQ; r0 += block) {
+        const int64_t rows = std::min(block, p.seqQ - r0);
+        const T *qs = q + (bh * p.seqQ + r0) * p.headDim;
+        T *os = out + (bh * p.seqQ + r0) * p.valueDim;
+        // scores = scale * q k^T
+        safeGemm<T>(false, true, rows, p.seqK, p.headDim, T(p.scale), qs,
+                    p.headDim, ks, p.headDim, scores.data(), p.seqK);
+        pool.parallelFor(rows, 16, [&](int64_t i0, int64_t i1) {
+          for (int64_t i = i0; i < i1; ++i) {
+            T *row = scores.data() + i * p.seqK;
+            if (ms)
+              for (int64_t j = 0; j < p.seqK; ++j)
+                row[j] += ms[(r0 + i) * p.seqK + j];
+            T max = -std::numeric_limits<T>::infinity();
+            for (int64_t j = 0; j < p.seqK; ++j)
+              max = std::max(max, row[j]);
+            double sum = 0;
+            for (int64_t j = 0; j < p.seqK; ++j) {
+              row[j] = std::exp(row[j] - max);
+              sum += row[j];
+            }
+            const T inv = static_cast<T>(1.0 / sum);
+            for (int64_t j = 0; j < p.seqK; ++j)
+              row[j] *= inv;
+          }
+        });
+        // out = softmax(scores) v
+        safeGemm<T>(false, false, rows, p.valueDim, p.seqK, T(1), scores.data(),
+                    p.seqK, vs, p.valueDim, os, p.valueDim);
+      }
+    }
+  }
+}
+
+} // namespace
+
+absl::Status runMatmul(const MatmulParams &p, const void *lhs, const void *rhs,
+                       void *result) {
+  absl::Status fits = fitsBlas("Matmul", {{"m", p.m}, {"n", p.n}, {"k", p.k}});
+  if (!fits.ok())
+    return fits;
+  if (p.dtype == DType::F32)
+    matmul(p, static_cast<const float *>(lhs), static_cast<const float *>(rhs),
+           static_cast<float *>(result));
+  else
+    matmul(p, static_cast<const double *>(lhs),
+           static_cast<const double *>(rhs), static_cast<double *>(result));
+  return absl::OkStatus();
+}
+
+absl::Status runConv2d(const Conv2dParams &p, const void *input,
+                       const void *filter, void *result, ThreadPool &pool) {
+  absl::Status fits =
+      fitsBlas("Conv2d", {{"output channels", p.o},
+                          {"output pixels", p.outH * p.outW},
+                          {"input channels x kernel taps", p.c * p.kh * p.kw}});
+  if (!fits.ok())
+    return fits;
+  if (p.dtype == DType::F32)
+    conv2d(p, static_cast<const float *>(input),
+           static_cast<const float *>(filter), static_cast<float *>(result),
+           pool);
+  else
+    conv2d(p, static_cast<const double *>(input),
+           static_cast<const double *>(filter), static_cast<double *>(result),
+           pool);
+  return absl::OkStatus();
+}
+
+absl::Status runAttention(const AttentionParams &p, const void *q,
+                          const void *k, const void *v, const void *mask,
+                          void *result, ThreadPool &pool) {
+  absl::Status fits = fitsBlas("Attention", {{"query length", p.seqQ},
+                                             {"key length", p.seqK},
+                                             {"head size", p.headDim},
+                                             {"value size", p.valueDim}});
+  if (!fits.ok())
+    return fits;
+  if (p.dtype == DType::F32)
+    attention(p, static_cast<const float *>(q), static_cast<const float *>(k),
+              static_cast<const float *>(v), static_cast<const float *>(mask),
+              static_cast<float *>(result), pool);
+  else
+    attention(p, static_cast<const double *>(q), static_cast<const double *>(k),
+              static_cast<const double *>(v), static_cast<const double *>(mask),
+              static_cast<double *>(result), pool);
+  return absl::OkStatus();
+}
+
+} // namespace omni::hal::cpu

@@ -1,0 +1,35 @@
+//===- CpuLibraries.h - Matmul, conv2d and attention on the CPU -*- C++ -*-===//
+//
+// The cpu driver's library routines on raw host pointers (the stream has
+// checked every buffer range): matmul through cblas_sgemm / cblas_dgemm
+// (one call per batch, a shared rhs reused), conv2d as im2col tiles times
+// the filter with sgemm, attention per (batch, head) as two gemms around a
+// row softmax. f32 and f64. OpenBLAS parallelizes the gemms; the pool
+// parallelizes im2col and the softmax rows.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OMNI_RUNTIME_HAL_DRIVERS_CPU_CPULIBRARIES_H
+#define OMNI_RUNTIME_HAL_DRIVERS_CPU_CPULIBRARIES_H
+
+#include "runtime/hal/Library.h"
+#include "runtime/hal/drivers/cpu/ThreadPool.h"
+
+#include "absl/status/status.h"
+
+namespace omni::hal::cpu {
+
+absl::Status runMatmul(const MatmulParams &p, const void *lhs, const void *rhs,
+                       void *result);
+
+absl::Status runConv2d(const Conv2dParams &p, const void *input,
+                       const void *filter, void *result, ThreadPool &pool);
+
+/// `mask` is null when p.hasMask is false.
+absl::Status runAttention(const AttentionParams &p, const void *q,
+                          const void *k, const void *v, const void *mask,
+                          void *result, ThreadPool &pool);
+
+} // namespace omni::hal::cpu
+
+#endif // OMNI_RUNTIME_HAL_DRIVERS_CPU_CPULIBRARIES_H

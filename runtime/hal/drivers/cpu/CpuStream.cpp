@@ -1,0 +1,308 @@
+//===- CpuStream.cpp - Eager command execution on the host ------*- C++ -*-===//
+
+#include "runtime/hal/drivers/cpu/CpuStream.h"
+
+#include "runtime/base/CheckedMath.h"
+#include "runtime/base/Status.h"
+#include "runtime/flowgrpo/Philox.h"
+#include "runtime/hal/drivers/cpu/CpuDevice.h"
+#include "runtime/hal/drivers/cpu/CpuExecutable.h"
+#include "runtime/hal/drivers/cpu/CpuLibraries.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <cstring>
+#include <vector>
+
+namespace omni::hal::cpu {
+namespace {
+
+class CompleteEvent final : public Event {
+public:
+  absl::Status wait() override { return absl::OkStatus(); }
+  bool isComplete() const override { return true; }
+};
+
+int64_t elementSize(DType dtype) {
+  switch (dtype) {
+  case DType::F64:
+  case DType::I64:
+    return 8;
+  case DType::F32:
+  case DType::I32:
+    return 4;
+  case DType::F16:
+  case DType::BF16:
+    return 2;
+  case DType::I1:
+    return 1;
+  }
+  return 1;
+}
+
+/// Bytes of `count` elements, or -1 on overflow / negative counts.
+int64_t bytesOf(std::initializer_list<int64_t> dims, DType dtype) {
+  std::optional<int64_t> n = checkedNumElements(std::vector<int64_t>(dims));
+  std::optional<int64_t> b =
+      n ? checkedMul(*n, elementSize(dtype)) : std::nullopt;
+  return b ? *b : -1;
+}
+
+uint16_t bf16Bits(float value) {
+  double rounded = roundToDType(value, DType::BF16);
+  float f = static_cast<float>(rounded); // exact: a bf16 value
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+} // namespace
+
+absl::StatusOr<uint8_t *> CpuStream::resolve(BufferRef ref,
+                                             const char *what) const {
+  if (!ref.buffer)
+    return absl::InvalidArgumentError(absl::StrCat(what, " has no buffer"));
+  if (&ref.buffer->device() != static_cast<const Device *>(&device_))
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " is a buffer of another device"));
+  if (!rangeInside(ref.offset, ref.length, ref.buffer->size()))
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " range [", ref.offset, ", +", ref.length,
+        ") is outside its buffer of ", ref.buffer->size(), " bytes"));
+  // Every buffer of this device is a CpuBuffer.
+  return static_cast<CpuBuffer *>(ref.buffer)->data() + ref.offset;
+}
+
+absl::StatusOr<uint8_t *> CpuStream::resolveSized(BufferRef ref, int64_t bytes,
+                                                  const char *what) const {
+  OMNI_ASSIGN_OR_RETURN(uint8_t * p, resolve(ref, what));
+  if (ref.length != bytes)
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " is ", ref.length, " bytes but the command needs ", bytes));
+  return p;
+}
+
+absl::Status CpuStream::writeBuffer(const void *host, BufferRef dst) {
+  OMNI_ASSIGN_OR_RETURN(uint8_t * d, resolve(dst, "writeBuffer destination"));
+  if (dst.length)
+    std::memcpy(d, host, static_cast<size_t>(dst.length));
+  return absl::OkStatus();
+}
+
+absl::Status CpuStream::readBuffer(BufferRef src, void *host) {
+  OMNI_ASSIGN_OR_RETURN(uint8_t * s, resolve(src, "readBuffer source"));
+  if (src.length)
+    std::memcpy(host, s, static_cast<size_t>(src.length));
+  return absl::OkStatus();
+}
+
+absl::Status CpuStream::copy(BufferRef src, BufferRef dst) {
+  OMNI_ASSIGN_OR_RETURN(uint8_t * s, resolve(src, "copy source"));
+  OMNI_ASSIGN_OR_RETURN(uint8_t * d, resolve(dst, "copy destination"));
+  if (src.length != dst.length)
+    return absl::InvalidArgumentError(
+        absl::StrCat("copy of ", src.length, " bytes into ", dst.length));
+  if (src.length && s != d)
+    std::memmove(d, s, static_cast<size_t>(src.length));
+  return absl::OkStatus();
+}
+
+absl::Status CpuStream::fill(BufferRef dst, absl::Span<const uint8_t> pattern) {
+  OMNI_ASSIGN_OR_RETURN(uint8_t * d, resolve(dst, "fill destination"));
+  const int64_t size = static_cast<int64_t>(pattern.size());
+  if (size == 0 || dst.length % size != 0)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "fill of ", dst.length, " bytes with a pattern of ", size, " bytes"));
+  if (dst.length == 0)
+    return absl::OkStatus();
+  bool uniform = true;
+  for (uint8_t b : pattern)
+    uniform &= b == pattern[0];
+  if (uniform) {
+    std::memset(d, pattern[0], static_cast<size_t>(dst.length));
+    return absl::OkStatus();
+  }
+  // Write the pattern once, then double the filled prefix.
+  std::memcpy(d, pattern.data(), pattern.size());
+  int64_t filled = size;
+  while (filled < dst.length) {
+    int64_t n = std::min(filled, dst.length - filled);
+    std::memcpy(d + filled, d, static_cast<size_t>(n));
+    filled += n;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CpuStream::dispatch(const Executable &executable, int64_t kernel,
+                                 int64_t grid,
+                                 absl::Span<const BufferRef> buffers,
+                                 absl::Span<const int64_t> scalars) {
+  // Executables of this device are CpuExecutables.
+  const auto &exe = static_cast<const CpuExecutable &>(executable);
+  if (kernel < 0 || kernel >= exe.numKernels())
+    return absl::InvalidArgumentError(
+        absl::StrCat("kernel ", kernel, " of executable '", exe.name(),
+                     "', which has ", exe.numKernels()));
+  if (grid < 0)
+    return absl::InvalidArgumentError(absl::StrCat("grid = ", grid));
+  std::vector<void *> pointers;
+  pointers.reserve(buffers.size());
+  for (const BufferRef &ref : buffers) {
+    OMNI_ASSIGN_OR_RETURN(uint8_t * p, resolve(ref, "dispatch buffer"));
+    pointers.push_back(p);
+  }
+  std::vector<int64_t> values(scalars.begin(), scalars.end());
+  KernelFn fn = exe.kernel(kernel);
+  void **args = pointers.data();
+  const int64_t *scalarArgs = values.data();
+  device_.pool().parallelFor(grid, [&](int64_t begin, int64_t end) {
+    fn(begin, end, args, scalarArgs);
+  });
+  return absl::OkStatus();
+}
+
+absl::Status CpuStream::random(Distribution distribution, DType dtype,
+                               int64_t count, BufferRef key, BufferRef counter,
+                               BufferRef offset, BufferRef result) {
+  if (!isFloatDType(dtype))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "random numbers of ", dtypeName(dtype), " (expected a float type)"));
+  int64_t words[3];
+  const std::pair<const char *, BufferRef> inputs[] = {
+      {"random key", key},
+      {"random counter", counter},
+      {"random offset", offset}};
+  for (int i = 0; i < 3; ++i) {
+    OMNI_ASSIGN_OR_RETURN(uint8_t * p,
+                          resolveSized(inputs[i].second, 8, inputs[i].first));
+    std::memcpy(&words[i], p, 8);
+  }
+  int64_t bytes = bytesOf({count}, dtype);
+  if (bytes < 0)
+    return absl::InvalidArgumentError(absl::StrCat("random count ", count));
+  OMNI_ASSIGN_OR_RETURN(uint8_t * out,
+                        resolveSized(result, bytes, "random result"));
+  const int64_t seed = words[0], stream = words[1], first = words[2];
+  auto generate = [&](int64_t begin, float *values, int64_t n) {
+    // Positions wrap modulo 2^64 (docs/rng.md): add as unsigned.
+    int64_t position = static_cast<int64_t>(static_cast<uint64_t>(first) +
+                                            static_cast<uint64_t>(begin));
+    if (distribution == Distribution::Normal)
+      flowgrpo::philoxNormal(seed, stream, position, values, n);
+    else
+      flowgrpo::philoxUniform(seed, stream, position, values, n);
+  };
+  device_.pool().parallelFor(count, 4096, [&](int64_t begin, int64_t end) {
+    if (dtype == DType::F32) {
+      generate(begin, reinterpret_cast<float *>(out) + begin, end - begin);
+      return;
+    }
+    constexpr int64_t kBlock = 1024;
+    float values[kBlock];
+    for (int64_t b = begin; b < end; b += kBlock) {
+      int64_t n = std::min(kBlock, end - b);
+      generate(b, values, n);
+      for (int64_t i = 0; i < n; ++i) {
+        int64_t j = b + i;
+        if (dtype == DType::F64) {
+          double v = values[i];
+          std::memcpy(out + 8 * j, &v, 8);
+        } else {
+          uint16_t bits = dtype == DType::F16 ? halfBitsFromDouble(values[i])
+                                              : bf16Bits(values[i]);
+          std::memcpy(out + 2 * j, &bits, 2);
+        }
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
+absl::Status CpuStream::matmul(const MatmulParams &p, BufferRef lhs,
+                               BufferRef rhs, BufferRef result) {
+  if (!device_.supportsLibrary(Library::Matmul, p.dtype))
+    return absl::UnimplementedError(absl::StrCat(
+        "the cpu Matmul supports f32 and f64, not ", dtypeName(p.dtype)));
+  int64_t lhsRows = p.transposeLhs ? p.k : p.m,
+          lhsCols = p.transposeLhs ? p.m : p.k;
+  int64_t rhsRows = p.transposeRhs ? p.n : p.k,
+          rhsCols = p.transposeRhs ? p.k : p.n;
+  OMNI_ASSIGN_OR_RETURN(
+      uint8_t * a,
+      resolveSized(lhs, bytesOf({p.batch, lhsRows, lhsCols}, p.dtype), "lhs"));
+  OMNI_ASSIGN_OR_RETURN(
+      uint8_t * b,
+      resolveSized(
+          rhs, bytesOf({p.rhsShared ? 1 : p.batch, rhsRows, rhsCols}, p.dtype),
+          "rhs"));
+  OMNI_ASSIGN_OR_RETURN(
+      uint8_t * c,
+      resolveSized(result, bytesOf({p.batch, p.m, p.n}, p.dtype), "result"));
+  return runMatmul(p, a, b, c);
+}
+
+absl::Status CpuStream::conv2d(const Conv2dParams &p, BufferRef input,
+                               BufferRef filter, BufferRef result) {
+  if (!device_.supportsLibrary(Library::Conv2d, p.dtype))
+    return absl::UnimplementedError(absl::StrCat(
+        "the cpu Conv2d supports f32 and f64, not ", dtypeName(p.dtype)));
+  OMNI_ASSIGN_OR_RETURN(
+      uint8_t * x,
+      resolveSized(input, bytesOf({p.n, p.c, p.h, p.w}, p.dtype), "input"));
+  OMNI_ASSIGN_OR_RETURN(
+      uint8_t * w,
+      resolveSized(filter, bytesOf({p.o, p.c, p.kh, p.kw}, p.dtype), "filter"));
+  OMNI_ASSIGN_OR_RETURN(
+      uint8_t * y,
+      resolveSized(result, bytesOf({p.n, p.o, p.outH, p.outW}, p.dtype),
+                   "result"));
+  return runConv2d(p, x, w, y, device_.pool());
+}
+
+absl::Status CpuStream::attention(const AttentionParams &p, BufferRef q,
+                                  BufferRef k, BufferRef v, BufferRef mask,
+                                  BufferRef result) {
+  if (!device_.supportsLibrary(Library::Attention, p.dtype))
+    return absl::UnimplementedError(absl::StrCat(
+        "the cpu Attention supports f32 and f64, not ", dtypeName(p.dtype)));
+  OMNI_ASSIGN_OR_RETURN(
+      uint8_t * qp,
+      resolveSized(q, bytesOf({p.batch, p.heads, p.seqQ, p.headDim}, p.dtype),
+                   "query"));
+  OMNI_ASSIGN_OR_RETURN(
+      uint8_t * kp,
+      resolveSized(k, bytesOf({p.batch, p.heads, p.seqK, p.headDim}, p.dtype),
+                   "key"));
+  OMNI_ASSIGN_OR_RETURN(
+      uint8_t * vp,
+      resolveSized(v, bytesOf({p.batch, p.heads, p.seqK, p.valueDim}, p.dtype),
+                   "value"));
+  uint8_t *mp = nullptr;
+  if (p.hasMask) {
+    OMNI_ASSIGN_OR_RETURN(
+        mp,
+        resolveSized(mask,
+                     bytesOf({p.maskBatchShared ? 1 : p.batch,
+                              p.maskHeadShared ? 1 : p.heads, p.seqQ, p.seqK},
+                             p.dtype),
+                     "mask"));
+  }
+  OMNI_ASSIGN_OR_RETURN(
+      uint8_t * out,
+      resolveSized(result,
+                   bytesOf({p.batch, p.heads, p.seqQ, p.valueDim}, p.dtype),
+                   "result"));
+  return runAttention(p, qp, kp, vp, mp, out, device_.pool());
+}
+
+absl::StatusOr<std::shared_ptr<Event>> CpuStream::recordEvent() {
+  return std::shared_ptr<Event>(std::make_shared<CompleteEvent>());
+}
+
+absl::Status CpuStream::waitEvent(const std::shared_ptr<Event> &event) {
+  // Another stream of this device ran its commands eagerly too; waiting only
+  // collects its status.
+  return event ? event->wait() : absl::OkStatus();
+}
+
+} // namespace omni::hal::cpu

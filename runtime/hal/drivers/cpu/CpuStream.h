@@ -1,0 +1,61 @@
+//===- CpuStream.h - Eager command execution on the host --------*- C++ -*-===//
+//
+// The cpu driver's Stream runs each command before the submitting call
+// returns (on the device's thread pool where the command parallelizes), so
+// its events are complete when recorded and synchronize() has nothing to
+// wait for; it keeps the asynchronous interface so that the executor is the
+// same for every driver. Every BufferRef is checked (this device's buffer,
+// range inside it) before any byte is touched.
+//
+// Ownership: created by CpuDevice::createStream; the device must outlive it.
+// Thread safety: one thread at a time (hal::Stream).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OMNI_RUNTIME_HAL_DRIVERS_CPU_CPUSTREAM_H
+#define OMNI_RUNTIME_HAL_DRIVERS_CPU_CPUSTREAM_H
+
+#include "runtime/hal/Stream.h"
+
+namespace omni::hal::cpu {
+
+class CpuDevice;
+
+class CpuStream final : public Stream {
+public:
+  explicit CpuStream(CpuDevice &device) : device_(device) {}
+
+  absl::Status writeBuffer(const void *host, BufferRef dst) override;
+  absl::Status readBuffer(BufferRef src, void *host) override;
+  absl::Status copy(BufferRef src, BufferRef dst) override;
+  absl::Status fill(BufferRef dst, absl::Span<const uint8_t> pattern) override;
+  absl::Status dispatch(const Executable &executable, int64_t kernel,
+                        int64_t grid, absl::Span<const BufferRef> buffers,
+                        absl::Span<const int64_t> scalars) override;
+  absl::Status random(Distribution distribution, DType dtype, int64_t count,
+                      BufferRef key, BufferRef counter, BufferRef offset,
+                      BufferRef result) override;
+  absl::Status matmul(const MatmulParams &params, BufferRef lhs, BufferRef rhs,
+                      BufferRef result) override;
+  absl::Status conv2d(const Conv2dParams &params, BufferRef input,
+                      BufferRef filter, BufferRef result) override;
+  absl::Status attention(const AttentionParams &params, BufferRef q,
+                         BufferRef k, BufferRef v, BufferRef mask,
+                         BufferRef result) override;
+  absl::StatusOr<std::shared_ptr<Event>> recordEvent() override;
+  absl::Status waitEvent(const std::shared_ptr<Event> &event) override;
+  absl::Status synchronize() override { return absl::OkStatus(); }
+
+private:
+  /// The host address of `ref` after checking it; `what` names it in errors.
+  absl::StatusOr<uint8_t *> resolve(BufferRef ref, const char *what) const;
+  /// resolve() plus a check that ref.length == bytes.
+  absl::StatusOr<uint8_t *> resolveSized(BufferRef ref, int64_t bytes,
+                                         const char *what) const;
+
+  CpuDevice &device_;
+};
+
+} // namespace omni::hal::cpu
+
+#endif // OMNI_RUNTIME_HAL_DRIVERS_CPU_CPUSTREAM_H

@@ -1,0 +1,761 @@
+//===- LoaderTest.cpp - The loader's checks, message by message -*- C++ -*-===//
+//
+// Every semantic check of Verify.cpp (and the gates of Program.cpp) has a
+// test that builds an otherwise valid step.bin violating exactly that check
+// and compares the whole one-line message.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/loader/Program.h"
+#include "runtime/loader/testing/StepBuilder.h"
+
+#include "gtest/gtest.h"
+
+#include <cstdio>
+#include <functional>
+#include <limits>
+
+namespace omni::loader {
+namespace {
+
+using omni::testing::StepBuilder;
+using step::CommandKind;
+using step::DType;
+using step::Library;
+using step::ScalarOpKind;
+using step::Storage;
+
+/// The message loading `bytes` fails with ("" when it loads).
+std::string errorOf(const std::string &bytes, const LoadOptions &options = {}) {
+  auto program = Program::loadBytes(bytes, options);
+  if (program.ok())
+    return "";
+  EXPECT_EQ(program.status().code(), absl::StatusCode::kInvalidArgument);
+  return std::string(program.status().message());
+}
+
+/// A valid program `f(x: 2x3xf32) -> 2x3xf32` that copies x through the
+/// arena; `edit` may change anything before it is finished.
+std::string build(const std::function<void(StepBuilder &)> &edit = nullptr) {
+  StepBuilder b;
+  uint32_t x = b.argument(DType::F32, {2, 3}, 0, "x");
+  uint32_t t = b.arena(DType::F32, {2, 3}, "t");
+  std::vector<omni::testing::CommandRef> commands = {b.copy(x, t)};
+  b.function("f", {x}, {t}, commands);
+  if (edit)
+    edit(b);
+  return b.finish();
+}
+
+/// A program whose function `f` has the given commands over tensors the
+/// callback creates.
+std::string withCommands(
+    const std::function<std::vector<omni::testing::CommandRef>(StepBuilder &)>
+        &make,
+    std::vector<uint32_t> inputs = {}, std::vector<uint32_t> outputs = {}) {
+  StepBuilder b;
+  std::vector<omni::testing::CommandRef> commands = make(b);
+  b.function("f", inputs, outputs, commands);
+  return b.finish();
+}
+
+TEST(Loader, LoadsAValidProgram) {
+  auto program = Program::loadBytes(build());
+  ASSERT_TRUE(program.ok()) << program.status();
+  const Program &p = **program;
+  EXPECT_EQ(p.name(), "step.bin");
+  EXPECT_EQ(p.findFunction("f"), 0u);
+  EXPECT_FALSE(p.findFunction("g"));
+  EXPECT_EQ(p.functionSignature(0), "(tensor<2x3xf32>) -> (tensor<2x3xf32>)");
+  ASSERT_EQ(p.tensors().size(), 2u);
+  EXPECT_EQ(p.tensor(1).bytes, 24);
+  EXPECT_EQ(p.tensor(1).name, "t");
+  EXPECT_EQ(p.arenaSize(), 24);
+}
+
+TEST(Loader, LoadsFromAFile) {
+  std::string path = ::testing::TempDir() + "/loader_test.bin";
+  std::string bytes = build();
+  FILE *f = std::fopen(path.c_str(), "wb");
+  ASSERT_TRUE(f);
+  std::fwrite(bytes.data(), 1, bytes.size(), f);
+  std::fclose(f);
+  auto program = Program::loadFile(path);
+  ASSERT_TRUE(program.ok()) << program.status();
+  EXPECT_EQ((*program)->name(), path);
+
+  auto missing = Program::loadFile("/nonexistent/x.bin");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(missing.status().message(),
+            "/nonexistent/x.bin: cannot open: No such file or directory");
+  EXPECT_EQ(Program::loadFile("/").status().message(), "/: not a regular file");
+}
+
+//===----------------------------------------------------------------------===//
+// The gates before the semantic checks
+//===----------------------------------------------------------------------===//
+
+TEST(Loader, RejectsTinyAndForeignFiles) {
+  EXPECT_EQ(errorOf("abc"),
+            "step.bin: file is 3 bytes, too small for a step.bin (at least 8)");
+  std::string bytes = build();
+  bytes.replace(4, 4, "NPY\x01");
+  EXPECT_EQ(
+      errorOf(bytes),
+      "step.bin: file identifier is 'NPY\\x01' but a step.bin has 'OMN1'");
+  LoadOptions named;
+  named.name = "model.bin";
+  EXPECT_EQ(
+      errorOf("abc", named),
+      "model.bin: file is 3 bytes, too small for a step.bin (at least 8)");
+}
+
+TEST(Loader, RejectsWhatTheFlatBuffersVerifierRejects) {
+  std::string bytes = build();
+  EXPECT_EQ(errorOf(bytes.substr(0, bytes.size() / 2)),
+            "step.bin: the FlatBuffers verifier rejected the file (an offset, "
+            "length or nesting depth is out of range)");
+}
+
+TEST(Loader, RejectsOtherVersions) {
+  EXPECT_EQ(errorOf(build([](StepBuilder &b) { b.version = 2; })),
+            "step.bin: version = 2 but this omnirun reads version 1");
+}
+
+//===----------------------------------------------------------------------===//
+// Root, tensors, state, constants, executables
+//===----------------------------------------------------------------------===//
+
+TEST(Loader, ChecksTheRoot) {
+  EXPECT_EQ(
+      errorOf(build([](StepBuilder &b) { b.targetKind = "tpu"; })),
+      "step.bin: target.kind: = 'tpu' but omnirun knows 'cpu' and 'cuda'");
+  EXPECT_EQ(errorOf(build([](StepBuilder &b) { b.arenaSize = -8; })),
+            "step.bin: arena_size: = -8 but it must be >= 0");
+}
+
+TEST(Loader, ChecksTensorTypes) {
+  EXPECT_EQ(errorOf(build([](StepBuilder &b) {
+              b.tensors[1].dtype = static_cast<DType>(9);
+            })),
+            "step.bin: tensors[1].dtype: = 9 but valid dtypes are 0..6 (f32, "
+            "f64, f16, bf16, i1, i32, i64)");
+  EXPECT_EQ(errorOf(build([](StepBuilder &b) { b.tensors[1].shape[1] = -3; })),
+            "step.bin: tensors[1].shape[1]: = -3 but dimensions must be >= 0");
+  EXPECT_EQ(errorOf(build([](StepBuilder &b) {
+              b.tensors[1].shape = {int64_t(1) << 40, int64_t(1) << 30};
+            })),
+            "step.bin: tensors[1].shape: tensor<1099511627776x1073741824xf32> "
+            "has more bytes than int64 can count");
+  EXPECT_EQ(errorOf(build([](StepBuilder &b) {
+              b.tensors[1].storage = static_cast<Storage>(7);
+            })),
+            "step.bin: tensors[1].storage: = 7 but valid storages are 0..3 "
+            "(Arena, Argument, Constant, State)");
+  EXPECT_EQ(errorOf(build([](StepBuilder &b) {
+              b.tensors[0].role = static_cast<step::Role>(6);
+            })),
+            "step.bin: tensors[0].role: = 6 but valid roles are 0..5");
+}
+
+TEST(Loader, ChecksArenaRanges) {
+  EXPECT_EQ(errorOf(build([](StepBuilder &b) { b.tensors[1].index = 8; })),
+            "step.bin: tensors[1]: arena range [8, 32) of tensor<2x3xf32> is "
+            "outside arena_size = 24");
+  EXPECT_EQ(errorOf(build([](StepBuilder &b) {
+              b.tensors[1].index = std::numeric_limits<int64_t>::max() - 4;
+              b.arenaSize = std::numeric_limits<int64_t>::max();
+            })),
+            "step.bin: tensors[1]: arena range [9223372036854775803, "
+            "9223372036854775827) of tensor<2x3xf32> is outside arena_size = "
+            "9223372036854775807");
+  EXPECT_EQ(errorOf(build([](StepBuilder &b) { b.tensors[1].index = -4; })),
+            "step.bin: tensors[1].index: (arena offset) = -4 but it must be "
+            ">= 0");
+  EXPECT_EQ(errorOf(build([](StepBuilder &b) {
+              b.tensors[1].index = 2;
+              b.arenaSize = 64;
+            })),
+            "step.bin: tensors[1].index: (arena offset) = 2 is not a multiple "
+            "of 4, the size of f32");
+}
+
+TEST(Loader, ChecksConstants) {
+  EXPECT_EQ(errorOf(build([](StepBuilder &b) {
+              b.constant(DType::F32, {2}, std::vector<uint8_t>(8));
+              b.tensors.back().index = 3;
+            })),
+            "step.bin: tensors[2].index: (constant) = 3 but there are 1 "
+            "constants");
+  EXPECT_EQ(errorOf(build([](StepBuilder &b) {
+              b.constant(DType::F32, {2, 3}, std::vector<uint8_t>(12));
+            })),
+            "step.bin: constants[0].data: has 12 bytes but tensors[2] "
+            "(tensor<2x3xf32>) needs 24");
+}
+
+TEST(Loader, ChecksState) {
+  EXPECT_EQ(errorOf(build([](StepBuilder &b) {
+              b.stateTensor("w", DType::F32, {4});
+              b.tensors.back().index = 1;
+            })),
+            "step.bin: tensors[2].index: (state) = 1 but there are 1 state "
+            "slots");
+  EXPECT_EQ(errorOf(build([](StepBuilder &b) {
+              b.stateTensor("w", DType::F32, {4});
+              b.tensors.back().shape = {5};
+            })),
+            "step.bin: tensors[2]: tensor<5xf32> aliases state[0] 'w' of type "
+            "tensor<4xf32> (dtype and element count must match)");
+  EXPECT_EQ(errorOf(build([](StepBuilder &b) {
+              b.stateTensor("w", DType::F32, {4});
+              b.stateTensor("w", DType::F32, {2});
+            })),
+            "step.bin: state[1].name: 'w' duplicates state[0].name");
+  EXPECT_EQ(errorOf(build(
+                [](StepBuilder &b) { b.stateTensor("", DType::F32, {4}); })),
+            "step.bin: state[0].name: is empty but state slots are looked up "
+            "by name");
+  // A reshape of a state slot keeps its element count.
+  EXPECT_EQ(errorOf(build([](StepBuilder &b) {
+              b.stateTensor("w", DType::F32, {4});
+              b.tensors.back().shape = {2, 2};
+            })),
+            "");
+}
+
+TEST(Loader, ChecksExecutables) {
+  auto withExe = [](std::function<void(StepBuilder::ExecutableSpec &)> edit) {
+    return build([&](StepBuilder &b) {
+      StepBuilder::ExecutableSpec e;
+      e.name = "kernels";
+      e.target = "+avx2,+fma";
+      e.data = {0x7f, 'E', 'L', 'F', 2, 1, 1};
+      e.kernels = {"k"};
+      edit(e);
+      b.executable(e);
+    });
+  };
+  CpuFeatures avx2({"sse2", "avx", "avx2", "fma"});
+  CpuFeatures sse2({"sse2"});
+  LoadOptions onAvx2, onSse2;
+  onAvx2.cpu = &avx2;
+  onSse2.cpu = &sse2;
+  EXPECT_EQ(errorOf(withExe([](auto &) {}), onAvx2), "");
+  EXPECT_EQ(errorOf(withExe([](auto &) {}), onSse2),
+            "step.bin: executables[0] ('kernels').target: needs avx2 (cpuinfo "
+            "flag avx2), which this CPU lacks");
+  EXPECT_EQ(errorOf(withExe([](auto &e) {
+                      e.data = {'M', 'Z', 0, 0, 0};
+                    }),
+                    onAvx2),
+            "step.bin: executables[0].data: has 5 bytes that do not start "
+            "with the ELF magic (7f 45 4c 46)");
+  EXPECT_EQ(errorOf(withExe([](auto &e) {
+                      e.format = static_cast<step::ExecutableFormat>(5);
+                    }),
+                    onAvx2),
+            "step.bin: executables[0].format: = 5 but valid formats are 0..2 "
+            "(ElfSharedObject, Ptx, Cubin)");
+  EXPECT_EQ(errorOf(withExe([](auto &e) {
+                      e.kernels = {"k", ""};
+                    }),
+                    onAvx2),
+            "step.bin: executables[0].kernels[1]: is empty but kernels are "
+            "looked up by symbol name");
+}
+
+//===----------------------------------------------------------------------===//
+// Functions
+//===----------------------------------------------------------------------===//
+
+TEST(Loader, ChecksFunctions) {
+  EXPECT_EQ(errorOf(build([](StepBuilder &b) { b.function("f", {}, {}, {}); })),
+            "step.bin: functions[1].name: 'f' duplicates functions[0].name");
+  EXPECT_EQ(errorOf(build([](StepBuilder &b) { b.function("", {}, {}, {}); })),
+            "step.bin: functions[1].name: is empty but functions are called "
+            "by name");
+  EXPECT_EQ(errorOf(build([](StepBuilder &b) {
+              b.function("g", {0, 9}, {}, {});
+            })),
+            "step.bin: functions[1]: inputs[1] = 9 but there are 2 tensors");
+  EXPECT_EQ(
+      errorOf(build([](StepBuilder &b) { b.function("g", {1}, {}, {}); })),
+      "step.bin: functions[1]: inputs[0] is tensors[1] with storage "
+      "Arena 0 but input 0 must be Argument 0");
+  EXPECT_EQ(
+      errorOf(build([](StepBuilder &b) { b.function("g", {}, {}, {}, 3); })),
+      "step.bin: functions[1].num_scalars: = 3 but there are 0 scalars");
+  // Output 0 written into the result buffer of output 1.
+  EXPECT_EQ(errorOf(build([](StepBuilder &b) {
+              uint32_t r1 = b.argument(DType::F32, {2}, 1);
+              uint32_t r0 = b.argument(DType::F32, {2}, 0);
+              b.function("g", {}, {r1, r0}, {});
+            })),
+            "step.bin: functions[1]: outputs[0] is tensors[2], argument 1, the "
+            "result buffer of output 1; expected argument 0 or a tensor that "
+            "is not a result buffer");
+}
+
+TEST(Loader, ChecksArgumentAliases) {
+  EXPECT_EQ(errorOf(withCommands(
+                [](StepBuilder &b) {
+                  uint32_t x = b.argument(DType::F32, {4}, 0);
+                  uint32_t y = b.argument(DType::F32, {4}, 3);
+                  return std::vector{b.copy(x, y)};
+                },
+                {0})),
+            "step.bin: functions[0].commands[0] (Copy): dest is tensors[1], "
+            "argument 3, but functions[0] has 1 inputs and 0 outputs");
+  EXPECT_EQ(errorOf(withCommands(
+                [](StepBuilder &b) {
+                  uint32_t x = b.argument(DType::F32, {4}, 0);
+                  uint32_t y = b.argument(DType::F32, {5}, 0);
+                  uint32_t t = b.arena(DType::F32, {5});
+                  (void)x;
+                  return std::vector{b.copy(y, t)};
+                },
+                {0})),
+            "step.bin: functions[0].commands[0] (Copy): source is tensors[1] "
+            "(tensor<5xf32>, 20 bytes), an alias of argument 0 of "
+            "functions[0] which is tensors[0] (tensor<4xf32>, 16 bytes)");
+}
+
+//===----------------------------------------------------------------------===//
+// Commands
+//===----------------------------------------------------------------------===//
+
+TEST(Loader, ChecksCommandKinds) {
+  EXPECT_EQ(errorOf(withCommands([](StepBuilder &b) {
+              return std::vector{b.command(CommandKind::NONE, 0)};
+            })),
+            "step.bin: functions[0].commands[0]: kind is NONE but every "
+            "command needs a kind");
+  EXPECT_EQ(errorOf(withCommands([](StepBuilder &b) {
+              auto fill = step::CreateFill(b.fbb, 0);
+              return std::vector{
+                  b.command(static_cast<CommandKind>(42), fill.Union())};
+            })),
+            "step.bin: functions[0].commands[0]: kind = 42 but valid kinds are "
+            "1..9 (Dispatch, LibraryCall, Copy, Fill, Random, HostCall, "
+            "ScalarOp, Loop, Call)");
+  EXPECT_EQ(errorOf(withCommands([](StepBuilder &b) {
+              return std::vector{b.command(CommandKind::Fill, 0)};
+            })),
+            "step.bin: functions[0].commands[0] (Fill): the command's table "
+            "is missing");
+}
+
+TEST(Loader, ChecksDispatch) {
+  // The example of the design: 12 tensors, a bad operand in command 3.
+  auto program = [](uint32_t exeIndex, uint32_t kernel, int64_t grid,
+                    uint32_t operand, uint32_t scalar) {
+    return withCommands([=](StepBuilder &b) {
+      StepBuilder::ExecutableSpec e;
+      e.name = "kernels";
+      e.data = {0x7f, 'E', 'L', 'F'};
+      e.kernels = {"add", "mul"};
+      b.executable(e);
+      for (int i = 0; i < 12; ++i)
+        b.arena(DType::F32, {4});
+      b.scalar("i");
+      std::vector<omni::testing::CommandRef> commands;
+      for (int i = 0; i < 3; ++i)
+        commands.push_back(b.fill(0, {0}));
+      commands.push_back(
+          b.dispatch(exeIndex, kernel, grid, {0, operand}, {2}, {scalar}));
+      return commands;
+    });
+  };
+  EXPECT_EQ(errorOf(program(0, 1, 4, 1, 0)), "");
+  EXPECT_EQ(errorOf(program(0, 1, 4, 57, 0)),
+            "step.bin: functions[0].commands[3] (Dispatch): operands[1] = 57 "
+            "but there are 12 tensors");
+  EXPECT_EQ(errorOf(program(1, 0, 4, 1, 0)),
+            "step.bin: functions[0].commands[3] (Dispatch): executable = 1 but "
+            "there are 1 executables");
+  EXPECT_EQ(errorOf(program(0, 2, 4, 1, 0)),
+            "step.bin: functions[0].commands[3] (Dispatch): kernel = 2 but "
+            "executables[0] ('kernels') exports 2 kernels");
+  EXPECT_EQ(errorOf(program(0, 0, -1, 1, 0)),
+            "step.bin: functions[0].commands[3] (Dispatch): grid = -1 but it "
+            "must be >= 0");
+  EXPECT_EQ(errorOf(program(0, 0, 4, 1, 1)),
+            "step.bin: functions[0].commands[3] (Dispatch): scalars[0] = 1 but "
+            "there are 1 scalars");
+}
+
+TEST(Loader, RejectsWritesToConstants) {
+  EXPECT_EQ(errorOf(withCommands([](StepBuilder &b) {
+              uint32_t c = b.constant(DType::F32, {1}, {0, 0, 0, 0});
+              return std::vector{b.fill(c, {1})};
+            })),
+            "step.bin: functions[0].commands[0] (Fill): dest is tensors[0], a "
+            "Constant (read-only)");
+}
+
+/// A Matmul of lhs `l` and rhs `r` into `o` with the given attributes.
+std::string matmul(std::vector<int64_t> l, std::vector<int64_t> r,
+                   std::vector<int64_t> o, std::vector<int64_t> ints = {0, 0},
+                   DType rhsType = DType::F32) {
+  return withCommands([&](StepBuilder &b) {
+    uint32_t lhs = b.arena(DType::F32, l), rhs = b.arena(rhsType, r);
+    uint32_t out = b.arena(DType::F32, o);
+    return std::vector{b.library(Library::Matmul, {lhs, rhs}, {out}, ints)};
+  });
+}
+
+TEST(Loader, ChecksMatmul) {
+  EXPECT_EQ(errorOf(matmul({2, 3}, {3, 4}, {2, 4})), "");
+  EXPECT_EQ(errorOf(matmul({3, 2}, {4, 3}, {2, 4}, {1, 1})), "");
+  EXPECT_EQ(errorOf(matmul({5, 2, 3}, {3, 4}, {5, 2, 4})), "");
+  EXPECT_EQ(errorOf(matmul({5, 2, 3}, {5, 3, 4}, {5, 2, 4})), "");
+  EXPECT_EQ(errorOf(matmul({2, 3}, {4, 5}, {2, 5})),
+            "step.bin: functions[0].commands[0] (LibraryCall Matmul): lhs is "
+            "tensor<2x3xf32> and rhs is tensor<4x5xf32>: contraction sizes 3 "
+            "and 4 differ");
+  EXPECT_EQ(errorOf(matmul({2, 3}, {3, 4}, {2, 5})),
+            "step.bin: functions[0].commands[0] (LibraryCall Matmul): result "
+            "is tensor<2x5xf32> but lhs x rhs gives tensor<2x4xf32>");
+  EXPECT_EQ(errorOf(matmul({5, 2, 3}, {6, 3, 4}, {5, 2, 4})),
+            "step.bin: functions[0].commands[0] (LibraryCall Matmul): rhs is "
+            "tensor<6x3x4xf32> and lhs is tensor<5x2x3xf32>: batch dimension "
+            "0 differs");
+  EXPECT_EQ(errorOf(matmul({5, 2, 3}, {1, 5, 3, 4}, {5, 2, 4})),
+            "step.bin: functions[0].commands[0] (LibraryCall Matmul): rhs is "
+            "tensor<1x5x3x4xf32> but expected rank 2 (shared by every batch) "
+            "or rank 3 (the rank of lhs)");
+  EXPECT_EQ(errorOf(matmul({3}, {3, 4}, {4})),
+            "step.bin: functions[0].commands[0] (LibraryCall Matmul): lhs is "
+            "tensor<3xf32> but expected rank >= 2");
+  EXPECT_EQ(errorOf(matmul({2, 3}, {3, 4}, {2, 4}, {0})),
+            "step.bin: functions[0].commands[0] (LibraryCall Matmul): "
+            "int_attrs has 1 entries but expected 2 (transpose_lhs, "
+            "transpose_rhs)");
+  EXPECT_EQ(errorOf(matmul({2, 3}, {3, 4}, {2, 4}, {0, 2})),
+            "step.bin: functions[0].commands[0] (LibraryCall Matmul): "
+            "int_attrs[1] (transpose_rhs) = 2 but expected 0 or 1");
+  EXPECT_EQ(errorOf(matmul({2, 3}, {3, 4}, {2, 4}, {0, 0}, DType::F64)),
+            "step.bin: functions[0].commands[0] (LibraryCall Matmul): rhs is "
+            "tensor<3x4xf64> but lhs is tensor<2x3xf32>: element types must "
+            "match");
+  EXPECT_EQ(errorOf(withCommands([](StepBuilder &b) {
+              uint32_t a = b.arena(DType::F32, {2, 2});
+              return std::vector{b.library(Library::Matmul, {a}, {a}, {0, 0})};
+            })),
+            "step.bin: functions[0].commands[0] (LibraryCall Matmul): "
+            "operands has 1 entries but expected 2 (lhs, rhs)");
+  EXPECT_EQ(errorOf(withCommands([](StepBuilder &b) {
+              uint32_t a = b.arena(DType::F32, {2, 2});
+              return std::vector{
+                  b.library(static_cast<Library>(9), {a}, {a}, {})};
+            })),
+            "step.bin: functions[0].commands[0] (LibraryCall): library = 9 "
+            "but valid libraries are 0..2 (Matmul, Conv2d, Attention)");
+}
+
+std::string conv(std::vector<int64_t> x, std::vector<int64_t> w,
+                 std::vector<int64_t> y, std::vector<int64_t> ints) {
+  return withCommands([&](StepBuilder &b) {
+    uint32_t in = b.arena(DType::F32, x), filter = b.arena(DType::F32, w);
+    uint32_t out = b.arena(DType::F32, y);
+    return std::vector{b.library(Library::Conv2d, {in, filter}, {out}, ints)};
+  });
+}
+
+TEST(Loader, ChecksConv2d) {
+  const std::vector<int64_t> attrs = {1, 1, 1, 1, 1, 1};
+  EXPECT_EQ(errorOf(conv({1, 4, 8, 8}, {8, 4, 3, 3}, {1, 8, 8, 8}, attrs)), "");
+  EXPECT_EQ(errorOf(conv({1, 4, 9, 8}, {8, 4, 3, 3}, {1, 8, 4, 3},
+                         {2, 3, 0, 1, 1, 1})),
+            "");
+  EXPECT_EQ(errorOf(conv({1, 4, 8, 8}, {8, 3, 3, 3}, {1, 8, 8, 8}, attrs)),
+            "step.bin: functions[0].commands[0] (LibraryCall Conv2d): filter "
+            "is tensor<8x3x3x3xf32> but the input tensor<1x4x8x8xf32> has 4 "
+            "channels");
+  EXPECT_EQ(errorOf(conv({1, 4, 8, 8}, {8, 4, 3, 3}, {1, 8, 6, 6}, attrs)),
+            "step.bin: functions[0].commands[0] (LibraryCall Conv2d): result "
+            "is tensor<1x8x6x6xf32> but the convolution gives "
+            "tensor<1x8x8x8xf32>");
+  EXPECT_EQ(errorOf(conv({1, 4, 8, 8}, {8, 4, 3, 3}, {1, 8, 8, 8},
+                         {1, 0, 1, 1, 1, 1})),
+            "step.bin: functions[0].commands[0] (LibraryCall Conv2d): "
+            "int_attrs[1] (stride_w) = 0 but expected >= 1");
+  EXPECT_EQ(errorOf(conv({1, 4, 2, 2}, {8, 4, 3, 3}, {1, 8, 1, 1},
+                         {1, 1, 0, 0, 1, 1})),
+            "step.bin: functions[0].commands[0] (LibraryCall Conv2d): the "
+            "output would be empty along H: input tensor<1x4x2x2xf32>, filter "
+            "tensor<8x4x3x3xf32>, padding 0, dilation 1");
+  EXPECT_EQ(errorOf(conv({1, 4, 8}, {8, 4, 3, 3}, {1, 8, 8, 8}, attrs)),
+            "step.bin: functions[0].commands[0] (LibraryCall Conv2d): input is "
+            "tensor<1x4x8xf32> but expected rank 4");
+}
+
+std::string attention(std::vector<std::vector<int64_t>> shapes,
+                      std::vector<int64_t> ints, std::vector<double> floats) {
+  return withCommands([&](StepBuilder &b) {
+    std::vector<uint32_t> operands;
+    for (size_t i = 0; i + 1 < shapes.size(); ++i)
+      operands.push_back(b.arena(DType::F32, shapes[i]));
+    uint32_t out = b.arena(DType::F32, shapes.back());
+    return std::vector{
+        b.library(Library::Attention, operands, {out}, ints, floats)};
+  });
+}
+
+TEST(Loader, ChecksAttention) {
+  std::vector<int64_t> q = {2, 3, 4, 8}, k = {2, 3, 6, 8}, v = {2, 3, 6, 5},
+                       o = {2, 3, 4, 5};
+  EXPECT_EQ(errorOf(attention({q, k, v, o}, {0}, {})), "");
+  EXPECT_EQ(errorOf(attention({q, k, v, {1, 3, 4, 6}, o}, {1}, {0.5})), "");
+  EXPECT_EQ(errorOf(attention({q, k, v, o}, {1}, {})),
+            "step.bin: functions[0].commands[0] (LibraryCall Attention): "
+            "int_attrs[0] (has_mask) = 1 but there are 3 operands");
+  EXPECT_EQ(errorOf(attention({q, k, v, o}, {0}, {-1})),
+            "step.bin: functions[0].commands[0] (LibraryCall Attention): "
+            "float_attrs[0] (scale) = -1 but expected a finite value > 0");
+  EXPECT_EQ(errorOf(attention({q, k, v, {2, 2, 4, 6}, o}, {1}, {})),
+            "step.bin: functions[0].commands[0] (LibraryCall Attention): mask "
+            "is tensor<2x2x4x6xf32> but expected [2|1, 3|1, 4, 6]");
+  EXPECT_EQ(errorOf(attention({q, {2, 3, 6, 7}, v, o}, {0}, {})),
+            "step.bin: functions[0].commands[0] (LibraryCall Attention): key "
+            "is tensor<2x3x6x7xf32> but query is tensor<2x3x4x8xf32>: batch, "
+            "heads and head size must match");
+  EXPECT_EQ(errorOf(attention({q, k, {2, 3, 7, 5}, o}, {0}, {})),
+            "step.bin: functions[0].commands[0] (LibraryCall Attention): value "
+            "is tensor<2x3x7x5xf32> but key is tensor<2x3x6x8xf32>: batch, "
+            "heads and sequence length must match");
+  EXPECT_EQ(errorOf(attention({q, k, v, {2, 3, 4, 8}}, {0}, {})),
+            "step.bin: functions[0].commands[0] (LibraryCall Attention): "
+            "result is tensor<2x3x4x8xf32> but attention gives "
+            "tensor<2x3x4x5xf32>");
+}
+
+TEST(Loader, ChecksStaticCopyRanges) {
+  auto copy = [](StepBuilder::CopySpec spec) {
+    return withCommands([=](StepBuilder &b) mutable {
+      spec.source = b.arena(DType::F32, {8});
+      spec.dest = b.arena(DType::F32, {4, 8});
+      return std::vector{b.copy(spec)};
+    });
+  };
+  StepBuilder::CopySpec ok;
+  ok.destOffset = 96;
+  EXPECT_EQ(errorOf(copy(ok)), "");
+  StepBuilder::CopySpec past = ok;
+  past.destOffset = 100;
+  EXPECT_EQ(errorOf(copy(past)),
+            "step.bin: functions[0].commands[0] (Copy): dest range [100, 132) "
+            "is outside tensors[1] (tensor<4x8xf32>, 128 bytes)");
+  StepBuilder::CopySpec big;
+  big.bytes = 40;
+  EXPECT_EQ(errorOf(copy(big)),
+            "step.bin: functions[0].commands[0] (Copy): source range [0, 40) "
+            "is outside tensors[0] (tensor<8xf32>, 32 bytes)");
+  StepBuilder::CopySpec negative;
+  negative.bytes = -1;
+  EXPECT_EQ(errorOf(copy(negative)),
+            "step.bin: functions[0].commands[0] (Copy): bytes = -1 but it must "
+            "be >= 0");
+  StepBuilder::CopySpec badScalar;
+  badScalar.sourceScalar = 3;
+  EXPECT_EQ(errorOf(copy(badScalar)),
+            "step.bin: functions[0].commands[0] (Copy): source_offset_scalar "
+            "= 3 but expected -1 (none) or one of the 0 scalars");
+}
+
+/// A loop over [0, upper) step 1 that stores an 8xf32 into row iv of a
+/// rows x 8 tensor.
+std::string storeLoop(int64_t rows, int64_t upper, int64_t stepSize = 1) {
+  return withCommands([=](StepBuilder &b) {
+    uint32_t x = b.arena(DType::F32, {8});
+    uint32_t stack = b.arena(DType::F32, {rows, 8});
+    uint32_t iv = b.scalar("i");
+    StepBuilder::CopySpec store;
+    store.source = x;
+    store.dest = stack;
+    store.destScalar = static_cast<int32_t>(iv);
+    store.destStride = 32;
+    return std::vector{
+        b.loop(iv, 0, upper, stepSize, {b.fill(x, {0}), b.copy(store)})};
+  });
+}
+
+TEST(Loader, ChecksLoopScaledCopyRanges) {
+  EXPECT_EQ(errorOf(storeLoop(4, 4)), "");
+  EXPECT_EQ(errorOf(storeLoop(4, 0)), ""); // never runs
+  EXPECT_EQ(errorOf(storeLoop(4, 5)),
+            "step.bin: functions[0].commands[0].body[1] (Copy): with scalar 0 "
+            "= 4 (the last iteration of the Loop functions[0].commands[0]) the "
+            "dest range [128, 160) is outside tensors[1] (tensor<4x8xf32>, 128 "
+            "bytes)");
+  EXPECT_EQ(errorOf(storeLoop(4, 7, 3)),
+            "step.bin: functions[0].commands[0].body[1] (Copy): with scalar 0 "
+            "= 6 (the last iteration of the Loop functions[0].commands[0]) the "
+            "dest range [192, 224) is outside tensors[1] (tensor<4x8xf32>, 128 "
+            "bytes)");
+  EXPECT_EQ(errorOf(storeLoop(4, 7, 0)),
+            "step.bin: functions[0].commands[0] (Loop): step = 0 but it must "
+            "be >= 1");
+}
+
+TEST(Loader, ChecksFillAndRandom) {
+  EXPECT_EQ(errorOf(withCommands([](StepBuilder &b) {
+              return std::vector{b.fill(b.arena(DType::F32, {3}), {})};
+            })),
+            "step.bin: functions[0].commands[0] (Fill): pattern is empty but "
+            "expected at least one byte");
+  EXPECT_EQ(
+      errorOf(withCommands([](StepBuilder &b) {
+        return std::vector{b.fill(b.arena(DType::F32, {3}), {1, 2, 3, 4, 5})};
+      })),
+      "step.bin: functions[0].commands[0] (Fill): pattern has 5 bytes "
+      "but dest tensors[0] (tensor<3xf32>, 12 bytes) is not a multiple "
+      "of it");
+  auto random = [](std::vector<int64_t> keyShape, DType resultType) {
+    return withCommands([=](StepBuilder &b) {
+      uint32_t key = b.arena(DType::I64, keyShape);
+      uint32_t ctr = b.arena(DType::I64, {});
+      uint32_t out = b.arena(resultType, {16});
+      return std::vector{
+          b.random(step::Distribution::Normal, key, ctr, ctr, out)};
+    });
+  };
+  EXPECT_EQ(errorOf(random({}, DType::BF16)), "");
+  EXPECT_EQ(errorOf(random({1}, DType::F32)),
+            "step.bin: functions[0].commands[0] (Random): key is tensors[0] "
+            "of type tensor<1xi64> but expected tensor<i64>");
+  EXPECT_EQ(errorOf(random({}, DType::I32)),
+            "step.bin: functions[0].commands[0] (Random): result is "
+            "tensors[2] of type tensor<16xi32> but expected a float tensor");
+}
+
+TEST(Loader, ChecksHostCallsAndScalarOps) {
+  EXPECT_EQ(errorOf(withCommands([](StepBuilder &b) {
+              return std::vector{b.hostCall("", {}, {})};
+            })),
+            "step.bin: functions[0].commands[0] (HostCall): name is empty but "
+            "host functions are called by name");
+  EXPECT_EQ(errorOf(withCommands([](StepBuilder &b) {
+              uint32_t i = b.scalar("i");
+              return std::vector{b.loop(
+                  i, 0, 4, 1, {b.scalarOp(ScalarOpKind::Const, i, 0, 0, 2)})};
+            })),
+            "step.bin: functions[0].commands[0].body[0] (ScalarOp Const): dest "
+            "= 0 is the induction variable of the enclosing Loop "
+            "functions[0].commands[0], which only the Loop may write");
+  EXPECT_EQ(errorOf(withCommands([](StepBuilder &b) {
+              uint32_t i = b.scalar("i");
+              uint32_t t = b.arena(DType::F32, {});
+              return std::vector{b.scalarOp(ScalarOpKind::FromTensor, i, t)};
+            })),
+            "step.bin: functions[0].commands[0] (ScalarOp FromTensor): a is "
+            "tensors[0] of type tensor<f32> but expected an integer tensor "
+            "with at least one element");
+  EXPECT_EQ(errorOf(withCommands([](StepBuilder &b) {
+              uint32_t i = b.scalar("i");
+              uint32_t t = b.arena(DType::I64, {2});
+              return std::vector{b.scalarOp(ScalarOpKind::ToTensor, t, i)};
+            })),
+            "step.bin: functions[0].commands[0] (ScalarOp ToTensor): dest is "
+            "tensors[0] of type tensor<2xi64> but expected an integer tensor "
+            "with one element");
+  EXPECT_EQ(errorOf(withCommands([](StepBuilder &b) {
+              uint32_t i = b.scalar("i");
+              return std::vector{b.scalarOp(ScalarOpKind::Add, i, i, 4)};
+            })),
+            "step.bin: functions[0].commands[0] (ScalarOp Add): b = 4 but "
+            "there are 1 scalars");
+  EXPECT_EQ(errorOf(withCommands([](StepBuilder &b) {
+              uint32_t i = b.scalar("i");
+              return std::vector{b.scalarOp(static_cast<ScalarOpKind>(8), i)};
+            })),
+            "step.bin: functions[0].commands[0] (ScalarOp): kind = 8 but valid "
+            "kinds are 0..5 (Const, Add, Sub, Mul, FromTensor, ToTensor)");
+}
+
+TEST(Loader, LimitsLoopNesting) {
+  auto nested = [](int depth, bool reuseIv) {
+    return withCommands([=](StepBuilder &b) {
+      std::vector<uint32_t> ivs;
+      for (int d = 0; d < depth; ++d)
+        ivs.push_back(b.scalar());
+      omni::testing::CommandRef inner =
+          b.loop(reuseIv ? ivs[0] : ivs[depth - 1], 0, 1, 1, {});
+      for (int d = depth - 2; d >= 0; --d)
+        inner = b.loop(ivs[d], 0, 1, 1, {inner});
+      return std::vector{inner};
+    });
+  };
+  EXPECT_EQ(errorOf(nested(16, false)), "");
+  EXPECT_EQ(errorOf(nested(17, false)),
+            "step.bin: functions[0].commands[0].body[0].body[0].body[0].body[0]"
+            ".body[0].body[0].body[0].body[0].body[0].body[0].body[0].body[0]"
+            ".body[0].body[0].body[0].body[0] (Loop): Loops nest 17 deep but "
+            "the limit is 16");
+  EXPECT_EQ(errorOf(nested(2, true)),
+            "step.bin: functions[0].commands[0].body[0] (Loop): iv = 0 is "
+            "already the induction variable of the enclosing Loop "
+            "functions[0].commands[0]");
+}
+
+TEST(Loader, ChecksCalls) {
+  auto program =
+      [](std::function<void(StepBuilder &, uint32_t, uint32_t)> makeCaller) {
+        StepBuilder b;
+        uint32_t x = b.argument(DType::F32, {4}, 0);
+        uint32_t y = b.arena(DType::F32, {4});
+        b.function("callee", {x}, {y}, {b.copy(x, y)});
+        makeCaller(b, x, y);
+        return b.finish();
+      };
+  EXPECT_EQ(errorOf(program([](StepBuilder &b, uint32_t x, uint32_t y) {
+              uint32_t z = b.arena(DType::F32, {4});
+              b.function("main", {x}, {z}, {b.call(0, {x}, {z})});
+            })),
+            "");
+  EXPECT_EQ(errorOf(program([](StepBuilder &b, uint32_t x, uint32_t) {
+              b.function("main", {x}, {}, {b.call(0, {x, x}, {})});
+            })),
+            "step.bin: functions[1].commands[0] (Call): operands has 2 entries "
+            "but functions[0] ('callee') has 1 inputs");
+  EXPECT_EQ(errorOf(program([](StepBuilder &b, uint32_t x, uint32_t) {
+              uint32_t z = b.arena(DType::F32, {2, 2});
+              b.function("main", {x}, {}, {b.call(0, {x}, {z})});
+            })),
+            "step.bin: functions[1].commands[0] (Call): results[0] is "
+            "tensors[2] of type tensor<2x2xf32> but functions[0] ('callee') "
+            "output 0 is tensor<4xf32>");
+  EXPECT_EQ(errorOf(program([](StepBuilder &b, uint32_t, uint32_t) {
+              b.function("main", {}, {}, {b.call(7, {}, {})});
+            })),
+            "step.bin: functions[1].commands[0] (Call): function = 7 but there "
+            "are 2 functions");
+}
+
+TEST(Loader, RejectsRecursionAndDeepCalls) {
+  StepBuilder b;
+  b.function("f", {}, {}, {b.call(1, {}, {})});
+  b.function("g", {}, {}, {b.call(0, {}, {})});
+  EXPECT_EQ(errorOf(b.finish()),
+            "step.bin: functions[1].commands[0] (Call): recursion is not "
+            "supported (functions[0] ('f') -> functions[1] ('g') -> "
+            "functions[0] ('f'))");
+
+  auto chain = [](int n) {
+    StepBuilder c;
+    for (int i = 0; i < n; ++i) {
+      std::vector<omni::testing::CommandRef> commands;
+      if (i + 1 < n)
+        commands.push_back(c.call(static_cast<uint32_t>(i + 1), {}, {}));
+      c.function("f" + std::to_string(i), {}, {}, commands);
+    }
+    return c.finish();
+  };
+  EXPECT_EQ(errorOf(chain(32)), "");
+  EXPECT_EQ(errorOf(chain(33)),
+            "step.bin: functions[0]: calls nest 33 deep but the limit is 32");
+}
+
+} // namespace
+} // namespace omni::loader

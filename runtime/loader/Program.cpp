@@ -1,0 +1,263 @@
+//===- Program.cpp - Map, verify and index a step.bin -----------*- C++ -*-===//
+//
+// Loading is three gates in order, each of which must pass before the next
+// one may look at the bytes: (1) size and file identifier, read directly;
+// (2) the FlatBuffers verifier, after which every table, vector and string
+// accessor stays inside the buffer; (3) the semantic checks (Verify.cpp),
+// after which the executor may index any vector with any index the file
+// holds and compute any size without overflow.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/loader/Program.h"
+
+#include "runtime/base/Status.h"
+#include "runtime/loader/Verify.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace omni::loader {
+
+/// The bytes of the file: a read-only mapping or an aligned heap copy.
+struct Program::Storage {
+  const uint8_t *data = nullptr;
+  size_t size = 0;
+  void *mapping = nullptr; // munmap on destruction when set
+  size_t mappingSize = 0;
+  void *heap = nullptr; // free on destruction when set
+
+  ~Storage() {
+    if (mapping)
+      munmap(mapping, mappingSize);
+    std::free(heap);
+  }
+};
+
+DType toDType(step::DType dtype) {
+  switch (dtype) {
+  case step::DType::F32:
+    return DType::F32;
+  case step::DType::F64:
+    return DType::F64;
+  case step::DType::F16:
+    return DType::F16;
+  case step::DType::BF16:
+    return DType::BF16;
+  case step::DType::I1:
+    return DType::I1;
+  case step::DType::I32:
+    return DType::I32;
+  case step::DType::I64:
+    return DType::I64;
+  }
+  return DType::F32;
+}
+
+int64_t dtypeSize(DType dtype) {
+  switch (dtype) {
+  case DType::F32:
+  case DType::I32:
+    return 4;
+  case DType::F64:
+  case DType::I64:
+    return 8;
+  case DType::F16:
+  case DType::BF16:
+    return 2;
+  case DType::I1:
+    return 1;
+  }
+  return 1;
+}
+
+std::string tensorTypeString(DType dtype, absl::Span<const int64_t> shape) {
+  std::string s = "tensor<";
+  for (int64_t d : shape)
+    absl::StrAppend(&s, d, "x");
+  absl::StrAppend(&s, dtypeName(dtype), ">");
+  return s;
+}
+
+std::string commandKindName(step::CommandKind kind) {
+  if (kind >= step::CommandKind::MIN && kind <= step::CommandKind::MAX)
+    return step::EnumNameCommandKind(kind);
+  return absl::StrCat("kind ", static_cast<int>(kind));
+}
+
+std::string commandLabel(const step::Command &command) {
+  std::string label = commandKindName(command.kind_type());
+  if (const step::LibraryCall *c = command.kind_as_LibraryCall()) {
+    if (c->library() >= step::Library::MIN &&
+        c->library() <= step::Library::MAX)
+      absl::StrAppend(&label, " ", step::EnumNameLibrary(c->library()));
+  } else if (const step::ScalarOp *op = command.kind_as_ScalarOp()) {
+    if (op->kind() >= step::ScalarOpKind::MIN &&
+        op->kind() <= step::ScalarOpKind::MAX)
+      absl::StrAppend(&label, " ", step::EnumNameScalarOpKind(op->kind()));
+  }
+  return label;
+}
+
+Program::Program(std::unique_ptr<Storage> storage, std::string name)
+    : storage_(std::move(storage)), name_(std::move(name)) {}
+
+Program::~Program() = default;
+
+uint32_t Program::numScalars() const {
+  return step_->scalars() ? step_->scalars()->size() : 0;
+}
+
+uint32_t Program::numFunctions() const {
+  return step_->functions() ? step_->functions()->size() : 0;
+}
+
+std::optional<uint32_t> Program::findFunction(absl::string_view name) const {
+  auto it = functionsByName_.find(name);
+  if (it == functionsByName_.end())
+    return std::nullopt;
+  return it->second;
+}
+
+std::optional<uint32_t> Program::findState(absl::string_view name) const {
+  auto it = stateByName_.find(name);
+  if (it == stateByName_.end())
+    return std::nullopt;
+  return it->second;
+}
+
+std::string Program::functionSignature(uint32_t function) const {
+  const step::Function *fn = step_->functions()->Get(function);
+  auto list = [&](const flatbuffers::Vector<uint32_t> *tensors) {
+    std::string s = "(";
+    if (tensors)
+      for (uint32_t i = 0; i < tensors->size(); ++i)
+        absl::StrAppend(&s, i ? ", " : "",
+                        tensors_[tensors->Get(i)].typeString());
+    return s + ")";
+  };
+  return absl::StrCat(list(fn->inputs()), " -> ", list(fn->outputs()));
+}
+
+namespace {
+
+std::string printableIdentifier(const uint8_t *id) {
+  std::string s;
+  for (int i = 0; i < 4; ++i) {
+    if (id[i] >= 0x20 && id[i] < 0x7f)
+      s += static_cast<char>(id[i]);
+    else
+      absl::StrAppend(&s, "\\x", absl::Hex(id[i], absl::kZeroPad2));
+  }
+  return s;
+}
+
+} // namespace
+
+absl::StatusOr<std::shared_ptr<const Program>>
+Program::load(std::unique_ptr<Storage> storage, std::string name,
+              const LoadOptions &options) {
+  auto fail = [&](absl::string_view message) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": ", message));
+  };
+  const size_t size = storage->size;
+  // A root offset and the identifier.
+  if (size < 8)
+    return fail(absl::StrCat("file is ", size,
+                             " bytes, too small for a step.bin (at least 8)"));
+  if (size >= FLATBUFFERS_MAX_BUFFER_SIZE)
+    return fail(absl::StrCat("file is ", size,
+                             " bytes but a FlatBuffer holds at most ",
+                             FLATBUFFERS_MAX_BUFFER_SIZE - 1));
+  if (!step::StepBufferHasIdentifier(storage->data))
+    return fail(absl::StrCat(
+        "file identifier is '", printableIdentifier(storage->data + 4),
+        "' but a step.bin has '", step::StepIdentifier(), "'"));
+  flatbuffers::Verifier verifier(storage->data, size);
+  if (!step::VerifyStepBuffer(verifier))
+    return fail("the FlatBuffers verifier rejected the file (an offset, "
+                "length or nesting depth is out of range)");
+  const step::Step *root = step::GetStep(storage->data);
+  if (root->version() != kSupportedVersion)
+    return fail(absl::StrCat("version = ", root->version(),
+                             " but this omnirun reads version ",
+                             kSupportedVersion));
+
+  std::shared_ptr<Program> program(
+      new Program(std::move(storage), std::move(name)));
+  program->step_ = root;
+  OMNI_RETURN_IF_ERROR(verifyProgram(*program, options));
+  return std::shared_ptr<const Program>(std::move(program));
+}
+
+absl::StatusOr<std::shared_ptr<const Program>>
+Program::loadFile(const std::string &path, const LoadOptions &options) {
+  std::string name = options.name.empty() ? path : options.name;
+  auto osError = [&](absl::string_view what) {
+    int err = errno;
+    std::string message =
+        absl::StrCat(name, ": cannot ", what, ": ", std::strerror(err));
+    if (err == ENOENT)
+      return absl::NotFoundError(message);
+    if (err == EACCES)
+      return absl::PermissionDeniedError(message);
+    return absl::InvalidArgumentError(message);
+  };
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return osError("open");
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    absl::Status s = osError("stat");
+    ::close(fd);
+    return s;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": not a regular file"));
+  }
+  auto storage = std::make_unique<Storage>();
+  storage->size = static_cast<size_t>(st.st_size);
+  if (storage->size > 0) {
+    void *m = ::mmap(nullptr, storage->size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (m == MAP_FAILED) {
+      absl::Status s = osError("map");
+      ::close(fd);
+      return s;
+    }
+    storage->mapping = m;
+    storage->mappingSize = storage->size;
+    storage->data = static_cast<const uint8_t *>(m);
+  } else {
+    static const uint8_t empty[8] = {};
+    storage->data = empty;
+  }
+  ::close(fd);
+  return load(std::move(storage), std::move(name), options);
+}
+
+absl::StatusOr<std::shared_ptr<const Program>>
+Program::loadBytes(absl::string_view bytes, const LoadOptions &options) {
+  std::string name = options.name.empty() ? "step.bin" : options.name;
+  auto storage = std::make_unique<Storage>();
+  size_t alloc = (bytes.size() + 63) / 64 * 64;
+  storage->heap = std::aligned_alloc(64, alloc ? alloc : 64);
+  if (!storage->heap)
+    return absl::ResourceExhaustedError(absl::StrCat(
+        name, ": cannot allocate ", bytes.size(), " bytes for the file"));
+  if (!bytes.empty())
+    std::memcpy(storage->heap, bytes.data(), bytes.size());
+  storage->data = static_cast<const uint8_t *>(storage->heap);
+  storage->size = bytes.size();
+  return load(std::move(storage), std::move(name), options);
+}
+
+} // namespace omni::loader

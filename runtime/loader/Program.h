@@ -1,0 +1,164 @@
+//===- Program.h - A loaded, verified step.bin ------------------*- C++ -*-===//
+//
+// The loader turns the bytes of a step.bin into a Program that the executor
+// can run without re-checking anything: it maps the file, runs the
+// FlatBuffers verifier (file identifier "OMN1", every offset and length
+// inside the buffer), checks the version, and then runs the semantic checks
+// of Verify.cpp, which never trust the file: every cross-reference index is
+// in range, every size and offset is computed with overflow checks, every
+// command's operands have the dtypes and shapes its kind needs, nesting and
+// calls are bounded and acyclic, and the host CPU has every instruction-set
+// feature the executables were compiled for. Every rejection is one line,
+// "<file>: <field path>: <expected and found>", for example
+//   step.bin: functions[0].commands[3] (Dispatch): operands[1] = 57 but
+//   there are 12 tensors
+//
+// What the loader cannot check: the native code of executables is trusted
+// once its features match (a kernel that writes past its buffers, or a
+// Dispatch grid larger than the kernel's iteration space, is outside what
+// metadata can prove), and offsets computed from index registers at run time
+// are checked by the executor when they are used.
+//
+// Ownership: a Program owns the mapping (or the aligned copy) of the file
+// and everything derived from it; `step()` and all views returned stay
+// valid for the Program's lifetime. Thread safety: immutable after load;
+// any number of threads may read it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OMNI_RUNTIME_LOADER_PROGRAM_H
+#define OMNI_RUNTIME_LOADER_PROGRAM_H
+
+#include "runtime/base/CpuFeatures.h"
+#include "runtime/io/HostTensor.h"
+#include "runtime/schema/step_generated.h"
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace omni::loader {
+
+/// The step.bin version this runtime reads.
+inline constexpr uint32_t kSupportedVersion = 1;
+
+/// The runtime element type of a schema dtype (the caller has checked that
+/// `dtype` is a valid enumerator; Program's tensors always are).
+DType toDType(step::DType dtype);
+
+/// Bytes per element: 4 (f32, i32), 8 (f64, i64), 2 (f16, bf16), 1 (i1, one
+/// byte per element holding 0 or 1).
+int64_t dtypeSize(DType dtype);
+
+/// "tensor<2x3xf32>" ("tensor<f32>" for rank 0).
+std::string tensorTypeString(DType dtype, absl::Span<const int64_t> shape);
+
+/// The command kind's name ("Dispatch", ...), "NONE" or "kind 17".
+std::string commandKindName(step::CommandKind kind);
+
+/// What messages call a command: its kind's name, with the library or the
+/// scalar op for those kinds ("LibraryCall Matmul", "ScalarOp Add").
+std::string commandLabel(const step::Command &command);
+
+/// A tensor slot, decoded and checked.
+struct TensorInfo {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  int64_t numElements = 0;
+  /// numElements * dtypeSize(dtype); never overflows.
+  int64_t bytes = 0;
+  step::Storage storage = step::Storage::Arena;
+  /// Arena byte offset, or argument / constant / state index.
+  int64_t index = 0;
+  step::Role role = step::Role::Transient;
+
+  std::string typeString() const { return tensorTypeString(dtype, shape); }
+};
+
+/// A persistent state slot, decoded and checked.
+struct StateInfo {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  int64_t numElements = 0;
+  int64_t bytes = 0;
+  step::Role role = step::Role::Parameter;
+};
+
+/// Knobs of the checks. The defaults are what omnirun uses.
+struct LoadOptions {
+  /// The name messages start with; empty means the path (loadFile) or
+  /// "step.bin" (loadBytes).
+  std::string name;
+  /// The CPU executables must run on; nullptr means CpuFeatures::host().
+  const CpuFeatures *cpu = nullptr;
+  /// Deepest Loop nesting inside one function.
+  int maxLoopDepth = 16;
+  /// Longest chain of Calls (a function that calls nothing has depth 1).
+  int maxCallDepth = 32;
+};
+
+class Program {
+public:
+  /// Maps `path` read-only and loads it. Fails with NotFound /
+  /// PermissionDenied (the OS error) or InvalidArgument (a check).
+  static absl::StatusOr<std::shared_ptr<const Program>>
+  loadFile(const std::string &path, const LoadOptions &options = {});
+
+  /// Loads a copy of `bytes` (kept in 64-byte aligned memory, as the
+  /// schema's force_align needs).
+  static absl::StatusOr<std::shared_ptr<const Program>>
+  loadBytes(absl::string_view bytes, const LoadOptions &options = {});
+
+  ~Program();
+  Program(const Program &) = delete;
+  Program &operator=(const Program &) = delete;
+
+  /// The verified root table.
+  const step::Step &step() const { return *step_; }
+  /// The name messages use.
+  const std::string &name() const { return name_; }
+
+  absl::Span<const TensorInfo> tensors() const { return tensors_; }
+  const TensorInfo &tensor(uint32_t index) const { return tensors_[index]; }
+  absl::Span<const StateInfo> state() const { return state_; }
+  int64_t arenaSize() const { return step_->arena_size(); }
+  uint32_t numScalars() const;
+  uint32_t numFunctions() const;
+
+  /// The function named `name`, if any.
+  std::optional<uint32_t> findFunction(absl::string_view name) const;
+  /// The state slot named `name`, if any.
+  std::optional<uint32_t> findState(absl::string_view name) const;
+  /// "(tensor<2x3xf32>, tensor<i64>) -> (tensor<f32>)" for --list.
+  std::string functionSignature(uint32_t function) const;
+
+private:
+  struct Storage;
+  Program(std::unique_ptr<Storage> storage, std::string name);
+  static absl::StatusOr<std::shared_ptr<const Program>>
+  load(std::unique_ptr<Storage> storage, std::string name,
+       const LoadOptions &options);
+
+  std::unique_ptr<Storage> storage_;
+  std::string name_;
+  const step::Step *step_ = nullptr;
+  std::vector<TensorInfo> tensors_;
+  std::vector<StateInfo> state_;
+  std::map<std::string, uint32_t, std::less<>> functionsByName_;
+  std::map<std::string, uint32_t, std::less<>> stateByName_;
+
+  friend class ProgramVerifier;
+};
+
+} // namespace omni::loader
+
+#endif // OMNI_RUNTIME_LOADER_PROGRAM_H

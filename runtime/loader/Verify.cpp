@@ -1,0 +1,418 @@
+//===- Verify.cpp - Semantic checks of a step.bin ---------------*- C++ -*-===//
+//
+// Runs after the FlatBuffers verifier, so every accessor is memory-safe, but
+// nothing the file says is believed yet. The checks go bottom-up: the
+// root's scalars (arena size, target), state slots, tensor slots (dtype,
+// shape, storage and the byte range each storage class implies), executables
+// (format, code, CPU features), then every function and, recursively, its
+// commands, and finally the call graph (no recursion, bounded depth). The
+// tables decoded on the way (TensorInfo, StateInfo) become the Program's,
+// so the executor never decodes or checks a field again. This file holds
+// the tables, the functions and the call graph; VerifyCommands.cpp the rules
+// of each command kind.
+//
+// Index registers: scalar indices refer to the root `scalars` table; every
+// function invocation gets a register file of that size of its own, so a
+// callee cannot clobber its caller's loop variables. Within one function a
+// Loop's induction variable is written only by the Loop (checked), which is
+// what makes the static range check of iv-scaled Copy offsets sound.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/loader/Verify.h"
+#include "runtime/loader/VerifyImpl.h"
+
+#include "runtime/base/CheckedMath.h"
+
+#include <algorithm>
+
+namespace omni::loader {
+
+std::string detail::int128String(__int128 v) {
+  if (v == 0)
+    return "0";
+  bool negative = v < 0;
+  unsigned __int128 u = negative ? -static_cast<unsigned __int128>(v)
+                                 : static_cast<unsigned __int128>(v);
+  std::string digits;
+  while (u) {
+    digits.insert(digits.begin(), static_cast<char>('0' + u % 10));
+    u /= 10;
+  }
+  return negative ? "-" + digits : digits;
+}
+
+using namespace detail;
+
+absl::Status ProgramVerifier::checkRoot() {
+  if (step_.arena_size() < 0)
+    return fail("arena_size",
+                absl::StrCat("= ", step_.arena_size(), " but it must be >= 0"));
+  if (const step::Target *target = step_.target()) {
+    std::string kind = str(target->kind());
+    if (!kind.empty() && kind != "cpu" && kind != "cuda")
+      return fail("target.kind", absl::StrCat("= '", kind,
+                                              "' but omnirun knows 'cpu' and "
+                                              "'cuda'"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ProgramVerifier::checkType(const std::string &path,
+                                        step::DType dtype,
+                                        const Vector<int64_t> *shape,
+                                        DType &outDType,
+                                        std::vector<int64_t> &outShape,
+                                        int64_t &elements, int64_t &bytes) {
+  if (dtype < step::DType::MIN || dtype > step::DType::MAX)
+    return fail(path + ".dtype",
+                absl::StrCat("= ", static_cast<int>(dtype),
+                             " but valid dtypes are 0..6 (f32, f64, f16, "
+                             "bf16, i1, i32, i64)"));
+  outDType = toDType(dtype);
+  outShape.clear();
+  for (uint32_t d = 0; d < sizeOf(shape); ++d) {
+    int64_t dim = shape->Get(d);
+    if (dim < 0)
+      return fail(absl::StrCat(path, ".shape[", d, "]"),
+                  absl::StrCat("= ", dim, " but dimensions must be >= 0"));
+    outShape.push_back(dim);
+  }
+  std::optional<int64_t> n = checkedNumElements(outShape);
+  std::optional<int64_t> b =
+      n ? checkedMul(*n, dtypeSize(outDType)) : std::nullopt;
+  if (!b)
+    return fail(path + ".shape",
+                absl::StrCat(tensorTypeString(outDType, outShape),
+                             " has more bytes than int64 can count"));
+  elements = *n;
+  bytes = *b;
+  return absl::OkStatus();
+}
+
+absl::Status ProgramVerifier::checkState() {
+  for (uint32_t s = 0; s < sizeOf(step_.state()); ++s) {
+    const step::StateSlot *slot = step_.state()->Get(s);
+    std::string path = absl::StrCat("state[", s, "]");
+    StateInfo info;
+    info.name = str(slot->name());
+    OMNI_RETURN_IF_ERROR(checkType(path, slot->dtype(), slot->shape(),
+                                   info.dtype, info.shape, info.numElements,
+                                   info.bytes));
+    if (!validRole(slot->role()))
+      return fail(path + ".role",
+                  absl::StrCat("= ", static_cast<int>(slot->role()),
+                               " but valid roles are 0..5"));
+    info.role = slot->role();
+    if (info.name.empty())
+      return fail(path + ".name",
+                  "is empty but state slots are looked up by name");
+    auto [it, inserted] = program_.stateByName_.emplace(info.name, s);
+    if (!inserted)
+      return fail(path + ".name",
+                  absl::StrCat("'", info.name, "' duplicates state[",
+                               it->second, "].name"));
+    program_.state_.push_back(std::move(info));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ProgramVerifier::checkTensors() {
+  const int64_t arenaSize = step_.arena_size();
+  const uint32_t numConstants = sizeOf(step_.constants());
+  const uint32_t numState = sizeOf(step_.state());
+  for (uint32_t t = 0; t < numTensors(); ++t) {
+    const step::Tensor *tensor = step_.tensors()->Get(t);
+    std::string path = absl::StrCat("tensors[", t, "]");
+    TensorInfo info;
+    info.name = str(tensor->name());
+    OMNI_RETURN_IF_ERROR(checkType(path, tensor->dtype(), tensor->shape(),
+                                   info.dtype, info.shape, info.numElements,
+                                   info.bytes));
+    if (!validRole(tensor->role()))
+      return fail(path + ".role",
+                  absl::StrCat("= ", static_cast<int>(tensor->role()),
+                               " but valid roles are 0..5"));
+    info.role = tensor->role();
+    info.storage = tensor->storage();
+    info.index = tensor->index();
+    const int64_t index = info.index;
+    switch (info.storage) {
+    case step::Storage::Arena: {
+      if (index < 0)
+        return fail(path + ".index", absl::StrCat("(arena offset) = ", index,
+                                                  " but it must be >= 0"));
+      if (!rangeInside(index, info.bytes, arenaSize))
+        return fail(path,
+                    absl::StrCat(
+                        "arena range [", index, ", ",
+                        int128String(static_cast<__int128>(index) + info.bytes),
+                        ") of ", info.typeString(),
+                        " is outside arena_size = ", arenaSize));
+      int64_t align = dtypeSize(info.dtype);
+      if (index % align != 0)
+        return fail(path + ".index",
+                    absl::StrCat("(arena offset) = ", index,
+                                 " is not a multiple of ", align,
+                                 ", the size of ", dtypeName(info.dtype)));
+      break;
+    }
+    case step::Storage::Argument:
+      // The argument count is a property of the function that uses the
+      // slot; checkTensorRef compares it there.
+      if (index < 0)
+        return fail(path + ".index", absl::StrCat("(argument) = ", index,
+                                                  " but it must be >= 0"));
+      break;
+    case step::Storage::Constant: {
+      if (index < 0 || index >= numConstants)
+        return fail(path + ".index",
+                    absl::StrCat("(constant) = ", index, " but there are ",
+                                 numConstants, " constants"));
+      const step::Constant *c =
+          step_.constants()->Get(static_cast<uint32_t>(index));
+      int64_t have = sizeOf(c->data());
+      if (have != info.bytes)
+        return fail(absl::StrCat("constants[", index, "].data"),
+                    absl::StrCat("has ", have, " bytes but ", path, " (",
+                                 info.typeString(), ") needs ", info.bytes));
+      break;
+    }
+    case step::Storage::State: {
+      if (index < 0 || index >= numState)
+        return fail(path + ".index",
+                    absl::StrCat("(state) = ", index, " but there are ",
+                                 numState, " state slots"));
+      const StateInfo &slot = program_.state_[index];
+      if (slot.dtype != info.dtype || slot.numElements != info.numElements)
+        return fail(path,
+                    absl::StrCat(info.typeString(), " aliases state[", index,
+                                 "] '", slot.name, "' of type ",
+                                 tensorTypeString(slot.dtype, slot.shape),
+                                 " (dtype and element count must match)"));
+      break;
+    }
+    default:
+      return fail(path + ".storage",
+                  absl::StrCat("= ", static_cast<int>(info.storage),
+                               " but valid storages are 0..3 (Arena, "
+                               "Argument, Constant, State)"));
+    }
+    program_.tensors_.push_back(std::move(info));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ProgramVerifier::checkExecutables() {
+  for (uint32_t e = 0; e < sizeOf(step_.executables()); ++e) {
+    const step::Executable *exe = step_.executables()->Get(e);
+    std::string path = absl::StrCat("executables[", e, "]");
+    step::ExecutableFormat format = exe->format();
+    if (format < step::ExecutableFormat::MIN ||
+        format > step::ExecutableFormat::MAX)
+      return fail(path + ".format",
+                  absl::StrCat("= ", static_cast<int>(format),
+                               " but valid formats are 0..2 "
+                               "(ElfSharedObject, Ptx, Cubin)"));
+    for (uint32_t k = 0; k < sizeOf(exe->kernels()); ++k)
+      if (exe->kernels()->Get(k)->size() == 0)
+        return fail(absl::StrCat(path, ".kernels[", k, "]"),
+                    "is empty but kernels are looked up by symbol name");
+    if (format != step::ExecutableFormat::ElfSharedObject)
+      continue;
+    const Vector<uint8_t> *data = exe->data();
+    if (sizeOf(data) < 4 || data->Get(0) != 0x7f || data->Get(1) != 'E' ||
+        data->Get(2) != 'L' || data->Get(3) != 'F')
+      return fail(path + ".data",
+                  absl::StrCat("has ", sizeOf(data),
+                               " bytes that do not start with the ELF magic "
+                               "(7f 45 4c 46)"));
+    absl::Status features = checkLlvmFeatures(str(exe->target()), cpu_);
+    if (!features.ok())
+      return fail(absl::StrCat(path, " ('", str(exe->name()), "').target"),
+                  features.message());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ProgramVerifier::checkFunctions() {
+  const uint32_t n = numFunctions();
+  contexts_.resize(n);
+  for (uint32_t f = 0; f < n; ++f) {
+    const step::Function *fn = step_.functions()->Get(f);
+    FunctionContext &ctx = contexts_[f];
+    ctx.index = f;
+    ctx.path = absl::StrCat("functions[", f, "]");
+    std::string name = str(fn->name());
+    if (name.empty())
+      return fail(ctx.path + ".name",
+                  "is empty but functions are called by name");
+    auto [it, inserted] = program_.functionsByName_.emplace(name, f);
+    if (!inserted)
+      return fail(ctx.path + ".name",
+                  absl::StrCat("'", name, "' duplicates functions[", it->second,
+                               "].name"));
+    if (fn->num_scalars() > numScalars())
+      return fail(ctx.path + ".num_scalars",
+                  absl::StrCat("= ", fn->num_scalars(), " but there are ",
+                               numScalars(), " scalars"));
+    ctx.numInputs = sizeOf(fn->inputs());
+    ctx.numOutputs = sizeOf(fn->outputs());
+    // Range first: argument aliases compare against these tensors.
+    for (uint32_t i = 0; i < ctx.numInputs; ++i)
+      OMNI_RETURN_IF_ERROR(tensorInRange(
+          ctx.path, absl::StrCat("inputs[", i, "]"), fn->inputs()->Get(i)));
+    for (uint32_t i = 0; i < ctx.numOutputs; ++i)
+      OMNI_RETURN_IF_ERROR(tensorInRange(
+          ctx.path, absl::StrCat("outputs[", i, "]"), fn->outputs()->Get(i)));
+    for (uint32_t i = 0; i < ctx.numInputs; ++i) {
+      uint32_t t = fn->inputs()->Get(i);
+      const TensorInfo &info = program_.tensors_[t];
+      if (info.storage != step::Storage::Argument || info.index != i)
+        return fail(ctx.path, absl::StrCat("inputs[", i, "] is tensors[", t,
+                                           "] with storage ",
+                                           step::EnumNameStorage(info.storage),
+                                           " ", info.index, " but input ", i,
+                                           " must be Argument ", i));
+    }
+    for (uint32_t i = 0; i < ctx.numOutputs; ++i) {
+      uint32_t t = fn->outputs()->Get(i);
+      OMNI_RETURN_IF_ERROR(checkTensorRef(
+          ctx, ctx.path, absl::StrCat("outputs[", i, "]"), t, Access::Read));
+      // Output i may be written in place into its own result buffer
+      // (argument numInputs + i) but not into another output's: the
+      // copies into result buffers on return would then overwrite each
+      // other.
+      const TensorInfo &info = program_.tensors_[t];
+      if (info.storage == step::Storage::Argument &&
+          info.index >= ctx.numInputs && info.index != ctx.numInputs + i)
+        return fail(ctx.path,
+                    absl::StrCat("outputs[", i, "] is tensors[", t,
+                                 "], argument ", info.index,
+                                 ", the result buffer of output ",
+                                 info.index - ctx.numInputs,
+                                 "; expected argument ", ctx.numInputs + i,
+                                 " or a tensor that is not a result buffer"));
+    }
+    OMNI_RETURN_IF_ERROR(
+        checkCommands(ctx, fn->commands(), ctx.path + ".commands"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ProgramVerifier::tensorInRange(const std::string &where,
+                                            const std::string &field,
+                                            uint32_t t) const {
+  if (t >= numTensors())
+    return fail(where, absl::StrCat(field, " = ", t, " but there are ",
+                                    numTensors(), " tensors"));
+  return absl::OkStatus();
+}
+
+absl::Status ProgramVerifier::checkTensorRef(const FunctionContext &ctx,
+                                             const std::string &where,
+                                             const std::string &field,
+                                             uint32_t t, Access access) const {
+  OMNI_RETURN_IF_ERROR(tensorInRange(where, field, t));
+  const TensorInfo &info = program_.tensors_[t];
+  if (info.storage == step::Storage::Argument) {
+    uint64_t arg = static_cast<uint64_t>(info.index);
+    if (arg >= uint64_t(ctx.numInputs) + ctx.numOutputs)
+      return fail(where, absl::StrCat(field, " is tensors[", t, "], argument ",
+                                      info.index, ", but ", ctx.path, " has ",
+                                      ctx.numInputs, " inputs and ",
+                                      ctx.numOutputs, " outputs"));
+    const step::Function *fn = step_.functions()->Get(ctx.index);
+    uint32_t bound =
+        arg < ctx.numInputs
+            ? fn->inputs()->Get(static_cast<uint32_t>(arg))
+            : fn->outputs()->Get(static_cast<uint32_t>(arg - ctx.numInputs));
+    const TensorInfo &argInfo = program_.tensors_[bound];
+    if (argInfo.bytes != info.bytes)
+      return fail(where,
+                  absl::StrCat(field, " is ", describe(t),
+                               ", an alias of argument ", info.index, " of ",
+                               ctx.path, " which is ", describe(bound)));
+  }
+  if (access == Access::Write && info.storage == step::Storage::Constant)
+    return fail(where, absl::StrCat(field, " is tensors[", t,
+                                    "], a Constant (read-only)"));
+  return absl::OkStatus();
+}
+
+absl::Status ProgramVerifier::checkTensorList(const FunctionContext &ctx,
+                                              const std::string &where,
+                                              const char *field,
+                                              const Vector<uint32_t> *list,
+                                              Access access) const {
+  for (uint32_t i = 0; i < sizeOf(list); ++i)
+    OMNI_RETURN_IF_ERROR(checkTensorRef(
+        ctx, where, absl::StrCat(field, "[", i, "]"), list->Get(i), access));
+  return absl::OkStatus();
+}
+
+absl::Status ProgramVerifier::scalarInRange(const std::string &where,
+                                            const std::string &field,
+                                            uint32_t s) const {
+  if (s >= numScalars())
+    return fail(where, absl::StrCat(field, " = ", s, " but there are ",
+                                    numScalars(), " scalars"));
+  return absl::OkStatus();
+}
+
+absl::Status ProgramVerifier::checkCallGraph() {
+  const uint32_t n = numFunctions();
+  enum State : uint8_t { Unvisited, Active, Done };
+  std::vector<State> state(n, Unvisited);
+  std::vector<int> depth(n, 1);
+  std::vector<uint32_t> stack;
+  // Iterative DFS so that a deep call chain cannot overflow our stack.
+  std::vector<std::pair<uint32_t, size_t>> work;
+  for (uint32_t root = 0; root < n; ++root) {
+    if (state[root] != Unvisited)
+      continue;
+    work.push_back({root, 0});
+    state[root] = Active;
+    stack.push_back(root);
+    while (!work.empty()) {
+      auto &[f, next] = work.back();
+      const auto &callees = contexts_[f].callees;
+      if (next < callees.size()) {
+        auto [g, where] = callees[next++];
+        if (state[g] == Active) {
+          std::string cycle;
+          auto it = std::find(stack.begin(), stack.end(), g);
+          for (; it != stack.end(); ++it)
+            absl::StrAppend(&cycle, functionName(*it), " -> ");
+          absl::StrAppend(&cycle, functionName(g));
+          return fail(where,
+                      absl::StrCat("recursion is not supported (", cycle, ")"));
+        }
+        if (state[g] == Unvisited) {
+          state[g] = Active;
+          stack.push_back(g);
+          work.push_back({g, 0});
+        }
+        continue;
+      }
+      int d = 1;
+      for (const auto &[g, where] : callees)
+        d = std::max(d, depth[g] + 1);
+      depth[f] = d;
+      if (d > options_.maxCallDepth)
+        return fail(contexts_[f].path,
+                    absl::StrCat("calls nest ", d, " deep but the limit is ",
+                                 options_.maxCallDepth));
+      state[f] = Done;
+      stack.pop_back();
+      work.pop_back();
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status verifyProgram(Program &program, const LoadOptions &options) {
+  return ProgramVerifier(program, options).run();
+}
+
+} // namespace omni::loader

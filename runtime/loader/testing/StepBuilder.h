@@ -1,0 +1,263 @@
+//===- StepBuilder.h - Build step.bin files in tests ------------*- C++ -*-===//
+//
+// Until omnic writes step.bin, the runtime's tests (loader, executor,
+// omnirun, the fuzzer) build their programs with this thin layer over the
+// FlatBuffers builder. It never validates anything: tests set any field to
+// any value (an out-of-range index, an invalid enum) to exercise the
+// loader's checks. Test-only; header-only.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OMNI_RUNTIME_LOADER_TESTING_STEPBUILDER_H
+#define OMNI_RUNTIME_LOADER_TESTING_STEPBUILDER_H
+
+#include "runtime/schema/step_generated.h"
+
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+namespace omni::testing {
+
+using CommandRef = flatbuffers::Offset<step::Command>;
+
+inline int64_t stepDTypeSize(step::DType dtype) {
+  switch (dtype) {
+  case step::DType::F64:
+  case step::DType::I64:
+    return 8;
+  case step::DType::F32:
+  case step::DType::I32:
+    return 4;
+  case step::DType::F16:
+  case step::DType::BF16:
+    return 2;
+  default:
+    return 1;
+  }
+}
+
+inline std::vector<uint8_t> readBinaryFile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+}
+
+/// Little-endian bytes of `values`.
+template <typename T>
+std::vector<uint8_t> bytesOf(const std::vector<T> &values) {
+  std::vector<uint8_t> bytes(values.size() * sizeof(T));
+  if (!values.empty())
+    std::memcpy(bytes.data(), values.data(), bytes.size());
+  return bytes;
+}
+
+class StepBuilder {
+public:
+  struct TensorSpec {
+    std::string name;
+    step::DType dtype = step::DType::F32;
+    std::vector<int64_t> shape;
+    step::Storage storage = step::Storage::Arena;
+    int64_t index = 0;
+    step::Role role = step::Role::Transient;
+  };
+  struct StateSpec {
+    std::string name;
+    step::DType dtype = step::DType::F32;
+    std::vector<int64_t> shape;
+    step::Role role = step::Role::Parameter;
+  };
+  struct ExecutableSpec {
+    std::string name;
+    step::ExecutableFormat format = step::ExecutableFormat::ElfSharedObject;
+    std::string target;
+    std::vector<uint8_t> data;
+    std::vector<std::string> kernels;
+  };
+
+  // Everything below is public so tests can corrupt any field.
+  flatbuffers::FlatBufferBuilder fbb;
+  uint32_t version = 1;
+  std::string targetKind = "cpu";
+  int64_t arenaSize = 0;
+  std::vector<TensorSpec> tensors;
+  std::vector<std::string> scalars;
+  std::vector<std::vector<uint8_t>> constants;
+  std::vector<StateSpec> state;
+  std::vector<ExecutableSpec> executables;
+  std::vector<flatbuffers::Offset<step::Function>> functions;
+
+  static int64_t bytesOfShape(step::DType dtype,
+                              const std::vector<int64_t> &shape) {
+    int64_t n = stepDTypeSize(dtype);
+    for (int64_t d : shape)
+      n *= d;
+    return n;
+  }
+
+  uint32_t tensor(TensorSpec spec) {
+    tensors.push_back(std::move(spec));
+    return static_cast<uint32_t>(tensors.size() - 1);
+  }
+  /// A transient at the next 64-byte aligned arena offset.
+  uint32_t arena(step::DType dtype, std::vector<int64_t> shape,
+                 std::string name = "") {
+    int64_t offset = (arenaSize + 63) / 64 * 64;
+    arenaSize = offset + bytesOfShape(dtype, shape);
+    return tensor({std::move(name), dtype, std::move(shape),
+                   step::Storage::Arena, offset, step::Role::Transient});
+  }
+  uint32_t argument(step::DType dtype, std::vector<int64_t> shape,
+                    int64_t index, std::string name = "") {
+    return tensor({std::move(name), dtype, std::move(shape),
+                   step::Storage::Argument, index, step::Role::Input});
+  }
+  uint32_t constant(step::DType dtype, std::vector<int64_t> shape,
+                    std::vector<uint8_t> data, std::string name = "") {
+    constants.push_back(std::move(data));
+    return tensor(
+        {std::move(name), dtype, std::move(shape), step::Storage::Constant,
+         static_cast<int64_t>(constants.size() - 1), step::Role::Constant});
+  }
+  /// A state slot and a tensor that is it.
+  uint32_t stateTensor(std::string name, step::DType dtype,
+                       std::vector<int64_t> shape) {
+    state.push_back({name, dtype, shape, step::Role::Parameter});
+    return tensor({std::move(name), dtype, std::move(shape),
+                   step::Storage::State, static_cast<int64_t>(state.size() - 1),
+                   step::Role::Parameter});
+  }
+  uint32_t scalar(std::string name = "") {
+    scalars.push_back(std::move(name));
+    return static_cast<uint32_t>(scalars.size() - 1);
+  }
+  uint32_t executable(ExecutableSpec spec) {
+    executables.push_back(std::move(spec));
+    return static_cast<uint32_t>(executables.size() - 1);
+  }
+
+  //===--- Commands -------------------------------------------------------===//
+
+  CommandRef command(step::CommandKind kind, flatbuffers::Offset<void> value,
+                     const std::string &location = "") {
+    auto loc = location.empty() ? 0 : fbb.CreateString(location);
+    return step::CreateCommand(fbb, kind, value, loc);
+  }
+  CommandRef dispatch(uint32_t exe, uint32_t kernel, int64_t grid,
+                      std::vector<uint32_t> operands,
+                      std::vector<uint32_t> results,
+                      std::vector<uint32_t> scalarRegs = {}) {
+    auto d = step::CreateDispatchDirect(fbb, exe, kernel, grid, &operands,
+                                        &results, &scalarRegs);
+    return command(step::CommandKind::Dispatch, d.Union());
+  }
+  CommandRef library(step::Library library, std::vector<uint32_t> operands,
+                     std::vector<uint32_t> results, std::vector<int64_t> ints,
+                     std::vector<double> floats = {}) {
+    auto c = step::CreateLibraryCallDirect(fbb, library, &operands, &results,
+                                           &ints, &floats);
+    return command(step::CommandKind::LibraryCall, c.Union());
+  }
+  struct CopySpec {
+    uint32_t source = 0, dest = 0;
+    int64_t bytes = 0;
+    int64_t sourceOffset = 0;
+    int32_t sourceScalar = -1;
+    int64_t sourceStride = 0;
+    int64_t destOffset = 0;
+    int32_t destScalar = -1;
+    int64_t destStride = 0;
+  };
+  CommandRef copy(const CopySpec &s) {
+    auto c = step::CreateCopy(fbb, s.source, s.dest, s.bytes, s.sourceOffset,
+                              s.sourceScalar, s.sourceStride, s.destOffset,
+                              s.destScalar, s.destStride);
+    return command(step::CommandKind::Copy, c.Union());
+  }
+  CommandRef copy(uint32_t source, uint32_t dest) {
+    CopySpec s;
+    s.source = source;
+    s.dest = dest;
+    return copy(s);
+  }
+  CommandRef fill(uint32_t dest, std::vector<uint8_t> pattern) {
+    auto f = step::CreateFillDirect(fbb, dest, &pattern);
+    return command(step::CommandKind::Fill, f.Union());
+  }
+  CommandRef random(step::Distribution distribution, uint32_t key,
+                    uint32_t counter, uint32_t offset, uint32_t result) {
+    auto r =
+        step::CreateRandom(fbb, distribution, key, counter, offset, result);
+    return command(step::CommandKind::Random, r.Union());
+  }
+  CommandRef hostCall(const std::string &name, std::vector<uint32_t> operands,
+                      std::vector<uint32_t> results) {
+    auto h = step::CreateHostCallDirect(fbb, name.c_str(), &operands, &results);
+    return command(step::CommandKind::HostCall, h.Union());
+  }
+  CommandRef scalarOp(step::ScalarOpKind kind, uint32_t dest, uint32_t a = 0,
+                      uint32_t b = 0, int64_t value = 0) {
+    auto s = step::CreateScalarOp(fbb, kind, dest, a, b, value);
+    return command(step::CommandKind::ScalarOp, s.Union());
+  }
+  CommandRef loop(uint32_t iv, int64_t lower, int64_t upper, int64_t stepSize,
+                  std::vector<CommandRef> body) {
+    auto l = step::CreateLoopDirect(fbb, iv, lower, upper, stepSize, &body);
+    return command(step::CommandKind::Loop, l.Union());
+  }
+  CommandRef call(uint32_t function, std::vector<uint32_t> operands,
+                  std::vector<uint32_t> results) {
+    auto c = step::CreateCallDirect(fbb, function, &operands, &results);
+    return command(step::CommandKind::Call, c.Union());
+  }
+
+  /// Adds a function; returns its index.
+  uint32_t function(const std::string &name, std::vector<uint32_t> inputs,
+                    std::vector<uint32_t> outputs,
+                    std::vector<CommandRef> commands, uint32_t numScalars = 0) {
+    functions.push_back(step::CreateFunctionDirect(
+        fbb, name.c_str(), &inputs, &outputs, &commands, numScalars));
+    return static_cast<uint32_t>(functions.size() - 1);
+  }
+
+  /// The finished file. The builder cannot be reused afterwards.
+  std::string finish() {
+    std::vector<flatbuffers::Offset<step::Tensor>> tensorTables;
+    for (const TensorSpec &t : tensors)
+      tensorTables.push_back(step::CreateTensorDirect(
+          fbb, t.name.c_str(), t.dtype, &t.shape, t.storage, t.index, t.role));
+    std::vector<flatbuffers::Offset<step::Scalar>> scalarTables;
+    for (const std::string &s : scalars)
+      scalarTables.push_back(step::CreateScalarDirect(fbb, s.c_str()));
+    std::vector<flatbuffers::Offset<step::Constant>> constantTables;
+    for (const std::vector<uint8_t> &c : constants)
+      constantTables.push_back(step::CreateConstantDirect(fbb, &c));
+    std::vector<flatbuffers::Offset<step::StateSlot>> stateTables;
+    for (const StateSpec &s : state)
+      stateTables.push_back(step::CreateStateSlotDirect(
+          fbb, s.name.c_str(), s.dtype, &s.shape, s.role));
+    std::vector<flatbuffers::Offset<step::Executable>> exeTables;
+    for (const ExecutableSpec &e : executables) {
+      std::vector<flatbuffers::Offset<flatbuffers::String>> kernels;
+      for (const std::string &k : e.kernels)
+        kernels.push_back(fbb.CreateString(k));
+      exeTables.push_back(step::CreateExecutableDirect(
+          fbb, e.name.c_str(), e.format, e.target.c_str(), &e.data, &kernels));
+    }
+    auto target =
+        step::CreateTargetDirect(fbb, targetKind.c_str(), "x86-64", "+sse2");
+    auto root = step::CreateStepDirect(
+        fbb, version, "StepBuilder", target, &tensorTables, &scalarTables,
+        arenaSize, &exeTables, &constantTables, &stateTables, &functions);
+    step::FinishStepBuffer(fbb, root);
+    return std::string(reinterpret_cast<const char *>(fbb.GetBufferPointer()),
+                       fbb.GetSize());
+  }
+};
+
+} // namespace omni::testing
+
+#endif // OMNI_RUNTIME_LOADER_TESTING_STEPBUILDER_H

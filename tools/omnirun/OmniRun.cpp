@@ -1,0 +1,209 @@
+//===- OmniRun.cpp - The omnirun tool as a library --------------*- C++ -*-===//
+
+#include "tools/omnirun/OmniRun.h"
+
+#include "runtime/executor/Executor.h"
+#include "runtime/hal/drivers/Drivers.h"
+#include "runtime/io/Npy.h"
+#include "runtime/io/TensorText.h"
+#include "runtime/loader/Program.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+#include <optional>
+
+namespace omni::omnirun {
+namespace {
+
+constexpr const char *kUsage = R"(usage: omnirun <step.bin> [options]
+
+Runs a function of a compiled omni program (step.bin).
+
+  --list                 print the functions (with their input and output
+                         types) and the state slots, then exit
+  --function=<name>      the function to run
+  --input=<tensor>       an argument, in order: @file.npy or an inline
+                         literal such as 2x3xf32=1,2,3,4,5,6 or i64=7
+  --output=<target>      where result i goes, in order: @file.npy, or - to
+                         print it (the default when no --output is given)
+  --threads=<n>          worker threads of the cpu device (default: one per
+                         core)
+  --device=<driver>      the hal driver (default: cpu)
+  --help                 print this help
+)";
+
+struct Options {
+  std::string file;
+  bool list = false;
+  std::optional<std::string> function;
+  std::vector<std::string> inputs;
+  std::vector<std::string> outputs;
+  int threads = 0;
+  std::string device = "cpu";
+  bool help = false;
+};
+
+/// Parses `args`; returns an error line on failure.
+std::optional<std::string> parse(const std::vector<std::string> &args,
+                                 Options &options) {
+  // Options that take a value accept both --name=value and --name value.
+  const char *valued[] = {"--function", "--input", "--output", "--threads",
+                          "--device"};
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string &arg = args[i];
+    if (arg == "--list") {
+      options.list = true;
+      continue;
+    }
+    if (arg == "--help" || arg == "-h") {
+      options.help = true;
+      continue;
+    }
+    if (!absl::StartsWith(arg, "-") || arg == "-") {
+      if (!options.file.empty())
+        return absl::StrCat("expected one step.bin but found '", options.file,
+                            "' and '", arg, "'");
+      options.file = arg;
+      continue;
+    }
+    std::string name = arg, value;
+    bool found = false;
+    for (const char *option : valued) {
+      if (arg == option) {
+        if (i + 1 == args.size())
+          return absl::StrCat(option, " needs a value");
+        name = option;
+        value = args[++i];
+        found = true;
+        break;
+      }
+      if (absl::StartsWith(arg, absl::StrCat(option, "="))) {
+        name = option;
+        value = arg.substr(std::string(option).size() + 1);
+        found = true;
+        break;
+      }
+    }
+    if (!found)
+      return absl::StrCat("unknown option '", arg, "' (see --help)");
+    if (name == "--function")
+      options.function = value;
+    else if (name == "--input")
+      options.inputs.push_back(value);
+    else if (name == "--output")
+      options.outputs.push_back(value);
+    else if (name == "--device")
+      options.device = value;
+    else if (name == "--threads") {
+      if (!absl::SimpleAtoi(value, &options.threads) || options.threads < 0)
+        return absl::StrCat("--threads expects a non-negative integer, found '",
+                            value, "'");
+    }
+  }
+  return std::nullopt;
+}
+
+void list(const loader::Program &program, std::ostream &out) {
+  for (uint32_t f = 0; f < program.numFunctions(); ++f)
+    out << "@" << program.step().functions()->Get(f)->name()->str()
+        << program.functionSignature(f) << "\n";
+  for (const loader::StateInfo &slot : program.state())
+    out << "state '" << slot.name
+        << "': " << loader::tensorTypeString(slot.dtype, slot.shape) << " ("
+        << step::EnumNameRole(slot.role) << ")\n";
+}
+
+} // namespace
+
+int run(const std::vector<std::string> &args, std::ostream &out,
+        std::ostream &err) {
+  auto fail = [&](absl::string_view message) {
+    err << "omnirun: " << message << "\n";
+    return 1;
+  };
+  Options options;
+  if (std::optional<std::string> error = parse(args, options))
+    return fail(*error);
+  if (options.help) {
+    out << kUsage;
+    return 0;
+  }
+  if (options.file.empty())
+    return fail("no step.bin given (see --help)");
+  if (!options.list && !options.function)
+    return fail("give --function=<name> to run a function or --list to list "
+                "them");
+
+  absl::StatusOr<std::shared_ptr<const loader::Program>> program =
+      loader::Program::loadFile(options.file);
+  if (!program.ok())
+    return fail(program.status().message());
+  if (options.list) {
+    list(**program, out);
+    return 0;
+  }
+  std::optional<uint32_t> function =
+      (*program)->findFunction(*options.function);
+  if (!function) {
+    std::vector<std::string> names;
+    for (uint32_t f = 0; f < (*program)->numFunctions(); ++f)
+      names.push_back((*program)->step().functions()->Get(f)->name()->str());
+    return fail(
+        absl::StrCat(options.file, " has no function '", *options.function,
+                     "' (functions: ", absl::StrJoin(names, ", "), ")"));
+  }
+
+  std::vector<HostTensor> inputs;
+  for (size_t i = 0; i < options.inputs.size(); ++i) {
+    absl::StatusOr<HostTensor> input = parseTensorArgument(options.inputs[i]);
+    if (!input.ok())
+      return fail(absl::StrCat("--input #", i, ": ", input.status().message()));
+    inputs.push_back(std::move(*input));
+  }
+  const step::Function *fn = (*program)->step().functions()->Get(*function);
+  size_t numOutputs = fn->outputs() ? fn->outputs()->size() : 0;
+  if (!options.outputs.empty() && options.outputs.size() != numOutputs)
+    return fail(absl::StrCat("@", *options.function, " returns ", numOutputs,
+                             " results but ", options.outputs.size(),
+                             " --output were given"));
+  for (size_t i = 0; i < options.outputs.size(); ++i) {
+    const std::string &target = options.outputs[i];
+    if (target != "-" && !(target.size() > 1 && target[0] == '@'))
+      return fail(absl::StrCat(
+          "--output #", i, " must be @file.npy or -, found '", target, "'"));
+  }
+
+  hal::DeviceOptions deviceOptions;
+  deviceOptions.threads = options.threads;
+  absl::StatusOr<std::unique_ptr<hal::Device>> device =
+      hal::builtinDrivers().createDevice(options.device, deviceOptions);
+  if (!device.ok())
+    return fail(device.status().message());
+  absl::StatusOr<std::unique_ptr<executor::Executor>> executor =
+      executor::Executor::create(*program, **device);
+  if (!executor.ok())
+    return fail(executor.status().message());
+  absl::StatusOr<std::vector<HostTensor>> results =
+      (*executor)->run(*function, inputs);
+  if (!results.ok())
+    return fail(results.status().message());
+
+  for (size_t i = 0; i < results->size(); ++i) {
+    const HostTensor &result = (*results)[i];
+    std::string target = options.outputs.empty() ? "-" : options.outputs[i];
+    if (target == "-") {
+      int digits = result.dtype() == DType::F64 ? 17 : 9;
+      out << "result[" << i << "]: " << formatTensor(result, digits) << "\n";
+      continue;
+    }
+    absl::Status written = writeNpyFile(target.substr(1), result);
+    if (!written.ok())
+      return fail(written.message());
+  }
+  return 0;
+}
+
+} // namespace omni::omnirun

@@ -1,0 +1,175 @@
+//===- OmniRunTest.cpp - omnirun, run in-process ----------------*- C++ -*-===//
+
+#include "tools/omnirun/OmniRun.h"
+
+#include "runtime/io/Npy.h"
+#include "tools/omnirun/SamplePrograms.h"
+
+#include "gtest/gtest.h"
+
+#include <fstream>
+#include <sstream>
+
+namespace omni::omnirun {
+namespace {
+
+struct Result {
+  int code;
+  std::string out, err;
+};
+
+Result omnirun(std::vector<std::string> args) {
+  std::ostringstream out, err;
+  int code = run(args, out, err);
+  return {code, out.str(), err.str()};
+}
+
+std::string writeTemp(const std::string &name, const std::string &bytes) {
+  std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+class OmniRunTest : public ::testing::Test {
+protected:
+  static void SetUpTestSuite() {
+    addBin = new std::string(
+        writeTemp("omnirun_add.bin", samples::add(OMNI_TEST_KERNELS_SO)));
+    matmulBin = new std::string(writeTemp("omnirun_mm.bin", samples::matmul()));
+    badBin =
+        new std::string(writeTemp("omnirun_bad.bin", samples::badOperand()));
+  }
+  static std::string *addBin, *matmulBin, *badBin;
+};
+std::string *OmniRunTest::addBin, *OmniRunTest::matmulBin, *OmniRunTest::badBin;
+
+TEST_F(OmniRunTest, Lists) {
+  Result r = omnirun({*matmulBin, "--list"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "@matmul(tensor<2x3xf32>, tensor<3x2xf32>) -> "
+                   "(tensor<2x2xf32>)\n"
+                   "@both(tensor<2x3xf64>) -> (tensor<2x3xf64>, tensor<i64>)\n"
+                   "state 'w': tensor<2xf32> (Parameter)\n");
+}
+
+TEST_F(OmniRunTest, RunsAndPrints) {
+  Result r = omnirun({*addBin, "--function=add", "--input=4xf32=1,2,3,4",
+                      "--input", "4xf32=10,20,30,40.5", "--threads=2"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "result[0]: tensor<4xf32>=[11 22 33 44.5]\n");
+  r = omnirun(
+      {*matmulBin, "--function", "both", "--input=2x3xf64=0.1,2,3,4,5,6"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "result[0]: tensor<2x3xf64>=[[0.10000000000000001 2 3][4 5 "
+                   "6]]\nresult[1]: tensor<i64>=7\n");
+}
+
+TEST_F(OmniRunTest, ReadsAndWritesNpy) {
+  std::string a = ::testing::TempDir() + "/omnirun_a.npy";
+  ASSERT_TRUE(writeNpyFile(a, HostTensor::fromDoubles(DType::F32, {2, 3},
+                                                      {1, 2, 3, 4, 5, 6}))
+                  .ok());
+  std::string c = ::testing::TempDir() + "/omnirun_c.npy";
+  Result r = omnirun({*matmulBin, "--function=matmul", "--input=@" + a,
+                      "--input=3x2xf32=1,0,0,1,1,1", "--output=@" + c});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "");
+  auto result = readNpyFile(c);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(*result,
+            HostTensor::fromDoubles(DType::F32, {2, 2}, {4, 5, 10, 11}));
+  // "-" prints that result.
+  r = omnirun({*matmulBin, "--function=both", "--input=@" + a});
+  EXPECT_EQ(r.code, 1);
+  r = omnirun({*matmulBin, "--function=both", "--input=2x3xf64=1,2,3,4,5,6",
+               "--output=-", "--output=@" + c});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "result[0]: tensor<2x3xf64>=[[1 2 3][4 5 6]]\n");
+}
+
+TEST_F(OmniRunTest, OneLineErrors) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string err;
+  };
+  const std::string add = *addBin, mm = *matmulBin;
+  const Case cases[] = {
+      {{add, "--function=add", "--input=4xf32=1,2,3,4"},
+       "omnirun: @add takes 2 inputs but 1 were given\n"},
+      {{add, "--function=add", "--input=4xf32=1,2,3,4",
+        "--input=2x2xf32=1,2,3,4"},
+       "omnirun: input 1 of @add is tensor<4xf32> but the argument is "
+       "tensor<2x2xf32>\n"},
+      {{add, "--function=add", "--input=4xf32=1,2,3,4",
+        "--input=4xi32=1,2,3,4"},
+       "omnirun: input 1 of @add is tensor<4xf32> but the argument is "
+       "tensor<4xi32>\n"},
+      {{add, "--function=add", "--input=4xf32=1,2,3"}, "omnirun: --input #0: "},
+      {{add, "--function=add", "--input=@/nonexistent.npy"},
+       "omnirun: --input #0: "},
+      {{add, "--function=sub"},
+       "omnirun: " + add + " has no function 'sub' (functions: add)\n"},
+      {{add},
+       "omnirun: give --function=<name> to run a function or --list to "
+       "list them\n"},
+      {{"--list"}, "omnirun: no step.bin given (see --help)\n"},
+      {{add, "--bogus"}, "omnirun: unknown option '--bogus' (see --help)\n"},
+      {{add, "--function"}, "omnirun: --function needs a value\n"},
+      {{add, "--list", "--threads=x"},
+       "omnirun: --threads expects a non-negative integer, found 'x'\n"},
+      {{add, mm, "--list"},
+       "omnirun: expected one step.bin but found '" + add + "' and '" + mm +
+           "'\n"},
+      {{add, "--list", "--device=tpu"}, ""},
+      {{add, "--function=add", "--input=4xf32=1,2,3,4", "--input=4xf32=1,2,3,4",
+        "--device=tpu"},
+       "omnirun: no driver named 'tpu' (available: cpu)\n"},
+      {{mm, "--function=both", "--input=2x3xf64=1,2,3,4,5,6", "--output=x.npy",
+        "--output=-"},
+       "omnirun: --output #0 must be @file.npy or -, found 'x.npy'\n"},
+      {{mm, "--function=both", "--input=2x3xf64=1,2,3,4,5,6", "--output=-"},
+       "omnirun: @both returns 2 results but 1 --output were given\n"},
+      {{"/nonexistent/x.bin", "--list"},
+       "omnirun: /nonexistent/x.bin: cannot open: No such file or directory\n"},
+      {{*badBin, "--list"},
+       "omnirun: " + *badBin +
+           ": functions[0].commands[0] (Copy): dest = 57 "
+           "but there are 1 tensors\n"},
+  };
+  for (const Case &c : cases) {
+    Result r = omnirun(c.args);
+    std::string joined;
+    for (const std::string &a : c.args)
+      joined += a + " ";
+    if (c.err.empty()) {
+      EXPECT_EQ(r.code, 0) << joined << r.err;
+      continue;
+    }
+    EXPECT_EQ(r.code, 1) << joined;
+    // One line, starting as expected (whole when the case gives a newline).
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    if (c.err.back() == '\n')
+      EXPECT_EQ(r.err, c.err) << joined;
+    else
+      EXPECT_EQ(r.err.substr(0, c.err.size()), c.err) << joined;
+  }
+}
+
+TEST_F(OmniRunTest, RejectsGarbageFiles) {
+  std::string garbage =
+      writeTemp("omnirun_garbage.bin", "not a step.bin at all");
+  Result r = omnirun({garbage, "--list"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.err, "omnirun: " + garbage +
+                       ": file identifier is 'a st' but a step.bin has "
+                       "'OMN1'\n");
+}
+
+TEST_F(OmniRunTest, Help) {
+  Result r = omnirun({"--help"});
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("usage: omnirun <step.bin>"), std::string::npos);
+}
+
+} // namespace
+} // namespace omni::omnirun
