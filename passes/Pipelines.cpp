@@ -32,8 +32,10 @@ void buildOmniPipeline(OpPassManager &pm, PipelineStage last,
   addCleanup(pm);
   if (last == PipelineStage::Cleanup)
     return;
-  // 2. grad / value_and_grad become forward + adjoint IR.
+  // 2. grad / value_and_grad become forward + adjoint IR (calls to
+  //    generated gradient functions, inlined in turn).
   pm.addPass(createOmniAutodiffPass());
+  pm.addPass(createInlinerPass());
   addCleanup(pm);
   if (last == PipelineStage::Autodiff)
     return;

@@ -8,7 +8,7 @@
 // 3. The module is translated to LLVM IR; each kernel gets an exported
 //    wrapper with the runtime's ABI that builds the memref arguments from
 //    the raw buffer pointers (shapes are static).
-// 4. LLVM optimizes at O3 for the target CPU and emits an object file in
+// 4. LLVM optimizes (-O level) for the target CPU and emits an object file in
 //    process; ld.lld links it into a shared object.
 //
 //===----------------------------------------------------------------------===//
@@ -148,11 +148,14 @@ std::string featureString(bool host) {
   if (!host)
     return "";
   std::string features;
-  for (const auto &f : llvm::sys::getHostCPUFeatures()) {
-    if (!features.empty())
-      features += ",";
-    features += (f.second ? "+" : "-") + f.first().str();
-  }
+  // Only what the code may use; sorted so the string is reproducible.
+  std::vector<std::string> enabled;
+  for (const auto &f : llvm::sys::getHostCPUFeatures())
+    if (f.second)
+      enabled.push_back("+" + f.first().str());
+  llvm::sort(enabled);
+  for (const std::string &f : enabled)
+    features += (features.empty() ? "" : ",") + f;
   return features;
 }
 
@@ -250,11 +253,15 @@ mlir::omni::compileFusionsForCpu(ModuleOp program, const CpuTarget &target,
   exe.features = featureString(target.hostCpu);
   std::unique_ptr<llvm::TargetMachine> machine(llvmTarget->createTargetMachine(
       triple, exe.cpu, exe.features, llvm::TargetOptions(),
-      llvm::Reloc::PIC_, std::nullopt, llvm::CodeGenOptLevel::Aggressive));
+      llvm::Reloc::PIC_, std::nullopt,
+      target.optLevel >= 3   ? llvm::CodeGenOptLevel::Aggressive
+      : target.optLevel == 0 ? llvm::CodeGenOptLevel::None
+                             : llvm::CodeGenOptLevel::Default));
   module->setDataLayout(machine->createDataLayout());
   module->setTargetTriple(triple);
   if (llvm::Error err =
-          makeOptimizingTransformer(3, 0, machine.get())(module.get()))
+          makeOptimizingTransformer(target.optLevel, 0, machine.get())(
+              module.get()))
     return emitError(loc, "optimizing the kernels failed: ")
            << llvm::toString(std::move(err));
 

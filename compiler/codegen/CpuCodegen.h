@@ -22,6 +22,8 @@ struct CpuTarget {
   /// Compile for the host CPU (its name and features) or, when false, for
   /// portable x86-64.
   bool hostCpu = true;
+  /// LLVM optimization level of the kernels (0-3).
+  int optLevel = 2;
 };
 
 struct CpuExecutable {

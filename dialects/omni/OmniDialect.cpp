@@ -9,11 +9,13 @@
 #include "dialects/omni/OmniOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/Extensions/InlinerExtension.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
+#include "mlir/Transforms/InliningUtils.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -27,6 +29,20 @@ using namespace mlir::omni;
 #define GET_ATTRDEF_CLASSES
 #include "dialects/omni/OmniAttrs.cpp.inc"
 
+namespace {
+/// Every omni op may be inlined: omni ops are pure or side-effecting only
+/// through the runtime (host calls), never through the caller's frame.
+struct OmniInlinerInterface : DialectInlinerInterface {
+  using DialectInlinerInterface::DialectInlinerInterface;
+  bool isLegalToInline(Operation *, Region *, bool, IRMapping &) const final {
+    return true;
+  }
+  bool isLegalToInline(Region *, Region *, bool, IRMapping &) const final {
+    return true;
+  }
+};
+} // namespace
+
 void OmniDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
@@ -36,6 +52,7 @@ void OmniDialect::initialize() {
 #define GET_ATTRDEF_LIST
 #include "dialects/omni/OmniAttrs.cpp.inc"
       >();
+  addInterfaces<OmniInlinerInterface>();
 }
 
 Operation *OmniDialect::materializeConstant(OpBuilder &builder,
@@ -50,6 +67,8 @@ Operation *OmniDialect::materializeConstant(OpBuilder &builder,
 void mlir::omni::registerOmniDialects(DialectRegistry &registry) {
   registry.insert<OmniDialect, func::FuncDialect, scf::SCFDialect,
                   arith::ArithDialect, tensor::TensorDialect>();
+  // Lets the inliner (omni-pipeline's first pass) inline func.call.
+  func::registerInlinerExtension(registry);
 }
 
 //===----------------------------------------------------------------------===//

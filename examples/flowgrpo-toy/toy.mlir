@@ -17,7 +17,7 @@
 
 !x = tensor<8x192xf32>
 
-func.func @velocity(%w1: tensor<32x193xf32>, %b1: tensor<32xf32>,
+func.func private @velocity(%w1: tensor<32x193xf32>, %b1: tensor<32xf32>,
                     %w2: tensor<192x32xf32>, %b2: tensor<192xf32>,
                     %x: !x, %t: tensor<f32>) -> !x {
   %tcol = omni.broadcast_in_dim %t, dims = [] : tensor<f32> -> tensor<8x1xf32>
@@ -31,7 +31,7 @@ func.func @velocity(%w1: tensor<32x193xf32>, %b1: tensor<32xf32>,
 }
 
 /// The timestep of step %i as a 0-D tensor.
-func.func @timestep(%timesteps: tensor<4xf32>, %i: index) -> tensor<f32> {
+func.func private @timestep(%timesteps: tensor<4xf32>, %i: index) -> tensor<f32> {
   %t = tensor.extract %timesteps[%i] : tensor<4xf32>
   %tt = tensor.from_elements %t : tensor<f32>
   return %tt : tensor<f32>

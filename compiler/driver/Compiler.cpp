@@ -1,0 +1,129 @@
+//===- Compiler.cpp - omnic: .mlir to step.bin ----------------------------===//
+//
+// 1. Parse and verify the input (diagnostics carry file:line:col).
+// 2. Run the omni pipeline (passes/Pipelines.cpp) up to the requested stage;
+//    `--emit=<stage>` prints the IR there and stops.
+// 3. Compile every omni.fusion to native code (compiler/codegen).
+// 4. Write step.bin (compiler/stepbin), or print it as JSON.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/driver/Compiler.h"
+
+#include "compiler/codegen/CpuCodegen.h"
+#include "compiler/driver/StepJson.h"
+#include "compiler/stepbin/StepWriter.h"
+#include "dialects/omni/OmniOps.h"
+#include "passes/Passes.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+using namespace mlir;
+using namespace mlir::omni;
+
+namespace {
+
+std::optional<PipelineStage> parseStage(llvm::StringRef name) {
+  return llvm::StringSwitch<std::optional<PipelineStage>>(name)
+      .Case("cleanup", PipelineStage::Cleanup)
+      .Case("autodiff", PipelineStage::Autodiff)
+      .Case("decompose", PipelineStage::Decompose)
+      .Case("fuse", PipelineStage::Fuse)
+      .Case("plan-memory", PipelineStage::PlanMemory)
+      .Default(std::nullopt);
+}
+
+} // namespace
+
+int mlir::omni::runCompiler(const CompileOptions &options,
+                            llvm::raw_ostream &outs, llvm::raw_ostream &errs) {
+  auto fail = [&](const llvm::Twine &message) {
+    errs << "omnic: " << message << "\n";
+    return 1;
+  };
+  std::optional<PipelineStage> stage;
+  bool emitKernels = options.emit == "kernels";
+  bool emitJson = options.emit == "json";
+  if (!options.emit.empty() && options.emit != "input" && !emitKernels &&
+      !emitJson) {
+    stage = parseStage(options.emit);
+    if (!stage)
+      return fail("--emit=" + options.emit +
+                  ": expected input, cleanup, autodiff, decompose, fuse, "
+                  "plan-memory, kernels or json");
+  }
+  if (options.emit.empty() && options.output.empty())
+    return fail("no output file: pass -o <file>.bin (or --emit=<stage>)");
+  if (options.optLevel < 0 || options.optLevel > 3)
+    return fail("-O" + llvm::Twine(options.optLevel) + ": expected 0 to 3");
+
+  DialectRegistry registry;
+  registerOmniDialects(registry);
+  registerCpuCodegenDialects(registry);
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+
+  std::string error;
+  std::unique_ptr<llvm::MemoryBuffer> input =
+      openInputFile(options.input, &error);
+  if (!input)
+    return fail(error);
+  auto sourceMgr = std::make_shared<llvm::SourceMgr>();
+  sourceMgr->AddNewSourceBuffer(std::move(input), llvm::SMLoc());
+  SourceMgrDiagnosticHandler diagnostics(*sourceMgr, &context, errs);
+  OwningOpRef<ModuleOp> module =
+      parseSourceFile<ModuleOp>(sourceMgr, ParserConfig(&context));
+  if (!module || failed(verify(*module)))
+    return 1;
+  if (options.emit == "input") {
+    module->print(outs);
+    return 0;
+  }
+
+  PassManager pm(&context, ModuleOp::getOperationName());
+  buildOmniPipeline(pm, stage.value_or(PipelineStage::PlanMemory),
+                    options.reportArena);
+  if (failed(pm.run(*module)))
+    return 1;
+  if (stage) {
+    module->print(outs);
+    return 0;
+  }
+
+  CpuTarget target;
+  target.hostCpu = options.hostCpu;
+  target.optLevel = options.optLevel;
+  std::string kernelIR;
+  FailureOr<CpuExecutable> exe =
+      compileFusionsForCpu(*module, target, emitKernels ? &kernelIR : nullptr);
+  if (failed(exe))
+    return 1;
+  if (emitKernels) {
+    outs << kernelIR;
+    return 0;
+  }
+  FailureOr<std::vector<uint8_t>> bytes =
+      writeStepBin(*module, *exe, "omnic (omni 0.1)");
+  if (failed(bytes))
+    return 1;
+  if (emitJson) {
+    FailureOr<std::string> json = stepBinToJson(*bytes, error);
+    if (failed(json))
+      return fail(error);
+    outs << *json;
+    return 0;
+  }
+  auto output = openOutputFile(options.output, &error);
+  if (!output)
+    return fail(error);
+  output->os().write(reinterpret_cast<const char *>(bytes->data()),
+                     bytes->size());
+  output->keep();
+  return 0;
+}

@@ -1,0 +1,683 @@
+//===- StepWriter.cpp - lower a compiled module to step.bin ---------------===//
+//
+// Walks each public function once, in program order, and emits commands:
+//
+//   omni.fusion                      Dispatch of its kernel (omni.kernel)
+//   omni.matmul / conv2d / attention LibraryCall
+//   omni.random_* / omni.host_call   Random / HostCall
+//   omni.reshape, omni.shard         a new tensor entry over the same bytes
+//   omni.constant, arith.constant    an embedded constant
+//   tensor.extract_slice, tensor.insert_slice, tensor.extract
+//                                    Copy (contiguous, one dynamic offset)
+//   arith on index, index_cast, from_elements/extract of i64 scalars
+//                                    ScalarOp
+//   scf.for                          Loop; carried tensors live in the slots
+//                                    omni-plan-memory gave the loop
+//
+// Every tensor value maps to an entry of the tensor table whose storage is
+// the memory plan's arena offset (omni.offsets), a caller argument, a
+// donated argument, or a constant. Scalars (index and i64 values) map to
+// index registers.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/stepbin/StepWriter.h"
+
+#include "dialects/omni/OmniOps.h"
+#include "runtime/schema/step_generated.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace mlir::omni;
+namespace fb = flatbuffers;
+namespace st = ::omni::step;
+
+namespace {
+
+int64_t elementBytes(Type e) {
+  return e.isInteger(1) ? 1 : e.getIntOrFloatBitWidth() / 8;
+}
+
+FailureOr<st::DType> dtypeOf(Type e) {
+  if (e.isF32())
+    return st::DType::F32;
+  if (e.isF64())
+    return st::DType::F64;
+  if (e.isF16())
+    return st::DType::F16;
+  if (e.isBF16())
+    return st::DType::BF16;
+  if (e.isInteger(1))
+    return st::DType::I1;
+  if (e.isInteger(32))
+    return st::DType::I32;
+  if (e.isInteger(64))
+    return st::DType::I64;
+  return failure();
+}
+
+std::string locationString(Location loc) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  loc.print(os);
+  return s;
+}
+
+struct TensorEntry {
+  std::string name;
+  st::DType dtype;
+  std::vector<int64_t> shape;
+  st::Storage storage;
+  int64_t index;
+  st::Role role;
+};
+
+/// The state of one step.bin being written.
+class Writer {
+public:
+  Writer(ModuleOp module, const CpuExecutable &exe) : module(module), exe(exe) {}
+  FailureOr<std::vector<uint8_t>> write(StringRef producer);
+
+private:
+  LogicalResult writeFunction(func::FuncOp fn);
+  LogicalResult emitBlock(Block &block, std::vector<fb::Offset<st::Command>> &out);
+  LogicalResult emitOp(Operation *op, std::vector<fb::Offset<st::Command>> &out);
+
+  FailureOr<uint32_t> newTensor(Value v, st::Storage storage, int64_t index,
+                                st::Role role, RankedTensorType type = {});
+  FailureOr<uint32_t> arenaResult(Operation *op, unsigned i);
+  FailureOr<uint32_t> slot(Operation *user, Value v);
+  FailureOr<uint32_t> scalar(Operation *user, Value v);
+  uint32_t newScalar(Value v);
+  int64_t extraBytes(int64_t bytes);
+  fb::Offset<st::Command> command(Operation *op, st::CommandKind kind,
+                                  fb::Offset<void> body);
+  fb::Offset<fb::Vector<uint32_t>> slots(Operation *op, ValueRange values,
+                                         bool &ok);
+  LogicalResult copyRange(Operation *op, uint32_t src, uint32_t dst,
+                          int64_t bytes, int64_t srcOffset, int srcScalar,
+                          int64_t srcStride, int64_t dstOffset, int dstScalar,
+                          int64_t dstStride,
+                          std::vector<fb::Offset<st::Command>> &out);
+
+  ModuleOp module;
+  const CpuExecutable &exe;
+  fb::FlatBufferBuilder fbb{1 << 16};
+  std::vector<TensorEntry> tensors;
+  std::vector<std::string> scalarNames;
+  std::vector<fb::Offset<st::Constant>> constants;
+  std::vector<fb::Offset<st::Function>> functions;
+  int64_t arenaSize = 0;
+
+  // Per function.
+  DenseMap<Value, uint32_t> tensorOf;
+  DenseMap<Value, uint32_t> scalarOf;
+  int64_t functionArena = 0;
+  int64_t extraTop = 0;
+};
+
+FailureOr<uint32_t> Writer::newTensor(Value v, st::Storage storage,
+                                      int64_t index, st::Role role,
+                                      RankedTensorType type) {
+  if (!type)
+    type = cast<RankedTensorType>(v.getType());
+  FailureOr<st::DType> dtype = dtypeOf(type.getElementType());
+  if (failed(dtype))
+    return emitError(v.getLoc(), "step.bin cannot hold element type ")
+           << type.getElementType();
+  tensors.push_back(TensorEntry{"", *dtype,
+                                std::vector<int64_t>(type.getShape()),
+                                storage, index, role});
+  uint32_t id = tensors.size() - 1;
+  if (v)
+    tensorOf[v] = id;
+  return id;
+}
+
+/// Bytes past the memory plan for values the plan does not cover (float
+/// scalars read by tensor.extract).
+int64_t Writer::extraBytes(int64_t bytes) {
+  int64_t offset = extraTop;
+  extraTop += llvm::alignTo(std::max<int64_t>(bytes, 1), 64);
+  arenaSize = std::max(arenaSize, extraTop);
+  return offset;
+}
+
+FailureOr<uint32_t> Writer::arenaResult(Operation *op, unsigned i) {
+  auto offsets = op->getAttrOfType<DenseI64ArrayAttr>("omni.offsets");
+  if (!offsets || offsets.size() <= i)
+    return op->emitOpError("has no memory plan (run omni-plan-memory first)");
+  int64_t offset = offsets[i];
+  if (offset < 0) {
+    auto donated = op->getAttrOfType<DenseI64ArrayAttr>("omni.donated_args");
+    if (!donated || donated.size() <= i || donated[i] < 0)
+      return op->emitOpError("result #") << i << " has no buffer in the plan";
+    return newTensor(op->getResult(i), st::Storage::Argument, donated[i],
+                     st::Role::Transient);
+  }
+  return newTensor(op->getResult(i), st::Storage::Arena, offset,
+                   st::Role::Transient);
+}
+
+FailureOr<uint32_t> Writer::slot(Operation *user, Value v) {
+  auto it = tensorOf.find(v);
+  if (it == tensorOf.end())
+    return user->emitOpError("reads a value the step.bin writer did not "
+                             "place: ")
+           << v.getType();
+  return it->second;
+}
+
+uint32_t Writer::newScalar(Value v) {
+  scalarNames.emplace_back();
+  uint32_t id = scalarNames.size() - 1;
+  if (v)
+    scalarOf[v] = id;
+  return id;
+}
+
+FailureOr<uint32_t> Writer::scalar(Operation *user, Value v) {
+  auto it = scalarOf.find(v);
+  if (it == scalarOf.end())
+    return user->emitOpError("uses an index value the runtime cannot compute");
+  return it->second;
+}
+
+fb::Offset<st::Command> Writer::command(Operation *op, st::CommandKind kind,
+                                        fb::Offset<void> body) {
+  auto loc = fbb.CreateString(locationString(op->getLoc()));
+  return st::CreateCommand(fbb, kind, body, loc);
+}
+
+fb::Offset<fb::Vector<uint32_t>> Writer::slots(Operation *op,
+                                               ValueRange values, bool &ok) {
+  std::vector<uint32_t> ids;
+  for (Value v : values) {
+    FailureOr<uint32_t> s = slot(op, v);
+    if (failed(s)) {
+      ok = false;
+      return {};
+    }
+    ids.push_back(*s);
+  }
+  return fbb.CreateVector(ids);
+}
+
+LogicalResult Writer::copyRange(Operation *op, uint32_t src, uint32_t dst,
+                                int64_t bytes, int64_t srcOffset,
+                                int srcScalar, int64_t srcStride,
+                                int64_t dstOffset, int dstScalar,
+                                int64_t dstStride,
+                                std::vector<fb::Offset<st::Command>> &out) {
+  st::CopyBuilder c(fbb);
+  c.add_source(src);
+  c.add_dest(dst);
+  c.add_bytes(bytes);
+  c.add_source_offset(srcOffset);
+  c.add_source_offset_scalar(srcScalar);
+  c.add_source_offset_stride(srcStride);
+  c.add_dest_offset(dstOffset);
+  c.add_dest_offset_scalar(dstScalar);
+  c.add_dest_offset_stride(dstStride);
+  auto body = c.Finish();
+  out.push_back(command(op, st::CommandKind::Copy, body.Union()));
+  return success();
+}
+
+/// A contiguous slice: static offsets that are zero past the first
+/// dimension, sizes that are full past the first non-unit one, unit
+/// strides. Returns (byte offset, scalar register or -1, bytes per unit of
+/// the dynamic offset).
+struct ContiguousSlice {
+  int64_t staticBytes = 0;
+  Value dynamicOffset;
+  int64_t dynamicStride = 0;
+  int64_t bytes = 0;
+};
+
+FailureOr<ContiguousSlice> contiguous(Operation *op, RankedTensorType full,
+                                      ArrayRef<OpFoldResult> offsets,
+                                      ArrayRef<OpFoldResult> sizes,
+                                      ArrayRef<OpFoldResult> strides) {
+  ContiguousSlice s;
+  int64_t eb = elementBytes(full.getElementType());
+  SmallVector<int64_t> rowBytes(full.getRank(), eb);
+  for (int64_t d = full.getRank() - 2; d >= 0; --d)
+    rowBytes[d] = rowBytes[d + 1] * full.getDimSize(d + 1);
+  int64_t count = 1;
+  bool partial = false;
+  for (int64_t d = 0; d < full.getRank(); ++d) {
+    std::optional<int64_t> stride = getConstantIntValue(strides[d]);
+    std::optional<int64_t> size = getConstantIntValue(sizes[d]);
+    if (!stride || *stride != 1 || !size)
+      return op->emitOpError("is a strided or dynamically sized slice, which "
+                             "the step.bin writer does not support yet");
+    if (std::optional<int64_t> off = getConstantIntValue(offsets[d])) {
+      s.staticBytes += *off * rowBytes[d];
+    } else {
+      if (s.dynamicOffset)
+        return op->emitOpError("has more than one dynamic offset");
+      s.dynamicOffset = cast<Value>(offsets[d]);
+      s.dynamicStride = rowBytes[d];
+    }
+    if (partial && *size != full.getDimSize(d))
+      return op->emitOpError("is not contiguous in memory");
+    if (*size != 1)
+      partial = partial || *size != full.getDimSize(d) || d > 0;
+    count *= *size;
+  }
+  s.bytes = count * eb;
+  return s;
+}
+
+LogicalResult Writer::emitBlock(Block &block,
+                                std::vector<fb::Offset<st::Command>> &out) {
+  for (Operation &op : block)
+    if (failed(emitOp(&op, out)))
+      return failure();
+  return success();
+}
+
+LogicalResult Writer::emitOp(Operation *op,
+                             std::vector<fb::Offset<st::Command>> &out) {
+  bool ok = true;
+  // Constants: tensors are embedded, index/integer scalars are registers.
+  if (auto c = dyn_cast<arith::ConstantOp>(op)) {
+    if (isa<IndexType, IntegerType>(c.getType())) {
+      uint32_t dest = newScalar(c.getResult());
+      auto body = st::CreateScalarOp(
+          fbb, st::ScalarOpKind::Const, dest, 0, 0,
+          cast<IntegerAttr>(c.getValue()).getInt());
+      out.push_back(command(op, st::CommandKind::ScalarOp, body.Union()));
+      return success();
+    }
+  }
+  if (op->hasTrait<OpTrait::ConstantLike>()) {
+    auto value = dyn_cast<DenseElementsAttr>(
+        isa<ConstantOp>(op) ? Attribute(cast<ConstantOp>(op).getValue())
+                            : op->getAttr("value"));
+    if (!value)
+      return op->emitOpError("has a constant the step.bin writer cannot embed");
+    auto type = cast<RankedTensorType>(value.getType());
+    int64_t eb = elementBytes(type.getElementType());
+    std::vector<uint8_t> bytes(type.getNumElements() * eb);
+    for (int64_t i = 0; i < type.getNumElements(); ++i) {
+      Attribute a = value.isSplat() ? value.getSplatValue<Attribute>()
+                                    : value.getValues<Attribute>()[i];
+      uint64_t bits = 0;
+      if (auto f = dyn_cast<FloatAttr>(a))
+        bits = f.getValue().bitcastToAPInt().getZExtValue();
+      else
+        bits = cast<IntegerAttr>(a).getValue().getZExtValue();
+      std::memcpy(&bytes[i * eb], &bits, eb);
+    }
+    fbb.ForceVectorAlignment(bytes.size(), 1, 64);
+    auto data = fbb.CreateVector(bytes);
+    constants.push_back(st::CreateConstant(fbb, data));
+    return failure(failed(newTensor(op->getResult(0), st::Storage::Constant,
+                                    constants.size() - 1, st::Role::Constant)));
+  }
+  if (auto fusion = dyn_cast<FusionOp>(op)) {
+    auto kernel = fusion->getAttrOfType<IntegerAttr>("omni.kernel");
+    if (!kernel)
+      return fusion.emitOpError("has no compiled kernel");
+    auto operands = slots(op, fusion.getInputs(), ok);
+    if (!ok)
+      return failure();
+    std::vector<uint32_t> results;
+    for (unsigned i = 0; i < fusion.getNumResults(); ++i) {
+      FailureOr<uint32_t> r = arenaResult(op, i);
+      if (failed(r))
+        return failure();
+      results.push_back(*r);
+    }
+    auto body = st::CreateDispatch(fbb, 0, kernel.getInt(), /*grid=*/1,
+                                   operands, fbb.CreateVector(results),
+                                   fbb.CreateVector(std::vector<uint32_t>{}));
+    out.push_back(command(op, st::CommandKind::Dispatch, body.Union()));
+    return success();
+  }
+  if (isa<MatmulOp, Conv2dOp, AttentionOp>(op)) {
+    auto operands = slots(op, op->getOperands(), ok);
+    FailureOr<uint32_t> r = arenaResult(op, 0);
+    if (!ok || failed(r))
+      return failure();
+    std::vector<int64_t> ints;
+    std::vector<double> floats;
+    st::Library lib;
+    if (auto m = dyn_cast<MatmulOp>(op)) {
+      lib = st::Library::Matmul;
+      ints = {m.getTransposeLhs(), m.getTransposeRhs()};
+    } else if (auto c = dyn_cast<Conv2dOp>(op)) {
+      lib = st::Library::Conv2d;
+      ints = {c.getStrides()[0], c.getStrides()[1], c.getPadding()[0],
+              c.getPadding()[1], c.getDilation()[0], c.getDilation()[1]};
+    } else {
+      auto a = cast<AttentionOp>(op);
+      lib = st::Library::Attention;
+      ints = {a.getMask() ? 1 : 0};
+      if (a.getScale())
+        floats.push_back(a.getScale()->convertToDouble());
+    }
+    auto body = st::CreateLibraryCall(
+        fbb, lib, operands, fbb.CreateVector(std::vector<uint32_t>{*r}),
+        fbb.CreateVector(ints), fbb.CreateVector(floats));
+    out.push_back(command(op, st::CommandKind::LibraryCall, body.Union()));
+    return success();
+  }
+  if (isa<RandomNormalOp, RandomUniformOp>(op)) {
+    auto key = slot(op, op->getOperand(0)), counter = slot(op, op->getOperand(1)),
+         offset = slot(op, op->getOperand(2));
+    FailureOr<uint32_t> r = arenaResult(op, 0);
+    if (failed(key) || failed(counter) || failed(offset) || failed(r))
+      return failure();
+    auto body = st::CreateRandom(
+        fbb,
+        isa<RandomNormalOp>(op) ? st::Distribution::Normal
+                                : st::Distribution::Uniform,
+        *key, *counter, *offset, *r);
+    out.push_back(command(op, st::CommandKind::Random, body.Union()));
+    return success();
+  }
+  if (auto call = dyn_cast<HostCallOp>(op)) {
+    auto operands = slots(op, call.getOperands(), ok);
+    if (!ok)
+      return failure();
+    std::vector<uint32_t> results;
+    for (unsigned i = 0; i < call.getNumResults(); ++i) {
+      FailureOr<uint32_t> r = arenaResult(op, i);
+      if (failed(r))
+        return failure();
+      results.push_back(*r);
+    }
+    auto body = st::CreateHostCall(fbb, fbb.CreateString(call.getCallee().str()),
+                                   operands, fbb.CreateVector(results));
+    out.push_back(command(op, st::CommandKind::HostCall, body.Union()));
+    return success();
+  }
+  if (isa<ReshapeOp, ShardOp>(op)) {
+    FailureOr<uint32_t> src = slot(op, op->getOperand(0));
+    if (failed(src))
+      return failure();
+    TensorEntry e = tensors[*src];
+    return failure(failed(newTensor(op->getResult(0), e.storage, e.index,
+                                    e.role)));
+  }
+  // Index arithmetic.
+  if (isa<arith::AddIOp, arith::SubIOp, arith::MulIOp>(op) &&
+      isa<IndexType, IntegerType>(op->getResult(0).getType())) {
+    auto a = scalar(op, op->getOperand(0)), b = scalar(op, op->getOperand(1));
+    if (failed(a) || failed(b))
+      return failure();
+    st::ScalarOpKind kind = isa<arith::AddIOp>(op)   ? st::ScalarOpKind::Add
+                            : isa<arith::SubIOp>(op) ? st::ScalarOpKind::Sub
+                                                     : st::ScalarOpKind::Mul;
+    uint32_t dest = newScalar(op->getResult(0));
+    auto body = st::CreateScalarOp(fbb, kind, dest, *a, *b, 0);
+    out.push_back(command(op, st::CommandKind::ScalarOp, body.Union()));
+    return success();
+  }
+  if (auto cast = dyn_cast<arith::IndexCastOp>(op)) {
+    FailureOr<uint32_t> a = scalar(op, cast.getIn());
+    if (failed(a))
+      return failure();
+    scalarOf[cast.getResult()] = *a;
+    return success();
+  }
+  if (auto from = dyn_cast<tensor::FromElementsOp>(op)) {
+    if (from.getElements().size() != 1)
+      return op->emitOpError("with several elements is not supported yet");
+    Value e = from.getElements()[0];
+    if (auto it = tensorOf.find(e); it != tensorOf.end()) {
+      // A float scalar read by tensor.extract already lives in a 0-D slot.
+      tensorOf[from.getResult()] = it->second;
+      return success();
+    }
+    FailureOr<uint32_t> a = scalar(op, e);
+    FailureOr<uint32_t> r = arenaResult(op, 0);
+    if (failed(a) || failed(r))
+      return failure();
+    auto body = st::CreateScalarOp(fbb, st::ScalarOpKind::ToTensor, *r, *a, 0, 0);
+    out.push_back(command(op, st::CommandKind::ScalarOp, body.Union()));
+    return success();
+  }
+  if (auto extract = dyn_cast<tensor::ExtractOp>(op)) {
+    RankedTensorType t = extract.getTensor().getType();
+    FailureOr<uint32_t> src = slot(op, extract.getTensor());
+    if (failed(src))
+      return failure();
+    if (isa<IntegerType, IndexType>(extract.getType()) && t.getRank() == 0) {
+      uint32_t dest = newScalar(extract.getResult());
+      auto body = st::CreateScalarOp(fbb, st::ScalarOpKind::FromTensor, dest,
+                                     *src, 0, 0);
+      out.push_back(command(op, st::CommandKind::ScalarOp, body.Union()));
+      return success();
+    }
+    if (t.getRank() != 1)
+      return op->emitOpError("reads a rank-") << t.getRank()
+                                              << " tensor; only 1-D is supported";
+    int64_t eb = elementBytes(t.getElementType());
+    auto scalarType = RankedTensorType::get({}, t.getElementType());
+    FailureOr<uint32_t> dst = newTensor(extract.getResult(), st::Storage::Arena,
+                                        functionArena + extraBytes(eb),
+                                        st::Role::Transient, scalarType);
+    if (failed(dst))
+      return failure();
+    Value index = extract.getIndices()[0];
+    std::optional<int64_t> constant = getConstantIntValue(index);
+    int reg = -1;
+    if (!constant) {
+      FailureOr<uint32_t> s = scalar(op, index);
+      if (failed(s))
+        return failure();
+      reg = *s;
+    }
+    return copyRange(op, *src, *dst, eb, constant ? *constant * eb : 0, reg,
+                     eb, 0, -1, 0, out);
+  }
+  if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op)) {
+    FailureOr<ContiguousSlice> c =
+        contiguous(op, slice.getSourceType(), slice.getMixedOffsets(),
+                   slice.getMixedSizes(), slice.getMixedStrides());
+    FailureOr<uint32_t> src = slot(op, slice.getSource());
+    FailureOr<uint32_t> dst = arenaResult(op, 0);
+    if (failed(c) || failed(src) || failed(dst))
+      return failure();
+    int reg = -1;
+    if (c->dynamicOffset) {
+      FailureOr<uint32_t> s = scalar(op, c->dynamicOffset);
+      if (failed(s))
+        return failure();
+      reg = *s;
+    }
+    return copyRange(op, *src, *dst, c->bytes, c->staticBytes, reg,
+                     c->dynamicStride, 0, -1, 0, out);
+  }
+  if (auto insert = dyn_cast<tensor::InsertSliceOp>(op)) {
+    FailureOr<ContiguousSlice> c =
+        contiguous(op, insert.getDestType(), insert.getMixedOffsets(),
+                   insert.getMixedSizes(), insert.getMixedStrides());
+    FailureOr<uint32_t> src = slot(op, insert.getSource());
+    FailureOr<uint32_t> dest = slot(op, insert.getDest());
+    FailureOr<uint32_t> r = arenaResult(op, 0);
+    if (failed(c) || failed(src) || failed(dest) || failed(r))
+      return failure();
+    const TensorEntry &de = tensors[*dest], &re = tensors[*r];
+    if (de.storage != re.storage || de.index != re.index)
+      (void)copyRange(op, *dest, *r, 0, 0, -1, 0, 0, -1, 0, out);
+    int reg = -1;
+    if (c->dynamicOffset) {
+      FailureOr<uint32_t> s = scalar(op, c->dynamicOffset);
+      if (failed(s))
+        return failure();
+      reg = *s;
+    }
+    return copyRange(op, *src, *r, c->bytes, 0, -1, 0, c->staticBytes, reg,
+                     c->dynamicStride, out);
+  }
+  if (auto loop = dyn_cast<scf::ForOp>(op)) {
+    auto lower = getConstantIntValue(loop.getLowerBound()),
+         upper = getConstantIntValue(loop.getUpperBound()),
+         step = getConstantIntValue(loop.getStep());
+    if (!lower || !upper || !step)
+      return op->emitOpError("needs constant bounds and step for now");
+    // Carried tensors: one slot each for init, iter_arg, yield and result.
+    SmallVector<uint32_t> carried;
+    for (unsigned k = 0; k < loop.getNumRegionIterArgs(); ++k) {
+      FailureOr<uint32_t> s = arenaResult(op, k);
+      FailureOr<uint32_t> init = slot(op, loop.getInitArgs()[k]);
+      if (failed(s) || failed(init))
+        return failure();
+      carried.push_back(*s);
+      tensorOf[loop.getRegionIterArgs()[k]] = *s;
+      const TensorEntry &ie = tensors[*init], &se = tensors[*s];
+      if (ie.storage != se.storage || ie.index != se.index)
+        (void)copyRange(op, *init, *s, 0, 0, -1, 0, 0, -1, 0, out);
+    }
+    uint32_t iv = newScalar(loop.getInductionVar());
+    std::vector<fb::Offset<st::Command>> body;
+    Block &b = loop.getRegion().front();
+    for (Operation &inner : b.without_terminator())
+      if (failed(emitOp(&inner, body)))
+        return failure();
+    // Move the yielded values into the carried slots. A yield that reads
+    // another carried slot (a swap) goes through scratch space so that no
+    // slot is overwritten before it is read.
+    auto yield = cast<scf::YieldOp>(b.getTerminator());
+    auto sameBytes = [&](uint32_t a, uint32_t c) {
+      return tensors[a].storage == tensors[c].storage &&
+             tensors[a].index == tensors[c].index;
+    };
+    SmallVector<uint32_t> sources;
+    bool readsCarried = false;
+    for (auto [k, v] : llvm::enumerate(yield.getOperands())) {
+      FailureOr<uint32_t> y = slot(yield, v);
+      if (failed(y))
+        return failure();
+      sources.push_back(*y);
+      for (auto [j, c] : llvm::enumerate(carried))
+        readsCarried |= j != k && sameBytes(*y, c);
+    }
+    if (readsCarried) {
+      for (auto [k, src] : llvm::enumerate(sources)) {
+        auto type = cast<RankedTensorType>(yield.getOperand(k).getType());
+        int64_t bytes =
+            type.getNumElements() * elementBytes(type.getElementType());
+        FailureOr<uint32_t> tmp =
+            newTensor(Value(), st::Storage::Arena,
+                      functionArena + extraBytes(bytes), st::Role::Transient,
+                      type);
+        if (failed(tmp))
+          return failure();
+        (void)copyRange(yield, src, *tmp, 0, 0, -1, 0, 0, -1, 0, body);
+        sources[k] = *tmp;
+      }
+    }
+    for (auto [k, src] : llvm::enumerate(sources))
+      if (!sameBytes(src, carried[k]))
+        (void)copyRange(yield, src, carried[k], 0, 0, -1, 0, 0, -1, 0, body);
+    auto cmds = fbb.CreateVector(body);
+    auto l = st::CreateLoop(fbb, iv, *lower, *upper, *step, cmds);
+    out.push_back(command(op, st::CommandKind::Loop, l.Union()));
+    return success();
+  }
+  if (isa<func::ReturnOp>(op))
+    return success();
+  return op->emitOpError("cannot be executed by the runtime yet");
+}
+
+LogicalResult Writer::writeFunction(func::FuncOp fn) {
+  tensorOf.clear();
+  scalarOf.clear();
+  auto arena = fn->getAttrOfType<IntegerAttr>("omni.arena_size");
+  if (!arena)
+    return fn.emitOpError("has no memory plan (run omni-plan-memory first)");
+  functionArena = 0;
+  extraTop = llvm::alignTo(arena.getInt(), 64);
+  arenaSize = std::max(arenaSize, extraTop);
+  std::vector<uint32_t> inputs, outputs;
+  Block &entry = fn.getBody().front();
+  for (auto [i, arg] : llvm::enumerate(entry.getArguments())) {
+    if (!isa<RankedTensorType>(arg.getType()))
+      return fn.emitOpError("argument #")
+             << i << " has type " << arg.getType()
+             << "; public functions are entry points and take tensors only "
+                "(make helpers private so they are inlined)";
+    FailureOr<uint32_t> t =
+        newTensor(arg, st::Storage::Argument, i, st::Role::Input);
+    if (failed(t))
+      return failure();
+    inputs.push_back(*t);
+  }
+  std::vector<fb::Offset<st::Command>> commands;
+  if (failed(emitBlock(entry, commands)))
+    return failure();
+  auto ret = cast<func::ReturnOp>(entry.getTerminator());
+  for (Value v : ret.getOperands()) {
+    FailureOr<uint32_t> s = slot(ret, v);
+    if (failed(s))
+      return failure();
+    outputs.push_back(*s);
+  }
+  functions.push_back(st::CreateFunction(
+      fbb, fbb.CreateString(fn.getSymName().str()), fbb.CreateVector(inputs),
+      fbb.CreateVector(outputs), fbb.CreateVector(commands),
+      scalarNames.size()));
+  return success();
+}
+
+FailureOr<std::vector<uint8_t>> Writer::write(StringRef producer) {
+  for (auto fn : module.getOps<func::FuncOp>()) {
+    if (fn.isExternal() || fn.isPrivate())
+      continue;
+    if (failed(writeFunction(fn)))
+      return failure();
+  }
+  // Executable.
+  std::vector<fb::Offset<fb::String>> kernels;
+  for (const std::string &k : exe.kernels)
+    kernels.push_back(fbb.CreateString(k));
+  fbb.ForceVectorAlignment(exe.sharedObject.size(), 1, 64);
+  auto data = fbb.CreateVector(
+      reinterpret_cast<const uint8_t *>(exe.sharedObject.data()),
+      exe.sharedObject.size());
+  std::vector<fb::Offset<st::Executable>> executables;
+  executables.push_back(st::CreateExecutable(
+      fbb, fbb.CreateString("kernels"), st::ExecutableFormat::ElfSharedObject,
+      fbb.CreateString(exe.features), data, fbb.CreateVector(kernels)));
+  // Tensor table and scalars.
+  std::vector<fb::Offset<st::Tensor>> tensorOffsets;
+  for (const TensorEntry &t : tensors)
+    tensorOffsets.push_back(st::CreateTensor(
+        fbb, fbb.CreateString(t.name), t.dtype, fbb.CreateVector(t.shape),
+        t.storage, t.index, t.role));
+  std::vector<fb::Offset<st::Scalar>> scalars;
+  for (const std::string &s : scalarNames)
+    scalars.push_back(st::CreateScalar(fbb, fbb.CreateString(s)));
+  auto target = st::CreateTarget(fbb, fbb.CreateString("cpu"),
+                                 fbb.CreateString(exe.cpu),
+                                 fbb.CreateString(exe.features));
+  auto root = st::CreateStep(
+      fbb, /*version=*/1, fbb.CreateString(producer.str()), target,
+      fbb.CreateVector(tensorOffsets), fbb.CreateVector(scalars), arenaSize,
+      fbb.CreateVector(executables), fbb.CreateVector(constants),
+      fbb.CreateVector(std::vector<fb::Offset<st::StateSlot>>{}),
+      fbb.CreateVector(functions));
+  st::FinishStepBuffer(fbb, root);
+  return std::vector<uint8_t>(fbb.GetBufferPointer(),
+                              fbb.GetBufferPointer() + fbb.GetSize());
+}
+
+} // namespace
+
+FailureOr<std::vector<uint8_t>>
+mlir::omni::writeStepBin(ModuleOp module, const CpuExecutable &executable,
+                         StringRef producer) {
+  Writer writer(module, executable);
+  return writer.write(producer);
+}

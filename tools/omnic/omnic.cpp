@@ -1,0 +1,47 @@
+//===- omnic.cpp - the omni ahead-of-time compiler ------------------------===//
+//
+//   omnic train.mlir -o step.bin [-O0..3] [--target-cpu=host|x86-64]
+//   omnic train.mlir --emit=<input|cleanup|autodiff|decompose|fuse|
+//                           plan-memory|kernels|json>
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/driver/Compiler.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+
+namespace cl = llvm::cl;
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::opt<std::string> input(cl::Positional, cl::desc("<input .mlir>"),
+                             cl::init("-"));
+  cl::opt<std::string> output("o", cl::desc("step.bin to write"),
+                              cl::value_desc("file"));
+  cl::opt<std::string> emit(
+      "emit", cl::desc("print a stage instead of writing step.bin: input, "
+                       "cleanup, autodiff, decompose, fuse, plan-memory, "
+                       "kernels, json"));
+  cl::opt<unsigned> opt("O", cl::desc("kernel optimization level (0-3)"),
+                        cl::Prefix, cl::init(2));
+  cl::opt<std::string> cpu("target-cpu",
+                           cl::desc("host (default) or x86-64 (portable)"),
+                           cl::init("host"));
+  cl::opt<bool> report("report-arena",
+                       cl::desc("print each function's arena size"));
+  cl::ParseCommandLineOptions(argc, argv, "omni ahead-of-time compiler\n");
+  if (cpu != "host" && cpu != "x86-64") {
+    llvm::errs() << "omnic: --target-cpu=" << cpu
+                 << ": expected host or x86-64\n";
+    return 1;
+  }
+  mlir::omni::CompileOptions options;
+  options.input = input;
+  options.output = output;
+  options.emit = emit;
+  options.optLevel = opt;
+  options.hostCpu = cpu == "host";
+  options.reportArena = report;
+  return mlir::omni::runCompiler(options, llvm::outs(), llvm::errs());
+}
