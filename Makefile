@@ -7,6 +7,8 @@
 
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
+# ccache: paths relative to the checkout, so clones share cache entries.
+export CCACHE_BASEDIR := $(CURDIR)
 
 .PHONY: all deps configure build test demo check-lit clean
 
