@@ -196,6 +196,76 @@ TEST_F(DifferentialTest, SwappingLoopCarriesStayCorrect) {
           "f", {random({4}, 13), random({4}, 14)});
 }
 
+TEST_F(DifferentialTest, ElementwiseShapeAndReductionOps) {
+  compare(R"(func.func @f(%x: tensor<4x6xf32>, %y: tensor<4x6xf32>) -> (tensor<4x6xf32>, tensor<6x4xf32>, tensor<4xf32>, tensor<6xf32>, tensor<4xf32>, tensor<2x9xf32>, tensor<4x6xi64>, tensor<4x6xf32>) {
+      %a = omni.abs %x : tensor<4x6xf32>
+      %e = omni.exp %x : tensor<4x6xf32>
+      %l = omni.log %e : tensor<4x6xf32>
+      %q = omni.sqrt %a : tensor<4x6xf32>
+      %one = omni.constant dense<1.0> : tensor<4x6xf32>
+      %a1 = omni.add %a, %one : tensor<4x6xf32>
+      %rq = omni.rsqrt %a1 : tensor<4x6xf32>
+      %t = omni.tanh %y : tensor<4x6xf32>
+      %s = omni.sin %x : tensor<4x6xf32>
+      %c = omni.cos %y : tensor<4x6xf32>
+      %er = omni.erf %x : tensor<4x6xf32>
+      %lg = omni.logistic %y : tensor<4x6xf32>
+      %fl = omni.floor %x : tensor<4x6xf32>
+      %sg = omni.sign %y : tensor<4x6xf32>
+      %pw = omni.pow %a1, %y : tensor<4x6xf32>
+      %d = omni.div %pw, %a1 : tensor<4x6xf32>
+      %m1 = omni.mul %l, %q : tensor<4x6xf32>
+      %m2 = omni.add %m1, %rq : tensor<4x6xf32>
+      %m3 = omni.sub %m2, %t : tensor<4x6xf32>
+      %m4 = omni.add %m3, %s : tensor<4x6xf32>
+      %m5 = omni.mul %m4, %c : tensor<4x6xf32>
+      %m6 = omni.add %m5, %er : tensor<4x6xf32>
+      %m7 = omni.add %m6, %lg : tensor<4x6xf32>
+      %m8 = omni.add %m7, %fl : tensor<4x6xf32>
+      %m9 = omni.add %m8, %sg : tensor<4x6xf32>
+      %r = omni.add %m9, %d : tensor<4x6xf32>
+      %tr = omni.transpose %r, permutation = [1, 0] : tensor<4x6xf32> -> tensor<6x4xf32>
+      %mx = omni.reduce max %r dims = [1] : tensor<4x6xf32> -> tensor<4xf32>
+      %mn = omni.reduce min %r dims = [0] : tensor<4x6xf32> -> tensor<6xf32>
+      %me = omni.reduce mean %r dims = [1] : tensor<4x6xf32> -> tensor<4xf32>
+      %sl = omni.slice %r [0:4:2, 1:6:2] : tensor<4x6xf32> -> tensor<2x3xf32>
+      %pd = omni.pad %sl low = [0, 1] high = [0, 2] value = -3.0 : tensor<2x3xf32> -> tensor<2x6xf32>
+      %ct = omni.concat %pd, %sl dim = 1 : (tensor<2x6xf32>, tensor<2x3xf32>) -> tensor<2x9xf32>
+      %io = omni.iota dim = 1 : tensor<4x6xi64>
+      %p = omni.compare gt, %x, %y : tensor<4x6xf32>
+      %sel = omni.select %p, %x, %y : tensor<4x6xi1>, tensor<4x6xf32>
+      return %r, %tr, %mx, %mn, %me, %ct, %io, %sel : tensor<4x6xf32>, tensor<6x4xf32>, tensor<4xf32>, tensor<6xf32>, tensor<4xf32>, tensor<2x9xf32>, tensor<4x6xi64>, tensor<4x6xf32> })",
+          "f", {random({4, 6}, 15, -2.0, 2.0), random({4, 6}, 16, -2.0, 2.0)});
+}
+
+TEST_F(DifferentialTest, DiffusionRLOps) {
+  compare(R"(func.func @f(%x: tensor<4x12xf32>, %vv: tensor<8x12xf32>, %e: tensor<4x12xf32>, %r: tensor<4xf32>, %old: tensor<4xf32>, %p: tensor<12xf32>, %g: tensor<12xf32>, %m: tensor<12xf32>) -> (tensor<4x12xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>, tensor<12xf32>, tensor<12xf32>, tensor<f32>) {
+      %s, %ts = omni.flow_schedule static_shift steps = 10 : tensor<11xf32>, tensor<10xf32>
+      %i = arith.constant 2 : index
+      %v = omni.cfg_combine %vv {guidance_scale = 4.5} : tensor<8x12xf32> -> tensor<4x12xf32>
+      %xn, %lp, %mu, %std = omni.sde_step sde %x, %v, %s[%i] noise %e : tensor<4x12xf32>, tensor<11xf32>
+      %xc, %lpc, %muc, %stdc = omni.sde_step cps %x, %v, %s[%i] next %xn {noise_level = 0.8} : tensor<4x12xf32>, tensor<11xf32>
+      %adv = omni.group_advantages %r {group_size = 2} : tensor<4xf32>
+      %l, %akl, %cf, %kl = omni.grpo_loss %lp, %old, %adv kl(%mu, %muc, %std) {beta = 0.04, clip_range = 0.2} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4x12xf32>, tensor<4x12xf32>, tensor<f32>) -> (tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>)
+      %cg, %n = omni.clip_grad_norm %g {max_norm = 0.5} : tensor<12xf32>
+      %t = omni.constant dense<3> : tensor<i64>
+      %p2, %m2, %v2 = omni.adamw %p, %cg, %m, %m, %t {lr = 1.0e-2} : tensor<12xf32>
+      return %xn, %lp, %lpc, %l, %akl, %p2, %m2, %n : tensor<4x12xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>, tensor<12xf32>, tensor<12xf32>, tensor<f32> })",
+          "f",
+          {random({4, 12}, 17), random({8, 12}, 18), random({4, 12}, 19),
+           random({4}, 20), random({4}, 21, -1.0, 0.0), random({12}, 22),
+           random({12}, 23), random({12}, 24, 0.0, 1.0)},
+          /*rel=*/1e-4, /*abs=*/1e-5);
+}
+
+TEST_F(DifferentialTest, JpegRewardHostCall) {
+  compare(R"(func.func @f(%x: tensor<2x3x8x8xf32>) -> tensor<2xf32> {
+      %s = omni.logistic %x : tensor<2x3x8x8xf32>
+      %r = omni.host_call "jpeg_compressibility"(%s) : (tensor<2x3x8x8xf32>) -> tensor<2xf32>
+      return %r : tensor<2xf32> })",
+          "f", {random({2, 3, 8, 8}, 25, -3.0, 3.0)}, /*rel=*/0.0, /*abs=*/0.0);
+}
+
 class ToyDifferentialTest : public DifferentialTest {
 protected:
   void SetUp() override {
