@@ -195,7 +195,7 @@ FailureOr<std::vector<char>> linkSharedObject(Location loc,
 
 FailureOr<CpuExecutable>
 mlir::omni::compileFusionsForCpu(ModuleOp program, const CpuTarget &target,
-                                 std::string *kernelIR) {
+                                 std::string *kernelIR, std::string *llvmIR) {
   MLIRContext *ctx = program.getContext();
   Location loc = program.getLoc();
   OwningOpRef<ModuleOp> kernels = ModuleOp::create(loc);
@@ -265,6 +265,10 @@ mlir::omni::compileFusionsForCpu(ModuleOp program, const CpuTarget &target,
     return emitError(loc, "optimizing the kernels failed: ")
            << llvm::toString(std::move(err));
 
+  if (llvmIR) {
+    llvm::raw_string_ostream irOs(*llvmIR);
+    module->print(irOs, nullptr);
+  }
   SmallVector<char> object;
   llvm::raw_svector_ostream os(object);
   llvm::legacy::PassManager emit;

@@ -44,11 +44,13 @@ void registerCpuCodegenDialects(DialectRegistry &registry);
 /// Compiles each omni.fusion of `program` into a kernel, tags the fusion
 /// with `omni.kernel = <index>` and returns the linked shared object. If
 /// `kernelIR` is given it receives the kernels' MLIR after lowering to
-/// linalg (for `omnic --emit=kernels`). Emits errors and fails on ops it
+/// linalg (for `omnic --emit=kernels`) and `llvmIR`, if given, the
+/// optimized LLVM IR (`--emit=llvm`). Emits errors and fails on ops it
 /// cannot compile or on a toolchain failure.
 FailureOr<CpuExecutable> compileFusionsForCpu(ModuleOp program,
                                               const CpuTarget &target,
-                                              std::string *kernelIR = nullptr);
+                                              std::string *kernelIR = nullptr,
+                                              std::string *llvmIR = nullptr);
 
 } // namespace mlir::omni
 

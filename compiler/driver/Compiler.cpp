@@ -49,14 +49,15 @@ int mlir::omni::runCompiler(const CompileOptions &options,
   };
   std::optional<PipelineStage> stage;
   bool emitKernels = options.emit == "kernels";
+  bool emitLLVM = options.emit == "llvm";
   bool emitJson = options.emit == "json";
   if (!options.emit.empty() && options.emit != "input" && !emitKernels &&
-      !emitJson) {
+      !emitLLVM && !emitJson) {
     stage = parseStage(options.emit);
     if (!stage)
       return fail("--emit=" + options.emit +
                   ": expected input, cleanup, autodiff, decompose, fuse, "
-                  "plan-memory, kernels or json");
+                  "plan-memory, kernels, llvm or json");
   }
   if (options.emit.empty() && options.output.empty())
     return fail("no output file: pass -o <file>.bin (or --emit=<stage>)");
@@ -99,13 +100,14 @@ int mlir::omni::runCompiler(const CompileOptions &options,
   CpuTarget target;
   target.hostCpu = options.hostCpu;
   target.optLevel = options.optLevel;
-  std::string kernelIR;
+  std::string kernelIR, llvmIR;
   FailureOr<CpuExecutable> exe =
-      compileFusionsForCpu(*module, target, emitKernels ? &kernelIR : nullptr);
+      compileFusionsForCpu(*module, target, emitKernels ? &kernelIR : nullptr,
+                           emitLLVM ? &llvmIR : nullptr);
   if (failed(exe))
     return 1;
-  if (emitKernels) {
-    outs << kernelIR;
+  if (emitKernels || emitLLVM) {
+    outs << (emitKernels ? kernelIR : llvmIR);
     return 0;
   }
   FailureOr<std::vector<uint8_t>> bytes =

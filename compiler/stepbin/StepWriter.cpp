@@ -117,6 +117,9 @@ private:
   // Per function.
   DenseMap<Value, uint32_t> tensorOf;
   DenseMap<Value, uint32_t> scalarOf;
+  /// Returned values an op may write straight into the caller's result
+  /// buffer (argument numInputs + k) instead of the arena.
+  DenseMap<Value, int64_t> resultArgument;
   int64_t functionArena = 0;
   int64_t extraTop = 0;
 };
@@ -149,6 +152,10 @@ int64_t Writer::extraBytes(int64_t bytes) {
 }
 
 FailureOr<uint32_t> Writer::arenaResult(Operation *op, unsigned i) {
+  if (auto it = resultArgument.find(op->getResult(i));
+      it != resultArgument.end() && !isa<scf::ForOp>(op))
+    return newTensor(op->getResult(i), st::Storage::Argument, it->second,
+                     st::Role::Output);
   auto offsets = op->getAttrOfType<DenseI64ArrayAttr>("omni.offsets");
   if (!offsets || offsets.size() <= i)
     return op->emitOpError("has no memory plan (run omni-plan-memory first)");
@@ -594,6 +601,7 @@ LogicalResult Writer::emitOp(Operation *op,
 LogicalResult Writer::writeFunction(func::FuncOp fn) {
   tensorOf.clear();
   scalarOf.clear();
+  resultArgument.clear();
   auto arena = fn->getAttrOfType<IntegerAttr>("omni.arena_size");
   if (!arena)
     return fn.emitOpError("has no memory plan (run omni-plan-memory first)");
@@ -614,10 +622,20 @@ LogicalResult Writer::writeFunction(func::FuncOp fn) {
       return failure();
     inputs.push_back(*t);
   }
+  // A value returned once, and computed in the function body, is written
+  // directly into its result buffer: no copy on return.
+  auto ret = cast<func::ReturnOp>(entry.getTerminator());
+  DenseMap<Value, int> uses;
+  for (Value v : ret.getOperands())
+    ++uses[v];
+  for (auto [k, v] : llvm::enumerate(ret.getOperands()))
+    if (Operation *def = v.getDefiningOp();
+        def && uses[v] == 1 && def->getBlock() == &entry &&
+        def->getAttrOfType<DenseI64ArrayAttr>("omni.offsets"))
+      resultArgument[v] = entry.getNumArguments() + k;
   std::vector<fb::Offset<st::Command>> commands;
   if (failed(emitBlock(entry, commands)))
     return failure();
-  auto ret = cast<func::ReturnOp>(entry.getTerminator());
   for (Value v : ret.getOperands()) {
     FailureOr<uint32_t> s = slot(ret, v);
     if (failed(s))

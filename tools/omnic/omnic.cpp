@@ -2,7 +2,7 @@
 //
 //   omnic train.mlir -o step.bin [-O0..3] [--target-cpu=host|x86-64]
 //   omnic train.mlir --emit=<input|cleanup|autodiff|decompose|fuse|
-//                           plan-memory|kernels|json>
+//                           plan-memory|kernels|llvm|json>
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,7 +22,7 @@ int main(int argc, char **argv) {
   cl::opt<std::string> emit(
       "emit", cl::desc("print a stage instead of writing step.bin: input, "
                        "cleanup, autodiff, decompose, fuse, plan-memory, "
-                       "kernels, json"));
+                       "kernels, llvm, json"));
   cl::opt<unsigned> opt("O", cl::desc("kernel optimization level (0-3)"),
                         cl::Prefix, cl::init(2));
   cl::opt<std::string> cpu("target-cpu",
