@@ -20,7 +20,7 @@
 #ifndef OMNI_COMPILER_REFERENCE_EVALUATOR_H
 #define OMNI_COMPILER_REFERENCE_EVALUATOR_H
 
-#include "compiler/reference/HostFunctions.h"
+#include "runtime/train/hostfn/HostFunctions.h"
 #include "runtime/io/HostTensor.h"
 
 #include "absl/status/statusor.h"

@@ -29,7 +29,7 @@
 #ifndef OMNI_RUNTIME_EXECUTOR_EXECUTOR_H
 #define OMNI_RUNTIME_EXECUTOR_EXECUTOR_H
 
-#include "runtime/executor/HostFunctions.h"
+#include "runtime/train/hostfn/HostFunctions.h"
 #include "runtime/hal/Device.h"
 #include "runtime/io/HostTensor.h"
 #include "runtime/loader/Program.h"

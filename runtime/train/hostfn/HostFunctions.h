@@ -1,19 +1,18 @@
-//===- HostFunctions.h - Functions a HostCall can name ----------*- C++ -*-===//
+//===- HostFunctions.h - Functions omni.host_call can name ------*- C++ -*-===//
 //
-// step.bin's HostCall runs a host function by name on host copies of its
-// operand tensors (the executor synchronizes, reads the operands, calls the
-// function and writes its results back). The registry starts with the
-// rewards of runtime/train/rewards, adapted from their image-batch API
-// (one NCHW float operand, one [N] f32 result), and the training driver
-// may add its own. The same names resolve to the same code as in the
-// reference evaluator (compiler/reference/HostFunctions.cpp).
+// omni.host_call (and step.bin's HostCall) runs a host function by name on
+// host copies of its operand tensors. The registry starts with the rewards
+// of runtime/train/rewards, adapted from their image-batch API (one NCHW
+// float operand, one [N] f32 result), and the training driver may add its
+// own. The reference evaluator and the executor share this one registry, so
+// the same names resolve to the same code in both. MLIR-free.
 //
 // Thread safety: build the registry, then share it read-only.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef OMNI_RUNTIME_EXECUTOR_HOSTFUNCTIONS_H
-#define OMNI_RUNTIME_EXECUTOR_HOSTFUNCTIONS_H
+#ifndef OMNI_RUNTIME_TRAIN_HOSTFN_HOSTFUNCTIONS_H
+#define OMNI_RUNTIME_TRAIN_HOSTFN_HOSTFUNCTIONS_H
 
 #include "runtime/io/HostTensor.h"
 
@@ -25,10 +24,10 @@
 #include <string>
 #include <vector>
 
-namespace omni::executor {
+namespace omni {
 
 /// Takes the operands, returns the results (their dtypes may be any float
-/// type for float results: the executor rounds them to the result tensors').
+/// type for float results: the caller rounds them to the result tensors').
 using HostFunction = std::function<absl::StatusOr<std::vector<HostTensor>>(
     absl::Span<const HostTensor>)>;
 
@@ -47,6 +46,6 @@ private:
   std::map<std::string, HostFunction> functions_;
 };
 
-} // namespace omni::executor
+} // namespace omni
 
-#endif // OMNI_RUNTIME_EXECUTOR_HOSTFUNCTIONS_H
+#endif // OMNI_RUNTIME_TRAIN_HOSTFN_HOSTFUNCTIONS_H

@@ -1,12 +1,12 @@
-//===- HostFunctions.cpp - Functions a HostCall can name --------*- C++ -*-===//
+//===- HostFunctions.cpp - Functions omni.host_call can name ----*- C++ -*-===//
 
-#include "runtime/executor/HostFunctions.h"
+#include "runtime/train/hostfn/HostFunctions.h"
 
 #include "runtime/train/rewards/Rewards.h"
 
 #include "absl/strings/str_cat.h"
 
-namespace omni::executor {
+namespace omni {
 namespace {
 
 /// Adapts a reward to the host-function calling convention.
@@ -63,4 +63,4 @@ std::vector<std::string> HostFunctionRegistry::names() const {
   return out;
 }
 
-} // namespace omni::executor
+} // namespace omni
