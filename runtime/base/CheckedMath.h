@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 namespace omni {
 
@@ -56,6 +57,23 @@ inline bool rangeInside(int64_t offset, int64_t length, int64_t size) {
     return false;
   std::optional<int64_t> end = checkedAdd(offset, length);
   return end && *end <= size;
+}
+
+/// Decimal digits of `v`: sizes read from files are computed in 128 bits so
+/// that no sum or product of two int64 values can overflow, and messages
+/// print them.
+inline std::string int128String(__int128 v) {
+  if (v == 0)
+    return "0";
+  bool negative = v < 0;
+  unsigned __int128 u = negative ? -static_cast<unsigned __int128>(v)
+                                 : static_cast<unsigned __int128>(v);
+  std::string digits;
+  while (u) {
+    digits.insert(digits.begin(), static_cast<char>('0' + u % 10));
+    u /= 10;
+  }
+  return negative ? "-" + digits : digits;
 }
 
 } // namespace omni

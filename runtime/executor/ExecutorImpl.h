@@ -8,6 +8,7 @@
 #ifndef OMNI_RUNTIME_EXECUTOR_EXECUTORIMPL_H
 #define OMNI_RUNTIME_EXECUTOR_EXECUTORIMPL_H
 
+#include "runtime/base/CheckedMath.h"
 #include "runtime/executor/Executor.h"
 
 #include "absl/strings/str_cat.h"
@@ -25,8 +26,7 @@ template <typename T> uint32_t sizeOf(const Vector<T> *v) {
   return v ? v->size() : 0;
 }
 
-/// Decimal digits of `v`.
-std::string int128String(__int128 v);
+using ::omni::int128String;
 
 } // namespace detail
 

@@ -28,20 +28,6 @@
 
 namespace omni::loader {
 
-std::string detail::int128String(__int128 v) {
-  if (v == 0)
-    return "0";
-  bool negative = v < 0;
-  unsigned __int128 u = negative ? -static_cast<unsigned __int128>(v)
-                                 : static_cast<unsigned __int128>(v);
-  std::string digits;
-  while (u) {
-    digits.insert(digits.begin(), static_cast<char>('0' + u % 10));
-    u /= 10;
-  }
-  return negative ? "-" + digits : digits;
-}
-
 using namespace detail;
 
 absl::Status ProgramVerifier::checkRoot() {

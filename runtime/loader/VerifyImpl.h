@@ -10,6 +10,7 @@
 #ifndef OMNI_RUNTIME_LOADER_VERIFYIMPL_H
 #define OMNI_RUNTIME_LOADER_VERIFYIMPL_H
 
+#include "runtime/base/CheckedMath.h"
 #include "runtime/loader/Program.h"
 
 #include "runtime/base/Status.h"
@@ -33,9 +34,7 @@ inline std::string str(const flatbuffers::String *s) {
   return s ? s->str() : std::string();
 }
 
-/// Decimal digits of `v` (sizes are computed in 128 bits so that a sum of
-/// two int64 values cannot overflow).
-std::string int128String(__int128 v);
+using ::omni::int128String;
 
 /// Whether a command reads or writes a tensor (writes to constants fail).
 enum class Access { Read, Write };
