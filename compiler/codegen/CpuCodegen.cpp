@@ -7,7 +7,10 @@
 //    loops and to the LLVM dialect.
 // 3. The module is translated to LLVM IR; each kernel gets an exported
 //    wrapper with the runtime's ABI that builds the memref arguments from
-//    the raw buffer pointers (shapes are static).
+//    the raw buffer pointers. Elementwise kernels over one shape are built
+//    on 1-D dynamic memrefs and split into chunks of elements (the
+//    Dispatch's grid) that the runtime spreads over its threads; the others
+//    run whole as one work item.
 // 4. LLVM optimizes (-O level) for the target CPU and emits an object file in
 //    process; ld.lld links it into a shared object.
 //
@@ -100,8 +103,17 @@ LogicalResult lowerToLLVMDialect(ModuleOp kernels) {
 /// Step 3: `void name(i64 begin, i64 end, ptr buffers, ptr scalars)` calls
 /// `name_impl` with one expanded memref descriptor per buffer. The work is
 /// not split yet: the whole iteration space runs for work item 0.
+/// Elements per work item of a flat elementwise kernel: large enough to
+/// amortize the call, small enough to spread a 1M-element tensor over many
+/// threads.
+constexpr int64_t kFlatChunk = 16384;
+
+/// `flat` kernels take 1-D dynamic memrefs: work items [begin, end) are the
+/// elements [begin * kFlatChunk, min(end * kFlatChunk, n)) of every buffer,
+/// passed as the descriptor's offset and size. Other kernels run whole for
+/// work item 0.
 void addAbiWrapper(llvm::Module &module, StringRef name,
-                   ArrayRef<RankedTensorType> buffers) {
+                   ArrayRef<RankedTensorType> buffers, bool flat) {
   llvm::LLVMContext &ctx = module.getContext();
   llvm::Function *impl = module.getFunction((name + "_impl").str());
   impl->setLinkage(llvm::GlobalValue::InternalLinkage);
@@ -117,6 +129,34 @@ void addAbiWrapper(llvm::Module &module, StringRef name,
   auto *done = llvm::BasicBlock::Create(ctx, "done", fn);
   llvm::IRBuilder<> b(entry);
   llvm::Value *begin = fn->getArg(0);
+  if (flat) {
+    int64_t n = buffers.front().getNumElements();
+    llvm::Value *start = b.CreateMul(begin, b.getInt64(kFlatChunk));
+    llvm::Value *stop = b.CreateMul(fn->getArg(1), b.getInt64(kFlatChunk));
+    stop = b.CreateSelect(b.CreateICmpSLT(stop, b.getInt64(n)), stop,
+                          b.getInt64(n));
+    b.CreateCondBr(b.CreateICmpSLT(start, stop), run, done);
+    b.SetInsertPoint(run);
+    llvm::Value *count = b.CreateSub(stop, start);
+    SmallVector<llvm::Value *> args;
+    for (auto [i, t] : llvm::enumerate(buffers)) {
+      llvm::Value *slot =
+          b.CreateGEP(ptr, fn->getArg(2), b.getInt64(static_cast<int64_t>(i)));
+      llvm::Value *p = b.CreateLoad(ptr, slot);
+      // Identity-layout memrefs have a static zero offset: advance the
+      // pointer instead (i1 elements take one byte).
+      Type e = t.getElementType();
+      int64_t bytes = e.isInteger(1) ? 1 : e.getIntOrFloatBitWidth() / 8;
+      llvm::Value *q = b.CreateGEP(b.getInt8Ty(), p,
+                                   b.CreateMul(start, b.getInt64(bytes)));
+      args.append({q, q, b.getInt64(0), count, b.getInt64(1)});
+    }
+    b.CreateCall(impl, args);
+    b.CreateBr(done);
+    b.SetInsertPoint(done);
+    b.CreateRetVoid();
+    return;
+  }
   b.CreateCondBr(b.CreateICmpEQ(begin, b.getInt64(0)), run, done);
   b.SetInsertPoint(run);
   SmallVector<llvm::Value *> args;
@@ -201,13 +241,24 @@ mlir::omni::compileFusionsForCpu(ModuleOp program, const CpuTarget &target,
   OwningOpRef<ModuleOp> kernels = ModuleOp::create(loc);
   CpuExecutable exe;
   SmallVector<SmallVector<RankedTensorType>> buffers;
+  SmallVector<bool> flat;
   WalkResult walk = program.walk([&](FusionOp fusion) {
     std::string name = "omni_kernel_" + std::to_string(exe.kernels.size());
-    if (failed(buildKernelFunction(fusion, *kernels, name + "_impl")))
+    bool isFlat = isFlatElementwise(fusion);
+    if (failed(isFlat ? buildFlatKernelFunction(fusion, *kernels,
+                                                name + "_impl")
+                      : buildKernelFunction(fusion, *kernels, name + "_impl")))
       return WalkResult::interrupt();
-    fusion->setAttr("omni.kernel",
-                    IntegerAttr::get(IntegerType::get(ctx, 64),
-                                     exe.kernels.size()));
+    auto i64 = IntegerType::get(ctx, 64);
+    fusion->setAttr("omni.kernel", IntegerAttr::get(i64, exe.kernels.size()));
+    int64_t grid = 1;
+    if (isFlat) {
+      int64_t n = cast<RankedTensorType>(fusion.getResultTypes()[0])
+                      .getNumElements();
+      grid = std::max<int64_t>(1, (n + kFlatChunk - 1) / kFlatChunk);
+    }
+    fusion->setAttr("omni.grid", IntegerAttr::get(i64, grid));
+    flat.push_back(isFlat);
     SmallVector<RankedTensorType> types;
     for (Type t : fusion.getInputs().getTypes())
       types.push_back(cast<RankedTensorType>(t));
@@ -239,8 +290,8 @@ mlir::omni::compileFusionsForCpu(ModuleOp program, const CpuTarget &target,
       kernels->print(llvm::errs());
     return emitError(loc, "translating the kernels to LLVM IR failed");
   }
-  for (auto [name, types] : llvm::zip(exe.kernels, buffers))
-    addAbiWrapper(*module, name, types);
+  for (auto [name, types, isFlat] : llvm::zip(exe.kernels, buffers, flat))
+    addAbiWrapper(*module, name, types, isFlat);
 
   llvm::Triple triple(llvm::sys::getDefaultTargetTriple());
   std::string error;

@@ -433,3 +433,117 @@ FailureOr<func::FuncOp> mlir::omni::buildKernelFunction(FusionOp fusion,
   }
   return fn;
 }
+
+bool mlir::omni::isFlatElementwise(FusionOp fusion) {
+  int64_t n = -1;
+  auto sameCount = [&](Type t) {
+    auto tt = cast<RankedTensorType>(t);
+    if (n < 0)
+      n = tt.getNumElements();
+    return tt.getNumElements() == n;
+  };
+  if (!llvm::all_of(fusion.getInputs().getTypes(), sameCount) ||
+      !llvm::all_of(fusion.getResultTypes(), sameCount))
+    return false;
+  for (Operation &op : fusion.getBody().front().without_terminator()) {
+    if (auto c = dyn_cast<ConstantOp>(op)) {
+      if (!isa<SplatElementsAttr>(c.getValue()))
+        return false;
+      continue;
+    }
+    if (!op.hasTrait<OpTrait::Elementwise>())
+      return false;
+    if (op.getNumResults() != 1 ||
+        cast<RankedTensorType>(op.getResult(0).getType()).getNumElements() != n)
+      return false;
+  }
+  return true;
+}
+
+FailureOr<func::FuncOp> mlir::omni::buildFlatKernelFunction(FusionOp fusion,
+                                                            ModuleOp kernels,
+                                                            StringRef name) {
+  OpBuilder b(kernels.getContext());
+  Location loc = fusion.getLoc();
+  auto flat = [](Type t) {
+    return RankedTensorType::get({ShapedType::kDynamic},
+                                 cast<RankedTensorType>(t).getElementType());
+  };
+  SmallVector<Type> inputs, results;
+  for (Type t : fusion.getInputs().getTypes())
+    inputs.push_back(flat(t));
+  for (Type t : fusion.getResultTypes())
+    results.push_back(flat(t));
+  b.setInsertionPointToEnd(kernels.getBody());
+  auto fn = func::FuncOp::create(b, loc, name,
+                                 b.getFunctionType(inputs, results));
+  Block *entry = fn.addEntryBlock();
+  b.setInsertionPointToEnd(entry);
+  Value size;
+  if (!inputs.empty()) {
+    size = tensor::DimOp::create(b, loc, entry->getArgument(0), 0);
+  } else {
+    fn.erase();
+    return fusion.emitOpError("without inputs cannot be split"), failure();
+  }
+  SmallVector<Value> outs;
+  for (Type t : results)
+    outs.push_back(tensor::EmptyOp::create(
+        b, loc, cast<RankedTensorType>(t), ValueRange{size}));
+  SmallVector<AffineMap> maps(inputs.size() + results.size(),
+                              b.getMultiDimIdentityMap(1));
+  Block &body = fusion.getBody().front();
+  bool failedBody = false;
+  auto generic = linalg::GenericOp::create(
+      b, loc, TypeRange(results), entry->getArguments(), outs, maps,
+      {utils::IteratorType::parallel},
+      [&](OpBuilder &nb, Location nl, ValueRange args) {
+        // Tensor values of the fusion body -> scalars of this element.
+        IRMapping scalars;
+        scalars.map(body.getArguments(), args.take_front(inputs.size()));
+        for (Operation &op : body) {
+          if (auto yield = dyn_cast<YieldOp>(op)) {
+            SmallVector<Value> yielded;
+            for (Value v : yield.getOperands())
+              yielded.push_back(scalars.lookup(v));
+            linalg::YieldOp::create(nb, nl, yielded);
+            continue;
+          }
+          if (auto c = dyn_cast<ConstantOp>(op)) {
+            auto splat = cast<SplatElementsAttr>(c.getValue());
+            scalars.map(c.getResult(),
+                        arith::ConstantOp::create(
+                            nb, nl, cast<TypedAttr>(splat.getSplatValue<Attribute>())));
+            continue;
+          }
+          SmallVector<Value> operands;
+          for (Value v : op.getOperands())
+            operands.push_back(scalars.lookup(v));
+          Value r;
+          if (isa<SiluOp>(op)) {
+            Type t = operands[0].getType();
+            Value one = floatConst(nb, nl, t, 1.0);
+            Value e = math::ExpOp::create(
+                nb, nl, arith::NegFOp::create(nb, nl, operands[0]));
+            r = arith::DivFOp::create(nb, nl, operands[0],
+                                      arith::AddFOp::create(nb, nl, one, e));
+          } else {
+            FailureOr<Value> v = scalarBody(&op, nb, nl, operands);
+            if (failed(v)) {
+              failedBody = true;
+              r = operands.empty() ? Value() : operands[0];
+            } else {
+              r = *v;
+            }
+          }
+          scalars.map(op.getResult(0), r);
+        }
+      });
+  if (failedBody) {
+    fn.erase();
+    return fusion.emitOpError("cannot be compiled into a CPU kernel yet"),
+           failure();
+  }
+  func::ReturnOp::create(b, loc, generic.getResults());
+  return fn;
+}

@@ -23,6 +23,19 @@ class FusionOp;
 FailureOr<func::FuncOp> buildKernelFunction(FusionOp fusion, ModuleOp kernels,
                                             StringRef name);
 
+/// Whether the fusion is elementwise over one shape: every body op is an
+/// Elementwise op (or a splat constant) and every input and result has the
+/// same number of elements. Such a kernel can run on any contiguous range
+/// of elements, so the runtime splits it over its threads.
+bool isFlatElementwise(FusionOp fusion);
+
+/// Builds a kernel for a flat elementwise fusion over 1-D dynamic tensors
+/// (`tensor<?xT>` per input and result): one linalg.generic whose body is
+/// the composition of the fusion's scalar ops.
+FailureOr<func::FuncOp> buildFlatKernelFunction(FusionOp fusion,
+                                                ModuleOp kernels,
+                                                StringRef name);
+
 } // namespace mlir::omni
 
 #endif // OMNI_COMPILER_CODEGEN_KERNELBUILDER_H

@@ -266,6 +266,18 @@ TEST_F(DifferentialTest, JpegRewardHostCall) {
           "f", {random({2, 3, 8, 8}, 25, -3.0, 3.0)}, /*rel=*/0.0, /*abs=*/0.0);
 }
 
+TEST_F(DifferentialTest, ElementwiseKernelSplitIntoChunks) {
+  // 100000 elements: a flat elementwise kernel of 7 work items of 16384
+  // elements (the last one partial), spread over the runtime's threads.
+  compare(R"(func.func @f(%a: tensor<100000xf32>, %b: tensor<100000xf32>) -> (tensor<100000xf32>, tensor<100000xi1>) {
+      %s = omni.add %a, %b : tensor<100000xf32>
+      %t = omni.tanh %s : tensor<100000xf32>
+      %m = omni.mul %t, %a : tensor<100000xf32>
+      %p = omni.compare gt, %m, %b : tensor<100000xf32>
+      return %m, %p : tensor<100000xf32>, tensor<100000xi1> })",
+          "f", {random({100000}, 26), random({100000}, 27)});
+}
+
 class ToyDifferentialTest : public DifferentialTest {
 protected:
   void SetUp() override {

@@ -343,7 +343,9 @@ LogicalResult Writer::emitOp(Operation *op,
         return failure();
       results.push_back(*r);
     }
-    auto body = st::CreateDispatch(fbb, 0, kernel.getInt(), /*grid=*/1,
+    auto grid = fusion->getAttrOfType<IntegerAttr>("omni.grid");
+    auto body = st::CreateDispatch(fbb, 0, kernel.getInt(),
+                                   grid ? grid.getInt() : 1,
                                    operands, fbb.CreateVector(results),
                                    fbb.CreateVector(std::vector<uint32_t>{}));
     out.push_back(command(op, st::CommandKind::Dispatch, body.Union()));
