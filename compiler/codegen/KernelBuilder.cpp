@@ -141,7 +141,7 @@ FailureOr<Value> scalarBody(Operation *op, OpBuilder &b, Location loc,
           .Case([&](OrOp) { return arith::OrIOp::create(b, loc, a[0], a[1]); })
           .Case([&](CompareOp c) -> Value {
             if (f) {
-              arith::CmpFPredicate p;
+              arith::CmpFPredicate p = arith::CmpFPredicate::OEQ;
               switch (c.getDirection()) {
               case CompareDirection::eq: p = arith::CmpFPredicate::OEQ; break;
               case CompareDirection::ne: p = arith::CmpFPredicate::UNE; break;
@@ -152,7 +152,7 @@ FailureOr<Value> scalarBody(Operation *op, OpBuilder &b, Location loc,
               }
               return arith::CmpFOp::create(b, loc, p, a[0], a[1]);
             }
-            arith::CmpIPredicate p;
+            arith::CmpIPredicate p = arith::CmpIPredicate::eq;
             switch (c.getDirection()) {
             case CompareDirection::eq: p = arith::CmpIPredicate::eq; break;
             case CompareDirection::ne: p = arith::CmpIPredicate::ne; break;
