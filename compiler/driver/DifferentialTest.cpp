@@ -184,6 +184,22 @@ TEST_F(DifferentialTest, LoopStoresStepsThroughSlices) {
           "f", {random({2, 3}, 12)});
 }
 
+TEST_F(DifferentialTest, LoopFillsAnEmptyTensor) {
+  compare(R"(func.func @f(%x: tensor<4xf32>) -> tensor<3x4xf32> {
+      %c0 = arith.constant 0 : index
+      %c1 = arith.constant 1 : index
+      %c3 = arith.constant 3 : index
+      %e = tensor.empty() : tensor<3x4xf32>
+      %r:2 = scf.for %i = %c0 to %c3 step %c1 iter_args(%h = %x, %s = %e) -> (tensor<4xf32>, tensor<3x4xf32>) {
+        %n = omni.exp %h : tensor<4xf32>
+        %s2 = tensor.insert_slice %n into %s[%i, 0] [1, 4] [1, 1] : tensor<4xf32> into tensor<3x4xf32>
+        %d = omni.neg %h : tensor<4xf32>
+        scf.yield %d, %s2 : tensor<4xf32>, tensor<3x4xf32>
+      }
+      return %r#1 : tensor<3x4xf32> })",
+          "f", {random({4}, 28)});
+}
+
 TEST_F(DifferentialTest, SwappingLoopCarriesStayCorrect) {
   compare(R"(func.func @f(%a: tensor<4xf32>, %b: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
       %c0 = arith.constant 0 : index
