@@ -1,0 +1,611 @@
+//===- Safetensors.cpp - .safetensors files -------------------*- C++ -*-===//
+//
+// The header is read by the strict JSON reader of Json.h, which keeps
+// duplicate keys and negative numbers so the checks here can name them
+// rather than report a generic syntax error. The semantic pass then validates
+// each tensor entry and the layout of the buffer (contiguous, non-overlapping,
+// exactly covered) before decoding anything, so a hostile file can neither read
+// out of bounds nor make us allocate more than its own size. The writer emits
+// the compact header the reference implementation (serde_json) produces, so
+// Python reads our files unchanged.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/train/checkpoint/Safetensors.h"
+
+#include "runtime/train/checkpoint/AtomicFile.h"
+#include "runtime/train/checkpoint/Json.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <set>
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "runtime/train/checkpoint/Safetensors.cpp assumes a little-endian host"
+#endif
+
+namespace omni::checkpoint {
+namespace {
+
+using json::appendJsonString;
+using json::isValidUtf8;
+using json::JsonMember;
+using json::JsonValue;
+using json::kindName;
+using json::quoted;
+
+//===----------------------------------------------------------------------===//
+// dtypes
+//===----------------------------------------------------------------------===//
+
+struct StDType {
+  absl::string_view name;
+  DType dtype;
+  uint64_t itemSize;
+};
+
+constexpr StDType kDTypes[] = {
+    {"F32", DType::F32, 4},   {"F64", DType::F64, 8}, {"F16", DType::F16, 2},
+    {"BF16", DType::BF16, 2}, {"BOOL", DType::I1, 1}, {"I32", DType::I32, 4},
+    {"I64", DType::I64, 8},
+};
+
+const StDType &stDTypeOf(DType dtype) {
+  for (const StDType &d : kDTypes)
+    if (d.dtype == dtype)
+      return d;
+  return kDTypes[0]; // unreachable: every DType is listed
+}
+
+const StDType *findStDType(absl::string_view name) {
+  for (const StDType &d : kDTypes)
+    if (d.name == name)
+      return &d;
+  return nullptr;
+}
+
+//===----------------------------------------------------------------------===//
+// Header validation
+//===----------------------------------------------------------------------===//
+
+/// One validated tensor entry of the header.
+struct Entry {
+  std::string name;
+  const StDType *dtype = nullptr;
+  std::vector<int64_t> shape;
+  uint64_t begin = 0, end = 0;
+};
+
+std::string shapeList(absl::Span<const int64_t> shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+std::string integerText(const JsonValue &v) {
+  return absl::StrCat(v.negative ? "-" : "", v.magnitude);
+}
+
+/// Validates and collects the tensor entries and metadata of the header.
+class HeaderChecker {
+public:
+  HeaderChecker(absl::string_view fileName, uint64_t bufferSize)
+      : fileName(fileName), bufferSize(bufferSize) {}
+
+  absl::Status check(const JsonValue &root, std::vector<Entry> &entries,
+                     std::map<std::string, std::string> &metadata) {
+    if (root.kind != JsonValue::Kind::Object)
+      return error(absl::StrCat("header is ", kindName(root.kind),
+                                ", expected an object"));
+    std::set<std::string> seen;
+    for (const JsonMember &member : root.members) {
+      if (!seen.insert(member.key).second)
+        return error(member.key == "__metadata__"
+                         ? std::string("'__metadata__' appears twice in the "
+                                       "header, expected at most once")
+                         : absl::StrCat("tensor ", quoted(member.key),
+                                        " appears twice in the header, "
+                                        "expected unique names"));
+      if (member.key == "__metadata__") {
+        if (absl::Status s = checkMetadata(member.value, metadata); !s.ok())
+          return s;
+        continue;
+      }
+      Entry entry;
+      if (absl::Status s = checkEntry(member.key, member.value, entry); !s.ok())
+        return s;
+      entries.push_back(std::move(entry));
+    }
+    return checkLayout(entries);
+  }
+
+private:
+  absl::string_view fileName;
+  uint64_t bufferSize;
+
+  absl::Status error(absl::string_view message) const {
+    return absl::InvalidArgumentError(absl::StrCat(fileName, ": ", message));
+  }
+  absl::Status tensorError(absl::string_view name,
+                           absl::string_view message) const {
+    return error(absl::StrCat("tensor ", quoted(name), ": ", message));
+  }
+
+  absl::Status checkMetadata(const JsonValue &value,
+                             std::map<std::string, std::string> &metadata) {
+    if (value.kind != JsonValue::Kind::Object)
+      return error(absl::StrCat("'__metadata__' is ", kindName(value.kind),
+                                ", expected an object of strings"));
+    for (const JsonMember &m : value.members) {
+      if (m.value.kind != JsonValue::Kind::String)
+        return error(absl::StrCat("'__metadata__' key ", quoted(m.key), " is ",
+                                  kindName(m.value.kind),
+                                  ", expected a string"));
+      if (!metadata.emplace(m.key, m.value.text).second)
+        return error(absl::StrCat("'__metadata__' key ", quoted(m.key),
+                                  " appears twice, expected unique keys"));
+    }
+    return absl::OkStatus();
+  }
+
+  /// Reads a non-negative integer field element into `out`.
+  absl::Status nonNegative(absl::string_view name, absl::string_view field,
+                           const JsonValue &v, uint64_t limit,
+                           uint64_t &out) const {
+    if (v.kind != JsonValue::Kind::Integer)
+      return tensorError(name, absl::StrCat(field, " is ", kindName(v.kind),
+                                            ", expected a non-negative "
+                                            "integer"));
+    if (v.negative)
+      return tensorError(name, absl::StrCat(field, " is ", integerText(v),
+                                            ", expected a non-negative "
+                                            "integer"));
+    if (v.magnitude > limit)
+      return tensorError(name, absl::StrCat(field, " is ", v.magnitude,
+                                            ", expected at most ", limit));
+    out = v.magnitude;
+    return absl::OkStatus();
+  }
+
+  absl::Status checkEntry(const std::string &name, const JsonValue &value,
+                          Entry &entry) {
+    entry.name = name;
+    if (value.kind != JsonValue::Kind::Object)
+      return tensorError(name, absl::StrCat("entry is ", kindName(value.kind),
+                                            ", expected an object"));
+    const JsonValue *dtype = nullptr, *shape = nullptr, *offsets = nullptr;
+    for (const JsonMember &m : value.members) {
+      const JsonValue **slot = m.key == "dtype"          ? &dtype
+                               : m.key == "shape"        ? &shape
+                               : m.key == "data_offsets" ? &offsets
+                                                         : nullptr;
+      if (!slot)
+        return tensorError(name, absl::StrCat("unknown field ", quoted(m.key),
+                                              ", expected 'dtype', 'shape' "
+                                              "or 'data_offsets'"));
+      if (*slot)
+        return tensorError(name, absl::StrCat("field ", quoted(m.key),
+                                              " appears twice, expected "
+                                              "once"));
+      *slot = &m.value;
+    }
+    for (auto [field, v] :
+         {std::pair<absl::string_view, const JsonValue *>{"dtype", dtype},
+          {"shape", shape},
+          {"data_offsets", offsets}})
+      if (!v)
+        return tensorError(name, absl::StrCat("missing field '", field, "'"));
+
+    // dtype
+    if (dtype->kind != JsonValue::Kind::String)
+      return tensorError(name, absl::StrCat("dtype is ", kindName(dtype->kind),
+                                            ", expected a string"));
+    entry.dtype = findStDType(dtype->text);
+    if (!entry.dtype) {
+      std::vector<absl::string_view> names;
+      for (const StDType &d : kDTypes)
+        names.push_back(d.name);
+      return tensorError(name, absl::StrCat("dtype ", quoted(dtype->text),
+                                            " is not supported, expected one "
+                                            "of ",
+                                            absl::StrJoin(names, ", ")));
+    }
+
+    // shape
+    if (shape->kind != JsonValue::Kind::Array)
+      return tensorError(name, absl::StrCat("shape is ", kindName(shape->kind),
+                                            ", expected an array"));
+    for (size_t i = 0; i < shape->elements.size(); ++i) {
+      uint64_t dim;
+      if (absl::Status s = nonNegative(
+              name, absl::StrCat("shape[", i, "]"), shape->elements[i],
+              std::numeric_limits<int64_t>::max(), dim);
+          !s.ok())
+        return s;
+      entry.shape.push_back(static_cast<int64_t>(dim));
+    }
+
+    // data_offsets
+    if (offsets->kind != JsonValue::Kind::Array)
+      return tensorError(name, absl::StrCat("data_offsets is ",
+                                            kindName(offsets->kind),
+                                            ", expected an array"));
+    if (offsets->elements.size() != 2)
+      return tensorError(name, absl::StrCat("data_offsets has ",
+                                            offsets->elements.size(),
+                                            " entries, expected 2"));
+    uint64_t limit = std::numeric_limits<uint64_t>::max();
+    if (absl::Status s = nonNegative(name, "data_offsets[0]",
+                                     offsets->elements[0], limit, entry.begin);
+        !s.ok())
+      return s;
+    if (absl::Status s = nonNegative(name, "data_offsets[1]",
+                                     offsets->elements[1], limit, entry.end);
+        !s.ok())
+      return s;
+    std::string offsetText =
+        absl::StrCat("data_offsets [", entry.begin, ", ", entry.end, "]");
+    if (entry.end < entry.begin)
+      return tensorError(name,
+                         absl::StrCat(offsetText, " end before they begin, "
+                                                  "expected begin <= end"));
+    if (entry.end > bufferSize)
+      return tensorError(name,
+                         absl::StrCat(offsetText, " run past the end of the ",
+                                      bufferSize, "-byte data buffer"));
+
+    // Size: the element count must fit int64 (HostTensor) even when a zero
+    // dimension makes the product zero, and count * itemSize must not wrap.
+    uint64_t nonZeroProduct = 1;
+    bool hasZero = false;
+    for (int64_t d : entry.shape) {
+      if (d == 0) {
+        hasZero = true;
+        continue;
+      }
+      if (__builtin_mul_overflow(nonZeroProduct, static_cast<uint64_t>(d),
+                                 &nonZeroProduct) ||
+          nonZeroProduct >
+              static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+        return tensorError(name, absl::StrCat("shape ", shapeList(entry.shape),
+                                              " has more than 2^63-1 "
+                                              "elements"));
+    }
+    uint64_t count = hasZero ? 0 : nonZeroProduct;
+    uint64_t needed;
+    if (__builtin_mul_overflow(count, entry.dtype->itemSize, &needed))
+      return tensorError(name, absl::StrCat("shape ", shapeList(entry.shape),
+                                            " of ", entry.dtype->name,
+                                            " needs more than 2^64 bytes"));
+    if (entry.end - entry.begin != needed)
+      return tensorError(
+          name, absl::StrCat(offsetText, " span ", entry.end - entry.begin,
+                             " bytes but shape ", shapeList(entry.shape),
+                             " of ", entry.dtype->name, " needs ", needed));
+    return absl::OkStatus();
+  }
+
+  /// The tensors, in offset order, must tile the buffer exactly.
+  absl::Status checkLayout(const std::vector<Entry> &entries) const {
+    std::vector<size_t> order(entries.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return std::make_pair(entries[a].begin, entries[a].end) <
+             std::make_pair(entries[b].begin, entries[b].end);
+    });
+    uint64_t cursor = 0;
+    const Entry *previous = nullptr;
+    for (size_t i : order) {
+      const Entry &e = entries[i];
+      std::string offsetText =
+          absl::StrCat("data_offsets [", e.begin, ", ", e.end, "]");
+      if (e.begin < cursor)
+        return tensorError(e.name,
+                           absl::StrCat(offsetText, " overlap tensor ",
+                                        quoted(previous->name), " at [",
+                                        previous->begin, ", ", previous->end,
+                                        "], expected disjoint ranges"));
+      if (e.begin > cursor)
+        return tensorError(
+            e.name,
+            previous ? absl::StrCat(offsetText, " leave a gap after tensor ",
+                                    quoted(previous->name),
+                                    ", expected it to begin at ", cursor)
+                     : absl::StrCat(offsetText, " leave a gap at the start "
+                                                "of the buffer, expected the "
+                                                "first tensor to begin at 0"));
+      cursor = e.end;
+      previous = &e;
+    }
+    if (cursor != bufferSize)
+      return error(absl::StrCat("data buffer is ", bufferSize,
+                                " bytes but the tensors cover ", cursor,
+                                ", expected no trailing bytes"));
+    return absl::OkStatus();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Element coding
+//===----------------------------------------------------------------------===//
+
+uint16_t bf16BitsFromDouble(double value) {
+  double r = roundToDType(value, DType::BF16);
+  if (std::isnan(r))
+    return std::signbit(r) ? 0xffc0 : 0x7fc0;
+  // r is a bfloat16 value, so it is exactly a float whose low 16 bits are 0.
+  float f = static_cast<float>(r);
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+double doubleFromBf16Bits(uint16_t bits) {
+  uint32_t wide = static_cast<uint32_t>(bits) << 16;
+  float f;
+  std::memcpy(&f, &wide, 4);
+  return static_cast<double>(f);
+}
+
+void appendElements(std::string &out, const HostTensor &t) {
+  int64_t n = t.numElements();
+  for (int64_t i = 0; i < n; ++i) {
+    char buf[8];
+    size_t size = 0;
+    switch (t.dtype()) {
+    case DType::F32: {
+      float v = static_cast<float>(t.floats()[i]);
+      std::memcpy(buf, &v, size = 4);
+      break;
+    }
+    case DType::F64: {
+      double v = t.floats()[i];
+      std::memcpy(buf, &v, size = 8);
+      break;
+    }
+    case DType::F16: {
+      uint16_t v = halfBitsFromDouble(t.floats()[i]);
+      std::memcpy(buf, &v, size = 2);
+      break;
+    }
+    case DType::BF16: {
+      uint16_t v = bf16BitsFromDouble(t.floats()[i]);
+      std::memcpy(buf, &v, size = 2);
+      break;
+    }
+    case DType::I1:
+      buf[0] = t.ints()[i] != 0;
+      size = 1;
+      break;
+    case DType::I32: {
+      int32_t v = static_cast<int32_t>(t.ints()[i]);
+      std::memcpy(buf, &v, size = 4);
+      break;
+    }
+    case DType::I64: {
+      int64_t v = t.ints()[i];
+      std::memcpy(buf, &v, size = 8);
+      break;
+    }
+    }
+    out.append(buf, size);
+  }
+}
+
+/// Decodes one validated entry. Only BOOL bytes can still be invalid.
+absl::Status decodeElements(absl::string_view fileName, const Entry &e,
+                            absl::string_view bytes, HostTensor &t) {
+  const char *p = bytes.data();
+  int64_t n = t.numElements();
+  for (int64_t i = 0; i < n; ++i, p += e.dtype->itemSize) {
+    switch (t.dtype()) {
+    case DType::F32: {
+      float v;
+      std::memcpy(&v, p, 4);
+      t.floats()[i] = v;
+      break;
+    }
+    case DType::F64: {
+      double v;
+      std::memcpy(&v, p, 8);
+      t.floats()[i] = v;
+      break;
+    }
+    case DType::F16: {
+      uint16_t v;
+      std::memcpy(&v, p, 2);
+      t.floats()[i] = doubleFromHalfBits(v);
+      break;
+    }
+    case DType::BF16: {
+      uint16_t v;
+      std::memcpy(&v, p, 2);
+      t.floats()[i] = doubleFromBf16Bits(v);
+      break;
+    }
+    case DType::I1: {
+      unsigned char v = static_cast<unsigned char>(*p);
+      if (v > 1)
+        return absl::InvalidArgumentError(
+            absl::StrCat(fileName, ": tensor ", quoted(e.name), ": element ", i,
+                         " of BOOL is byte ", static_cast<unsigned>(v),
+                         ", expected 0 or 1"));
+      t.ints()[i] = v;
+      break;
+    }
+    case DType::I32: {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      t.ints()[i] = v;
+      break;
+    }
+    case DType::I64: {
+      int64_t v;
+      std::memcpy(&v, p, 8);
+      t.ints()[i] = v;
+      break;
+    }
+    }
+  }
+  return absl::OkStatus();
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Public API
+//===----------------------------------------------------------------------===//
+
+absl::StatusOr<SafetensorsContents>
+parseSafetensors(absl::string_view bytes, absl::string_view fileName) {
+  auto error = [&](absl::string_view message) {
+    return absl::InvalidArgumentError(absl::StrCat(fileName, ": ", message));
+  };
+  if (bytes.size() < 8)
+    return error(absl::StrCat("file is ", bytes.size(),
+                              " bytes, expected at least 8 for the header "
+                              "length"));
+  uint64_t headerLength;
+  std::memcpy(&headerLength, bytes.data(), 8);
+  uint64_t afterLength = bytes.size() - 8;
+  if (headerLength > kMaxSafetensorsHeaderBytes)
+    return error(absl::StrCat("header length ", headerLength,
+                              " exceeds the limit of ",
+                              kMaxSafetensorsHeaderBytes, " bytes"));
+  if (headerLength > afterLength)
+    return error(absl::StrCat("header length ", headerLength,
+                              " runs past the end of the file, expected at "
+                              "most ",
+                              afterLength));
+  absl::string_view header = bytes.substr(8, headerLength);
+  if (header.empty() || header[0] != '{')
+    return error(absl::StrCat("header starts with ",
+                              header.empty() ? std::string("nothing")
+                                             : quoted(header.substr(0, 1)),
+                              ", expected '{'"));
+  JsonValue root;
+  std::string jsonError;
+  if (!json::parseJson(header, root, jsonError))
+    return error(jsonError);
+
+  absl::string_view buffer = bytes.substr(8 + headerLength);
+  std::vector<Entry> entries;
+  SafetensorsContents contents;
+  HeaderChecker checker(fileName, buffer.size());
+  if (absl::Status s = checker.check(root, entries, contents.metadata); !s.ok())
+    return s;
+
+  std::sort(entries.begin(), entries.end(),
+            [](const Entry &a, const Entry &b) { return a.name < b.name; });
+  contents.tensors.reserve(entries.size());
+  for (const Entry &e : entries) {
+    HostTensor t(e.dtype->dtype, e.shape);
+    if (absl::Status s = decodeElements(
+            fileName, e, buffer.substr(e.begin, e.end - e.begin), t);
+        !s.ok())
+      return s;
+    contents.tensors.push_back({e.name, std::move(t)});
+  }
+  return contents;
+}
+
+absl::StatusOr<std::string>
+serializeSafetensors(const std::vector<NamedTensor> &tensors,
+                     const std::map<std::string, std::string> &metadata) {
+  std::vector<const NamedTensor *> sorted;
+  for (const NamedTensor &t : tensors)
+    sorted.push_back(&t);
+  std::sort(sorted.begin(), sorted.end(),
+            [](const NamedTensor *a, const NamedTensor *b) {
+              return a->name < b->name;
+            });
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    const std::string &name = sorted[i]->name;
+    if (name == "__metadata__")
+      return absl::InvalidArgumentError(
+          "tensor name '__metadata__' is reserved for the metadata map");
+    if (i > 0 && sorted[i - 1]->name == name)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor ", quoted(name), " appears twice, expected unique names"));
+    if (!isValidUtf8(name))
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor name ", quoted(name), " is not valid UTF-8"));
+  }
+  for (const auto &[key, value] : metadata)
+    if (!isValidUtf8(key) || !isValidUtf8(value))
+      return absl::InvalidArgumentError(absl::StrCat(
+          "metadata key ", quoted(key), " or its value is not valid UTF-8"));
+
+  std::string header = "{";
+  if (!metadata.empty()) {
+    header += "\"__metadata__\":{";
+    bool first = true;
+    for (const auto &[key, value] : metadata) {
+      if (!first)
+        header += ',';
+      first = false;
+      appendJsonString(header, key);
+      header += ':';
+      appendJsonString(header, value);
+    }
+    header += '}';
+  }
+  std::string data;
+  for (const NamedTensor *t : sorted) {
+    uint64_t begin = data.size();
+    appendElements(data, t->tensor);
+    if (header.size() > 1)
+      header += ',';
+    appendJsonString(header, t->name);
+    absl::StrAppend(&header, ":{\"dtype\":\"",
+                    stDTypeOf(t->tensor.dtype()).name, "\",\"shape\":[",
+                    absl::StrJoin(t->tensor.shape(), ","),
+                    "],\"data_offsets\":[", begin, ",", data.size(), "]}");
+  }
+  header += '}';
+  header.append((8 - header.size() % 8) % 8, ' ');
+
+  std::string out;
+  out.reserve(8 + header.size() + data.size());
+  uint64_t length = header.size();
+  char lengthBytes[8];
+  std::memcpy(lengthBytes, &length, 8);
+  out.append(lengthBytes, 8);
+  out += header;
+  out += data;
+  return out;
+}
+
+absl::StatusOr<SafetensorsContents>
+readSafetensorsWithMetadata(const std::string &path) {
+  absl::StatusOr<std::string> bytes = readWholeFile(path);
+  if (!bytes.ok())
+    return bytes.status();
+  return parseSafetensors(*bytes, path);
+}
+
+absl::StatusOr<std::vector<NamedTensor>>
+readSafetensors(const std::string &path) {
+  absl::StatusOr<SafetensorsContents> contents =
+      readSafetensorsWithMetadata(path);
+  if (!contents.ok())
+    return contents.status();
+  return std::move(contents->tensors);
+}
+
+absl::Status
+writeSafetensors(const std::string &path,
+                 const std::vector<NamedTensor> &tensors,
+                 const std::map<std::string, std::string> &metadata) {
+  absl::StatusOr<std::string> bytes = serializeSafetensors(tensors, metadata);
+  if (!bytes.ok())
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": ", bytes.status().message()));
+  return writeFileAtomically(path, *bytes);
+}
+
+} // namespace omni::checkpoint
