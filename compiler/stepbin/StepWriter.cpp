@@ -624,6 +624,9 @@ LogicalResult Writer::writeFunction(func::FuncOp fn) {
         newTensor(arg, st::Storage::Argument, i, st::Role::Input);
     if (failed(t))
       return failure();
+    // `omni.name` names state for checkpoints (diffusers parameter names).
+    if (auto name = fn.getArgAttrOfType<StringAttr>(i, "omni.name"))
+      tensors[*t].name = name.str();
     inputs.push_back(*t);
   }
   // A value returned once, and computed in the function body, is written
@@ -640,10 +643,12 @@ LogicalResult Writer::writeFunction(func::FuncOp fn) {
   std::vector<fb::Offset<st::Command>> commands;
   if (failed(emitBlock(entry, commands)))
     return failure();
-  for (Value v : ret.getOperands()) {
+  for (auto [k, v] : llvm::enumerate(ret.getOperands())) {
     FailureOr<uint32_t> s = slot(ret, v);
     if (failed(s))
       return failure();
+    if (auto name = fn.getResultAttrOfType<StringAttr>(k, "omni.name"))
+      tensors[*s].name = name.str();
     outputs.push_back(*s);
   }
   functions.push_back(st::CreateFunction(

@@ -154,23 +154,35 @@ func.func @main(%seed: tensor<i64>, %iteration: tensor<i64>)
   return %r#0, %r#1, %r#2, %r#3, %r#4, %r#5 : tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<8xf32>, tensor<8xf32>
 }
 
-/// One training iteration: rollout, advantages, the loss's gradient with
+/// One training iteration (the entry point of `omnirun --train`: its
+/// leading arguments are the state it returns updated, then seed and
+/// iteration; the remaining results are named metrics): rollout,
+/// advantages, the loss's gradient with
 /// respect to the four parameters (omni-autodiff expands value_and_grad),
 /// global grad-norm clipping at 1.0 and AdamW (lr 1e-3) on each parameter.
 /// %t is the optimizer step count before this update.
 /// Returns the new parameters, moments and step, then loss, reward mean and
 /// the gradient norm.
-func.func @train_step(%w1: tensor<32x193xf32>, %b1: tensor<32xf32>,
-                      %w2: tensor<192x32xf32>, %b2: tensor<192xf32>,
-                      %mw1: tensor<32x193xf32>, %mb1: tensor<32xf32>,
-                      %mw2: tensor<192x32xf32>, %mb2: tensor<192xf32>,
-                      %vw1: tensor<32x193xf32>, %vb1: tensor<32xf32>,
-                      %vw2: tensor<192x32xf32>, %vb2: tensor<192xf32>,
-                      %t: tensor<i64>, %seed: tensor<i64>, %iteration: tensor<i64>)
+func.func @train_step(%w1: tensor<32x193xf32> {omni.name = "mlp.0.weight"},
+                      %b1: tensor<32xf32> {omni.name = "mlp.0.bias"},
+                      %w2: tensor<192x32xf32> {omni.name = "mlp.2.weight"},
+                      %b2: tensor<192xf32> {omni.name = "mlp.2.bias"},
+                      %mw1: tensor<32x193xf32> {omni.name = "adamw.m.mlp.0.weight"},
+                      %mb1: tensor<32xf32> {omni.name = "adamw.m.mlp.0.bias"},
+                      %mw2: tensor<192x32xf32> {omni.name = "adamw.m.mlp.2.weight"},
+                      %mb2: tensor<192xf32> {omni.name = "adamw.m.mlp.2.bias"},
+                      %vw1: tensor<32x193xf32> {omni.name = "adamw.v.mlp.0.weight"},
+                      %vb1: tensor<32xf32> {omni.name = "adamw.v.mlp.0.bias"},
+                      %vw2: tensor<192x32xf32> {omni.name = "adamw.v.mlp.2.weight"},
+                      %vb2: tensor<192xf32> {omni.name = "adamw.v.mlp.2.bias"},
+                      %t: tensor<i64> {omni.name = "adamw.step"},
+                      %seed: tensor<i64>, %iteration: tensor<i64>)
     -> (tensor<32x193xf32>, tensor<32xf32>, tensor<192x32xf32>, tensor<192xf32>,
         tensor<32x193xf32>, tensor<32xf32>, tensor<192x32xf32>, tensor<192xf32>,
         tensor<32x193xf32>, tensor<32xf32>, tensor<192x32xf32>, tensor<192xf32>,
-        tensor<i64>, tensor<f32>, tensor<f32>, tensor<f32>) {
+        tensor<i64>, tensor<f32> {omni.name = "loss"},
+        tensor<f32> {omni.name = "reward_mean"},
+        tensor<f32> {omni.name = "grad_norm"}) {
   %final, %xs, %lps, %rewards = func.call @rollout(%w1, %b1, %w2, %b2, %seed, %iteration) : (tensor<32x193xf32>, tensor<32xf32>, tensor<192x32xf32>, tensor<192xf32>, tensor<i64>, tensor<i64>) -> (!x, tensor<4x8x192xf32>, tensor<4x8xf32>, tensor<8xf32>)
   %adv = omni.group_advantages %rewards {group_size = 4} : tensor<8xf32>
   %loss, %akl, %cf, %g1, %g2, %g3, %g4 = omni.value_and_grad @loss(%w1, %b1, %w2, %b2, %xs, %lps, %adv) wrt = [0, 1, 2, 3] : (tensor<32x193xf32>, tensor<32xf32>, tensor<192x32xf32>, tensor<192xf32>, tensor<4x8x192xf32>, tensor<4x8xf32>, tensor<8xf32>) -> (tensor<f32>, tensor<f32>, tensor<f32>, tensor<32x193xf32>, tensor<32xf32>, tensor<192x32xf32>, tensor<192xf32>)
@@ -201,6 +213,22 @@ func.func @init_optimizer()
   %t = omni.constant dense<0> : tensor<i64>
   return %a, %b, %c, %d, %a, %b, %c, %d, %t
       : tensor<32x193xf32>, tensor<32xf32>, tensor<192x32xf32>, tensor<192xf32>,
+        tensor<32x193xf32>, tensor<32xf32>, tensor<192x32xf32>, tensor<192xf32>,
+        tensor<i64>
+}
+
+/// The whole training state before the first iteration, in @train_step's
+/// order: parameters from @init, zero AdamW moments, step count 0.
+func.func @init_state(%seed: tensor<i64>)
+    -> (tensor<32x193xf32>, tensor<32xf32>, tensor<192x32xf32>, tensor<192xf32>,
+        tensor<32x193xf32>, tensor<32xf32>, tensor<192x32xf32>, tensor<192xf32>,
+        tensor<32x193xf32>, tensor<32xf32>, tensor<192x32xf32>, tensor<192xf32>,
+        tensor<i64>) {
+  %w1, %b1, %w2, %b2 = func.call @init(%seed) : (tensor<i64>) -> (tensor<32x193xf32>, tensor<32xf32>, tensor<192x32xf32>, tensor<192xf32>)
+  %o:9 = func.call @init_optimizer() : () -> (tensor<32x193xf32>, tensor<32xf32>, tensor<192x32xf32>, tensor<192xf32>, tensor<32x193xf32>, tensor<32xf32>, tensor<192x32xf32>, tensor<192xf32>, tensor<i64>)
+  return %w1, %b1, %w2, %b2, %o#0, %o#1, %o#2, %o#3, %o#4, %o#5, %o#6, %o#7, %o#8
+      : tensor<32x193xf32>, tensor<32xf32>, tensor<192x32xf32>, tensor<192xf32>,
+        tensor<32x193xf32>, tensor<32xf32>, tensor<192x32xf32>, tensor<192xf32>,
         tensor<32x193xf32>, tensor<32xf32>, tensor<192x32xf32>, tensor<192xf32>,
         tensor<i64>
 }

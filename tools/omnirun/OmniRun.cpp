@@ -3,6 +3,7 @@
 #include "tools/omnirun/OmniRun.h"
 
 #include "runtime/executor/Executor.h"
+#include "runtime/train/driver/Trainer.h"
 #include "runtime/hal/drivers/Drivers.h"
 #include "runtime/io/Npy.h"
 #include "runtime/io/TensorText.h"
@@ -33,6 +34,16 @@ Runs a function of a compiled omni program (step.bin).
                          core)
   --device=<driver>      the hal driver (default: cpu)
   --help                 print this help
+
+Training (the program follows the convention of runtime/train/driver/
+Trainer.h: @init_state(seed) and @train_step(state..., seed, iteration)):
+  --train                run training iterations instead of one function
+  --steps=<n>            iterations to reach (default 1)
+  --seed=<n>             the run's seed (default 0)
+  --checkpoint-dir=<d>   save step-<n>.safetensors checkpoints there
+  --checkpoint-every=<n> also save every n iterations (default: at the end)
+  --resume               continue from the latest checkpoint in that folder
+  --metrics=<file>       append one JSON line of metrics per iteration
 )";
 
 struct Options {
@@ -44,14 +55,26 @@ struct Options {
   int threads = 0;
   std::string device = "cpu";
   bool help = false;
+  bool train = false;
+  train::TrainOptions training;
 };
+
+/// Parses a non-negative integer flag value.
+std::optional<std::string> parseCount(const std::string &name,
+                                      const std::string &value, int64_t &out) {
+  if (!absl::SimpleAtoi(value, &out) || out < 0)
+    return absl::StrCat(name, " expects a non-negative integer, found '",
+                        value, "'");
+  return std::nullopt;
+}
 
 /// Parses `args`; returns an error line on failure.
 std::optional<std::string> parse(const std::vector<std::string> &args,
                                  Options &options) {
   // Options that take a value accept both --name=value and --name value.
   const char *valued[] = {"--function", "--input", "--output", "--threads",
-                          "--device"};
+                          "--device", "--steps", "--seed", "--checkpoint-dir",
+                          "--checkpoint-every", "--metrics"};
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string &arg = args[i];
     if (arg == "--list") {
@@ -60,6 +83,10 @@ std::optional<std::string> parse(const std::vector<std::string> &args,
     }
     if (arg == "--help" || arg == "-h") {
       options.help = true;
+      continue;
+    }
+    if (arg == "--train" || arg == "--resume") {
+      (arg == "--train" ? options.train : options.training.resume) = true;
       continue;
     }
     if (!absl::StartsWith(arg, "-") || arg == "-") {
@@ -97,6 +124,18 @@ std::optional<std::string> parse(const std::vector<std::string> &args,
       options.outputs.push_back(value);
     else if (name == "--device")
       options.device = value;
+    else if (name == "--checkpoint-dir")
+      options.training.checkpointDir = value;
+    else if (name == "--metrics")
+      options.training.metricsPath = value;
+    else if (name == "--steps" || name == "--seed" ||
+             name == "--checkpoint-every") {
+      int64_t &target = name == "--steps"  ? options.training.steps
+                        : name == "--seed" ? options.training.seed
+                                           : options.training.checkpointEvery;
+      if (std::optional<std::string> error = parseCount(name, value, target))
+        return error;
+    }
     else if (name == "--threads") {
       if (!absl::SimpleAtoi(value, &options.threads) || options.threads < 0)
         return absl::StrCat("--threads expects a non-negative integer, found '",
@@ -133,9 +172,11 @@ int run(const std::vector<std::string> &args, std::ostream &out,
   }
   if (options.file.empty())
     return fail("no step.bin given (see --help)");
-  if (!options.list && !options.function)
-    return fail("give --function=<name> to run a function or --list to list "
-                "them");
+  if (!options.list && !options.function && !options.train)
+    return fail("give --function=<name> to run a function, --train to train, "
+                "or --list to list them");
+  if (options.training.resume && options.training.checkpointDir.empty())
+    return fail("--resume needs --checkpoint-dir");
 
   absl::StatusOr<std::shared_ptr<const loader::Program>> program =
       loader::Program::loadFile(options.file);
@@ -144,6 +185,20 @@ int run(const std::vector<std::string> &args, std::ostream &out,
   if (options.list) {
     list(**program, out);
     return 0;
+  }
+  if (options.train) {
+    hal::DeviceOptions deviceOptions;
+    deviceOptions.threads = options.threads;
+    absl::StatusOr<std::unique_ptr<hal::Device>> device =
+        hal::builtinDrivers().createDevice(options.device, deviceOptions);
+    if (!device.ok())
+      return fail(device.status().message());
+    absl::StatusOr<std::unique_ptr<executor::Executor>> executor =
+        executor::Executor::create(*program, **device);
+    if (!executor.ok())
+      return fail(executor.status().message());
+    absl::Status trained = train::train(**executor, options.training, out);
+    return trained.ok() ? 0 : fail(trained.message());
   }
   std::optional<uint32_t> function =
       (*program)->findFunction(*options.function);

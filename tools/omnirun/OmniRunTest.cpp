@@ -110,8 +110,8 @@ TEST_F(OmniRunTest, OneLineErrors) {
       {{add, "--function=sub"},
        "omnirun: " + add + " has no function 'sub' (functions: add)\n"},
       {{add},
-       "omnirun: give --function=<name> to run a function or --list to "
-       "list them\n"},
+       "omnirun: give --function=<name> to run a function, --train to "
+       "train, or --list to list them\n"},
       {{"--list"}, "omnirun: no step.bin given (see --help)\n"},
       {{add, "--bogus"}, "omnirun: unknown option '--bogus' (see --help)\n"},
       {{add, "--function"}, "omnirun: --function needs a value\n"},
