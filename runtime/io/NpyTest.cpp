@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 
+#include <unistd.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -202,7 +203,7 @@ TEST(NpyTest, RejectsTruncatedAndTrailingData) {
 }
 
 TEST(NpyTest, FilesRoundTripAndNameThePath) {
-  std::string path = ::testing::TempDir() + "/omni_npy_test.npy";
+  std::string path = ::testing::TempDir() + "/omni_npy_test." + std::to_string(::getpid()) + ".npy";
   HostTensor t = HostTensor::fromInts(DType::I32, {3}, {1, 2, 3});
   ASSERT_TRUE(writeNpyFile(path, t).ok());
   absl::StatusOr<HostTensor> back = readNpyFile(path);

@@ -11,6 +11,7 @@
 
 #include "gtest/gtest.h"
 
+#include <unistd.h>
 #include <cstdio>
 #include <functional>
 #include <limits>
@@ -74,7 +75,7 @@ TEST(Loader, LoadsAValidProgram) {
 }
 
 TEST(Loader, LoadsFromAFile) {
-  std::string path = ::testing::TempDir() + "/loader_test.bin";
+  std::string path = ::testing::TempDir() + "/loader_test." + std::to_string(::getpid()) + ".bin";
   std::string bytes = build();
   FILE *f = std::fopen(path.c_str(), "wb");
   ASSERT_TRUE(f);

@@ -7,6 +7,7 @@
 
 #include "gtest/gtest.h"
 
+#include <unistd.h>
 #include <fstream>
 #include <sstream>
 
@@ -25,7 +26,7 @@ Result omnirun(std::vector<std::string> args) {
 }
 
 std::string writeTemp(const std::string &name, const std::string &bytes) {
-  std::string path = ::testing::TempDir() + "/" + name;
+  std::string path = ::testing::TempDir() + "/" + std::to_string(::getpid()) + "." + name;
   std::ofstream(path, std::ios::binary) << bytes;
   return path;
 }
@@ -65,11 +66,11 @@ TEST_F(OmniRunTest, RunsAndPrints) {
 }
 
 TEST_F(OmniRunTest, ReadsAndWritesNpy) {
-  std::string a = ::testing::TempDir() + "/omnirun_a.npy";
+  std::string a = ::testing::TempDir() + "/" + std::to_string(::getpid()) + ".omnirun_a.npy";
   ASSERT_TRUE(writeNpyFile(a, HostTensor::fromDoubles(DType::F32, {2, 3},
                                                       {1, 2, 3, 4, 5, 6}))
                   .ok());
-  std::string c = ::testing::TempDir() + "/omnirun_c.npy";
+  std::string c = ::testing::TempDir() + "/" + std::to_string(::getpid()) + ".omnirun_c.npy";
   Result r = omnirun({*matmulBin, "--function=matmul", "--input=@" + a,
                       "--input=3x2xf32=1,0,0,1,1,1", "--output=@" + c});
   EXPECT_EQ(r.code, 0) << r.err;
