@@ -43,58 +43,17 @@ struct DecomposeSdeStep : OpRewritePattern<SdeStepOp> {
     Value x = op.getX(), v = op.getV();
     RankedTensorType t = Emitter::typeOf(x);
     Type elt = t.getElementType();
-    auto scalarT = RankedTensorType::get({}, elt);
-    Value i = op.getStep();
-    Value iNext = arith::AddIOp::create(r, loc, i, e.index(1));
-    Value s = e.sigmaAt(op.getSigmas(), i, elt);
-    Value sNext = e.sigmaAt(op.getSigmas(), iNext, elt);
-    Value dt = e.sub(sNext, s);
-    Value one = e.scalar(elt, 1.0);
-    double a = op.getNoiseLevel().convertToDouble();
     SdeType type = op.getType();
-
-    Value mean, q, stdOut;
-    if (type == SdeType::ode || a == 0.0) {
-      // Euler step; no density (log_prob is reported as zeros).
-      mean = e.add(x, e.mul(v, e.fill(dt, t)));
-      q = e.scalar(elt, 0.0);
-      stdOut = q;
-    } else if (type == SdeType::sde) {
-      // std_dev = a sqrt(s / (1 - s)), with 1 - s[1] in the denominator at
-      // s == 1 exactly.
-      Value s1 = e.sigmaAt(op.getSigmas(), e.index(1), elt);
-      Value isOne = CompareOp::create(
-          r, loc, CompareDirectionAttr::get(r.getContext(), CompareDirection::eq),
-          s, one);
-      Value denomSigma = SelectOp::create(r, loc, isOne, s1, s);
-      Value stdDev = e.scale(
-          SqrtOp::create(r, loc, e.div(s, e.sub(one, denomSigma))), a);
-      Value var = e.mul(stdDev, stdDev);
-      Value twoS = e.scale(s, 2.0);
-      Value cx = e.add(one, e.div(e.mul(var, dt), twoS));
-      Value cv = e.mul(e.add(one, e.div(e.mul(var, e.sub(one, s)), twoS)), dt);
-      mean = e.add(e.mul(x, e.fill(cx, t)), e.mul(v, e.fill(cv, t)));
-      q = e.mul(stdDev, SqrtOp::create(r, loc, NegOp::create(r, loc, dt)));
-      stdOut = stdDev;
-    } else {
-      // cps: std = s[i+1] sin(a pi / 2) is already the transition std.
-      Value std = e.scale(sNext, std::sin(a * M_PI / 2.0));
-      Value x0 = e.sub(x, e.mul(v, e.fill(s, t)));
-      Value x1 = e.add(x, e.mul(v, e.fill(e.sub(one, s), t)));
-      Value c1 = SqrtOp::create(
-          r, loc, e.sub(e.mul(sNext, sNext), e.mul(std, std)));
-      mean = e.add(e.mul(x0, e.fill(e.sub(one, sNext), t)),
-                   e.mul(x1, e.fill(c1, t)));
-      q = std;
-      stdOut = std;
-    }
+    SdeCoefficients c = e.sdeCoefficients(op);
+    Value mean = e.add(e.mul(x, e.fill(c.cx, t)), e.mul(v, e.fill(c.cv, t)));
+    Value q = c.q, stdOut = c.std;
 
     Value next = op.getNext();
     if (!next)
       next = e.add(mean, e.mul(e.fill(q, t), op.getNoise()));
 
     Value logProb;
-    if (type == SdeType::ode || a == 0.0) {
+    if (c.euler) {
       logProb = e.splat(RankedTensorType::get({t.getDimSize(0)}, elt), 0.0);
     } else {
       Value diff = e.sub(next, mean);
@@ -103,16 +62,15 @@ struct DecomposeSdeStep : OpRewritePattern<SdeStepOp> {
       if (type == SdeType::sde) {
         // -(x' - mu)^2 / (2 q^2) - log q - log sqrt(2 pi)
         Value twoQ2 = e.scale(e.mul(q, q), 2.0);
-        Value c = e.add(LogOp::create(r, loc, q),
-                        e.scalar(elt, std::log(std::sqrt(2.0 * M_PI))));
+        Value logNorm = e.add(LogOp::create(r, loc, q),
+                              e.scalar(elt, std::log(std::sqrt(2.0 * M_PI))));
         lp = e.sub(NegOp::create(r, loc, e.div(sq, e.fill(twoQ2, t))),
-                   e.fill(c, t));
+                   e.fill(logNorm, t));
       } else {
         lp = NegOp::create(r, loc, sq);
       }
       logProb = e.rowMean(lp);
     }
-    (void)scalarT;
     r.replaceOp(op, {next, logProb, mean, stdOut});
     return success();
   }
@@ -197,7 +155,6 @@ struct DecomposeGrpoLoss : OpRewritePattern<GrpoLossOp> {
 
     Value kl = e.scalar(elt, 0.0);
     if (Value mean = op.getMean()) {
-      RankedTensorType mt = Emitter::typeOf(mean);
       Value d = e.sub(mean, op.getRefMean());
       Value perRow = e.rowMean(e.mul(d, d));
       Value std = op.getStd();
@@ -205,7 +162,6 @@ struct DecomposeGrpoLoss : OpRewritePattern<GrpoLossOp> {
         std = e.mul(std, SqrtOp::create(r, loc, NegOp::create(r, loc, op.getDt())));
       Value twoVar = e.scale(e.mul(std, std), 2.0);
       kl = e.meanAll(e.div(perRow, e.fill(twoVar, Emitter::typeOf(perRow))));
-      (void)mt;
       if (beta != 0.0)
         loss = e.add(loss, e.scale(kl, beta));
     }

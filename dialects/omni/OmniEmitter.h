@@ -14,7 +14,18 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
 
+#include <cmath>
+
 namespace mlir::omni {
+
+/// The per-step scalars of omni.sde_step (flowgrpo.md section 2), as 0-D
+/// tensors of the latents' element type: the transition mean is
+/// `cx * x + cv * v`, the next sample `mean + q * noise`, and `std` is the
+/// op's std result. `euler` marks type ode or noise level 0 (no density).
+struct SdeCoefficients {
+  Value s, sNext, dt, cx, cv, q, std;
+  bool euler = false;
+};
 
 /// Emits primitives at one location; the vocabulary of the decompositions.
 class Emitter {
@@ -155,6 +166,52 @@ public:
   Value sumTo(Value x, ArrayRef<int64_t> dims, ArrayRef<int64_t> shape) {
     Value s = dims.empty() ? x : reduce(ReduceKind::sum, x, dims);
     return reshape(s, shape);
+  }
+
+  /// Builds the coefficients of `op`'s step (shared by omni-decompose and
+  /// the op's VJP rule, so both use exactly the same formulas).
+  SdeCoefficients sdeCoefficients(SdeStepOp op) {
+    Type elt = typeOf(op.getX()).getElementType();
+    SdeCoefficients c;
+    c.s = sigmaAt(op.getSigmas(), op.getStep(), elt);
+    c.sNext = sigmaAt(op.getSigmas(),
+                      arith::AddIOp::create(b, loc, op.getStep(), index(1)),
+                      elt);
+    c.dt = sub(c.sNext, c.s);
+    Value one = scalar(elt, 1.0);
+    double a = op.getNoiseLevel().convertToDouble();
+    c.euler = op.getType() == SdeType::ode || a == 0.0;
+    if (c.euler) {
+      // x + v dt; no transition noise.
+      c.cx = one;
+      c.cv = c.dt;
+      c.q = scalar(elt, 0.0);
+      c.std = c.q;
+    } else if (op.getType() == SdeType::sde) {
+      // std_dev = a sqrt(s / (1 - s)), with 1 - s[1] in the denominator at
+      // s == 1 exactly;
+      // mean = x (1 + std_dev^2 dt / 2s) + v (1 + std_dev^2 (1 - s) / 2s) dt.
+      Value s1 = sigmaAt(op.getSigmas(), index(1), elt);
+      Value denom = select(compare(CompareDirection::eq, c.s, one), s1, c.s);
+      Value stdDev =
+          scale(unary<SqrtOp>(div(c.s, sub(one, denom))), a);
+      Value var = mul(stdDev, stdDev);
+      Value twoS = scale(c.s, 2.0);
+      c.cx = add(one, div(mul(var, c.dt), twoS));
+      c.cv = mul(add(one, div(mul(var, sub(one, c.s)), twoS)), c.dt);
+      c.q = mul(stdDev, unary<SqrtOp>(neg(c.dt)));
+      c.std = stdDev;
+    } else {
+      // cps: std = s' sin(a pi / 2) is the transition std;
+      // mean = (x - s v)(1 - s') + (x + (1 - s) v) sqrt(s'^2 - std^2).
+      c.std = scale(c.sNext, std::sin(a * M_PI / 2.0));
+      Value c1 = unary<SqrtOp>(sub(mul(c.sNext, c.sNext), mul(c.std, c.std)));
+      Value c0 = sub(one, c.sNext);
+      c.cx = add(c0, c1);
+      c.cv = sub(mul(sub(one, c.s), c1), mul(c.s, c0));
+      c.q = c.std;
+    }
+    return c;
   }
 
   static RankedTensorType typeOf(Value v) {

@@ -233,37 +233,9 @@ LogicalResult SdeStepOp::buildVJP(OpBuilder &b, ArrayRef<Value> g,
   Location loc = getLoc();
   RankedTensorType t = getX().getType();
   Type elt = t.getElementType();
-  Value s = e.sigmaAt(getSigmas(), getStep(), elt);
-  Value sNext = e.sigmaAt(
-      getSigmas(), arith::AddIOp::create(b, loc, getStep(), e.index(1)), elt);
-  Value one = e.scalar(elt, 1.0);
-  Value dt = e.sub(sNext, s);
-  double a = getNoiseLevel().convertToDouble();
-  bool euler = getType() == SdeType::ode || a == 0.0;
-  Value cx, cv, q;
-  if (euler) {
-    cx = one;
-    cv = dt;
-    q = e.scalar(elt, 0.0);
-  } else if (getType() == SdeType::sde) {
-    Value s1 = e.sigmaAt(getSigmas(), e.index(1), elt);
-    Value denom = e.select(e.compare(CompareDirection::eq, s, one), s1, s);
-    Value stdDev =
-        e.scale(e.unary<SqrtOp>(e.div(s, e.sub(one, denom))), a);
-    Value var = e.mul(stdDev, stdDev);
-    Value twoS = e.scale(s, 2.0);
-    cx = e.add(one, e.div(e.mul(var, dt), twoS));
-    cv = e.mul(e.add(one, e.div(e.mul(var, e.sub(one, s)), twoS)), dt);
-    q = e.mul(stdDev, e.unary<SqrtOp>(e.neg(dt)));
-  } else {
-    Value std = e.scale(sNext, std::sin(a * M_PI / 2.0));
-    Value c1 = e.unary<SqrtOp>(e.sub(e.mul(sNext, sNext), e.mul(std, std)));
-    Value c0 = e.sub(one, sNext);
-    // mean = (x - s v) c0 + (x + (1 - s) v) c1
-    cx = e.add(c0, c1);
-    cv = e.sub(e.mul(e.sub(one, s), c1), e.mul(s, c0));
-    q = std;
-  }
+  SdeCoefficients coeffs = e.sdeCoefficients(*this);
+  bool euler = coeffs.euler;
+  Value cx = coeffs.cx, cv = coeffs.cv, q = coeffs.q;
   Value gNext = g[0], gLp = g[1], gMean = g[2];
   // lp is a function of (next - mean); its adjoint reaches the next sample
   // as well as the mean. Given noise, next = mean + q noise, so that part
