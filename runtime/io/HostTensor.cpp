@@ -44,6 +44,23 @@ std::optional<DType> parseDType(absl::string_view name) {
   return std::nullopt;
 }
 
+int64_t dtypeSize(DType dtype) {
+  switch (dtype) {
+  case DType::F32:
+  case DType::I32:
+    return 4;
+  case DType::F64:
+  case DType::I64:
+    return 8;
+  case DType::F16:
+  case DType::BF16:
+    return 2;
+  case DType::I1:
+    return 1;
+  }
+  return 1;
+}
+
 bool isFloatDType(DType dtype) {
   return dtype == DType::F32 || dtype == DType::F64 || dtype == DType::F16 ||
          dtype == DType::BF16;

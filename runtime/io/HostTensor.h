@@ -42,6 +42,11 @@ std::optional<DType> parseDType(absl::string_view name);
 /// True for F32, F64, F16 and BF16.
 bool isFloatDType(DType dtype);
 
+/// Bytes per element as tensors are stored in step.bin, .npy files and
+/// device buffers: 4 (f32, i32), 8 (f64, i64), 2 (f16, bf16), 1 (i1, one
+/// byte holding 0 or 1).
+int64_t dtypeSize(DType dtype);
+
 /// The bit width of an integer dtype (1, 32 or 64); 0 for float dtypes.
 unsigned intBitWidth(DType dtype);
 

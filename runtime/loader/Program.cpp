@@ -61,22 +61,6 @@ DType toDType(step::DType dtype) {
   return DType::F32;
 }
 
-int64_t dtypeSize(DType dtype) {
-  switch (dtype) {
-  case DType::F32:
-  case DType::I32:
-    return 4;
-  case DType::F64:
-  case DType::I64:
-    return 8;
-  case DType::F16:
-  case DType::BF16:
-    return 2;
-  case DType::I1:
-    return 1;
-  }
-  return 1;
-}
 
 std::string tensorTypeString(DType dtype, absl::Span<const int64_t> shape) {
   std::string s = "tensor<";

@@ -53,9 +53,7 @@ inline constexpr uint32_t kSupportedVersion = 1;
 /// `dtype` is a valid enumerator; Program's tensors always are).
 DType toDType(step::DType dtype);
 
-/// Bytes per element: 4 (f32, i32), 8 (f64, i64), 2 (f16, bf16), 1 (i1, one
-/// byte per element holding 0 or 1).
-int64_t dtypeSize(DType dtype);
+using ::omni::dtypeSize;
 
 /// "tensor<2x3xf32>" ("tensor<f32>" for rank 0).
 std::string tensorTypeString(DType dtype, absl::Span<const int64_t> shape);

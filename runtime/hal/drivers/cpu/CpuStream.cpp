@@ -23,28 +23,12 @@ public:
   bool isComplete() const override { return true; }
 };
 
-int64_t elementSize(DType dtype) {
-  switch (dtype) {
-  case DType::F64:
-  case DType::I64:
-    return 8;
-  case DType::F32:
-  case DType::I32:
-    return 4;
-  case DType::F16:
-  case DType::BF16:
-    return 2;
-  case DType::I1:
-    return 1;
-  }
-  return 1;
-}
 
 /// Bytes of `count` elements, or -1 on overflow / negative counts.
 int64_t bytesOf(std::initializer_list<int64_t> dims, DType dtype) {
   std::optional<int64_t> n = checkedNumElements(std::vector<int64_t>(dims));
   std::optional<int64_t> b =
-      n ? checkedMul(*n, elementSize(dtype)) : std::nullopt;
+      n ? checkedMul(*n, dtypeSize(dtype)) : std::nullopt;
   return b ? *b : -1;
 }
 
