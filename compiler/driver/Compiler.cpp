@@ -69,6 +69,9 @@ int mlir::omni::runCompiler(const CompileOptions &options,
   registerCpuCodegenDialects(registry);
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
+  // Errors are one line at a source location; the op's generic form after
+  // the pipeline would only bury it.
+  context.printOpOnDiagnostic(false);
 
   std::string error;
   std::unique_ptr<llvm::MemoryBuffer> input =

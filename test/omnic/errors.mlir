@@ -18,3 +18,6 @@ func.func @step(%x: tensor<4xf32>, %i: index) -> tensor<4xf32> {
   return %x : tensor<4xf32>
 }
 // VERIFY: unverified.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'omni.matmul' op contraction dimensions differ
+// RUN: sh -c 'omnic %S/Inputs/scf-if.mlir -o %t.bin; test $? -eq 1' 2>&1 | FileCheck %s --check-prefix=IF
+// IF: scf-if.mlir:3:8: error: 'scf.if' op cannot be executed by the runtime yet
+// IF-NOT: see current operation
