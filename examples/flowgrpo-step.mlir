@@ -1,8 +1,7 @@
 // One FlowGRPO rollout step and its loss on a 2-prompt x 2-sample batch,
 // written by hand in the omni dialect. The velocity "model" is a single
-// linear layer; the reward is a host call. Later issues evaluate and compile
-// this; today omni-opt verifies it, folds the schedule and decomposes the
-// linear layer.
+// linear layer; the reward is a host call. omni-eval evaluates it and
+// omnic compiles it (test/omnic/examples.mlir).
 
 func.func @step(%w: tensor<48x48xf32>, %x: tensor<4x48xf32>,
                 %seed: tensor<i64>, %iteration: tensor<i64>,
