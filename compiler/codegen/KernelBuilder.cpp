@@ -105,6 +105,14 @@ FailureOr<Value> scalarBody(Operation *op, OpBuilder &b, Location loc,
           .Case([&](CosOp) { return math::CosOp::create(b, loc, a[0]); })
           .Case([&](ErfOp) { return math::ErfOp::create(b, loc, a[0]); })
           .Case([&](FloorOp) { return math::FloorOp::create(b, loc, a[0]); })
+          .Case([&](SiluOp) -> Value {
+            // x / (1 + exp(-x))
+            Value one = floatConst(b, loc, t, 1.0);
+            Value e = math::ExpOp::create(
+                b, loc, arith::NegFOp::create(b, loc, a[0]));
+            return arith::DivFOp::create(
+                b, loc, a[0], arith::AddFOp::create(b, loc, one, e));
+          })
           .Case([&](LogisticOp) -> Value {
             Value one = floatConst(b, loc, t, 1.0);
             Value e = math::ExpOp::create(
@@ -215,20 +223,12 @@ FailureOr<Value> scalarBody(Operation *op, OpBuilder &b, Location loc,
 FailureOr<SmallVector<Value>> lowerOp(Operation *op, OpBuilder &b,
                                       ValueRange operands) {
   Location loc = op->getLoc();
-  if (op->hasTrait<OpTrait::Elementwise>() || isa<SiluOp>(op)) {
+  if (op->hasTrait<OpTrait::Elementwise>()) {
     auto resultType = cast<RankedTensorType>(op->getResult(0).getType());
     bool failedBody = false;
     Value r = elementwise(
         b, loc, resultType, operands,
         [&](OpBuilder &nb, Location nl, ValueRange args) -> Value {
-          if (isa<SiluOp>(op)) {
-            Type t = args[0].getType();
-            Value one = floatConst(nb, nl, t, 1.0);
-            Value e = math::ExpOp::create(nb, nl,
-                                          arith::NegFOp::create(nb, nl, args[0]));
-            return arith::DivFOp::create(nb, nl, args[0],
-                                         arith::AddFOp::create(nb, nl, one, e));
-          }
           FailureOr<Value> v = scalarBody(op, nb, nl, args);
           if (failed(v)) {
             failedBody = true;
@@ -520,21 +520,12 @@ FailureOr<func::FuncOp> mlir::omni::buildFlatKernelFunction(FusionOp fusion,
           for (Value v : op.getOperands())
             operands.push_back(scalars.lookup(v));
           Value r;
-          if (isa<SiluOp>(op)) {
-            Type t = operands[0].getType();
-            Value one = floatConst(nb, nl, t, 1.0);
-            Value e = math::ExpOp::create(
-                nb, nl, arith::NegFOp::create(nb, nl, operands[0]));
-            r = arith::DivFOp::create(nb, nl, operands[0],
-                                      arith::AddFOp::create(nb, nl, one, e));
+          FailureOr<Value> v = scalarBody(&op, nb, nl, operands);
+          if (failed(v)) {
+            failedBody = true;
+            r = operands.empty() ? Value() : operands[0];
           } else {
-            FailureOr<Value> v = scalarBody(&op, nb, nl, operands);
-            if (failed(v)) {
-              failedBody = true;
-              r = operands.empty() ? Value() : operands[0];
-            } else {
-              r = *v;
-            }
+            r = *v;
           }
           scalars.map(op.getResult(0), r);
         }

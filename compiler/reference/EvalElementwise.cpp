@@ -99,7 +99,9 @@ double nanMin(double a, double b) {
 double sign(double x) { return x > 0 ? 1.0 : x < 0 ? -1.0 : x; }
 double logistic(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
-bool compare(om::CompareDirection d, double a, double b) {
+/// Ordered comparison (NaN compares false except `ne`), for floats and
+/// integers alike.
+template <typename T> bool compare(om::CompareDirection d, T a, T b) {
   switch (d) {
   case om::CompareDirection::eq:
     return a == b;
@@ -117,23 +119,6 @@ bool compare(om::CompareDirection d, double a, double b) {
   return false;
 }
 
-bool compare(om::CompareDirection d, int64_t a, int64_t b) {
-  switch (d) {
-  case om::CompareDirection::eq:
-    return a == b;
-  case om::CompareDirection::ne:
-    return a != b;
-  case om::CompareDirection::lt:
-    return a < b;
-  case om::CompareDirection::le:
-    return a <= b;
-  case om::CompareDirection::gt:
-    return a > b;
-  case om::CompareDirection::ge:
-    return a >= b;
-  }
-  return false;
-}
 
 absl::StatusOr<Results> evalCompare(om::CompareOp op, Interpreter &interp) {
   const HostTensor &a = interp.get(op.getLhs());
