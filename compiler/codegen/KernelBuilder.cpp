@@ -420,6 +420,17 @@ FailureOr<func::FuncOp> mlir::omni::buildKernelFunction(FusionOp fusion,
     for (Value v : op.getOperands())
       operands.push_back(map.lookup(v));
     if (auto yield = dyn_cast<YieldOp>(op)) {
+      // Each result is its own buffer: a value yielded twice (CSE merges
+      // identical ops inside a fusion) is copied for the second result.
+      DenseSet<Value> seen;
+      for (Value &v : operands)
+        if (!seen.insert(v).second) {
+          auto type = cast<RankedTensorType>(v.getType());
+          Value empty = tensor::EmptyOp::create(b, op.getLoc(),
+                                                type.getShape(),
+                                                type.getElementType());
+          v = linalg::CopyOp::create(b, op.getLoc(), v, empty).getResult(0);
+        }
       func::ReturnOp::create(b, op.getLoc(), operands);
       continue;
     }
