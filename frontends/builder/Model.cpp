@@ -1,0 +1,166 @@
+//===- Model.cpp - configs and the model registry -------------------------===//
+
+#include "frontends/builder/Model.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringRef.h"
+
+using namespace llvm;
+
+namespace omni::fe {
+
+VelocityModel::~VelocityModel() = default;
+ImageDecoder::~ImageDecoder() = default;
+
+static Error makeError(const Twine &message) {
+  return createStringError(inconvertibleErrorCode(), message);
+}
+
+llvm::Error Config::override(const std::string &assignment) {
+  size_t eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    return makeError("config override '" + assignment +
+                     "': expected key=value");
+  std::string key = assignment.substr(0, eq);
+  if (!has(key)) {
+    std::string known;
+    for (const auto &[k, v] : values_)
+      known += (known.empty() ? "" : ", ") + k;
+    return makeError("config override '" + assignment + "': unknown key '" +
+                     key + "' (known: " + known + ")");
+  }
+  values_[key] = assignment.substr(eq + 1);
+  return Error::success();
+}
+
+void Config::fail(const std::string &key, const std::string &why) const {
+  if (error_.empty())
+    error_ = "config key '" + key + "': " + why;
+}
+
+std::string Config::getString(const std::string &key) const {
+  auto it = values_.find(key);
+  if (it == values_.end()) {
+    fail(key, "missing");
+    return "";
+  }
+  return it->second;
+}
+
+int64_t Config::getInt(const std::string &key) const {
+  std::string s = getString(key);
+  int64_t v = 0;
+  if (has(key) && StringRef(s).getAsInteger(10, v))
+    fail(key, "expected an integer, found '" + s + "'");
+  return v;
+}
+
+double Config::getDouble(const std::string &key) const {
+  std::string s = getString(key);
+  double v = 0;
+  if (has(key) && StringRef(s).getAsDouble(v))
+    fail(key, "expected a number, found '" + s + "'");
+  return v;
+}
+
+bool Config::getBool(const std::string &key) const {
+  std::string s = getString(key);
+  if (s == "true" || s == "1")
+    return true;
+  if (has(key) && s != "false" && s != "0")
+    fail(key, "expected true or false, found '" + s + "'");
+  return false;
+}
+
+std::vector<int64_t> Config::getInts(const std::string &key) const {
+  std::string s = getString(key);
+  std::vector<int64_t> out;
+  SmallVector<StringRef> parts;
+  StringRef(s).split(parts, ',', -1, /*KeepEmpty=*/false);
+  for (StringRef p : parts) {
+    int64_t v = 0;
+    if (p.trim().getAsInteger(10, v)) {
+      fail(key, "expected comma-separated integers, found '" + s + "'");
+      return {};
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+llvm::Error Config::takeError() const {
+  if (error_.empty())
+    return Error::success();
+  std::string e = std::move(error_);
+  error_.clear();
+  return makeError(e);
+}
+
+std::string Config::str() const {
+  std::string out;
+  for (const auto &[k, v] : values_)
+    out += (out.empty() ? "" : " ") + k + "=" + v;
+  return out;
+}
+
+void Registry::add(ModelEntry entry) { entries_.push_back(std::move(entry)); }
+
+const ModelEntry *Registry::find(const std::string &name) const {
+  for (const ModelEntry &e : entries_)
+    if (e.name == name)
+      return &e;
+  return nullptr;
+}
+
+static std::string knownModels(const Registry &r, ModelKind kind) {
+  std::string known;
+  for (const ModelEntry &e : r.entries())
+    if (e.kind == kind)
+      known += (known.empty() ? "" : ", ") + e.name;
+  return known;
+}
+
+llvm::Expected<Config>
+Registry::config(const std::string &model, const std::string &preset,
+                 const std::vector<std::string> &overrides) const {
+  const ModelEntry *entry = find(model);
+  if (!entry)
+    return makeError("unknown model '" + model + "' (known: " +
+                     knownModels(*this, ModelKind::Velocity) + ", " +
+                     knownModels(*this, ModelKind::Decoder) + ")");
+  const Config *base = nullptr;
+  std::string names;
+  for (const auto &[name, cfg] : entry->presets) {
+    names += (names.empty() ? "" : ", ") + name;
+    if (name == preset || (preset.empty() && !base))
+      base = &cfg;
+  }
+  if (!base)
+    return makeError("model '" + model + "' has no config '" + preset +
+                     "' (known: " + names + ")");
+  Config c = *base;
+  for (const std::string &o : overrides)
+    if (Error e = c.override(o))
+      return std::move(e);
+  return c;
+}
+
+llvm::Expected<std::unique_ptr<VelocityModel>>
+Registry::makeVelocity(const std::string &model, const Config &config) const {
+  const ModelEntry *entry = find(model);
+  if (!entry || entry->kind != ModelKind::Velocity)
+    return makeError("unknown velocity model '" + model + "' (known: " +
+                     knownModels(*this, ModelKind::Velocity) + ")");
+  return entry->makeVelocity(config);
+}
+
+llvm::Expected<std::unique_ptr<ImageDecoder>>
+Registry::makeDecoder(const std::string &model, const Config &config) const {
+  const ModelEntry *entry = find(model);
+  if (!entry || entry->kind != ModelKind::Decoder)
+    return makeError("unknown decoder model '" + model + "' (known: " +
+                     knownModels(*this, ModelKind::Decoder) + ")");
+  return entry->makeDecoder(config);
+}
+
+} // namespace omni::fe

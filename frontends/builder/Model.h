@@ -1,0 +1,137 @@
+//===- Model.h - model interfaces, configs and the registry ----*- C++ -*-===//
+//
+// What a recipe needs from a model, and how models are found by name:
+// - Config: named hyper-parameters (string key -> value) with presets per
+//   model (`tiny`, `small`, `sd3.5-medium`, ...) and `key=value` overrides;
+// - VelocityModel: v(x, t, conditioning) on NCHW latents (flow matching);
+// - ImageDecoder: latents -> images (a VAE decoder);
+// - Registry: models by name, each with its named configs.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OMNI_FRONTENDS_BUILDER_MODEL_H
+#define OMNI_FRONTENDS_BUILDER_MODEL_H
+
+#include "frontends/builder/Builder.h"
+
+#include "llvm/Support/Error.h"
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace omni::fe {
+
+/// Hyper-parameters as ordered key -> value text. Getters of a key the
+/// config lacks, or of a value that does not parse, are errors reported
+/// by `error()` (the first one) so factories check once at the end.
+class Config {
+public:
+  Config() = default;
+  Config(std::initializer_list<std::pair<const std::string, std::string>> kv)
+      : values_(kv) {}
+
+  void set(const std::string &key, const std::string &value) {
+    values_[key] = value;
+  }
+  bool has(const std::string &key) const { return values_.count(key) != 0; }
+  /// Applies `key=value`; the key must already exist (a typo is an error).
+  llvm::Error override(const std::string &assignment);
+
+  int64_t getInt(const std::string &key) const;
+  double getDouble(const std::string &key) const;
+  bool getBool(const std::string &key) const;
+  std::string getString(const std::string &key) const;
+  std::vector<int64_t> getInts(const std::string &key) const;
+  /// The first getter failure, if any (and clears it).
+  llvm::Error takeError() const;
+
+  const std::map<std::string, std::string> &values() const { return values_; }
+  /// `key=value` pairs separated by spaces (for headers and logs).
+  std::string str() const;
+
+private:
+  void fail(const std::string &key, const std::string &why) const;
+  std::map<std::string, std::string> values_;
+  mutable std::string error_;
+};
+
+/// The conditioning a velocity model takes per sample; empty shapes mean
+/// the model takes no such input.
+struct ConditioningShapes {
+  Shape promptEmbeds; // [L, D] (text tokens)
+  Shape pooled;       // [Dp]
+};
+
+class VelocityModel {
+public:
+  virtual ~VelocityModel();
+  /// Latent shape [C, H, W] of one sample.
+  virtual Shape latentShape() const = 0;
+  virtual ConditioningShapes conditioning() const = 0;
+  /// v(x, t): `x` [B, C, H, W], `timestep` [B] in [0, 1000], `prompt`
+  /// [B, L, D] and `pooled` [B, Dp] (null when the model takes none);
+  /// returns [B, C, H, W]. Parameters come from `m`.
+  virtual Tensor forward(Module &m, const Tensor &x, const Tensor &timestep,
+                         const Tensor &prompt, const Tensor &pooled) = 0;
+  /// Default LoRA targets (layer paths' suffixes).
+  virtual std::vector<std::string> loraTargets() const { return {}; }
+};
+
+class ImageDecoder {
+public:
+  virtual ~ImageDecoder();
+  virtual Shape latentShape() const = 0; // [C, h, w]
+  virtual Shape imageShape() const = 0;  // [3, H, W]
+  /// Decodes already-unscaled latents [B, C, h, w] to images in about
+  /// [-1, 1] (diffusers' decoder output, before `/2 + 0.5`).
+  virtual Tensor decode(Module &m, const Tensor &latents) = 0;
+  /// diffusers' `latents / scaling_factor + shift_factor` before decode.
+  virtual double scalingFactor() const = 0;
+  virtual double shiftFactor() const = 0;
+};
+
+enum class ModelKind { Velocity, Decoder };
+
+struct ModelEntry {
+  std::string name;
+  ModelKind kind;
+  std::string description;
+  /// Named configs; the first is the default.
+  std::vector<std::pair<std::string, Config>> presets;
+  std::function<llvm::Expected<std::unique_ptr<VelocityModel>>(const Config &)>
+      makeVelocity;
+  std::function<llvm::Expected<std::unique_ptr<ImageDecoder>>(const Config &)>
+      makeDecoder;
+};
+
+class Registry {
+public:
+  /// The registry with every model in frontends/models registered.
+  static const Registry &builtin();
+
+  void add(ModelEntry entry);
+  const ModelEntry *find(const std::string &name) const;
+  const std::vector<ModelEntry> &entries() const { return entries_; }
+  /// The preset `preset` of `model`, with `overrides` (`key=value`)
+  /// applied; errors name the model, preset or key.
+  llvm::Expected<Config> config(const std::string &model,
+                                const std::string &preset,
+                                const std::vector<std::string> &overrides) const;
+  llvm::Expected<std::unique_ptr<VelocityModel>>
+  makeVelocity(const std::string &model, const Config &config) const;
+  llvm::Expected<std::unique_ptr<ImageDecoder>>
+  makeDecoder(const std::string &model, const Config &config) const;
+
+private:
+  std::vector<ModelEntry> entries_;
+};
+
+/// Registers the models of frontends/models (defined there).
+void registerBuiltinModels(Registry &registry);
+
+} // namespace omni::fe
+
+#endif // OMNI_FRONTENDS_BUILDER_MODEL_H
