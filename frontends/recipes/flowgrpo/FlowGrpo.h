@@ -1,0 +1,65 @@
+//===- FlowGrpo.h - the FlowGRPO training recipe ----------------*- C++ -*-===//
+//
+// Emits the whole FlowGRPO training program (shared/docs/flowgrpo.md)
+// around any registered velocity model and image decoder, in the
+// convention `omnirun` trains (runtime/train/driver/Trainer.h):
+//
+//   @init_state(seed) -> state...
+//   @train_step(state..., seed, iteration, [prompt_embeds],
+//               [pooled_prompt_embeds]) -> (state'..., metrics..., images)
+//
+// State, in order: the model's parameters (`transformer.<diffusers name>`),
+// the decoder's (`vae.<name>`), the frozen KL reference copy
+// (`ref.transformer.<name>`, only with beta > 0 and no LoRA), the AdamW
+// moments (`adamw.m.<name>`, `adamw.v.<name>`, trainable parameters only)
+// and `adamw.step`. Metrics: loss, approx_kl, clipfrac, kl, reward_mean,
+// reward_std, advantage_mean, grad_norm, skipped; then `images`.
+//
+// Random numbers: key = seed; iteration n uses counters n*(N+2) (initial
+// noise), n*(N+2)+1+i (noise of step i) and n*(N+2)+N+1 (SDE window
+// start); parameter j of the initializer uses counter 2^40 + j.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OMNI_FRONTENDS_RECIPES_FLOWGRPO_FLOWGRPO_H
+#define OMNI_FRONTENDS_RECIPES_FLOWGRPO_FLOWGRPO_H
+
+#include "frontends/builder/Model.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/Support/Error.h"
+
+#include <string>
+#include <vector>
+
+namespace omni::fe::flowgrpo {
+
+/// Every option of flowgrpo.md sections 1-7, with the CPU demo's defaults
+/// (section 9). Held as a Config so the tool can take `key=value`.
+Config defaultOptions();
+
+/// What the tool asks for: models, their presets/overrides, recipe options.
+struct RecipeRequest {
+  std::string model = "sd3";
+  std::string modelConfig = "tiny";
+  std::vector<std::string> modelOverrides;
+  std::string decoder = "autoencoder_kl"; // "" : no decoder (logistic)
+  std::string decoderConfig = "tiny";
+  std::vector<std::string> decoderOverrides;
+  std::vector<std::string> options; // key=value over defaultOptions()
+};
+
+/// Builds the training program; errors are one line (unknown model, bad
+/// option, shapes of model and decoder that do not fit together).
+llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+buildProgram(mlir::MLIRContext &context, const RecipeRequest &request,
+             const Registry &registry = Registry::builtin());
+
+/// A comment block describing the request (written at the top of
+/// train.mlir so the file says how to regenerate it).
+std::string describe(const RecipeRequest &request);
+
+} // namespace omni::fe::flowgrpo
+
+#endif // OMNI_FRONTENDS_RECIPES_FLOWGRPO_FLOWGRPO_H
