@@ -14,7 +14,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
+#include <algorithm>
 #include <optional>
+#include <sys/stat.h>
 
 namespace omni::omnirun {
 namespace {
@@ -36,14 +38,32 @@ Runs a function of a compiled omni program (step.bin).
   --help                 print this help
 
 Training (the program follows the convention of runtime/train/driver/
-Trainer.h: @init_state(seed) and @train_step(state..., seed, iteration)):
-  --train                run training iterations instead of one function
+Trainer.h: @init_state(seed) and @train_step(state..., seed, iteration,
+[prompt_embeds], [pooled_prompt_embeds]); any of these options trains):
   --steps=<n>            iterations to reach (default 1)
   --seed=<n>             the run's seed (default 0)
-  --checkpoint-dir=<d>   save step-<n>.safetensors checkpoints there
-  --checkpoint-every=<n> also save every n iterations (default: at the end)
-  --resume               continue from the latest checkpoint in that folder
-  --metrics=<file>       append one JSON line of metrics per iteration
+  --out=<dir>            the run's folder: step-<n>.safetensors checkpoints,
+                         metrics.jsonl, samples/iter-<n>.png
+  --save-every=<k>       also save a checkpoint every k iterations (default:
+                         at the end only)
+  --resume[=<dir>]       continue from the latest checkpoint in <dir> (also
+                         --resume <dir>; default: --out); --out defaults
+                         to <dir>
+  --sample-every=<k>     write the step's `images` every k iterations
+                         (default: --save-every, or 10)
+  --prompts=<file>       the prompt set: a safetensors file with
+                         prompt_embeds [N, L, D] and pooled_prompt_embeds
+                         [N, Dp] (default: 16 synthetic prompts)
+  --init=[<prefix>=]<file>
+                         after @init_state, set state <prefix>.X (and
+                         ref.<prefix>.X) from each tensor X of the
+                         safetensors file (prefix default: transformer);
+                         repeatable
+  --reward=<name>        run this reward wherever the program calls one
+  --metrics=<file>       append the JSON metrics lines here instead
+  --train                train with the defaults above
+  --checkpoint-dir=<d>, --checkpoint-every=<k>: old names of --out and
+                         --save-every
 )";
 
 struct Options {
@@ -55,7 +75,9 @@ struct Options {
   int threads = 0;
   std::string device = "cpu";
   bool help = false;
+  /// Training mode: --train or any training option (the first one seen).
   bool train = false;
+  std::string trainingOption;
   train::TrainOptions training;
 };
 
@@ -68,13 +90,51 @@ std::optional<std::string> parseCount(const std::string &name,
   return std::nullopt;
 }
 
+/// Parses an --init value: FILE or PREFIX=FILE (a PREFIX has no '/').
+std::optional<std::string> parseInit(const std::string &value,
+                                     train::InitFile &out) {
+  size_t eq = value.find('=');
+  if (eq != std::string::npos && value.substr(0, eq).find('/') ==
+                                     std::string::npos) {
+    out.prefix = value.substr(0, eq);
+    out.path = value.substr(eq + 1);
+  } else {
+    out.path = value;
+  }
+  if (out.prefix.empty() || out.path.empty())
+    return absl::StrCat("--init expects <file> or <prefix>=<file>, found '",
+                        value, "'");
+  return std::nullopt;
+}
+
+bool isFolder(const std::string &path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 /// Parses `args`; returns an error line on failure.
 std::optional<std::string> parse(const std::vector<std::string> &args,
                                  Options &options) {
   // Options that take a value accept both --name=value and --name value.
-  const char *valued[] = {"--function", "--input", "--output", "--threads",
-                          "--device", "--steps", "--seed", "--checkpoint-dir",
-                          "--checkpoint-every", "--metrics"};
+  const char *valued[] = {
+      "--function",     "--input",          "--output",       "--threads",
+      "--device",       "--steps",          "--seed",         "--out",
+      "--checkpoint-dir", "--save-every",   "--checkpoint-every",
+      "--metrics",      "--sample-every",   "--prompts",      "--init",
+      "--reward"};
+  const std::string training[] = {
+      "--steps",        "--seed",         "--out",     "--checkpoint-dir",
+      "--save-every",   "--checkpoint-every", "--metrics", "--sample-every",
+      "--prompts",      "--init",         "--reward",  "--resume",
+      "--train"};
+  auto trainingOption = [&](const std::string &name) {
+    if (std::find(std::begin(training), std::end(training), name) ==
+        std::end(training))
+      return;
+    options.train = true;
+    if (options.trainingOption.empty())
+      options.trainingOption = name;
+  };
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string &arg = args[i];
     if (arg == "--list") {
@@ -85,8 +145,23 @@ std::optional<std::string> parse(const std::vector<std::string> &args,
       options.help = true;
       continue;
     }
-    if (arg == "--train" || arg == "--resume") {
-      (arg == "--train" ? options.train : options.training.resume) = true;
+    if (arg == "--train") {
+      trainingOption(arg);
+      continue;
+    }
+    // --resume, --resume=DIR, or --resume DIR (DIR taken when the step.bin
+    // came first or DIR is an existing folder).
+    if (arg == "--resume" || absl::StartsWith(arg, "--resume=")) {
+      trainingOption("--resume");
+      options.training.resume = true;
+      if (arg != "--resume") {
+        options.training.resumeDir = arg.substr(9);
+        if (options.training.resumeDir.empty())
+          return std::string("--resume= needs a folder");
+      } else if (i + 1 < args.size() && !absl::StartsWith(args[i + 1], "-") &&
+                 (!options.file.empty() || isFolder(args[i + 1]))) {
+        options.training.resumeDir = args[++i];
+      }
       continue;
     }
     if (!absl::StartsWith(arg, "-") || arg == "-") {
@@ -116,6 +191,8 @@ std::optional<std::string> parse(const std::vector<std::string> &args,
     }
     if (!found)
       return absl::StrCat("unknown option '", arg, "' (see --help)");
+    trainingOption(name);
+    train::TrainOptions &t = options.training;
     if (name == "--function")
       options.function = value;
     else if (name == "--input")
@@ -124,19 +201,29 @@ std::optional<std::string> parse(const std::vector<std::string> &args,
       options.outputs.push_back(value);
     else if (name == "--device")
       options.device = value;
-    else if (name == "--checkpoint-dir")
-      options.training.checkpointDir = value;
+    else if (name == "--out" || name == "--checkpoint-dir")
+      t.outDir = value;
     else if (name == "--metrics")
-      options.training.metricsPath = value;
-    else if (name == "--steps" || name == "--seed" ||
-             name == "--checkpoint-every") {
-      int64_t &target = name == "--steps"  ? options.training.steps
-                        : name == "--seed" ? options.training.seed
-                                           : options.training.checkpointEvery;
+      t.metricsPath = value;
+    else if (name == "--prompts")
+      t.promptsPath = value;
+    else if (name == "--reward")
+      t.reward = value;
+    else if (name == "--init") {
+      train::InitFile init;
+      if (std::optional<std::string> error = parseInit(value, init))
+        return error;
+      t.inits.push_back(init);
+    } else if (name == "--steps" || name == "--seed" ||
+               name == "--save-every" || name == "--checkpoint-every" ||
+               name == "--sample-every") {
+      int64_t &target = name == "--steps"          ? t.steps
+                        : name == "--seed"         ? t.seed
+                        : name == "--sample-every" ? t.sampleEvery
+                                                   : t.saveEvery;
       if (std::optional<std::string> error = parseCount(name, value, target))
         return error;
-    }
-    else if (name == "--threads") {
+    } else if (name == "--threads") {
       if (!absl::SimpleAtoi(value, &options.threads) || options.threads < 0)
         return absl::StrCat("--threads expects a non-negative integer, found '",
                             value, "'");
@@ -173,10 +260,16 @@ int run(const std::vector<std::string> &args, std::ostream &out,
   if (options.file.empty())
     return fail("no step.bin given (see --help)");
   if (!options.list && !options.function && !options.train)
-    return fail("give --function=<name> to run a function, --train to train, "
-                "or --list to list them");
-  if (options.training.resume && options.training.checkpointDir.empty())
-    return fail("--resume needs --checkpoint-dir");
+    return fail("give --function=<name> to run a function, --steps=<n> to "
+                "train, or --list to list them");
+  if (options.function && options.train)
+    return fail(absl::StrCat(options.trainingOption,
+                             " is a training option and cannot be combined "
+                             "with --function"));
+  if (options.training.resume && options.training.resumeDir.empty() &&
+      options.training.outDir.empty())
+    return fail("--resume needs a folder: --resume DIR, --out DIR or "
+                "--checkpoint-dir DIR");
 
   absl::StatusOr<std::shared_ptr<const loader::Program>> program =
       loader::Program::loadFile(options.file);
@@ -193,11 +286,8 @@ int run(const std::vector<std::string> &args, std::ostream &out,
         hal::builtinDrivers().createDevice(options.device, deviceOptions);
     if (!device.ok())
       return fail(device.status().message());
-    absl::StatusOr<std::unique_ptr<executor::Executor>> executor =
-        executor::Executor::create(*program, **device);
-    if (!executor.ok())
-      return fail(executor.status().message());
-    absl::Status trained = train::train(**executor, options.training, out);
+    absl::Status trained =
+        train::train(*program, **device, options.training, out);
     return trained.ok() ? 0 : fail(trained.message());
   }
   std::optional<uint32_t> function =

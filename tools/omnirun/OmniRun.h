@@ -5,8 +5,12 @@
 // slots; `--function f --input=... --output=...` runs one function on
 // inputs given exactly as omni-eval takes them (`@a.npy` or
 // `2x3xf32=1,2,...`), writing results to .npy files or printing them with 9
-// (f32) or 17 (f64) significant digits. The main in omnirun.cpp only
-// forwards argv here, so tests run the tool in-process.
+// (f32) or 17 (f64) significant digits. `--steps N` (or any training
+// option, or `--train`) trains a program that follows the convention of
+// runtime/train/driver/Trainer.h instead: `--out DIR` for checkpoints,
+// metrics.jsonl and sample grids, `--resume [DIR]`, `--prompts`, `--init`,
+// `--reward`, ... (see --help). The main in omnirun.cpp only forwards argv
+// here, so tests run the tool in-process.
 //
 // Every user-facing error (bad arguments, a bad step.bin, inputs of the
 // wrong count or type, a failing run) is one line "omnirun: ..." on `err`

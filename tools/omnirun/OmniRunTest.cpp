@@ -111,8 +111,33 @@ TEST_F(OmniRunTest, OneLineErrors) {
       {{add, "--function=sub"},
        "omnirun: " + add + " has no function 'sub' (functions: add)\n"},
       {{add},
-       "omnirun: give --function=<name> to run a function, --train to "
+       "omnirun: give --function=<name> to run a function, --steps=<n> to "
        "train, or --list to list them\n"},
+      // Training options (the programs here have no @train_step).
+      {{add, "--steps=2"},
+       "omnirun: " + add + ": no function @train_step (the training step; "
+       "see omnirun --list)\n"},
+      {{add, "--train"},
+       "omnirun: " + add + ": no function @train_step (the training step; "
+       "see omnirun --list)\n"},
+      {{add, "--function=add", "--seed=3"},
+       "omnirun: --seed is a training option and cannot be combined with "
+       "--function\n"},
+      {{add, "--resume"},
+       "omnirun: --resume needs a folder: --resume DIR, --out DIR or "
+       "--checkpoint-dir DIR\n"},
+      {{add, "--resume="}, "omnirun: --resume= needs a folder\n"},
+      {{add, "--save-every=x"},
+       "omnirun: --save-every expects a non-negative integer, found 'x'\n"},
+      {{add, "--sample-every", "-1"},
+       "omnirun: --sample-every expects a non-negative integer, found '-1'\n"},
+      {{add, "--init=transformer="},
+       "omnirun: --init expects <file> or <prefix>=<file>, found "
+       "'transformer='\n"},
+      {{add, "--init", "=w.safetensors"},
+       "omnirun: --init expects <file> or <prefix>=<file>, found "
+       "'=w.safetensors'\n"},
+      {{add, "--reward"}, "omnirun: --reward needs a value\n"},
       {{"--list"}, "omnirun: no step.bin given (see --help)\n"},
       {{add, "--bogus"}, "omnirun: unknown option '--bogus' (see --help)\n"},
       {{add, "--function"}, "omnirun: --function needs a value\n"},
@@ -170,6 +195,11 @@ TEST_F(OmniRunTest, Help) {
   Result r = omnirun({"--help"});
   EXPECT_EQ(r.code, 0);
   EXPECT_NE(r.out.find("usage: omnirun <step.bin>"), std::string::npos);
+  for (const char *flag :
+       {"--steps=<n>", "--out=<dir>", "--save-every=<k>", "--resume[=<dir>]",
+        "--sample-every=<k>", "--prompts=<file>", "--init=[<prefix>=]<file>",
+        "--reward=<name>", "--metrics=<file>", "--checkpoint-dir"})
+    EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
 }
 
 } // namespace

@@ -14,7 +14,7 @@ PACKAGES=(
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   # Runtime libraries
   libabsl-dev libflatbuffers-dev flatbuffers-compiler
-  libturbojpeg0-dev libopenblas-dev
+  libturbojpeg0-dev libopenblas-dev libpng-dev
   # Linking generated kernels into shared objects
   lld-22
   # Tests

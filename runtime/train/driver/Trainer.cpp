@@ -1,32 +1,73 @@
-//===- Trainer.cpp - the training loop of omnirun --train -----------------===//
+//===- Trainer.cpp - the training loop of omnirun --steps -----------------===//
 //
-// 1. Check the step function against the convention of Trainer.h and read
-//    the state and metric names from its tensors.
-// 2. Initial state: the latest checkpoint when resuming (matched by name,
-//    dtype and shape), otherwise the init function on the seed.
-// 3. For each iteration: run the step function on (state, seed, iteration),
-//    keep the updated state, print and log the metrics, checkpoint when due.
+// 1. Check the step function against the convention of Trainer.h: state,
+//    seed, iteration, data inputs; state, metrics, images results.
+// 2. Host functions: every registered reward, timed, and rebound to
+//    --reward's when given.
+// 3. Initial state: the latest checkpoint when resuming (matched by name,
+//    dtype and shape, seed checked), otherwise the init function on the seed
+//    followed by the --init files.
+// 4. For each iteration: run the step function on (state, seed, iteration,
+//    prompts), keep the updated state, print and log the metrics, save
+//    samples and checkpoints when due.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/train/driver/Trainer.h"
 
+#include "runtime/executor/Executor.h"
 #include "runtime/train/checkpoint/Checkpoint.h"
+#include "runtime/train/checkpoint/Json.h"
+#include "runtime/train/hostfn/HostFunctions.h"
+#include "runtime/train/image/Png.h"
+#include "runtime/train/prompts/Prompts.h"
+#include "runtime/train/rewards/Rewards.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
+#include <optional>
+#include <set>
+#include <sys/stat.h>
 
 namespace omni::train {
 namespace {
 
+constexpr const char *kEmbeds = "prompt_embeds";
+constexpr const char *kPooled = "pooled_prompt_embeds";
+constexpr const char *kImages = "images";
+
+//===----------------------------------------------------------------------===//
+// 1. The step function's signature
+//===----------------------------------------------------------------------===//
+
 struct Signature {
-  uint32_t function;
-  std::vector<std::string> stateNames, metricNames;
-  std::vector<const loader::TensorInfo *> state, metrics;
+  uint32_t function = 0;
+  std::vector<std::string> stateNames;
+  std::vector<const loader::TensorInfo *> state;
+  /// The data inputs in the function's order (kEmbeds / kPooled).
+  std::vector<std::string> data;
+  PromptRequest prompts;
+  /// Scalar metrics: output index and name, in the function's order.
+  std::vector<std::pair<size_t, std::string>> metrics;
+  std::optional<size_t> images;
 };
+
+std::string describeInput(const loader::TensorInfo *t, uint32_t i) {
+  return absl::StrCat("input #", i,
+                      t->name.empty() ? "" : absl::StrCat(" '", t->name, "'"),
+                      " (", t->typeString(), ")");
+}
 
 absl::StatusOr<Signature> checkStep(const loader::Program &program,
                                     const std::string &name) {
@@ -38,40 +79,101 @@ absl::StatusOr<Signature> checkStep(const loader::Program &program,
   const step::Function *fn = program.step().functions()->Get(*f);
   uint32_t numIn = fn->inputs() ? fn->inputs()->size() : 0;
   uint32_t numOut = fn->outputs() ? fn->outputs()->size() : 0;
-  auto info = [&](const flatbuffers::Vector<uint32_t> *v, uint32_t i) {
-    return &program.tensor(v->Get(i));
+  auto in = [&](uint32_t i) { return &program.tensor(fn->inputs()->Get(i)); };
+  auto out = [&](uint32_t i) {
+    return &program.tensor(fn->outputs()->Get(i));
   };
   auto isI64Scalar = [](const loader::TensorInfo *t) {
     return t->dtype == DType::I64 && t->shape.empty();
   };
-  if (numIn < 2 || !isI64Scalar(info(fn->inputs(), numIn - 2)) ||
-      !isI64Scalar(info(fn->inputs(), numIn - 1)))
+  auto isData = [](const std::string &n) { return n == kEmbeds || n == kPooled; };
+
+  // Trailing data inputs, then seed and iteration.
+  uint32_t numData = 0;
+  while (numData < numIn && isData(in(numIn - 1 - numData)->name))
+    ++numData;
+  uint32_t k = numIn - numData; // seed and iteration are k-2, k-1
+  if (k < 2 || !isI64Scalar(in(k - 2)) || !isI64Scalar(in(k - 1))) {
+    for (int64_t s = static_cast<int64_t>(k) - 3; s >= 0; --s)
+      if (isI64Scalar(in(s)) && isI64Scalar(in(s + 1)))
+        return absl::InvalidArgumentError(absl::StrCat(
+            "@", name, ": ", describeInput(in(s + 2), s + 2),
+            " follows seed and iteration but is not a data input: expected "
+            "omni.name \"",
+            kEmbeds, "\" or \"", kPooled, "\""));
     return absl::InvalidArgumentError(absl::StrCat(
         "@", name, program.functionSignature(*f),
-        ": expected the state, then seed and iteration as tensor<i64>"));
-  uint32_t k = numIn - 2;
+        ": expected the state, then seed and iteration as tensor<i64>, then "
+        "the data inputs (",
+        kEmbeds, ", ", kPooled, ")"));
+  }
+  k -= 2;
   if (numOut < k)
     return absl::InvalidArgumentError(absl::StrCat(
         "@", name, " returns ", numOut, " values but takes ", k,
         " state tensors; it must return the updated state first"));
-  Signature sig{*f, {}, {}, {}, {}};
+  Signature sig;
+  sig.function = *f;
+  sig.prompts.function = name;
   for (uint32_t i = 0; i < k; ++i) {
-    const loader::TensorInfo *in = info(fn->inputs(), i);
-    const loader::TensorInfo *out = info(fn->outputs(), i);
-    if (in->dtype != out->dtype || in->shape != out->shape)
+    const loader::TensorInfo *a = in(i), *r = out(i);
+    if (a->dtype != r->dtype || a->shape != r->shape)
       return absl::InvalidArgumentError(absl::StrCat(
-          "@", name, ": state #", i, " is ", in->typeString(),
-          " but result #", i, " is ", out->typeString()));
-    sig.state.push_back(in);
-    sig.stateNames.push_back(in->name.empty() ? absl::StrCat("state.", i)
-                                              : in->name);
+          "@", name, ": state #", i, " is ", a->typeString(), " but result #",
+          i, " is ", r->typeString()));
+    sig.state.push_back(a);
+    sig.stateNames.push_back(a->name.empty() ? absl::StrCat("state.", i)
+                                             : a->name);
   }
+
+  // Data inputs.
+  std::optional<int64_t> prompts;
+  for (uint32_t i = k + 2; i < numIn; ++i) {
+    const loader::TensorInfo *t = in(i);
+    if (std::find(sig.data.begin(), sig.data.end(), t->name) != sig.data.end())
+      return absl::InvalidArgumentError(
+          absl::StrCat("@", name, ": ", describeInput(t, i), ": data input '",
+                       t->name, "' is taken twice, expected once"));
+    bool embeds = t->name == kEmbeds;
+    size_t rank = embeds ? 3 : 2;
+    bool positive = std::all_of(t->shape.begin(), t->shape.end(),
+                                [](int64_t d) { return d > 0; });
+    if (t->dtype != DType::F32 || t->shape.size() != rank || !positive)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "@", name, ": ", describeInput(t, i), ": expected f32 ",
+          embeds ? "[P, L, D]" : "[P, Dp]", " with every dimension >= 1"));
+    if (prompts && *prompts != t->shape[0])
+      return absl::InvalidArgumentError(absl::StrCat(
+          "@", name, ": ", describeInput(t, i), " takes ", t->shape[0],
+          " prompts, expected ", *prompts, " as the other data input takes"));
+    prompts = t->shape[0];
+    sig.prompts.perIteration = t->shape[0];
+    if (embeds) {
+      sig.prompts.embeds = true;
+      sig.prompts.tokens = t->shape[1];
+      sig.prompts.dim = t->shape[2];
+    } else {
+      sig.prompts.pooled = true;
+      sig.prompts.pooledDim = t->shape[1];
+    }
+    sig.data.push_back(t->name);
+  }
+
+  // Results after the state.
   for (uint32_t j = k; j < numOut; ++j) {
-    const loader::TensorInfo *out = info(fn->outputs(), j);
-    sig.metrics.push_back(out);
-    sig.metricNames.push_back(out->name.empty()
-                                  ? absl::StrCat("metric.", j - k)
-                                  : out->name);
+    const loader::TensorInfo *r = out(j);
+    if (r->name == kImages) {
+      const std::vector<int64_t> &s = r->shape;
+      if (!isFloatDType(r->dtype) || s.size() != 4 || s[1] != 3 || s[0] < 1 ||
+          s[2] < 1 || s[3] < 1)
+        return absl::InvalidArgumentError(absl::StrCat(
+            "@", name, ": result #", j, " 'images' is ", r->typeString(),
+            ", expected a float tensor [B, 3, H, W]"));
+      sig.images = j;
+    } else if (r->numElements == 1) {
+      sig.metrics.push_back(
+          {j, r->name.empty() ? absl::StrCat("metric.", j - k) : r->name});
+    }
   }
   return sig;
 }
@@ -93,44 +195,337 @@ absl::Status checkState(const Signature &sig,
   return absl::OkStatus();
 }
 
+//===----------------------------------------------------------------------===//
+// 2. Host functions: timed rewards, rebound by --reward
+//===----------------------------------------------------------------------===//
+
+/// The host functions `function` calls, directly or through Calls.
+void collectHostCalls(const loader::Program &program, uint32_t function,
+                      std::set<uint32_t> &visited,
+                      std::set<std::string> &names) {
+  if (!visited.insert(function).second)
+    return;
+  std::vector<const flatbuffers::Vector<flatbuffers::Offset<step::Command>> *>
+      lists = {program.step().functions()->Get(function)->commands()};
+  while (!lists.empty()) {
+    auto *commands = lists.back();
+    lists.pop_back();
+    if (!commands)
+      continue;
+    for (const step::Command *c : *commands) {
+      if (c->kind_type() == step::CommandKind::HostCall)
+        names.insert(c->kind_as_HostCall()->name()->str());
+      else if (c->kind_type() == step::CommandKind::Loop)
+        lists.push_back(c->kind_as_Loop()->body());
+      else if (c->kind_type() == step::CommandKind::Call)
+        collectHostCalls(program, c->kind_as_Call()->function(), visited,
+                         names);
+    }
+  }
+}
+
+/// The executor's host functions: every registered one, timed into
+/// `nanos`; with `reward`, every reward runs `reward` (and the step must
+/// call at least one).
+absl::StatusOr<HostFunctionRegistry>
+trainingHostFunctions(const loader::Program &program, uint32_t step,
+                      const std::string &stepName, const std::string &reward,
+                      std::shared_ptr<std::atomic<int64_t>> nanos,
+                      std::ostream &log) {
+  HostFunctionRegistry base = HostFunctionRegistry::withRewards();
+  std::vector<std::string> known = rewards::registeredRewards();
+  auto isReward = [&](const std::string &n) {
+    return std::find(known.begin(), known.end(), n) != known.end();
+  };
+  if (!reward.empty()) {
+    if (!isReward(reward) || !base.lookup(reward))
+      return absl::InvalidArgumentError(
+          absl::StrCat("--reward: unknown reward '", reward,
+                       "' (known rewards: ", absl::StrJoin(known, ", "), ")"));
+    std::set<std::string> callees;
+    std::set<uint32_t> visited;
+    collectHostCalls(program, step, visited, callees);
+    std::vector<std::string> rebound;
+    for (const std::string &c : callees)
+      if (isReward(c))
+        rebound.push_back(c);
+    if (rebound.empty())
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--reward ", reward, ": @", stepName,
+          " calls no reward to rebind (its host calls: ",
+          callees.empty() ? "none" : absl::StrJoin(callees, ", "),
+          "; known rewards: ", absl::StrJoin(known, ", "), ")"));
+    log << "reward: " << absl::StrJoin(rebound, ", ") << " -> " << reward
+        << "\n";
+  }
+  HostFunctionRegistry registry;
+  for (const std::string &name : base.names()) {
+    const std::string &target =
+        !reward.empty() && isReward(name) ? reward : name;
+    HostFunction fn = *base.lookup(target);
+    registry.add(name, [fn, nanos](absl::Span<const HostTensor> args) {
+      auto start = std::chrono::steady_clock::now();
+      absl::StatusOr<std::vector<HostTensor>> results = fn(args);
+      *nanos += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                    std::chrono::steady_clock::now() - start)
+                    .count();
+      return results;
+    });
+  }
+  return registry;
+}
+
+//===----------------------------------------------------------------------===//
+// 3. Initial state
+//===----------------------------------------------------------------------===//
+
+bool isLoraName(const std::string &name) {
+  return absl::StrContains(name, ".lora_A.") ||
+         absl::StrContains(name, ".lora_B.");
+}
+
+/// Applies one --init file to `state`.
+absl::Status applyInit(const InitFile &init, const Signature &sig,
+                       const std::string &stepName,
+                       std::vector<HostTensor> &state, std::ostream &log) {
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < sig.stateNames.size(); ++i)
+    index[sig.stateNames[i]] = i;
+  const std::string prefix = init.prefix + ".";
+  bool anyUnderPrefix = false;
+  for (const std::string &n : sig.stateNames)
+    anyUnderPrefix |= absl::StartsWith(n, prefix);
+  if (!anyUnderPrefix)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--init ", init.prefix, "=", init.path, ": @", stepName,
+        " has no state named '", prefix, "*' (state: ",
+        absl::StrJoin(sig.stateNames.begin(),
+                      sig.stateNames.begin() +
+                          std::min<size_t>(sig.stateNames.size(), 6),
+                      ", "),
+        sig.stateNames.size() > 6 ? ", ..." : "", ")"));
+  absl::StatusOr<std::vector<checkpoint::NamedTensor>> tensors =
+      checkpoint::readSafetensors(init.path);
+  if (!tensors.ok())
+    return tensors.status();
+  std::set<std::string> given;
+  int64_t refs = 0;
+  for (const checkpoint::NamedTensor &t : *tensors) {
+    std::string target = prefix + t.name;
+    auto it = index.find(target);
+    if (it == index.end())
+      return absl::InvalidArgumentError(absl::StrCat(
+          init.path, ": tensor ", checkpoint::json::quoted(t.name),
+          " would set state '", target, "', which @", stepName,
+          " does not have"));
+    const loader::TensorInfo *want = sig.state[it->second];
+    if (t.tensor.dtype() != want->dtype || t.tensor.shape() != want->shape)
+      return absl::InvalidArgumentError(absl::StrCat(
+          init.path, ": tensor '", t.name, "' is ", t.tensor.typeString(),
+          ", expected ", want->typeString(), " as state '", target, "' is"));
+    state[it->second] = t.tensor;
+    given.insert(target);
+    auto ref = index.find("ref." + target);
+    if (ref != index.end()) {
+      const loader::TensorInfo *r = sig.state[ref->second];
+      if (r->dtype != want->dtype || r->shape != want->shape)
+        return absl::InvalidArgumentError(absl::StrCat(
+            init.path, ": tensor '", t.name, "' is ", t.tensor.typeString(),
+            ", expected ", r->typeString(), " as state 'ref.", target, "' is"));
+      state[ref->second] = t.tensor;
+      ++refs;
+    }
+  }
+  for (const std::string &n : sig.stateNames)
+    if (absl::StartsWith(n, prefix) && !isLoraName(n) && !given.count(n))
+      return absl::InvalidArgumentError(absl::StrCat(
+          init.path, ": no tensor '", n.substr(prefix.size()),
+          "' for state '", n, "', expected every parameter under '", prefix,
+          "' except LoRA adapters"));
+  log << "init: " << tensors->size() << " tensors of " << init.path
+      << " into " << prefix << "*";
+  if (refs)
+    log << " (and " << refs << " into ref." << prefix << "*)";
+  log << "\n";
+  return absl::OkStatus();
+}
+
+//===----------------------------------------------------------------------===//
+// 4. Progress, metrics and samples
+//===----------------------------------------------------------------------===//
+
 double scalarValue(const HostTensor &t) {
   if (t.isFloat())
     return t.floats().empty() ? 0.0 : t.floats()[0];
   return t.ints().empty() ? 0.0 : static_cast<double>(t.ints()[0]);
 }
 
-std::string formatValue(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.9g", v);
+std::string format(const char *spec, double v) {
+  char buf[48];
+  std::snprintf(buf, sizeof(buf), spec, v);
   return buf;
+}
+
+/// A metric for the console: integers exactly, floats with 6 digits.
+std::string consoleValue(const HostTensor &t) {
+  if (!t.isFloat())
+    return absl::StrCat(t.ints().empty() ? 0 : t.ints()[0]);
+  return format("%.6g", scalarValue(t));
+}
+
+/// A metric for JSON: integers exactly, floats round-trip (float32 needs 9
+/// digits); non-finite values as Python's json module writes them.
+std::string jsonValue(const HostTensor &t) {
+  if (!t.isFloat())
+    return absl::StrCat(t.ints().empty() ? 0 : t.ints()[0]);
+  double v = scalarValue(t);
+  if (std::isnan(v))
+    return "NaN";
+  if (std::isinf(v))
+    return v > 0 ? "Infinity" : "-Infinity";
+  return format(t.dtype() == DType::F64 ? "%.17g" : "%.9g", v);
+}
+
+/// The console order: these first (reward_mean/reward_std as "reward m ±
+/// s"), then every other metric in the program's order.
+constexpr const char *kConsoleOrder[] = {"loss",      "approx_kl", "clipfrac",
+                                         "kl",        "grad_norm", "skipped"};
+
+std::string progressLine(int64_t it, int64_t steps, const Signature &sig,
+                         const std::vector<HostTensor> &outs) {
+  std::map<std::string, const HostTensor *> byName;
+  for (const auto &[index, name] : sig.metrics)
+    byName.emplace(name, &outs[index]);
+  std::set<std::string> shown;
+  std::string line = absl::StrCat("iter ", it + 1, "/", steps);
+  auto mean = byName.find("reward_mean"), stdev = byName.find("reward_std");
+  if (mean != byName.end()) {
+    absl::StrAppend(&line, "  reward ", consoleValue(*mean->second));
+    shown.insert("reward_mean");
+    if (stdev != byName.end()) {
+      absl::StrAppend(&line, " \u00b1 ", consoleValue(*stdev->second));
+      shown.insert("reward_std");
+    }
+  }
+  for (const char *name : kConsoleOrder)
+    if (auto m = byName.find(name); m != byName.end()) {
+      absl::StrAppend(&line, "  ", name, " ", consoleValue(*m->second));
+      shown.insert(name);
+    }
+  for (const auto &[index, name] : sig.metrics)
+    if (shown.insert(name).second)
+      absl::StrAppend(&line, "  ", name, " ", consoleValue(outs[index]));
+  return line;
+}
+
+/// mkdir -p.
+absl::Status makeFolder(const std::string &dir) {
+  for (size_t i = 1; i <= dir.size(); ++i) {
+    if (i != dir.size() && dir[i] != '/')
+      continue;
+    std::string prefix = dir.substr(0, i);
+    if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST)
+      return absl::InternalError(
+          absl::StrCat(prefix, ": mkdir failed: ", std::strerror(errno)));
+  }
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return absl::InvalidArgumentError(
+        absl::StrCat(dir, ": expected a folder"));
+  return absl::OkStatus();
+}
+
+double seconds(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double>(d).count();
 }
 
 } // namespace
 
-absl::Status train(executor::Executor &executor, const TrainOptions &options,
+absl::Status train(std::shared_ptr<const loader::Program> program,
+                   hal::Device &device, const TrainOptions &options,
                    std::ostream &log) {
-  const loader::Program &program = executor.program();
-  absl::StatusOr<Signature> sig = checkStep(program, options.stepFunction);
+  absl::StatusOr<Signature> sig = checkStep(*program, options.stepFunction);
   if (!sig.ok())
     return sig.status();
+  const std::string &stepName = options.stepFunction;
   if (options.steps < 0)
     return absl::InvalidArgumentError(
         absl::StrCat("--steps must be >= 0, found ", options.steps));
+  if (options.saveEvery < 0 || options.sampleEvery < 0)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--save-every and --sample-every must be >= 0, found ",
+        options.saveEvery, " and ", options.sampleEvery));
+  const std::string out =
+      options.outDir.empty() ? options.resumeDir : options.outDir;
+  const std::string resumeFrom =
+      options.resumeDir.empty() ? out : options.resumeDir;
+  if (options.resume && resumeFrom.empty())
+    return absl::InvalidArgumentError(
+        "--resume needs a folder: --resume DIR, --out DIR or "
+        "--checkpoint-dir DIR");
+  const std::string metricsPath =
+      !options.metricsPath.empty() ? options.metricsPath
+      : out.empty()                ? std::string()
+                                   : out + "/metrics.jsonl";
+  const int64_t sampleEvery = options.sampleEvery > 0 ? options.sampleEvery
+                              : options.saveEvery > 0 ? options.saveEvery
+                                                      : 10;
 
-  // 2. Initial state.
+  // 2. Host functions and the executor.
+  auto rewardNanos = std::make_shared<std::atomic<int64_t>>(0);
+  absl::StatusOr<HostFunctionRegistry> hostFunctions =
+      trainingHostFunctions(*program, sig->function, stepName, options.reward,
+                            rewardNanos, log);
+  if (!hostFunctions.ok())
+    return hostFunctions.status();
+  executor::ExecutorOptions executorOptions;
+  executorOptions.hostFunctions = std::move(*hostFunctions);
+  absl::StatusOr<std::unique_ptr<executor::Executor>> created =
+      executor::Executor::create(program, device, std::move(executorOptions));
+  if (!created.ok())
+    return created.status();
+  executor::Executor &executor = **created;
+
+  // The prompt set.
+  std::optional<PromptSet> prompts;
+  if (!options.promptsPath.empty()) {
+    absl::StatusOr<PromptSet> loaded =
+        PromptSet::load(options.promptsPath, sig->prompts);
+    if (!loaded.ok())
+      return loaded.status();
+    prompts = std::move(*loaded);
+  } else if (sig->prompts.embeds || sig->prompts.pooled) {
+    prompts = PromptSet::synthetic(sig->prompts);
+  }
+  if (prompts)
+    log << "prompts: " << prompts->size() << " from " << prompts->source()
+        << ", " << sig->prompts.perIteration << " per iteration\n";
+
+  // 3. Initial state.
   std::vector<HostTensor> state;
   int64_t start = 0;
   bool resumed = false;
-  if (options.resume && !options.checkpointDir.empty()) {
+  if (options.resume) {
     absl::StatusOr<checkpoint::Checkpoint> ckpt =
-        checkpoint::loadLatestCheckpoint(options.checkpointDir);
+        checkpoint::loadLatestCheckpoint(resumeFrom);
     if (ckpt.ok()) {
+      std::string where = checkpoint::checkpointPath(resumeFrom, ckpt->step);
       auto seed = ckpt->metadata.find("seed");
-      if (seed != ckpt->metadata.end() &&
-          seed->second != std::to_string(options.seed))
+      if (seed == ckpt->metadata.end())
         return absl::InvalidArgumentError(absl::StrCat(
-            options.checkpointDir, ": the checkpoint was trained with seed ",
+            where, ": the checkpoint records no seed (metadata 'seed'), "
+                   "expected the seed it was trained with"));
+      if (seed->second != std::to_string(options.seed))
+        return absl::InvalidArgumentError(absl::StrCat(
+            resumeFrom, ": the checkpoint was trained with seed ",
             seed->second, " but --seed is ", options.seed));
+      auto iteration = ckpt->metadata.find("iteration");
+      if (iteration != ckpt->metadata.end() &&
+          iteration->second != std::to_string(ckpt->step))
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": metadata 'iteration' is '",
+                         iteration->second, "', expected ", ckpt->step,
+                         " as the file's step"));
       std::map<std::string, const HostTensor *> byName;
       for (const checkpoint::NamedTensor &t : ckpt->tensors)
         byName[t.name] = &t.tensor;
@@ -138,19 +533,23 @@ absl::Status train(executor::Executor &executor, const TrainOptions &options,
         auto it = byName.find(name);
         if (it == byName.end())
           return absl::InvalidArgumentError(absl::StrCat(
-              options.checkpointDir, ": the checkpoint of step ", ckpt->step,
+              resumeFrom, ": the checkpoint of step ", ckpt->step,
               " has no tensor '", name, "'"));
         state.push_back(*it->second);
       }
-      if (absl::Status s = checkState(*sig, state, options.checkpointDir);
-          !s.ok())
+      if (absl::Status s = checkState(*sig, state, resumeFrom); !s.ok())
         return s;
       start = ckpt->step;
       resumed = true;
-      log << "resumed from " << options.checkpointDir << " at iteration "
-          << start << "\n";
+      log << "resumed from " << resumeFrom << " at iteration " << start;
+      if (!options.inits.empty())
+        log << " (--init not applied: the checkpoint has the weights)";
+      log << "\n";
     } else if (!absl::IsNotFound(ckpt.status())) {
       return ckpt.status();
+    } else {
+      log << "no checkpoint in " << resumeFrom << "; starting from @"
+          << options.initFunction << "\n";
     }
   }
   if (!resumed) {
@@ -163,49 +562,91 @@ absl::Status train(executor::Executor &executor, const TrainOptions &options,
             checkState(*sig, state, absl::StrCat("@", options.initFunction));
         !s.ok())
       return s;
+    for (const InitFile &init : options.inits)
+      if (absl::Status s = applyInit(init, *sig, stepName, state, log);
+          !s.ok())
+        return s;
   }
 
+  if (!out.empty())
+    if (absl::Status s = makeFolder(out); !s.ok())
+      return s;
   std::ofstream metrics;
-  if (!options.metricsPath.empty()) {
-    metrics.open(options.metricsPath, std::ios::app);
+  if (!metricsPath.empty()) {
+    metrics.open(metricsPath, std::ios::app);
     if (!metrics)
       return absl::InvalidArgumentError(
-          absl::StrCat("cannot open ", options.metricsPath, " for appending"));
+          absl::StrCat("cannot open ", metricsPath, " for appending"));
   }
   auto save = [&](int64_t step) -> absl::Status {
     std::vector<checkpoint::NamedTensor> named;
     for (size_t i = 0; i < state.size(); ++i)
       named.push_back({sig->stateNames[i], state[i]});
-    return checkpoint::saveCheckpoint(options.checkpointDir, step, named,
-                                      {{"seed", std::to_string(options.seed)}});
+    // The RNG is keyed on (seed, iteration): the next iteration is `step`.
+    return checkpoint::saveCheckpoint(
+        out, step, named,
+        {{"seed", std::to_string(options.seed)},
+         {"iteration", std::to_string(step)},
+         {"step_function", stepName}});
   };
 
-  // 3. Iterations.
+  // 4. Iterations.
   for (int64_t it = start; it < options.steps; ++it) {
+    auto begin = std::chrono::steady_clock::now();
     std::vector<HostTensor> inputs = state;
     inputs.push_back(HostTensor::scalarInt(DType::I64, options.seed));
     inputs.push_back(HostTensor::scalarInt(DType::I64, it));
+    for (const std::string &d : sig->data)
+      inputs.push_back(d == kEmbeds ? prompts->embeds(it)
+                                    : prompts->pooled(it));
+    *rewardNanos = 0;
     absl::StatusOr<std::vector<HostTensor>> outs =
         executor.run(sig->function, inputs);
     if (!outs.ok())
       return absl::Status(outs.status().code(),
                           absl::StrCat("iteration ", it, ": ",
                                        outs.status().message()));
+    double total = seconds(std::chrono::steady_clock::now() - begin);
+    double reward = static_cast<double>(rewardNanos->load()) * 1e-9;
+    double compute = std::max(0.0, total - reward);
     state.assign(outs->begin(), outs->begin() + sig->state.size());
-    std::string line = absl::StrCat("iteration ", it);
-    std::string json = absl::StrCat("{\"iteration\": ", it);
-    for (size_t j = 0; j < sig->metrics.size(); ++j) {
-      std::string v = formatValue(scalarValue((*outs)[sig->state.size() + j]));
-      absl::StrAppend(&line, "  ", sig->metricNames[j], " ", v);
-      absl::StrAppend(&json, ", \"", sig->metricNames[j], "\": ", v);
+
+    log << progressLine(it, options.steps, *sig, *outs) << "  time "
+        << format("%.3g", total) << " s (reward " << format("%.3g", reward)
+        << " s, compute " << format("%.3g", compute) << " s)" << std::endl;
+    if (metrics.is_open()) {
+      std::string json = absl::StrCat("{\"iteration\": ", it);
+      for (const auto &[index, name] : sig->metrics) {
+        absl::StrAppend(&json, ", ");
+        checkpoint::json::appendJsonString(json, name);
+        absl::StrAppend(&json, ": ", jsonValue((*outs)[index]));
+      }
+      absl::StrAppend(&json, ", \"time_s\": ", format("%.6g", total),
+                      ", \"reward_time_s\": ", format("%.6g", reward),
+                      ", \"compute_time_s\": ", format("%.6g", compute), "}");
+      metrics << json << std::endl;
+      if (!metrics)
+        return absl::InternalError(
+            absl::StrCat(metricsPath, ": write failed"));
     }
-    log << line << "\n";
-    if (metrics.is_open())
-      metrics << json << "}\n";
+
     bool last = it + 1 == options.steps;
-    bool due = options.checkpointEvery > 0 &&
-               (it + 1) % options.checkpointEvery == 0;
-    if (!options.checkpointDir.empty() && (last || due))
+    if (!out.empty() && sig->images &&
+        (last || (it + 1) % sampleEvery == 0)) {
+      std::string folder = out + "/samples";
+      if (absl::Status s = makeFolder(folder); !s.ok())
+        return s;
+      absl::StatusOr<image::RgbImage> grid =
+          image::imageGrid((*outs)[*sig->images]);
+      if (!grid.ok())
+        return grid.status();
+      if (absl::Status s = image::writePng(
+              absl::StrCat(folder, "/iter-", it + 1, ".png"), *grid);
+          !s.ok())
+        return s;
+    }
+    bool due = options.saveEvery > 0 && (it + 1) % options.saveEvery == 0;
+    if (!out.empty() && (last || due))
       if (absl::Status s = save(it + 1); !s.ok())
         return s;
   }

@@ -1,15 +1,29 @@
-//===- Trainer.h - the training loop of omnirun --train --------*- C++ -*-===//
+//===- Trainer.h - the training loop of omnirun --steps ---------*- C++ -*-===//
 //
 // Runs a compiled FlowGRPO program's training iterations. The program
-// follows one convention (examples/flowgrpo-toy/toy.mlir):
+// follows one convention (examples/flowgrpo-toy/toy.mlir,
+// test/train/data-program.mlir):
 //   @init_state(seed: tensor<i64>) -> (state_0, ..., state_{K-1})
 //   @train_step(state_0, ..., state_{K-1}, seed: tensor<i64>,
-//               iteration: tensor<i64>)
-//       -> (state'_0, ..., state'_{K-1}, metric_0, ..., metric_{M-1})
-// State (parameters, optimizer moments, step count) is named by the
-// program's `omni.name` argument attributes, metrics by its result
-// attributes. Every iteration's random numbers are keyed on (seed,
-// iteration), so a run resumed from a checkpoint continues bit for bit.
+//               iteration: tensor<i64>, data...)
+//       -> (state'_0, ..., state'_{K-1}, results...)
+// - State (parameters, optimizer moments, step count) is named by the
+//   program's `omni.name` argument attributes (diffusers parameter names:
+//   `transformer.<name>`, a frozen KL reference copy `ref.transformer.
+//   <name>`, LoRA adapters `....lora_A.` / `....lora_B.`).
+// - Data inputs follow `iteration`, named by `omni.name`, each optional:
+//   `prompt_embeds` f32 [P, L, D] and `pooled_prompt_embeds` f32 [P, Dp].
+//   They are filled every iteration from a PromptSet (prompts/Prompts.h):
+//   iteration i takes prompts (i*P + j) mod Np.
+// - Results after the state are named by `omni.name` result attributes:
+//   every one-element result is a scalar metric (loss, reward_mean,
+//   reward_std, approx_kl, clipfrac, kl, grad_norm, skipped, ...); a result
+//   named `images` (f32 [B, 3, H, W] in [0, 1]) is saved as a PNG grid; other
+//   tensors are ignored.
+// - Rewards are host calls (omni.host_call "<reward>"); TrainOptions::reward
+//   rebinds every callee that is a registered reward to another one.
+// Every iteration's random numbers are keyed on (seed, iteration), so a run
+// resumed from a checkpoint continues bit for bit; checkpoints record both.
 // MLIR-free.
 //
 //===----------------------------------------------------------------------===//
@@ -17,14 +31,24 @@
 #ifndef OMNI_RUNTIME_TRAIN_DRIVER_TRAINER_H
 #define OMNI_RUNTIME_TRAIN_DRIVER_TRAINER_H
 
-#include "runtime/executor/Executor.h"
+#include "runtime/hal/Device.h"
+#include "runtime/loader/Program.h"
 
 #include "absl/status/status.h"
 
+#include <memory>
 #include <ostream>
 #include <string>
+#include <vector>
 
 namespace omni::train {
+
+/// One --init: the safetensors file `path`'s tensor X sets state
+/// `prefix.X` (and `ref.prefix.X` when the state has it).
+struct InitFile {
+  std::string prefix = "transformer";
+  std::string path;
+};
 
 struct TrainOptions {
   /// Iterations to reach (a resumed run continues up to this count).
@@ -32,21 +56,38 @@ struct TrainOptions {
   int64_t seed = 0;
   std::string initFunction = "init_state";
   std::string stepFunction = "train_step";
-  /// Where checkpoints go (`step-<N>.safetensors`, `latest`); empty: none.
-  std::string checkpointDir;
+  /// The run's folder: checkpoints (`step-<N>.safetensors`, `latest`),
+  /// metrics.jsonl and samples/iter-<N>.png. Empty: resumeDir, else no
+  /// files at all.
+  std::string outDir;
   /// Save every N iterations (and always after the last); 0: only at the end.
-  int64_t checkpointEvery = 0;
-  /// Continue from the latest checkpoint in checkpointDir, if there is one.
+  int64_t saveEvery = 0;
+  /// Continue from the latest checkpoint of resumeDir (empty: outDir), if
+  /// there is one; otherwise start from @init_state.
   bool resume = false;
-  /// Append one JSON object per iteration (metrics) to this file; empty:
-  /// none.
+  std::string resumeDir;
+  /// Append one JSON object per iteration here; empty: outDir/metrics.jsonl
+  /// (none without an out folder).
   std::string metricsPath;
+  /// Save `images` every N iterations (and after the last); 0: saveEvery,
+  /// or 10 when that is 0.
+  int64_t sampleEvery = 0;
+  /// The prompt set (safetensors); empty: the built-in synthetic set.
+  std::string promptsPath;
+  /// Applied in order after @init_state (not when resuming).
+  std::vector<InitFile> inits;
+  /// The reward the program's reward host calls run; empty: their own.
+  std::string reward;
 };
 
-/// Trains: initial state from `initFunction` (or the latest checkpoint),
-/// then `stepFunction` once per iteration, printing one line of metrics per
-/// iteration to `log`. Errors are one line naming what is wrong.
-absl::Status train(executor::Executor &executor, const TrainOptions &options,
+/// Trains: initial state from `initFunction` (plus `inits`) or the latest
+/// checkpoint, then `stepFunction` once per iteration on an executor of
+/// `program` on `device`, printing one progress line per iteration to `log`
+/// ("iter 3/10  reward 0.51 ± 0.02  loss ...  time 0.12 s (reward 0.01 s,
+/// compute 0.11 s)"). Errors are one line naming what, where, the expected
+/// and the found.
+absl::Status train(std::shared_ptr<const loader::Program> program,
+                   hal::Device &device, const TrainOptions &options,
                    std::ostream &log);
 
 } // namespace omni::train

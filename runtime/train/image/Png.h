@@ -1,0 +1,53 @@
+//===- Png.h - Sample image grids as PNG files ------------------*- C++ -*-===//
+//
+// The training driver saves the images a step returns (`images`, f32
+// [B, 3, H, W], values in [0, 1]) as one PNG grid per sample point: ceil(
+// sqrt(B)) columns, rows as needed, `gap` black pixels between cells (and
+// black empty cells). Pixels are quantized as the rewards see them:
+// rewards::quantizePixel (clamp(round(255 v), 0, 255), half to even).
+// Encoding and decoding use libpng's simplified API (8-bit RGB, no
+// setjmp); files are written atomically (AtomicFile.h). MLIR-free.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OMNI_RUNTIME_TRAIN_IMAGE_PNG_H
+#define OMNI_RUNTIME_TRAIN_IMAGE_PNG_H
+
+#include "runtime/io/HostTensor.h"
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace omni::image {
+
+/// An 8-bit RGB image, rows top to bottom, pixels interleaved (HWC).
+struct RgbImage {
+  int64_t width = 0;
+  int64_t height = 0;
+  std::vector<uint8_t> pixels; // height * width * 3
+};
+
+/// Tiles the float batch `images` ([B, 3, H, W], B, H, W >= 1) into one
+/// image. InvalidArgument (one line) for any other type or a grid wider or
+/// taller than 2^24 pixels.
+absl::StatusOr<RgbImage> imageGrid(const HostTensor &images, int64_t gap = 2);
+
+/// The PNG file bytes of `image`.
+absl::StatusOr<std::string> encodePng(const RgbImage &image);
+
+/// Decodes PNG bytes to 8-bit RGB (whatever the file's format); `name`
+/// prefixes errors.
+absl::StatusOr<RgbImage> decodePng(absl::string_view bytes,
+                                   absl::string_view name = "png");
+
+/// encodePng, then an atomic write to `path` (its folder must exist).
+absl::Status writePng(const std::string &path, const RgbImage &image);
+
+} // namespace omni::image
+
+#endif // OMNI_RUNTIME_TRAIN_IMAGE_PNG_H

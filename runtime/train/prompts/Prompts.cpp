@@ -1,0 +1,170 @@
+//===- Prompts.cpp - The prompt set a training run draws from -------------===//
+
+#include "runtime/train/prompts/Prompts.h"
+
+#include "runtime/flowgrpo/Philox.h"
+#include "runtime/train/checkpoint/Safetensors.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+#include <cassert>
+
+namespace omni::train {
+namespace {
+
+/// "a, b, c" (at most 8 names, then ", ...").
+std::string listNames(const std::vector<checkpoint::NamedTensor> &tensors) {
+  if (tensors.empty())
+    return "none";
+  std::vector<std::string> names;
+  for (const checkpoint::NamedTensor &t : tensors) {
+    if (names.size() == 8) {
+      names.push_back("...");
+      break;
+    }
+    names.push_back(t.name);
+  }
+  return absl::StrJoin(names, ", ");
+}
+
+/// Checks tensor `name` of the file against [N, rowShape...] f32 and
+/// returns its elements; `count` is N.
+absl::StatusOr<std::vector<float>>
+takeTensor(const std::string &path,
+           const std::vector<checkpoint::NamedTensor> &tensors,
+           const std::string &name, const std::vector<int64_t> &rowShape,
+           const std::string &dims, const PromptRequest &request,
+           int64_t &count) {
+  const HostTensor *found = nullptr;
+  for (const checkpoint::NamedTensor &t : tensors)
+    if (t.name == name)
+      found = &t.tensor;
+  std::string expected = absl::StrCat(
+      "tensor<N", rowShape.empty() ? "" : "x", shapeString(rowShape), "xf32>");
+  std::string why =
+      absl::StrCat("(", dims, " from @", request.function, "'s ", name, ")");
+  if (!found)
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": no tensor '", name, "', expected ", expected,
+                     " ", why, "; found tensors: ", listNames(tensors)));
+  if (found->dtype() != DType::F32)
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": tensor '", name, "' is ", found->typeString(), ", expected ",
+        expected, " (dtype f32)"));
+  const std::vector<int64_t> &shape = found->shape();
+  bool match = shape.size() == rowShape.size() + 1 &&
+               std::equal(rowShape.begin(), rowShape.end(), shape.begin() + 1);
+  if (!match)
+    return absl::InvalidArgumentError(absl::StrCat(path, ": tensor '", name,
+                                                   "' is ", found->typeString(),
+                                                   ", expected ", expected, " ",
+                                                   why));
+  if (shape[0] < 1)
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": tensor '", name, "' is ", found->typeString(),
+                     ", expected at least one prompt (N >= 1)"));
+  count = shape[0];
+  std::vector<float> values(found->floats().begin(), found->floats().end());
+  return values;
+}
+
+} // namespace
+
+absl::StatusOr<PromptSet> PromptSet::load(const std::string &path,
+                                          const PromptRequest &request) {
+  if (!request.embeds && !request.pooled)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--prompts ", path, ": @", request.function,
+        " takes no prompt_embeds or pooled_prompt_embeds input, so it uses "
+        "no prompts"));
+  absl::StatusOr<std::vector<checkpoint::NamedTensor>> tensors =
+      checkpoint::readSafetensors(path);
+  if (!tensors.ok())
+    return tensors.status();
+  PromptSet set;
+  set.request_ = request;
+  set.source_ = path;
+  int64_t embedsCount = 0, pooledCount = 0;
+  if (request.embeds) {
+    absl::StatusOr<std::vector<float>> v =
+        takeTensor(path, *tensors, "prompt_embeds",
+                   {request.tokens, request.dim},
+                   absl::StrCat("L = ", request.tokens, ", D = ", request.dim),
+                   request, embedsCount);
+    if (!v.ok())
+      return v.status();
+    set.embeds_ = std::move(*v);
+    set.count_ = embedsCount;
+  }
+  if (request.pooled) {
+    absl::StatusOr<std::vector<float>> v = takeTensor(
+        path, *tensors, "pooled_prompt_embeds", {request.pooledDim},
+        absl::StrCat("Dp = ", request.pooledDim), request, pooledCount);
+    if (!v.ok())
+      return v.status();
+    set.pooled_ = std::move(*v);
+    if (request.embeds && pooledCount != embedsCount)
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": tensor 'pooled_prompt_embeds' holds ", pooledCount,
+          " prompts, expected ", embedsCount, " as 'prompt_embeds' holds"));
+    set.count_ = pooledCount;
+  }
+  return set;
+}
+
+PromptSet PromptSet::synthetic(const PromptRequest &request) {
+  PromptSet set;
+  set.request_ = request;
+  set.source_ = "synthetic";
+  set.count_ = kSyntheticPrompts;
+  if (request.embeds) {
+    set.embeds_.resize(kSyntheticPrompts * request.tokens * request.dim);
+    flowgrpo::philoxNormal(kSyntheticPromptKey, 0, 0, set.embeds_.data(),
+                           static_cast<int64_t>(set.embeds_.size()));
+  }
+  if (request.pooled) {
+    set.pooled_.resize(kSyntheticPrompts * request.pooledDim);
+    flowgrpo::philoxNormal(kSyntheticPromptKey, 1, 0, set.pooled_.data(),
+                           static_cast<int64_t>(set.pooled_.size()));
+  }
+  return set;
+}
+
+std::vector<int64_t> PromptSet::indices(int64_t iteration) const {
+  assert(iteration >= 0 && count_ > 0);
+  const int64_t p = request_.perIteration;
+  // (i*P + j) mod Np without overflowing i*P.
+  int64_t base = (iteration % count_) * (p % count_) % count_;
+  std::vector<int64_t> out;
+  for (int64_t j = 0; j < p; ++j)
+    out.push_back((base + j % count_) % count_);
+  return out;
+}
+
+HostTensor PromptSet::gather(const std::vector<float> &rows, int64_t rowSize,
+                             std::vector<int64_t> shape,
+                             int64_t iteration) const {
+  HostTensor out(DType::F32, std::move(shape));
+  absl::Span<double> dst = out.floats();
+  std::vector<int64_t> which = indices(iteration);
+  for (size_t j = 0; j < which.size(); ++j)
+    for (int64_t e = 0; e < rowSize; ++e)
+      dst[j * rowSize + e] = rows[which[j] * rowSize + e];
+  return out;
+}
+
+HostTensor PromptSet::embeds(int64_t iteration) const {
+  assert(request_.embeds);
+  return gather(embeds_, request_.tokens * request_.dim,
+                {request_.perIteration, request_.tokens, request_.dim},
+                iteration);
+}
+
+HostTensor PromptSet::pooled(int64_t iteration) const {
+  assert(request_.pooled);
+  return gather(pooled_, request_.pooledDim,
+                {request_.perIteration, request_.pooledDim}, iteration);
+}
+
+} // namespace omni::train

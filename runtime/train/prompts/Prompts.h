@@ -1,0 +1,94 @@
+//===- Prompts.h - The prompt set a training run draws from -----*- C++ -*-===//
+//
+// A FlowGRPO step takes its prompts as precomputed text-encoder outputs
+// (Trainer.h): `prompt_embeds` f32 [P, L, D] and `pooled_prompt_embeds`
+// f32 [P, Dp], P prompts per iteration. A PromptSet holds Np prompts, from a
+// safetensors file with tensors `prompt_embeds` [Np, L, D] and
+// `pooled_prompt_embeds` [Np, Dp] (only those the step takes are needed), or
+// built in: Np = 16 standard-normal prompts drawn with Philox under a fixed
+// key (independent of the run's seed). Iteration i uses prompts
+// (i*P + j) mod Np for j = 0..P-1, so the data of an iteration is a pure
+// function of i and a resumed run sees the same prompts.
+//
+// Files are checked against what the step takes; every error is one line
+// naming the file, the tensor, what was expected and what was found.
+// MLIR-free. A PromptSet is immutable after creation (thread-compatible).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OMNI_RUNTIME_TRAIN_PROMPTS_PROMPTS_H
+#define OMNI_RUNTIME_TRAIN_PROMPTS_PROMPTS_H
+
+#include "runtime/io/HostTensor.h"
+
+#include "absl/status/statusor.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace omni::train {
+
+/// The data inputs a step function takes (read from its input types).
+struct PromptRequest {
+  /// The function's name, for messages ("train_step").
+  std::string function = "train_step";
+  /// P: prompts per iteration.
+  int64_t perIteration = 0;
+  /// prompt_embeds [P, L, D], if taken.
+  bool embeds = false;
+  int64_t tokens = 0; // L
+  int64_t dim = 0;    // D
+  /// pooled_prompt_embeds [P, Dp], if taken.
+  bool pooled = false;
+  int64_t pooledDim = 0; // Dp
+};
+
+/// The number of prompts of the built-in set.
+inline constexpr int64_t kSyntheticPrompts = 16;
+/// The Philox key of the built-in set ("omniprom"); prompt_embeds use
+/// counter 0, pooled_prompt_embeds counter 1, position = flat index in the
+/// [Np, L, D] / [Np, Dp] tensor.
+inline constexpr int64_t kSyntheticPromptKey = 0x6f6d6e6970726f6d;
+
+class PromptSet {
+public:
+  /// Reads `path` and checks it against `request`: every tensor the step
+  /// takes must be present, f32, and have the step's L, D (or Dp); both
+  /// tensors must hold the same number of prompts, at least one.
+  static absl::StatusOr<PromptSet> load(const std::string &path,
+                                        const PromptRequest &request);
+
+  /// The built-in set: kSyntheticPrompts standard-normal prompts.
+  static PromptSet synthetic(const PromptRequest &request);
+
+  /// Np.
+  int64_t size() const { return count_; }
+  /// "synthetic" or the file's path.
+  const std::string &source() const { return source_; }
+  const PromptRequest &request() const { return request_; }
+
+  /// The prompt indices of iteration `iteration`: (i*P + j) mod Np.
+  /// `iteration` must be non-negative.
+  std::vector<int64_t> indices(int64_t iteration) const;
+  /// The step's prompt_embeds for `iteration` ([P, L, D] f32); only when
+  /// request().embeds.
+  HostTensor embeds(int64_t iteration) const;
+  /// The step's pooled_prompt_embeds for `iteration` ([P, Dp] f32); only
+  /// when request().pooled.
+  HostTensor pooled(int64_t iteration) const;
+
+private:
+  HostTensor gather(const std::vector<float> &rows, int64_t rowSize,
+                    std::vector<int64_t> shape, int64_t iteration) const;
+
+  PromptRequest request_;
+  std::string source_;
+  int64_t count_ = 0;
+  std::vector<float> embeds_; // [Np, L, D]
+  std::vector<float> pooled_; // [Np, Dp]
+};
+
+} // namespace omni::train
+
+#endif // OMNI_RUNTIME_TRAIN_PROMPTS_PROMPTS_H
