@@ -76,6 +76,12 @@ bool readsWholeOperands(Operation *op) {
   return k == FusionKind::Elementwise || k == FusionKind::Reduction;
 }
 
+bool producesOnlyScalars(Operation *op) {
+  return llvm::all_of(op->getResultTypes(), [](Type t) {
+    return cast<RankedTensorType>(t).getNumElements() <= 1;
+  });
+}
+
 ArrayRef<int64_t> shapeOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getShape();
 }
@@ -93,6 +99,10 @@ struct ReductionState {
 struct Group {
   SmallVector<Operation *> ops;
 };
+
+bool isScalarGroup(const Group &g) {
+  return llvm::all_of(g.ops, producesOnlyScalars);
+}
 
 /// Forms the groups of one block, then turns each into an omni.fusion.
 class BlockFuser {
@@ -309,11 +319,15 @@ void BlockFuser::formGroups() {
     if (kindOf(op) == FusionKind::Reduction)
       states[op] = {ReductionState::Reduced, shapeOf(op->getOperand(0))};
 
-    // Producer/consumer fusion.
+    // Producer/consumer fusion. A group of scalars (a clip factor, an
+    // optimizer's bias correction) is not merged into a tensor consumer:
+    // it feeds many of them, and chaining them all into one kernel would
+    // make one huge single-threaded kernel of unrelated tensors.
     for (Value v : op->getOperands())
       if (Operation *def = v.getDefiningOp())
         if (Group *producer = groupOf(def))
-          tryMerge(producer, groupOf(op), /*sibling=*/false);
+          if (!isScalarGroup(*producer) || producesOnlyScalars(op))
+            tryMerge(producer, groupOf(op), /*sibling=*/false);
 
     // Sibling fusion through inputs read whole, nearest sibling first.
     if (!readsWholeOperands(op))

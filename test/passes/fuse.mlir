@@ -323,3 +323,23 @@ func.func @negative_existing_fusion(%x: tensor<4xf32>) -> tensor<4xf32> {
   %n = omni.neg %f : tensor<4xf32>
   return %n : tensor<4xf32>
 }
+
+// -----
+
+// Tests that a group of scalars (an optimizer's bias correction) feeding
+// tensors of different shapes is not merged into them: each tensor update
+// is its own region reading the scalar, instead of one region of unrelated
+// tensors.
+// CHECK-LABEL: func.func @scalar_group_feeds_many
+// CHECK: %[[S:.*]] = omni.fusion(%{{.*}}) : (tensor<f32>) -> tensor<f32>
+// CHECK: omni.fusion(%[[S]], %{{.*}}) : (tensor<f32>, tensor<4xf32>) -> tensor<4xf32>
+// CHECK: omni.fusion(%[[S]], %{{.*}}) : (tensor<f32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+func.func @scalar_group_feeds_many(%t: tensor<f32>, %a: tensor<4xf32>, %b: tensor<2x3xf32>) -> (tensor<4xf32>, tensor<2x3xf32>) {
+  %e = omni.exp %t : tensor<f32>
+  %s = omni.neg %e : tensor<f32>
+  %sa = omni.broadcast_in_dim %s, dims = [] : tensor<f32> -> tensor<4xf32>
+  %ra = omni.mul %a, %sa : tensor<4xf32>
+  %sb = omni.broadcast_in_dim %s, dims = [] : tensor<f32> -> tensor<2x3xf32>
+  %rb = omni.mul %b, %sb : tensor<2x3xf32>
+  return %ra, %rb : tensor<4xf32>, tensor<2x3xf32>
+}
