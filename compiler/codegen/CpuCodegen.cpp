@@ -32,6 +32,7 @@
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/LegacyPassManager.h"
@@ -242,15 +243,31 @@ mlir::omni::compileFusionsForCpu(ModuleOp program, const CpuTarget &target,
   CpuExecutable exe;
   SmallVector<SmallVector<RankedTensorType>> buffers;
   SmallVector<bool> flat;
+  // Identical fusions (every transformer block, every unrolled step) share
+  // one kernel: the key is the kernel function's text under a fixed name.
+  llvm::StringMap<int64_t> kernelByText;
   WalkResult walk = program.walk([&](FusionOp fusion) {
     std::string name = "omni_kernel_" + std::to_string(exe.kernels.size());
     bool isFlat = isFlatElementwise(fusion);
-    if (failed(isFlat ? buildFlatKernelFunction(fusion, *kernels,
-                                                name + "_impl")
-                      : buildKernelFunction(fusion, *kernels, name + "_impl")))
+    if (failed(isFlat ? buildFlatKernelFunction(fusion, *kernels, "omni_new")
+                      : buildKernelFunction(fusion, *kernels, "omni_new")))
       return WalkResult::interrupt();
+    auto fn = dyn_cast<func::FuncOp>(kernels->getBody()->back());
+    if (!fn || fn.getSymName() != "omni_new")
+      fn = kernels->lookupSymbol<func::FuncOp>("omni_new");
+    std::string text;
+    {
+      llvm::raw_string_ostream os(text);
+      // Flat kernels take dynamic 1-D buffers: the static types (whose
+      // element counts the ABI wrapper bakes in) are part of the key.
+      os << (isFlat ? "flat" : "whole");
+      for (Type t : fusion->getOperandTypes())
+        os << " " << t;
+      for (Type t : fusion->getResultTypes())
+        os << " " << t;
+      fn->print(os, OpPrintingFlags().useLocalScope());
+    }
     auto i64 = IntegerType::get(ctx, 64);
-    fusion->setAttr("omni.kernel", IntegerAttr::get(i64, exe.kernels.size()));
     int64_t grid = 1;
     if (isFlat) {
       int64_t n = cast<RankedTensorType>(fusion.getResultTypes()[0])
@@ -258,6 +275,14 @@ mlir::omni::compileFusionsForCpu(ModuleOp program, const CpuTarget &target,
       grid = std::max<int64_t>(1, (n + kFlatChunk - 1) / kFlatChunk);
     }
     fusion->setAttr("omni.grid", IntegerAttr::get(i64, grid));
+    auto [it, inserted] =
+        kernelByText.try_emplace(text, static_cast<int64_t>(exe.kernels.size()));
+    fusion->setAttr("omni.kernel", IntegerAttr::get(i64, it->second));
+    if (!inserted) {
+      fn.erase();
+      return WalkResult::advance();
+    }
+    fn.setSymName(name + "_impl");
     flat.push_back(isFlat);
     SmallVector<RankedTensorType> types;
     for (Type t : fusion.getInputs().getTypes())

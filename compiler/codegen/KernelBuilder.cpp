@@ -446,6 +446,9 @@ FailureOr<func::FuncOp> mlir::omni::buildKernelFunction(FusionOp fusion,
 }
 
 bool mlir::omni::isFlatElementwise(FusionOp fusion) {
+  // The element count comes from the first input's size at run time.
+  if (fusion.getInputs().empty())
+    return false;
   int64_t n = -1;
   auto sameCount = [&](Type t) {
     auto tt = cast<RankedTensorType>(t);
