@@ -100,10 +100,6 @@ struct Group {
   SmallVector<Operation *> ops;
 };
 
-bool isScalarGroup(const Group &g) {
-  return llvm::all_of(g.ops, producesOnlyScalars);
-}
-
 /// Forms the groups of one block, then turns each into an omni.fusion.
 class BlockFuser {
 public:
@@ -319,14 +315,16 @@ void BlockFuser::formGroups() {
     if (kindOf(op) == FusionKind::Reduction)
       states[op] = {ReductionState::Reduced, shapeOf(op->getOperand(0))};
 
-    // Producer/consumer fusion. A group of scalars (a clip factor, an
-    // optimizer's bias correction) is not merged into a tensor consumer:
-    // it feeds many of them, and chaining them all into one kernel would
-    // make one huge single-threaded kernel of unrelated tensors.
+    // Producer/consumer fusion, except across a scalar edge into a tensor
+    // consumer: a scalar (a clip factor, a global norm, an optimizer's bias
+    // correction) feeds many tensors, and merging each consumer into its
+    // producer would chain them all into one huge single-threaded kernel
+    // of unrelated tensors.
     for (Value v : op->getOperands())
       if (Operation *def = v.getDefiningOp())
         if (Group *producer = groupOf(def))
-          if (!isScalarGroup(*producer) || producesOnlyScalars(op))
+          if (cast<RankedTensorType>(v.getType()).getNumElements() > 1 ||
+              producesOnlyScalars(op))
             tryMerge(producer, groupOf(op), /*sibling=*/false);
 
     // Sibling fusion through inputs read whole, nearest sibling first.

@@ -326,7 +326,7 @@ func.func @negative_existing_fusion(%x: tensor<4xf32>) -> tensor<4xf32> {
 
 // -----
 
-// Tests that a group of scalars (an optimizer's bias correction) feeding
+// Tests that a scalar (an optimizer's bias correction) feeding
 // tensors of different shapes is not merged into them: each tensor update
 // is its own region reading the scalar, instead of one region of unrelated
 // tensors.
