@@ -132,13 +132,19 @@ absl::Status Executor::prepare() {
   };
   OMNI_ASSIGN_OR_RETURN(arena_, allocate(p.arenaSize(), "arena_size"));
   for (uint32_t c = 0; c < sizeOf(s.constants()); ++c) {
-    const Vector<uint8_t> *data = s.constants()->Get(c)->data();
-    int64_t bytes = sizeOf(data);
+    const step::Constant *constant = s.constants()->Get(c);
+    const Vector<uint8_t> *data = constant->data();
+    // The loader checked repeat >= 1 and data * repeat against the tensor.
+    int64_t bytes = sizeOf(data) * constant->repeat();
     OMNI_ASSIGN_OR_RETURN(auto buffer,
                           allocate(bytes, absl::StrCat("constants[", c, "]")));
-    if (bytes)
+    if (bytes && constant->repeat() == 1)
       OMNI_RETURN_IF_ERROR(
           stream_->writeBuffer(data->data(), hal::BufferRef::all(*buffer)));
+    else if (bytes)
+      OMNI_RETURN_IF_ERROR(stream_->fill(
+          hal::BufferRef::all(*buffer),
+          absl::MakeConstSpan(data->data(), sizeOf(data))));
     constants_.push_back(std::move(buffer));
   }
   for (size_t i = 0; i < p.state().size(); ++i) {

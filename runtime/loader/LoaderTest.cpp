@@ -191,8 +191,30 @@ TEST(Loader, ChecksConstants) {
   EXPECT_EQ(errorOf(build([](StepBuilder &b) {
               b.constant(DType::F32, {2, 3}, std::vector<uint8_t>(12));
             })),
-            "step.bin: constants[0].data: has 12 bytes but tensors[2] "
+            "step.bin: constants[0]: has 12 bytes x repeat 1 but tensors[2] "
             "(tensor<2x3xf32>) needs 24");
+  // A splat: 4 bytes repeated 6 times is a 2x3 f32 tensor.
+  EXPECT_EQ(errorOf(build([](StepBuilder &b) {
+              b.constant(DType::F32, {2, 3}, std::vector<uint8_t>(4), "", 6);
+            })),
+            "");
+  EXPECT_EQ(errorOf(build([](StepBuilder &b) {
+              b.constant(DType::F32, {2, 3}, std::vector<uint8_t>(4), "", 5);
+            })),
+            "step.bin: constants[0]: has 4 bytes x repeat 5 but tensors[2] "
+            "(tensor<2x3xf32>) needs 24");
+  EXPECT_EQ(errorOf(build([](StepBuilder &b) {
+              b.constant(DType::F32, {2, 3}, std::vector<uint8_t>(4), "", 0);
+            })),
+            "step.bin: constants[0].repeat: = 0 with 4 bytes of data, but it "
+            "must be >= 1 (and the data non-empty when > 1)");
+  EXPECT_EQ(errorOf(build([](StepBuilder &b) {
+              b.constant(DType::F32, {2, 3}, std::vector<uint8_t>(4), "",
+                         int64_t(1) << 62);
+            })),
+            "step.bin: constants[0].repeat: = 4611686018427387904 with 4 "
+            "bytes of data, but it must be >= 1 (and the data non-empty when "
+            "> 1)");
 }
 
 TEST(Loader, ChecksState) {

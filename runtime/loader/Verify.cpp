@@ -107,6 +107,17 @@ absl::Status ProgramVerifier::checkTensors() {
   const int64_t arenaSize = step_.arena_size();
   const uint32_t numConstants = sizeOf(step_.constants());
   const uint32_t numState = sizeOf(step_.state());
+  // Every constant, referenced or not, is materialized at load time.
+  for (uint32_t c = 0; c < numConstants; ++c) {
+    const step::Constant *constant = step_.constants()->Get(c);
+    int64_t stored = sizeOf(constant->data()), total = 0;
+    if (constant->repeat() < 1 || (constant->repeat() > 1 && stored == 0) ||
+        __builtin_mul_overflow(stored, constant->repeat(), &total))
+      return fail(absl::StrCat("constants[", c, "].repeat"),
+                  absl::StrCat("= ", constant->repeat(), " with ", stored,
+                               " bytes of data, but it must be >= 1 (and "
+                               "the data non-empty when > 1)"));
+  }
   for (uint32_t t = 0; t < numTensors(); ++t) {
     const step::Tensor *tensor = step_.tensors()->Get(t);
     std::string path = absl::StrCat("tensors[", t, "]");
@@ -157,10 +168,12 @@ absl::Status ProgramVerifier::checkTensors() {
                                  numConstants, " constants"));
       const step::Constant *c =
           step_.constants()->Get(static_cast<uint32_t>(index));
-      int64_t have = sizeOf(c->data());
+      int64_t stored = sizeOf(c->data());
+      int64_t have = stored * c->repeat(); // checked above
       if (have != info.bytes)
-        return fail(absl::StrCat("constants[", index, "].data"),
-                    absl::StrCat("has ", have, " bytes but ", path, " (",
+        return fail(absl::StrCat("constants[", index, "]"),
+                    absl::StrCat("has ", stored, " bytes x repeat ",
+                                 c->repeat(), " but ", path, " (",
                                  info.typeString(), ") needs ", info.bytes));
       break;
     }

@@ -86,6 +86,8 @@ public:
   std::vector<TensorSpec> tensors;
   std::vector<std::string> scalars;
   std::vector<std::vector<uint8_t>> constants;
+  /// Repeat count of each constant (step.fbs Constant.repeat).
+  std::vector<int64_t> constantRepeats;
   std::vector<StateSpec> state;
   std::vector<ExecutableSpec> executables;
   std::vector<flatbuffers::Offset<step::Function>> functions;
@@ -116,8 +118,10 @@ public:
                    step::Storage::Argument, index, step::Role::Input});
   }
   uint32_t constant(step::DType dtype, std::vector<int64_t> shape,
-                    std::vector<uint8_t> data, std::string name = "") {
+                    std::vector<uint8_t> data, std::string name = "",
+                    int64_t repeat = 1) {
     constants.push_back(std::move(data));
+    constantRepeats.push_back(repeat);
     return tensor(
         {std::move(name), dtype, std::move(shape), step::Storage::Constant,
          static_cast<int64_t>(constants.size() - 1), step::Role::Constant});
@@ -233,8 +237,10 @@ public:
     for (const std::string &s : scalars)
       scalarTables.push_back(step::CreateScalarDirect(fbb, s.c_str()));
     std::vector<flatbuffers::Offset<step::Constant>> constantTables;
-    for (const std::vector<uint8_t> &c : constants)
-      constantTables.push_back(step::CreateConstantDirect(fbb, &c));
+    for (size_t c = 0; c < constants.size(); ++c)
+      constantTables.push_back(step::CreateConstantDirect(
+          fbb, &constants[c],
+          c < constantRepeats.size() ? constantRepeats[c] : 1));
     std::vector<flatbuffers::Offset<step::StateSlot>> stateTables;
     for (const StateSpec &s : state)
       stateTables.push_back(step::CreateStateSlotDirect(
