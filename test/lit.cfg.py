@@ -21,5 +21,5 @@ llvm_config.use_default_substitutions()
 
 tool_dirs = [config.omni_tools_dir, config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(
-    ["omni-opt", "omni-eval", "omnic", "omnirun", "omnirun-testgen"], tool_dirs)
+    ["omni-opt", "omni-eval", "omnic", "omnirun", "omnirun-testgen", "omnigen"], tool_dirs)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
