@@ -33,6 +33,8 @@
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/Target/LLVMIR/Export.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Bitcode/BitcodeReader.h"
+#include "llvm/Bitcode/BitcodeWriter.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/LegacyPassManager.h"
@@ -46,6 +48,10 @@
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/Target/TargetOptions.h"
 #include "llvm/TargetParser/Host.h"
+#include "llvm/Transforms/Utils/SplitModule.h"
+
+#include <atomic>
+#include <thread>
 
 using namespace mlir;
 using namespace mlir::omni;
@@ -200,25 +206,39 @@ std::string featureString(bool host) {
   return features;
 }
 
-/// Step 4b: ld.lld -shared. Returns the .so bytes.
-FailureOr<std::vector<char>> linkSharedObject(Location loc,
-                                              ArrayRef<char> object) {
-  SmallString<128> objPath, soPath;
-  int fd;
-  if (llvm::sys::fs::createTemporaryFile("omni-kernels", "o", fd, objPath))
-    return emitError(loc, "cannot create a temporary object file");
-  {
+/// Step 4b: ld.lld -shared over the partitions' objects. Returns the .so
+/// bytes.
+FailureOr<std::vector<char>>
+linkSharedObject(Location loc, ArrayRef<SmallVector<char>> objects) {
+  SmallVector<SmallString<128>> objPaths;
+  auto removeObjects = [&] {
+    for (const auto &path : objPaths)
+      llvm::sys::fs::remove(path);
+  };
+  for (const SmallVector<char> &object : objects) {
+    int fd;
+    if (llvm::sys::fs::createTemporaryFile("omni-kernels", "o", fd,
+                                           objPaths.emplace_back())) {
+      objPaths.pop_back();
+      removeObjects();
+      return emitError(loc, "cannot create a temporary object file");
+    }
     llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
     os.write(object.data(), object.size());
   }
-  if (llvm::sys::fs::createTemporaryFile("omni-kernels", "so", soPath))
+  SmallString<128> soPath;
+  if (llvm::sys::fs::createTemporaryFile("omni-kernels", "so", soPath)) {
+    removeObjects();
     return emitError(loc, "cannot create a temporary shared object");
+  }
   std::string errMsg;
-  llvm::StringRef argv[] = {OMNI_LLD_PATH, "-shared", "--no-undefined-version",
-                            "-o", soPath, objPath};
+  SmallVector<llvm::StringRef> argv = {OMNI_LLD_PATH, "-shared",
+                                       "--no-undefined-version", "-o", soPath};
+  for (const auto &path : objPaths)
+    argv.push_back(path);
   int rc = llvm::sys::ExecuteAndWait(OMNI_LLD_PATH, argv, std::nullopt, {}, 0,
                                      0, &errMsg);
-  llvm::sys::fs::remove(objPath);
+  removeObjects();
   if (rc != 0) {
     llvm::sys::fs::remove(soPath);
     return emitError(loc, "linking kernels with " OMNI_LLD_PATH " failed (")
@@ -231,6 +251,37 @@ FailureOr<std::vector<char>> linkSharedObject(Location loc,
   return std::vector<char>((*buffer)->getBufferStart(),
                            (*buffer)->getBufferEnd());
 }
+
+/// Step 4a for one module: the optimization pipeline, then an object file.
+/// Returns an error message, or "" on success.
+/// `printIR` (optional) receives the optimized module's text.
+std::string optimizeAndEmit(llvm::Module &module, llvm::TargetMachine &machine,
+                            unsigned optLevel, SmallVector<char> &object,
+                            std::string *printIR = nullptr) {
+  module.setDataLayout(machine.createDataLayout());
+  module.setTargetTriple(machine.getTargetTriple());
+  if (llvm::Error err =
+          makeOptimizingTransformer(optLevel, 0, &machine)(&module))
+    return "optimizing the kernels failed: " + llvm::toString(std::move(err));
+  if (printIR) {
+    llvm::raw_string_ostream irOs(*printIR);
+    module.print(irOs, nullptr);
+  }
+  llvm::raw_svector_ostream os(object);
+  llvm::legacy::PassManager emit;
+  if (machine.addPassesToEmitFile(emit, os, nullptr,
+                                  llvm::CodeGenFileType::ObjectFile))
+    return "the target cannot emit object files";
+  emit.run(module);
+  return "";
+}
+
+/// The kernels are split into this many partitions (when there are enough
+/// of them), each optimized and compiled on its own thread in its own
+/// LLVMContext. A fixed count, not the machine's, keeps step.bin the same
+/// on every machine.
+constexpr unsigned kPartitions = 4;
+constexpr unsigned kMinFunctionsToSplit = 16;
 
 } // namespace
 
@@ -327,32 +378,73 @@ mlir::omni::compileFusionsForCpu(ModuleOp program, const CpuTarget &target,
                                                  << error;
   exe.cpu = target.hostCpu ? llvm::sys::getHostCPUName().str() : "x86-64";
   exe.features = featureString(target.hostCpu);
-  std::unique_ptr<llvm::TargetMachine> machine(llvmTarget->createTargetMachine(
-      triple, exe.cpu, exe.features, llvm::TargetOptions(),
-      llvm::Reloc::PIC_, std::nullopt,
-      target.optLevel >= 3   ? llvm::CodeGenOptLevel::Aggressive
-      : target.optLevel == 0 ? llvm::CodeGenOptLevel::None
-                             : llvm::CodeGenOptLevel::Default));
-  module->setDataLayout(machine->createDataLayout());
+  auto makeMachine = [&] {
+    return std::unique_ptr<llvm::TargetMachine>(
+        llvmTarget->createTargetMachine(
+            triple, exe.cpu, exe.features, llvm::TargetOptions(),
+            llvm::Reloc::PIC_, std::nullopt,
+            target.optLevel >= 3   ? llvm::CodeGenOptLevel::Aggressive
+            : target.optLevel == 0 ? llvm::CodeGenOptLevel::None
+                                   : llvm::CodeGenOptLevel::Default));
+  };
   module->setTargetTriple(triple);
-  if (llvm::Error err =
-          makeOptimizingTransformer(target.optLevel, 0, machine.get())(
-              module.get()))
-    return emitError(loc, "optimizing the kernels failed: ")
-           << llvm::toString(std::move(err));
-
-  if (llvmIR) {
-    llvm::raw_string_ostream irOs(*llvmIR);
-    module->print(irOs, nullptr);
+  SmallVector<SmallVector<char>> objects;
+  size_t definitions = llvm::count_if(
+      module->functions(), [](llvm::Function &f) { return !f.isDeclaration(); });
+  if (llvmIR || definitions < kMinFunctionsToSplit) {
+    // One module (also what --emit=llvm prints, optimized).
+    std::unique_ptr<llvm::TargetMachine> machine = makeMachine();
+    std::string error = optimizeAndEmit(*module, *machine, target.optLevel,
+                                        objects.emplace_back(), llvmIR);
+    if (!error.empty())
+      return emitError(loc, error);
+  } else {
+    // Partitions travel as bitcode into fresh contexts: an LLVMContext is
+    // not thread-safe.
+    SmallVector<SmallVector<char>> bitcode;
+    llvm::SplitModule(
+        *module, kPartitions,
+        [&](std::unique_ptr<llvm::Module> part) {
+          llvm::raw_svector_ostream os(bitcode.emplace_back());
+          llvm::WriteBitcodeToFile(*part, os);
+        },
+        /*PreserveLocals=*/false);
+    objects.resize(bitcode.size());
+    SmallVector<std::string> errors(bitcode.size());
+    auto compilePart = [&](size_t i) {
+      llvm::LLVMContext partContext;
+      auto part = llvm::parseBitcodeFile(
+          llvm::MemoryBufferRef(
+              llvm::StringRef(bitcode[i].data(), bitcode[i].size()), "part"),
+          partContext);
+      if (!part) {
+        errors[i] = "reading a kernel partition failed: " +
+                    llvm::toString(part.takeError());
+        return;
+      }
+      std::unique_ptr<llvm::TargetMachine> machine = makeMachine();
+      errors[i] =
+          optimizeAndEmit(**part, *machine, target.optLevel, objects[i]);
+    };
+    unsigned workers =
+        std::max(1u, std::min<unsigned>(bitcode.size(),
+                                        std::thread::hardware_concurrency()));
+    std::atomic<size_t> next{0};
+    std::vector<std::thread> threads;
+    for (unsigned w = 1; w < workers; ++w)
+      threads.emplace_back([&] {
+        for (size_t i; (i = next++) < bitcode.size();)
+          compilePart(i);
+      });
+    for (size_t i; (i = next++) < bitcode.size();)
+      compilePart(i);
+    for (std::thread &t : threads)
+      t.join();
+    for (const std::string &error : errors)
+      if (!error.empty())
+        return emitError(loc, error);
   }
-  SmallVector<char> object;
-  llvm::raw_svector_ostream os(object);
-  llvm::legacy::PassManager emit;
-  if (machine->addPassesToEmitFile(emit, os, nullptr,
-                                   llvm::CodeGenFileType::ObjectFile))
-    return emitError(loc, "the target cannot emit object files");
-  emit.run(*module);
-  FailureOr<std::vector<char>> so = linkSharedObject(loc, object);
+  FailureOr<std::vector<char>> so = linkSharedObject(loc, objects);
   if (failed(so))
     return failure();
   exe.sharedObject = std::move(*so);
