@@ -68,6 +68,23 @@ std::string locationString(Location loc) {
   return s;
 }
 
+/// The outermost name of a location: a call site's caller before its
+/// callee (inlined model code belongs to the phase that called it), the
+/// first named part of a fused location.
+std::string phaseOf(Location loc) {
+  if (auto site = dyn_cast<CallSiteLoc>(loc)) {
+    std::string caller = phaseOf(site.getCaller());
+    return caller.empty() ? phaseOf(site.getCallee()) : caller;
+  }
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return name.getName().str();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location part : fused.getLocations())
+      if (std::string p = phaseOf(part); !p.empty())
+        return p;
+  return "";
+}
+
 struct TensorEntry {
   std::string name;
   st::DType dtype;
@@ -198,7 +215,10 @@ FailureOr<uint32_t> Writer::scalar(Operation *user, Value v) {
 fb::Offset<st::Command> Writer::command(Operation *op, st::CommandKind kind,
                                         fb::Offset<void> body) {
   auto loc = fbb.CreateString(locationString(op->getLoc()));
-  return st::CreateCommand(fbb, kind, body, loc);
+  std::string phase = phaseOf(op->getLoc());
+  auto phaseName = phase.empty() ? fb::Offset<fb::String>()
+                                 : fbb.CreateSharedString(phase);
+  return st::CreateCommand(fbb, kind, body, loc, phaseName);
 }
 
 fb::Offset<fb::Vector<uint32_t>> Writer::slots(Operation *op,

@@ -81,6 +81,13 @@ public:
                            absl::Span<const hal::BufferRef> inputs,
                            absl::Span<const hal::BufferRef> results);
 
+  /// Seconds spent in each phase (step.fbs Command.phase; "" for commands
+  /// without one) by the top-level commands of the runs since the last
+  /// call, in order of first appearance; the stream is synchronized after
+  /// each timed command, so this is for reporting, not for hot loops.
+  void setPhaseTiming(bool enabled) { timePhases_ = enabled; }
+  std::vector<std::pair<std::string, double>> takePhaseTimes();
+
   //===--- Persistent state (parameters, optimizer state)
   //------------------===//
 
@@ -133,6 +140,8 @@ private:
   std::unique_ptr<hal::Buffer> arena_;
   std::vector<std::unique_ptr<hal::Buffer>> constants_;
   std::vector<std::unique_ptr<hal::Buffer>> state_;
+  bool timePhases_ = false;
+  std::vector<std::pair<std::string, double>> phaseTimes_;
   std::vector<std::unique_ptr<hal::Executable>> executables_;
   int64_t commandsRun_ = 0;
 };

@@ -18,7 +18,10 @@
 
 #include "absl/strings/str_cat.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <utility>
 
 namespace omni::executor {
 
@@ -63,7 +66,28 @@ absl::Status Executor::runFunction(uint32_t function,
   Frame frame{function, args, std::vector<int64_t>(program_->numScalars(), 0),
               caller};
   Path root{nullptr, "functions", function};
-  OMNI_RETURN_IF_ERROR(runCommands(frame, fn->commands(), root, "commands"));
+  if (timePhases_ && !caller) {
+    const auto *commands = fn->commands();
+    for (uint32_t i = 0; i < sizeOf(commands); ++i) {
+      const step::Command &command = *commands->Get(i);
+      auto begin = std::chrono::steady_clock::now();
+      Path path{&root, "commands", i};
+      OMNI_RETURN_IF_ERROR(runCommand(frame, command, path));
+      OMNI_RETURN_IF_ERROR(stream_->synchronize());
+      double seconds = std::chrono::duration<double>(
+                           std::chrono::steady_clock::now() - begin)
+                           .count();
+      std::string phase = command.phase() ? command.phase()->str() : "";
+      auto it = std::find_if(phaseTimes_.begin(), phaseTimes_.end(),
+                             [&](const auto &p) { return p.first == phase; });
+      if (it == phaseTimes_.end())
+        phaseTimes_.push_back({phase, seconds});
+      else
+        it->second += seconds;
+    }
+  } else {
+    OMNI_RETURN_IF_ERROR(runCommands(frame, fn->commands(), root, "commands"));
+  }
   const uint32_t numInputs = sizeOf(fn->inputs());
   for (uint32_t k = 0; k < sizeOf(fn->outputs()); ++k) {
     hal::BufferRef src = resolve(frame, fn->outputs()->Get(k));
@@ -72,6 +96,10 @@ absl::Status Executor::runFunction(uint32_t function,
       OMNI_RETURN_IF_ERROR(stream_->copy(src, dst));
   }
   return absl::OkStatus();
+}
+
+std::vector<std::pair<std::string, double>> Executor::takePhaseTimes() {
+  return std::exchange(phaseTimes_, {});
 }
 
 absl::Status

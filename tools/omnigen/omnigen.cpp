@@ -89,8 +89,13 @@ int main(int argc, char **argv) {
     return 1;
   }
   out.os() << flowgrpo::describe(request);
-  (*module)->print(out.os(), mlir::OpPrintingFlags().elideLargeElementsAttrs(
-                                 std::numeric_limits<int64_t>::max()));
+  // Locations name each op's phase (rollout, reward, loss, update) and
+  // model layer; omnic keeps them for errors and the runtime's time per
+  // phase.
+  (*module)->print(out.os(), mlir::OpPrintingFlags()
+                                 .elideLargeElementsAttrs(
+                                     std::numeric_limits<int64_t>::max())
+                                 .enableDebugInfo());
   out.os() << "\n";
   out.keep();
   return 0;

@@ -485,6 +485,7 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
   if (!created.ok())
     return created.status();
   executor::Executor &executor = **created;
+  executor.setPhaseTiming(true);
 
   // The prompt set.
   std::optional<PromptSet> prompts;
@@ -590,6 +591,7 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
          {"step_function", stepName}});
   };
 
+  executor.takePhaseTimes(); // not @init_state's
   // 4. Iterations.
   for (int64_t it = start; it < options.steps; ++it) {
     auto begin = std::chrono::steady_clock::now();
@@ -610,10 +612,23 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
     double reward = static_cast<double>(rewardNanos->load()) * 1e-9;
     double compute = std::max(0.0, total - reward);
     state.assign(outs->begin(), outs->begin() + sig->state.size());
+    // Phases of the program (omnigen's recipe names rollout, reward, loss,
+    // update, metrics); a program without names reports reward host calls
+    // and the rest.
+    std::vector<std::pair<std::string, double>> phases =
+        executor.takePhaseTimes();
+    bool named = std::any_of(phases.begin(), phases.end(),
+                             [](const auto &p) { return !p.first.empty(); });
+    if (!named)
+      phases = {{"reward", reward}, {"compute", compute}};
+    std::string phaseText;
+    for (const auto &[name, secs] : phases)
+      absl::StrAppend(&phaseText, phaseText.empty() ? "" : ", ",
+                      name.empty() ? "other" : name, " ", format("%.3g", secs),
+                      " s");
 
     log << progressLine(it, options.steps, *sig, *outs) << "  time "
-        << format("%.3g", total) << " s (reward " << format("%.3g", reward)
-        << " s, compute " << format("%.3g", compute) << " s)" << std::endl;
+        << format("%.3g", total) << " s (" << phaseText << ")" << std::endl;
     if (metrics.is_open()) {
       std::string json = absl::StrCat("{\"iteration\": ", it);
       for (const auto &[index, name] : sig->metrics) {
@@ -623,7 +638,18 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
       }
       absl::StrAppend(&json, ", \"time_s\": ", format("%.6g", total),
                       ", \"reward_time_s\": ", format("%.6g", reward),
-                      ", \"compute_time_s\": ", format("%.6g", compute), "}");
+                      ", \"compute_time_s\": ", format("%.6g", compute));
+      if (named) {
+        absl::StrAppend(&json, ", \"phase_time_s\": {");
+        for (size_t p = 0; p < phases.size(); ++p) {
+          absl::StrAppend(&json, p ? ", " : "");
+          checkpoint::json::appendJsonString(
+              json, phases[p].first.empty() ? "other" : phases[p].first);
+          absl::StrAppend(&json, ": ", format("%.6g", phases[p].second));
+        }
+        absl::StrAppend(&json, "}");
+      }
+      absl::StrAppend(&json, "}");
       metrics << json << std::endl;
       if (!metrics)
         return absl::InternalError(
