@@ -620,10 +620,11 @@ void Emitter::emitTrainStep() {
   Tensor lps = wrap(loop.getResult(2));
 
   // Reward on the decoded images, advantages over the global batch.
-  g_.setLocation("reward");
+  g_.setLocation("decode");
   std::vector<Tensor> decodeArgs{final};
   decodeArgs.insert(decodeArgs.end(), vaeParams.begin(), vaeParams.end());
   Tensor images = g_.call(*decode_, decodeArgs)[0];
+  g_.setLocation("reward");
   auto rewardCall = od::HostCallOp::create(
       b_, loc(), TypeRange{g_.tensorType({batch}, g_.f32())}, o_.reward,
       ValueRange{images.value()});
