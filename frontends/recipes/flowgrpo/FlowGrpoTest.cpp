@@ -1,0 +1,1283 @@
+//===- FlowGrpoTest.cpp - the FlowGRPO recipe's program, end to end -------===//
+//
+// Checks the training program buildProgram emits (docs/recipes.md,
+// shared/docs/flowgrpo.md) on a small `dit` without a decoder:
+//
+// - Layout: @init_state, @train_step's state arguments and results, the
+//   metrics, @velocity's and @loss's parameters agree by name and order.
+// - Compiled: one @train_step through omnic's pipeline and the CPU executor
+//   equals the float32 reference evaluator.
+// - Math: against a rollout rebuilt in this file from @velocity and
+//   runtime/flowgrpo (Philox noise, the schedule, sde_step), the rewards of
+//   runtime/train/rewards and the formulas of flowgrpo.md: the images, the
+//   SDE window, reward/advantage metrics and the on-policy loss.
+// - Gradients: the value_and_grad of @loss @train_step calls equals central
+//   finite differences (float64), with and without KL, with LoRA.
+// - A non-finite gradient norm skips the update bit for bit.
+// - CFG: @velocity with guidance g is v_u + g (v_c - v_u).
+//
+// The evaluator runs the module after omni-autodiff (it cannot evaluate
+// omni.value_and_grad itself); omnic's pipeline starts from the module as
+// emitted.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontends/recipes/flowgrpo/FlowGrpo.h"
+
+#include "compiler/codegen/CpuCodegen.h"
+#include "compiler/reference/Evaluator.h"
+#include "compiler/stepbin/StepWriter.h"
+#include "dialects/omni/OmniOps.h"
+#include "frontends/builder/TestUtil.h"
+#include "passes/Passes.h"
+#include "runtime/executor/Executor.h"
+#include "runtime/flowgrpo/Advantages.h"
+#include "runtime/flowgrpo/Philox.h"
+#include "runtime/flowgrpo/Schedule.h"
+#include "runtime/flowgrpo/SdeStep.h"
+#include "runtime/hal/drivers/Drivers.h"
+#include "runtime/loader/Program.h"
+#include "runtime/train/rewards/Rewards.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/PassManager.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <set>
+#include <sstream>
+
+using namespace mlir;
+using ::omni::DType;
+using ::omni::HostTensor;
+using ::omni::fe::Shape;
+namespace fg = ::omni::fe::flowgrpo;
+namespace fgr = ::omni::flowgrpo;
+namespace reference = ::omni::reference;
+using ::omni::fe::testing::randomF32;
+using ::omni::fe::testing::relativeError;
+using ::omni::fe::testing::valuesOf;
+
+namespace {
+
+/// Assigns the value of an absl::StatusOr or llvm::Expected, or fails.
+#define ASSERT_OK_AND_ASSIGN(lhs, expr)                                        \
+  auto lhs##OrError = (expr);                                                  \
+  ASSERT_TRUE(lhs##OrError.ok()) << lhs##OrError.status();                     \
+  auto lhs = std::move(*lhs##OrError)
+
+const std::vector<std::string> kMetrics = {
+    "loss",        "approx_kl",  "clipfrac",       "kl",        "reward_mean",
+    "reward_std",  "advantage_mean", "grad_norm",  "skipped"};
+constexpr int64_t kSeed = 7;
+
+//===----------------------------------------------------------------------===//
+// The fixture: programs from options, evaluation by name
+//===----------------------------------------------------------------------===//
+
+std::string num(double v) {
+  std::ostringstream os;
+  os.precision(17);
+  os << v;
+  return os.str();
+}
+
+/// One recipe request: a small dit (C x S x S latents, pooled text),
+/// `--decoder=none`, and the recipe options the tests vary.
+struct Recipe {
+  int64_t prompts = 2, group = 2, steps = 3, window = 1, windowLo = 0,
+          windowHi = 2, loraRank = 0;
+  double noiseLevel = 0.7, guidance = 1.0, beta = 0.0, clipRange = 1e-4;
+  std::string reward = "jpeg_compressibility";
+  std::vector<std::string> extra; // more key=value options
+  int64_t channels = 4, size = 8, pooledDim = 8;
+
+  int64_t batch() const { return prompts * group; }
+  Shape latent() const { return {channels, size, size}; }
+  int64_t sampleElements() const { return channels * size * size; }
+
+  fg::RecipeRequest request() const {
+    fg::RecipeRequest r;
+    r.model = "dit";
+    r.modelConfig = "tiny";
+    r.modelOverrides = {"sample_size=" + std::to_string(size),
+                        "in_channels=" + std::to_string(channels),
+                        "num_layers=1",
+                        "attention_head_dim=8",
+                        "num_attention_heads=2",
+                        "pooled_projection_dim=" + std::to_string(pooledDim)};
+    r.decoder = "";
+    r.options = {"prompts_per_iteration=" + std::to_string(prompts),
+                 "group_size=" + std::to_string(group),
+                 "steps=" + std::to_string(steps),
+                 "window=" + std::to_string(window),
+                 "window_lo=" + std::to_string(windowLo),
+                 "window_hi=" + std::to_string(windowHi),
+                 "lora_rank=" + std::to_string(loraRank),
+                 "noise_level=" + num(noiseLevel),
+                 "guidance_scale=" + num(guidance),
+                 "beta=" + num(beta),
+                 "clip_range=" + num(clipRange),
+                 "reward=" + reward};
+    r.options.insert(r.options.end(), extra.begin(), extra.end());
+    return r;
+  }
+};
+
+/// One MLIRContext for every test (the compiled fixture keeps its program
+/// across tests).
+MLIRContext &sharedContext() {
+  static MLIRContext *context = [] {
+    DialectRegistry registry;
+    mlir::omni::registerOmniDialects(registry);
+    mlir::omni::registerCpuCodegenDialects(registry);
+    auto *c = new MLIRContext(registry);
+    c->loadAllAvailableDialects();
+    return c;
+  }();
+  return *context;
+}
+
+struct Program {
+  Recipe setup;
+  /// As buildProgram emits it (what omnic compiles).
+  OwningOpRef<ModuleOp> module;
+  /// After omni-autodiff: what the reference evaluator runs.
+  OwningOpRef<ModuleOp> expanded;
+
+  func::FuncOp fn(StringRef name) const {
+    return expanded.get().lookupSymbol<func::FuncOp>(name);
+  }
+  func::FuncOp emitted(StringRef name) const {
+    return module.get().lookupSymbol<func::FuncOp>(name);
+  }
+  /// The number of state tensors (@init_state's results).
+  size_t numState() const { return fn("init_state").getNumResults(); }
+};
+
+absl::StatusOr<Program> buildProgram(const Recipe &setup) {
+  Program p;
+  p.setup = setup;
+  auto built = fg::buildProgram(sharedContext(), setup.request());
+  if (!built)
+    return absl::InvalidArgumentError(llvm::toString(built.takeError()));
+  p.module = std::move(*built);
+  p.expanded = p.module->clone();
+  PassManager pm(&sharedContext());
+  pm.addPass(mlir::omni::createOmniAutodiffPass());
+  if (failed(pm.run(*p.expanded)))
+    return absl::InternalError("omni-autodiff failed on the recipe's program");
+  return p;
+}
+
+std::vector<std::string> argNames(func::FuncOp f) {
+  std::vector<std::string> out;
+  for (unsigned i = 0; i < f.getNumArguments(); ++i) {
+    auto a = f.getArgAttrOfType<StringAttr>(i, "omni.name");
+    out.push_back(a ? a.str() : "");
+  }
+  return out;
+}
+
+std::vector<std::string> resultNames(func::FuncOp f) {
+  std::vector<std::string> out;
+  for (unsigned i = 0; i < f.getNumResults(); ++i) {
+    auto a = f.getResultAttrOfType<StringAttr>(i, "omni.name");
+    out.push_back(a ? a.str() : "");
+  }
+  return out;
+}
+
+using Named = std::map<std::string, HostTensor>;
+
+/// Results of `f` by their omni.name.
+Named byName(func::FuncOp f, const std::vector<HostTensor> &results) {
+  Named out;
+  std::vector<std::string> names = resultNames(f);
+  for (size_t i = 0; i < results.size() && i < names.size(); ++i)
+    out[names[i]] = results[i];
+  return out;
+}
+
+absl::StatusOr<std::vector<HostTensor>>
+evaluate(const Program &p, StringRef name, const std::vector<HostTensor> &args,
+         reference::Precision precision = reference::Precision::F64) {
+  reference::EvalOptions options;
+  options.precision = precision;
+  return reference::evaluateFunction(*p.expanded, name, args, options);
+}
+
+/// `f`'s arguments from `leading` followed by the named tensors of `named`
+/// for the remaining (named) arguments.
+absl::StatusOr<std::vector<HostTensor>>
+argsByName(func::FuncOp f, std::vector<HostTensor> leading,
+           const Named &named) {
+  std::vector<std::string> names = argNames(f);
+  for (size_t i = leading.size(); i < names.size(); ++i) {
+    auto it = named.find(names[i]);
+    if (it == named.end())
+      return absl::NotFoundError("no tensor for argument #" +
+                                 std::to_string(i) + " '" + names[i] +
+                                 "' of @" + f.getSymName().str());
+    leading.push_back(it->second);
+  }
+  return leading;
+}
+
+/// A float32-typed tensor holding `values` unrounded (the float64
+/// evaluator carries doubles in f32 tensors).
+HostTensor f32Exact(const Shape &shape, std::vector<double> values) {
+  HostTensor t = HostTensor::fromDoubles(DType::F64, shape, std::move(values));
+  t.relabel(DType::F32);
+  return t;
+}
+
+HostTensor i64(int64_t v) { return HostTensor::scalarInt(DType::I64, v); }
+
+/// Per-prompt pooled embeddings [P, Dp].
+HostTensor promptsOf(const Recipe &s, uint64_t seed = 11) {
+  return randomF32({s.prompts, s.pooledDim}, seed);
+}
+
+/// Repeats each prompt row G times: [P*G, Dp].
+HostTensor repeatGroups(const Recipe &s, const HostTensor &prompts) {
+  std::vector<double> v;
+  for (int64_t p = 0; p < s.prompts; ++p)
+    for (int64_t g = 0; g < s.group; ++g)
+      for (int64_t d = 0; d < s.pooledDim; ++d)
+        v.push_back(prompts.doubleAt(p * s.pooledDim + d));
+  return f32Exact({s.batch(), s.pooledDim}, v);
+}
+
+std::vector<HostTensor> trainArgs(const std::vector<HostTensor> &state,
+                                  int64_t iteration,
+                                  const HostTensor &prompts) {
+  std::vector<HostTensor> args = state;
+  args.push_back(i64(kSeed));
+  args.push_back(i64(iteration));
+  args.push_back(prompts);
+  return args;
+}
+
+double scalar(const Named &n, const std::string &name) {
+  auto it = n.find(name);
+  EXPECT_TRUE(it != n.end()) << "no result '" << name << "'";
+  return it == n.end() ? NAN : it->second.doubleAt(0);
+}
+
+/// Same dtype, shape and bits (as the tensor's own dtype stores them).
+bool bitEqual(const HostTensor &a, const HostTensor &b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape())
+    return false;
+  if (!a.isFloat())
+    return std::equal(a.ints().begin(), a.ints().end(), b.ints().begin());
+  for (int64_t i = 0; i < a.numElements(); ++i) {
+    if (a.dtype() == DType::F32) {
+      float x = static_cast<float>(a.floats()[i]),
+            y = static_cast<float>(b.floats()[i]);
+      if (std::memcmp(&x, &y, sizeof x))
+        return false;
+    } else if (std::memcmp(&a.floats()[i], &b.floats()[i], sizeof(double))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// An independent rollout (flowgrpo.md section 3, docs/recipes.md section 4)
+//===----------------------------------------------------------------------===//
+
+/// The window start the recipe draws: lo + floor(u (hi - W - lo + 1)),
+/// u = uniform(seed, n (N+2) + N + 1); 0 without a window.
+int64_t windowStart(const Recipe &s, int64_t iteration) {
+  if (s.window == 0)
+    return 0;
+  float u = fgr::philoxUniformAt(kSeed, iteration * (s.steps + 2) + s.steps + 1,
+                                 0);
+  int64_t choices = s.windowHi - s.window - s.windowLo + 1;
+  int64_t pick = std::min<int64_t>(
+      static_cast<int64_t>(std::floor(static_cast<double>(u) * choices)),
+      choices - 1);
+  return s.windowLo + pick;
+}
+
+struct Rollout {
+  int64_t start = 0, end = 0;
+  std::vector<double> xs;     // [N+1, B, C, H, W]
+  std::vector<double> lps;    // [N, B], zero outside the window
+  std::vector<double> images; // [B, 3, H, W]
+};
+
+/// Samples with @velocity (float64 evaluator) and runtime/flowgrpo's
+/// sde_step: SDE with `noiseLevel` at steps [start, start + W) (all but the
+/// last with W = 0), Euler elsewhere; images = logistic(x_N[:, :3]).
+absl::StatusOr<Rollout> rollout(const Program &p, const Named &state,
+                                const HostTensor &prompts, int64_t iteration,
+                                int64_t start) {
+  const Recipe &s = p.setup;
+  int64_t B = s.batch(), n = s.sampleElements(), N = s.steps;
+  Rollout r;
+  r.start = start;
+  r.end = s.window > 0 ? start + s.window : N - 1;
+  absl::StatusOr<std::vector<float>> sigmas = fgr::staticShiftSigmas(N, 3.0);
+  if (!sigmas.ok())
+    return sigmas.status();
+  std::vector<float> timesteps = fgr::timestepsFromSigmas(*sigmas);
+  int64_t base = iteration * (N + 2);
+  std::vector<float> draw(B * n);
+  fgr::philoxNormal(kSeed, base, 0, draw.data(), B * n);
+  std::vector<double> x(draw.begin(), draw.end());
+  r.lps.assign(N * B, 0.0);
+  HostTensor pooled = repeatGroups(s, prompts);
+  Shape xShape = s.latent();
+  xShape.insert(xShape.begin(), B);
+  for (int64_t i = 0; i < N; ++i) {
+    r.xs.insert(r.xs.end(), x.begin(), x.end());
+    absl::StatusOr<std::vector<HostTensor>> args = argsByName(
+        p.fn("velocity"),
+        {f32Exact(xShape, x),
+         f32Exact({B}, std::vector<double>(B, timesteps[i])), pooled},
+        state);
+    if (!args.ok())
+      return args.status();
+    absl::StatusOr<std::vector<HostTensor>> v = evaluate(p, "velocity", *args);
+    if (!v.ok())
+      return v.status();
+    fgr::philoxNormal(kSeed, base + 1 + i, 0, draw.data(), B * n);
+    std::vector<double> noise(draw.begin(), draw.end());
+    bool inWindow = i >= r.start && i < r.end;
+    fgr::SdeStepOptions o;
+    o.type = fgr::SdeType::Sde;
+    o.noiseLevel = inWindow ? s.noiseLevel : 0.0;
+    std::vector<double> vv = valuesOf((*v)[0]);
+    auto step = fgr::sdeStepWithNoise<double>(*sigmas, i, o, B, x, vv, noise);
+    if (!step.ok())
+      return step.status();
+    x = step->next;
+    if (inWindow)
+      for (int64_t b = 0; b < B; ++b)
+        r.lps[i * B + b] = step->logProb[b];
+  }
+  r.xs.insert(r.xs.end(), x.begin(), x.end());
+  int64_t hw = s.size * s.size;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t c = 0; c < 3; ++c)
+      for (int64_t k = 0; k < hw; ++k)
+        r.images.push_back(1.0 / (1.0 + std::exp(-x[(b * s.channels + c) * hw + k])));
+  return r;
+}
+
+/// @loss's arguments: the named state, then the rollout's tensors.
+absl::StatusOr<std::vector<HostTensor>>
+lossArgs(const Program &p, const Named &state, const Rollout &r,
+         const std::vector<double> &oldLps, const std::vector<double> &adv,
+         const HostTensor &prompts) {
+  const Recipe &s = p.setup;
+  Named named = state;
+  Shape xs = s.latent();
+  xs.insert(xs.begin(), {s.steps + 1, s.batch()});
+  named["xs"] = f32Exact(xs, r.xs);
+  named["old_log_probs"] = f32Exact({s.steps, s.batch()}, oldLps);
+  named["advantages"] = f32Exact({s.batch()}, adv);
+  named["window_start"] = i64(r.start);
+  named["pooled"] = repeatGroups(s, prompts);
+  return argsByName(p.fn("loss"), {}, named);
+}
+
+class RecipeTest : public ::testing::Test {
+protected:
+  /// @init_state(seed 7) in float64, as a list and by name.
+  static void init(const Program &p, std::vector<HostTensor> &state,
+                   Named &named,
+                   reference::Precision precision = reference::Precision::F64) {
+    ASSERT_OK_AND_ASSIGN(out, evaluate(p, "init_state", {i64(kSeed)}, precision));
+    state = out;
+    named = byName(p.fn("init_state"), out);
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// 1. The state layout
+//===----------------------------------------------------------------------===//
+
+bool isAdapter(const std::string &name) {
+  return name.find(".lora_A.") != std::string::npos ||
+         name.find(".lora_B.") != std::string::npos;
+}
+
+TEST_F(RecipeTest, StateLayoutAgreesAcrossFunctions) {
+  for (auto [beta, lora] : std::vector<std::pair<double, int64_t>>{
+           {0.0, 0}, {0.04, 0}, {0.04, 2}}) {
+    SCOPED_TRACE("beta " + num(beta) + ", lora_rank " + std::to_string(lora));
+    Recipe s;
+    s.beta = beta;
+    s.loraRank = lora;
+    ASSERT_OK_AND_ASSIGN(p, buildProgram(s));
+    func::FuncOp init = p.emitted("init_state"), step = p.emitted("train_step"),
+                 velocity = p.emitted("velocity"), loss = p.emitted("loss");
+    ASSERT_TRUE(init && step && velocity && loss);
+    EXPECT_TRUE(init.isPublic() && step.isPublic());
+    EXPECT_TRUE(velocity.isPrivate() && loss.isPrivate());
+
+    std::vector<std::string> state = resultNames(init);
+    size_t K = state.size();
+    std::vector<std::string> args = argNames(step), results = resultNames(step);
+    ASSERT_EQ(args.size(), K + 3);
+    ASSERT_EQ(results.size(), K + kMetrics.size() + 1);
+    for (size_t i = 0; i < K; ++i) {
+      EXPECT_EQ(args[i], state[i]) << "argument " << i;
+      EXPECT_EQ(results[i], state[i]) << "result " << i;
+      EXPECT_TRUE(step.getArgumentTypes()[i] == init.getResultTypes()[i]) << i;
+      EXPECT_TRUE(step.getResultTypes()[i] == init.getResultTypes()[i]) << i;
+    }
+    EXPECT_EQ(std::vector<std::string>(args.begin() + K, args.end()),
+              (std::vector<std::string>{"seed", "iteration",
+                                        "pooled_prompt_embeds"}));
+    Builder b(&sharedContext());
+    EXPECT_TRUE(step.getArgumentTypes()[K + 2] ==
+                RankedTensorType::get({s.prompts, s.pooledDim},
+                                      b.getF32Type()));
+    for (size_t m = 0; m < kMetrics.size(); ++m) {
+      EXPECT_EQ(results[K + m], kMetrics[m]);
+      EXPECT_TRUE(step.getResultTypes()[K + m] ==
+                  RankedTensorType::get({}, b.getF32Type()))
+          << kMetrics[m];
+    }
+    EXPECT_EQ(results.back(), "images");
+    EXPECT_TRUE(step.getResultTypes().back() ==
+                RankedTensorType::get({s.batch(), 3, s.size, s.size},
+                                      b.getF32Type()));
+
+    // The blocks: parameters, [ref], m, v, step.
+    std::vector<std::string> params, trainable;
+    size_t i = 0;
+    for (; i < K && state[i].rfind("transformer.", 0) == 0; ++i) {
+      params.push_back(state[i]);
+      if (!lora || isAdapter(state[i]))
+        trainable.push_back(state[i]);
+    }
+    ASSERT_FALSE(trainable.empty());
+    std::vector<std::string> want = params;
+    if (beta > 0 && !lora)
+      for (const std::string &t : trainable)
+        want.push_back("ref." + t);
+    for (const char *moment : {"adamw.m.", "adamw.v."})
+      for (const std::string &t : trainable)
+        want.push_back(moment + t);
+    want.push_back("adamw.step");
+    EXPECT_EQ(state, want);
+    EXPECT_TRUE(init.getResultTypes().back() ==
+                RankedTensorType::get({}, b.getI64Type()));
+
+    if (lora) {
+      // Adapters on the four attention projections of the one block, right
+      // after their layer's weight and bias; no optimizer state (so no
+      // gradient) for any base weight.
+      EXPECT_EQ(trainable.size(), 8u);
+      for (const char *layer : {"to_q", "to_k", "to_v", "to_out.0"}) {
+        std::string path =
+            std::string("transformer.transformer_blocks.0.attn.") + layer;
+        size_t at = std::find(state.begin(), state.end(), path + ".bias") -
+                    state.begin();
+        ASSERT_LT(at + 2, K) << path;
+        EXPECT_EQ(state[at + 1], path + ".lora_A.weight");
+        EXPECT_EQ(state[at + 2], path + ".lora_B.weight");
+        EXPECT_EQ(std::count(state.begin(), state.end(),
+                             "adamw.m." + path + ".weight"),
+                  0);
+      }
+    }
+
+    // @velocity takes every model parameter in state order; @loss the
+    // trainable ones first, then the frozen ones, then the reference copy.
+    std::vector<std::string> vArgs = argNames(velocity);
+    EXPECT_EQ(std::vector<std::string>(vArgs.begin() + 3, vArgs.end()), params);
+    std::vector<std::string> wantLoss = trainable;
+    for (const std::string &q : params)
+      if (lora && !isAdapter(q))
+        wantLoss.push_back(q);
+    if (beta > 0 && !lora)
+      for (const std::string &t : trainable)
+        wantLoss.push_back("ref." + t);
+    for (const char *a :
+         {"xs", "old_log_probs", "advantages", "window_start", "pooled"})
+      wantLoss.push_back(a);
+    EXPECT_EQ(argNames(loss), wantLoss);
+  }
+}
+
+TEST_F(RecipeTest, BadOptionsAreOneLineErrors) {
+  auto error = [](const Recipe &s) {
+    auto built = fg::buildProgram(sharedContext(), s.request());
+    if (built)
+      return std::string("(built)");
+    return llvm::toString(built.takeError());
+  };
+  Recipe s;
+  s.windowHi = 3; // the last step (N-1 = 2) would be trainable
+  EXPECT_NE(error(s).find("window_lo/window_hi"), std::string::npos)
+      << error(s);
+  s = Recipe();
+  s.guidance = 0.5;
+  EXPECT_NE(error(s).find("guidance_scale"), std::string::npos) << error(s);
+  s = Recipe();
+  s.extra = {"windw=3"};
+  EXPECT_NE(error(s).find("unknown key 'windw'"), std::string::npos)
+      << error(s);
+  s = Recipe();
+  s.channels = 2; // no decoder: the image is the first 3 channels
+  EXPECT_NE(error(s).find("first 3 channels"), std::string::npos) << error(s);
+}
+
+//===----------------------------------------------------------------------===//
+// 2. Compiled (omnic's pipeline, CPU executor) vs the evaluator, and
+// 5. the non-finite skip on both
+//===----------------------------------------------------------------------===//
+
+class CompiledRecipeTest : public RecipeTest {
+protected:
+  /// beta > 0 so the reference copy and the KL path are compiled too; the
+  /// brightness reward so the rewards do not hinge on how the last bits of
+  /// the images round to u8 (the JPEG host call is compared bit for bit in
+  /// compiler/driver/DifferentialTest.cpp).
+  static Recipe setup() {
+    Recipe s;
+    s.beta = 0.04;
+    s.reward = "brightness";
+    return s;
+  }
+
+  static void SetUpTestSuite() {
+    auto built = buildProgram(setup());
+    if (!built.ok()) {
+      *error = built.status().ToString();
+      return;
+    }
+    program = new Program(std::move(*built));
+    OwningOpRef<ModuleOp> copy = program->module->clone();
+    PassManager pm(&sharedContext(), ModuleOp::getOperationName());
+    mlir::omni::buildOmniPipeline(pm);
+    if (failed(pm.run(*copy))) {
+      *error = "omni-pipeline failed";
+      return;
+    }
+    FailureOr<mlir::omni::CpuExecutable> exe =
+        mlir::omni::compileFusionsForCpu(*copy, mlir::omni::CpuTarget{});
+    if (failed(exe)) {
+      *error = "CPU codegen failed";
+      return;
+    }
+    FailureOr<std::vector<uint8_t>> bytes =
+        mlir::omni::writeStepBin(*copy, *exe, "FlowGrpoTest");
+    if (failed(bytes)) {
+      *error = "writing step.bin failed";
+      return;
+    }
+    auto loaded = ::omni::loader::Program::loadBytes(absl::string_view(
+        reinterpret_cast<const char *>(bytes->data()), bytes->size()));
+    if (!loaded.ok()) {
+      *error = loaded.status().ToString();
+      return;
+    }
+    auto created = ::omni::hal::builtinDrivers().createDevice("cpu", {});
+    if (!created.ok()) {
+      *error = created.status().ToString();
+      return;
+    }
+    device = created->release();
+    auto made = ::omni::executor::Executor::create(*loaded, *device);
+    if (!made.ok()) {
+      *error = made.status().ToString();
+      return;
+    }
+    executor = made->release();
+  }
+
+  static void TearDownTestSuite() {
+    delete executor;
+    delete device;
+    delete program;
+    executor = nullptr;
+    device = nullptr;
+    program = nullptr;
+  }
+
+  void SetUp() override {
+    ASSERT_TRUE(executor) << "compiling the recipe's program: " << *error;
+  }
+
+  static inline Program *program = nullptr;
+  static inline ::omni::hal::Device *device = nullptr;
+  static inline ::omni::executor::Executor *executor = nullptr;
+  static inline std::string *error = new std::string("not compiled");
+};
+
+TEST_F(CompiledRecipeTest, OneIterationMatchesTheFloat32Evaluator) {
+  const Program &p = *program;
+  std::vector<HostTensor> state;
+  Named named;
+  ASSERT_NO_FATAL_FAILURE(init(p, state, named, reference::Precision::F32));
+  // Random numbers: the initial state is bit-identical.
+  ASSERT_OK_AND_ASSIGN(compiledInit, executor->run("init_state", {i64(kSeed)}));
+  ASSERT_EQ(compiledInit.size(), state.size());
+  for (size_t i = 0; i < state.size(); ++i)
+    EXPECT_TRUE(bitEqual(compiledInit[i], state[i])) << "state " << i;
+
+  std::vector<HostTensor> args = trainArgs(state, 0, promptsOf(p.setup));
+  ASSERT_OK_AND_ASSIGN(want, evaluate(p, "train_step", args,
+                                      reference::Precision::F32));
+  ASSERT_OK_AND_ASSIGN(got, executor->run("train_step", args));
+  ASSERT_EQ(got.size(), want.size());
+  std::vector<std::string> names = resultNames(p.fn("train_step"));
+  Named w = byName(p.fn("train_step"), want);
+  // Not a vacuous comparison: an update happened, with a KL reference.
+  EXPECT_EQ(scalar(w, "skipped"), 0.0);
+  EXPECT_EQ(w["adamw.step"].intAt(0), 1);
+  EXPECT_GT(scalar(w, "grad_norm"), 0.0);
+  EXPECT_GT(scalar(w, "reward_std"), 0.0);
+  // A gradient that is zero in exact arithmetic is rounding noise on both
+  // sides: the bias of to_k (softmax over the keys ignores a shift shared
+  // by every key), about 1e-10 of the largest gradient here where every
+  // other parameter's is above 1e-3 of it. AdamW's first step turns any
+  // nonzero noise into +-lr, so there the parameters may differ by 2 lr
+  // and the moments are not compared.
+  auto maxAbs = [](const HostTensor &t) {
+    double m = 0;
+    for (double v : t.floats())
+      m = std::max(m, std::abs(v));
+    return m;
+  };
+  double gScale = 0;
+  for (size_t r = 0; r < want.size(); ++r)
+    if (names[r].rfind("adamw.m.", 0) == 0)
+      gScale = std::max(gScale, maxAbs(want[r]));
+  std::set<std::string> noise;
+  for (size_t r = 0; r < want.size(); ++r)
+    if (names[r].rfind("adamw.m.", 0) == 0 &&
+        maxAbs(want[r]) <= 1e-6 * gScale) {
+      noise.insert(names[r].substr(8));
+      EXPECT_LE(maxAbs(got[r]), 1e-6 * gScale) << names[r];
+    }
+  EXPECT_EQ(noise, (std::set<std::string>{
+                       "transformer.transformer_blocks.0.attn.to_k.bias"}));
+  const double lr = 1e-3;
+  // Elsewhere elementwise |got - want| <= 1e-4 |want| + 1e-6 (rollout,
+  // loss and gradient are float32 chains rounded in another order); the
+  // moments relative to their tensor's scale.
+  for (size_t r = 0; r < want.size(); ++r) {
+    SCOPED_TRACE("result " + std::to_string(r) + " '" + names[r] + "'");
+    ASSERT_EQ(got[r].shape(), want[r].shape());
+    ASSERT_EQ(got[r].dtype(), want[r].dtype());
+    if (!want[r].isFloat()) {
+      EXPECT_TRUE(bitEqual(got[r], want[r]));
+      continue;
+    }
+    bool isMoment = names[r].rfind("adamw.", 0) == 0;
+    std::string param = isMoment ? names[r].substr(8) : names[r];
+    if (noise.count(param)) {
+      if (!isMoment) {
+        EXPECT_LE(relativeError(got[r], valuesOf(want[r])) * maxAbs(want[r]),
+                  2 * lr * (1 + 1e-3));
+      }
+      continue;
+    }
+    if (isMoment) {
+      EXPECT_LE(relativeError(got[r], valuesOf(want[r])), 1e-4);
+      continue;
+    }
+    int bad = 0;
+    for (int64_t i = 0; i < want[r].numElements(); ++i) {
+      double g = got[r].floats()[i], x = want[r].floats()[i];
+      if (!(std::abs(g - x) <= 1e-4 * std::abs(x) + 1e-6) && bad++ < 3)
+        ADD_FAILURE() << "element " << i << ": compiled " << g
+                      << ", evaluator " << x;
+    }
+    EXPECT_EQ(bad, 0);
+  }
+}
+
+TEST_F(CompiledRecipeTest, NonFiniteGradientNormSkipsTheUpdate) {
+  const Program &p = *program;
+  size_t K = p.numState();
+  std::vector<HostTensor> state0;
+  Named named;
+  ASSERT_NO_FATAL_FAILURE(init(p, state0, named, reference::Precision::F32));
+  HostTensor prompts = promptsOf(p.setup);
+  // One ordinary update first, so the moments and the step are not zero.
+  ASSERT_OK_AND_ASSIGN(first, evaluate(p, "train_step",
+                                       trainArgs(state0, 0, prompts),
+                                       reference::Precision::F32));
+  std::vector<HostTensor> state1(first.begin(), first.begin() + K);
+  ASSERT_EQ(byName(p.fn("train_step"), first)["adamw.step"].intAt(0), 1);
+
+  std::vector<std::string> names = resultNames(p.fn("init_state"));
+  auto indexOf = [&](const std::string &name) {
+    return std::find(names.begin(), names.end(), name) - names.begin();
+  };
+  // A NaN or an infinity in the frozen KL reference: the rollout (hence
+  // the images and the reward) is untouched, the KL term and with it the
+  // gradient are not finite.
+  size_t ref = indexOf("ref.transformer.proj_out.bias");
+  ASSERT_LT(ref, K);
+  using Run = std::function<absl::StatusOr<std::vector<HostTensor>>(
+      const std::vector<HostTensor> &)>;
+  std::vector<std::pair<std::string, Run>> runners = {
+      {"evaluator",
+       [&](const std::vector<HostTensor> &a) {
+         return evaluate(p, "train_step", a, reference::Precision::F32);
+       }},
+      {"compiled",
+       [&](const std::vector<HostTensor> &a) {
+         return executor->run("train_step", a);
+       }}};
+  for (double poison : {std::numeric_limits<double>::quiet_NaN(),
+                        std::numeric_limits<double>::infinity()}) {
+    std::vector<HostTensor> bad = state1;
+    bad[ref].floats()[1] = poison;
+    for (auto &[runner, run] : runners) {
+      SCOPED_TRACE(runner + ", poison " + num(poison));
+      ASSERT_OK_AND_ASSIGN(out, run(trainArgs(bad, 1, prompts)));
+      Named n = byName(p.fn("train_step"), out);
+      EXPECT_EQ(scalar(n, "skipped"), 1.0);
+      EXPECT_FALSE(std::isfinite(scalar(n, "grad_norm")));
+      EXPECT_FALSE(std::isfinite(scalar(n, "kl")));
+      for (double v : n["images"].floats())
+        ASSERT_TRUE(std::isfinite(v));
+      for (size_t i = 0; i < K; ++i)
+        EXPECT_TRUE(bitEqual(out[i], bad[i])) << "state '" << names[i] << "'";
+    }
+  }
+  // The control: the same state without the poison is updated.
+  for (auto &[runner, run] : runners) {
+    SCOPED_TRACE(runner);
+    ASSERT_OK_AND_ASSIGN(out, run(trainArgs(state1, 1, prompts)));
+    Named n = byName(p.fn("train_step"), out);
+    EXPECT_EQ(scalar(n, "skipped"), 0.0);
+    EXPECT_EQ(n["adamw.step"].intAt(0), 2);
+    EXPECT_FALSE(bitEqual(n["transformer.proj_out.weight"],
+                          state1[indexOf("transformer.proj_out.weight")]));
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// 3. The math, in float64, against the rebuilt rollout
+//===----------------------------------------------------------------------===//
+
+/// Runs @train_step (float64) and checks it against `rollout` and the
+/// formulas; returns its named results.
+void checkIteration(const Program &p, const std::vector<HostTensor> &state,
+                    const Named &named, int64_t iteration, Named &results) {
+  const Recipe &s = p.setup;
+  HostTensor prompts = promptsOf(s);
+  ASSERT_OK_AND_ASSIGN(out, evaluate(p, "train_step",
+                                     trainArgs(state, iteration, prompts)));
+  results = byName(p.fn("train_step"), out);
+  const HostTensor &images = results["images"];
+
+  // The images are the rebuilt rollout's with the drawn window start.
+  int64_t start = windowStart(s, iteration);
+  ASSERT_OK_AND_ASSIGN(r, rollout(p, named, prompts, iteration, start));
+  EXPECT_LE(relativeError(images, r.images), 1e-12);
+
+  // Rewards: the registered reward on the images, then flowgrpo.md 5.
+  std::vector<float> pixels(images.floats().begin(), images.floats().end());
+  ::omni::rewards::ImageBatch batch{pixels.data(), images.shape()};
+  ASSERT_OK_AND_ASSIGN(rewards, ::omni::rewards::computeReward(s.reward, batch));
+  std::vector<double> rw(rewards.begin(), rewards.end());
+  double mean = std::accumulate(rw.begin(), rw.end(), 0.0) / rw.size(), var = 0;
+  for (double x : rw)
+    var += (x - mean) * (x - mean) / rw.size();
+  EXPECT_NEAR(scalar(results, "reward_mean"), mean, 1e-12 * std::abs(mean));
+  EXPECT_NEAR(scalar(results, "reward_std"), std::sqrt(var),
+              1e-9 * std::sqrt(var) + 1e-15);
+  fgr::AdvantageOptions ao;
+  ao.groupSize = s.group;
+  ASSERT_OK_AND_ASSIGN(adv, fgr::groupAdvantages<double>(rw, ao));
+  double advMean = 0, clampedMean = 0, advScale = 1e-30;
+  for (double a : adv) {
+    advMean += a / adv.size();
+    clampedMean += std::clamp(a, -5.0, 5.0) / adv.size();
+    advScale = std::max(advScale, std::abs(a));
+  }
+  EXPECT_NEAR(scalar(results, "advantage_mean"), advMean, 1e-9 * advScale);
+  // On-policy (one update per rollout, same weights): r == 1.
+  EXPECT_NEAR(scalar(results, "loss"), -clampedMean, 1e-9 * advScale);
+  EXPECT_NEAR(scalar(results, "loss"), -scalar(results, "advantage_mean"),
+              1e-9 * advScale);
+  EXPECT_LE(scalar(results, "approx_kl"), 1e-24);
+  EXPECT_EQ(scalar(results, "clipfrac"), 0.0);
+  EXPECT_EQ(scalar(results, "kl"), 0.0);
+  EXPECT_EQ(scalar(results, "skipped"), 0.0);
+  EXPECT_TRUE(std::isfinite(scalar(results, "grad_norm")));
+}
+
+TEST_F(RecipeTest, OnPolicyIterationMatchesTheFormulas) {
+  Recipe s; // N = 3, W = 1 in [0, 2), jpeg_compressibility
+  ASSERT_OK_AND_ASSIGN(p, buildProgram(s));
+  std::vector<HostTensor> state;
+  Named named;
+  ASSERT_NO_FATAL_FAILURE(init(p, state, named));
+  Named results;
+  ASSERT_NO_FATAL_FAILURE(checkIteration(p, state, named, 0, results));
+  EXPECT_GT(scalar(results, "reward_std"), 0.0)
+      << "the images should get different JPEG sizes";
+  EXPECT_GT(scalar(results, "grad_norm"), 0.0);
+
+  // @loss on the rebuilt rollout with the rollout's own log-probs and
+  // advantages that do not average to 0: L = -mean(clamp(A, +-5)).
+  HostTensor prompts = promptsOf(s);
+  ASSERT_OK_AND_ASSIGN(r, rollout(p, named, prompts, 0, windowStart(s, 0)));
+  std::vector<double> adv = {1.0, -2.0, 6.0, 0.5};
+  ASSERT_OK_AND_ASSIGN(args, lossArgs(p, named, r, r.lps, adv, prompts));
+  ASSERT_OK_AND_ASSIGN(loss, evaluate(p, "loss", args));
+  EXPECT_NEAR(loss[0].doubleAt(0), -(1.0 - 2.0 + 5.0 + 0.5) / 4, 1e-12);
+  EXPECT_LE(loss[1].doubleAt(0), 1e-24);
+  EXPECT_EQ(loss[2].doubleAt(0), 0.0);
+  EXPECT_EQ(loss[3].doubleAt(0), 0.0);
+  // The window's log-probs are real (not the Euler step's zeros), so
+  // shifting the old ones moves the ratio: every sample leaves the clip
+  // range of 1e-4.
+  std::vector<double> shifted = r.lps;
+  for (double &v : shifted)
+    v -= 1e-3;
+  ASSERT_OK_AND_ASSIGN(args2, lossArgs(p, named, r, shifted, adv, prompts));
+  ASSERT_OK_AND_ASSIGN(loss2, evaluate(p, "loss", args2));
+  EXPECT_EQ(loss2[2].doubleAt(0), 1.0);
+  EXPECT_NEAR(loss2[1].doubleAt(0), 0.5e-6, 1e-12);
+  for (int64_t b = 0; b < s.batch(); ++b)
+    EXPECT_NE(r.lps[r.start * s.batch() + b], 0.0);
+}
+
+TEST_F(RecipeTest, WindowStartIsDrawnInRangeAndSeenInTheImages) {
+  // N = 4, W = 1, starts 1..2: for each iteration, the images match
+  // exactly one candidate window among 0..3, the drawn one.
+  Recipe s;
+  s.steps = 4;
+  s.windowLo = 1;
+  s.windowHi = 3;
+  ASSERT_OK_AND_ASSIGN(p, buildProgram(s));
+  std::vector<HostTensor> state;
+  Named named;
+  ASSERT_NO_FATAL_FAILURE(init(p, state, named));
+  HostTensor prompts = promptsOf(s);
+  std::set<int64_t> seen;
+  for (int64_t iteration = 0; iteration < 6; ++iteration) {
+    SCOPED_TRACE("iteration " + std::to_string(iteration));
+    ASSERT_OK_AND_ASSIGN(out, evaluate(p, "train_step",
+                                       trainArgs(state, iteration, prompts)));
+    Named n = byName(p.fn("train_step"), out);
+    const HostTensor &images = n["images"];
+    std::vector<int64_t> matches;
+    for (int64_t start = 0; start + s.window <= s.steps; ++start) {
+      ASSERT_OK_AND_ASSIGN(r, rollout(p, named, prompts, iteration, start));
+      if (relativeError(images, r.images) <= 1e-12)
+        matches.push_back(start);
+    }
+    ASSERT_EQ(matches.size(), 1u);
+    EXPECT_EQ(matches[0], windowStart(s, iteration));
+    EXPECT_GE(matches[0], s.windowLo);
+    EXPECT_LE(matches[0], s.windowHi - s.window);
+    seen.insert(matches[0]);
+  }
+  EXPECT_EQ(seen.size(), 2u) << "both starts should occur in 6 iterations";
+}
+
+TEST_F(RecipeTest, WindowZeroTrainsEveryStepButTheLast) {
+  Recipe s;
+  s.window = 0;
+  s.steps = 3;
+  ASSERT_OK_AND_ASSIGN(p, buildProgram(s));
+  std::vector<HostTensor> state;
+  Named named;
+  ASSERT_NO_FATAL_FAILURE(init(p, state, named));
+  Named results;
+  ASSERT_NO_FATAL_FAILURE(checkIteration(p, state, named, 1, results));
+  // Both trained steps enter the loss: dropping either one's old log-prob
+  // by 1e-3 gives approx_kl = (1e-6 / 2) / 2.
+  HostTensor prompts = promptsOf(s);
+  ASSERT_OK_AND_ASSIGN(r, rollout(p, named, prompts, 0, 0));
+  EXPECT_EQ(r.end, 2);
+  for (int64_t j = 0; j < 2; ++j) {
+    std::vector<double> old = r.lps;
+    for (int64_t b = 0; b < s.batch(); ++b)
+      old[j * s.batch() + b] -= 1e-3;
+    ASSERT_OK_AND_ASSIGN(args, lossArgs(p, named, r, old,
+                                        std::vector<double>(s.batch(), 1.0),
+                                        prompts));
+    ASSERT_OK_AND_ASSIGN(loss, evaluate(p, "loss", args));
+    EXPECT_NEAR(loss[1].doubleAt(0), 0.25e-6, 1e-12) << "step " << j;
+    EXPECT_EQ(loss[2].doubleAt(0), 0.5) << "step " << j;
+  }
+}
+
+TEST_F(RecipeTest, NoiseLevelZeroIsDeterministicWithZeroLogProbs) {
+  Recipe s;
+  s.noiseLevel = 0.0;
+  ASSERT_OK_AND_ASSIGN(p, buildProgram(s));
+  std::vector<HostTensor> state;
+  Named named;
+  ASSERT_NO_FATAL_FAILURE(init(p, state, named));
+  Named results;
+  // checkIteration compares with the all-Euler rollout (a = 0 in the
+  // window too).
+  ASSERT_NO_FATAL_FAILURE(checkIteration(p, state, named, 0, results));
+  // No log-probability: nothing to differentiate, and no NaN either.
+  EXPECT_EQ(scalar(results, "grad_norm"), 0.0);
+  HostTensor prompts = promptsOf(s);
+  // @loss recomputes log-probs of exactly 0 (old ones 0): r = 1.
+  ASSERT_OK_AND_ASSIGN(r, rollout(p, named, prompts, 0, windowStart(s, 0)));
+  ASSERT_OK_AND_ASSIGN(args, lossArgs(p, named, r,
+                                      std::vector<double>(r.lps.size(), 0.0),
+                                      {1.0, -2.0, 6.0, 0.5}, prompts));
+  ASSERT_OK_AND_ASSIGN(loss, evaluate(p, "loss", args));
+  EXPECT_EQ(loss[0].doubleAt(0), -1.125);
+  EXPECT_EQ(loss[1].doubleAt(0), 0.0);
+  EXPECT_EQ(loss[2].doubleAt(0), 0.0);
+  // The images do not depend on the step noise or the window: the
+  // program with W = 0 (every step but the last in the window) samples
+  // the same images from the same x_0.
+  Recipe all = s;
+  all.window = 0;
+  ASSERT_OK_AND_ASSIGN(pa, buildProgram(all));
+  ASSERT_OK_AND_ASSIGN(out, evaluate(pa, "train_step",
+                                     trainArgs(state, 0, prompts)));
+  EXPECT_TRUE(byName(pa.fn("train_step"), out)["images"] == results["images"]);
+  EXPECT_EQ(scalar(byName(pa.fn("train_step"), out), "grad_norm"), 0.0);
+}
+
+//===----------------------------------------------------------------------===//
+// 4. Gradients against finite differences
+//===----------------------------------------------------------------------===//
+
+/// @loss's four results by flowgrpo.md section 6, from @velocity and
+/// runtime/flowgrpo's sde_step: (loss, approx_kl, clipfrac, kl). The KL
+/// reference is `ref.<name>` where the state has it, else the weights with
+/// every lora_B zero.
+absl::StatusOr<std::array<double, 4>>
+lossByFormula(const Program &p, const Named &state, const Rollout &r,
+              const std::vector<double> &old, const std::vector<double> &adv,
+              const HostTensor &prompts, bool exactKl) {
+  const Recipe &s = p.setup;
+  int64_t B = s.batch(), n = s.sampleElements();
+  int64_t T = s.window > 0 ? s.window : s.steps - 1;
+  absl::StatusOr<std::vector<float>> sigmas = fgr::staticShiftSigmas(s.steps);
+  if (!sigmas.ok())
+    return sigmas.status();
+  std::vector<float> timesteps = fgr::timestepsFromSigmas(*sigmas);
+  Named ref = state;
+  for (auto &[name, t] : ref) {
+    auto copy = state.find("ref." + name);
+    if (copy != state.end())
+      t = copy->second;
+    else if (name.find(".lora_B.") != std::string::npos)
+      t = HostTensor(t.dtype(), t.shape());
+  }
+  Shape xShape = s.latent();
+  xShape.insert(xShape.begin(), B);
+  HostTensor pooled = repeatGroups(s, prompts);
+  std::array<double, 4> sum = {0, 0, 0, 0};
+  for (int64_t k = 0; k < T; ++k) {
+    int64_t j = r.start + k;
+    std::vector<double> x(r.xs.begin() + j * B * n,
+                          r.xs.begin() + (j + 1) * B * n),
+        next(r.xs.begin() + (j + 1) * B * n, r.xs.begin() + (j + 2) * B * n);
+    fgr::SdeStepOptions o;
+    o.noiseLevel = s.noiseLevel;
+    std::vector<std::vector<double>> means;
+    std::vector<double> lp;
+    double stdv = 0;
+    for (const Named *weights : std::array<const Named *, 2>{&state, &ref}) {
+      auto args = argsByName(
+          p.fn("velocity"),
+          {f32Exact(xShape, x),
+           f32Exact({B}, std::vector<double>(B, timesteps[j])), pooled},
+          *weights);
+      if (!args.ok())
+        return args.status();
+      auto v = evaluate(p, "velocity", *args);
+      if (!v.ok())
+        return v.status();
+      auto step = fgr::sdeStepWithNext<double>(*sigmas, j, o, B, x,
+                                               valuesOf((*v)[0]), next);
+      if (!step.ok())
+        return step.status();
+      means.push_back(step->mean);
+      if (weights == &state) {
+        lp = step->logProb;
+        stdv = step->std;
+      }
+    }
+    double dt = double((*sigmas)[j + 1]) - double((*sigmas)[j]);
+    double pg = 0, akl = 0, cf = 0, kl = 0;
+    for (int64_t b = 0; b < B; ++b) {
+      double ratio = std::exp(lp[b] - old[j * B + b]);
+      double a = std::clamp(adv[b], -5.0, 5.0), c = s.clipRange;
+      pg += std::max(-a * ratio, -a * std::clamp(ratio, 1 - c, 1 + c)) / B;
+      akl += (lp[b] - old[j * B + b]) * (lp[b] - old[j * B + b]) / 2 / B;
+      cf += (std::abs(ratio - 1) > c ? 1.0 : 0.0) / B;
+      double sq = 0;
+      for (int64_t e = 0; e < n; ++e) {
+        double d = means[0][b * n + e] - means[1][b * n + e];
+        sq += d * d / n;
+      }
+      kl += sq / (2 * stdv * stdv * (exactKl ? -dt : 1.0)) / B;
+    }
+    if (s.beta == 0)
+      kl = 0;
+    sum[0] += (pg + s.beta * kl) / T;
+    sum[1] += akl / T;
+    sum[2] += cf / T;
+    sum[3] += kl / T;
+  }
+  return sum;
+}
+
+struct GradientCase {
+  std::string name;
+  double beta;
+  int64_t loraRank;
+  std::vector<std::string> params; // checked trainable parameters
+  std::string klForm = "reference";
+};
+
+void PrintTo(const GradientCase &c, std::ostream *os) { *os << c.name; }
+
+class GradientTest : public RecipeTest,
+                     public ::testing::WithParamInterface<GradientCase> {};
+
+TEST_P(GradientTest, LossGradientMatchesFiniteDifferences) {
+  const GradientCase &c = GetParam();
+  Recipe s;
+  s.beta = c.beta;
+  s.loraRank = c.loraRank;
+  s.clipRange = 0.2;
+  s.extra = {"kl_form=" + c.klForm};
+  ASSERT_OK_AND_ASSIGN(p, buildProgram(s));
+  std::vector<HostTensor> state;
+  Named named;
+  ASSERT_NO_FATAL_FAILURE(init(p, state, named));
+  // Move away from init so every term has a gradient: LoRA's B (0 at
+  // init) and the KL reference (equal to the weights at init).
+  uint64_t salt = 100;
+  for (auto &[name, t] : named) {
+    bool loraB = name.find(".lora_B.") != std::string::npos;
+    bool ref = name.rfind("ref.", 0) == 0;
+    if (!loraB && !ref)
+      continue;
+    HostTensor d = randomF32(t.shape(), ++salt, -0.1, 0.1);
+    for (int64_t i = 0; i < t.numElements(); ++i)
+      t.floats()[i] += d.floats()[i];
+  }
+  HostTensor prompts = promptsOf(s);
+  ASSERT_OK_AND_ASSIGN(r, rollout(p, named, prompts, 0, windowStart(s, 0)));
+  // Off-policy ratios, one sample clipped (A < 0, r = e^-0.5 < 0.8).
+  std::vector<double> offset = {0.02, 0.5, -0.03, 0.01}, old = r.lps;
+  for (int64_t j = 0; j < s.steps; ++j)
+    for (int64_t b = 0; b < s.batch(); ++b)
+      old[j * s.batch() + b] += offset[b];
+  std::vector<double> adv = {0.9, -1.3, 0.4, -0.2};
+  ASSERT_OK_AND_ASSIGN(args, lossArgs(p, named, r, old, adv, prompts));
+
+  // The gradient function @train_step calls.
+  func::FuncOp vg;
+  p.expanded->walk([&](func::FuncOp f) {
+    if (f.getSymName().starts_with("loss_value_and_grad"))
+      vg = f;
+  });
+  ASSERT_TRUE(vg);
+  bool called = false;
+  p.fn("train_step").walk([&](func::CallOp call) {
+    called |= call.getCallee() == vg.getSymName();
+  });
+  EXPECT_TRUE(called);
+  ASSERT_OK_AND_ASSIGN(grads, evaluate(p, vg.getSymName(), args));
+  ASSERT_OK_AND_ASSIGN(value, evaluate(p, "loss", args));
+  size_t trainable = grads.size() - 4;
+  for (int q = 0; q < 4; ++q)
+    EXPECT_NEAR(grads[q].doubleAt(0), value[q].doubleAt(0),
+                1e-12 * std::max(1.0, std::abs(value[q].doubleAt(0))));
+  if (c.beta > 0) {
+    EXPECT_GT(value[3].doubleAt(0), 1e-8) << "the KL term should be active";
+  }
+  EXPECT_EQ(value[2].doubleAt(0), 0.25) << "one sample of four is clipped";
+  // The value itself, by the formulas.
+  ASSERT_OK_AND_ASSIGN(formula, lossByFormula(p, named, r, old, adv, prompts,
+                                              c.klForm == "exact"));
+  const char *what[4] = {"loss", "approx_kl", "clipfrac", "kl"};
+  for (int q = 0; q < 4; ++q)
+    EXPECT_NEAR(value[q].doubleAt(0), formula[q],
+                1e-10 * std::max(1e-3, std::abs(formula[q])))
+        << what[q];
+
+  std::vector<std::string> names = argNames(p.fn("loss"));
+  double loss = value[0].doubleAt(0);
+  for (const std::string &param : c.params) {
+    SCOPED_TRACE(param);
+    size_t k = std::find(names.begin(), names.end(), param) - names.begin();
+    ASSERT_LT(k, trainable) << "not a trainable argument of @loss";
+    const HostTensor &g = grads[4 + k];
+    ASSERT_EQ(g.shape(), args[k].shape());
+    // The three largest gradient elements, the first and a middle one.
+    std::vector<int64_t> order(g.numElements());
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + 3, order.end(),
+                      [&](int64_t a, int64_t b) {
+                        return std::abs(g.floats()[a]) > std::abs(g.floats()[b]);
+                      });
+    std::vector<int64_t> picks(order.begin(), order.begin() + 3);
+    picks.push_back(0);
+    picks.push_back(g.numElements() / 2);
+    double largest = 0;
+    for (int64_t e : picks) {
+      std::vector<HostTensor> a = args;
+      double x = a[k].floats()[e], h = 1e-4 * std::max(1.0, std::abs(x));
+      a[k].floats()[e] = x + h;
+      ASSERT_OK_AND_ASSIGN(up, evaluate(p, "loss", a));
+      a[k].floats()[e] = x - h;
+      ASSERT_OK_AND_ASSIGN(down, evaluate(p, "loss", a));
+      double fd = (up[0].doubleAt(0) - down[0].doubleAt(0)) / (2 * h);
+      double got = g.floats()[e];
+      EXPECT_NEAR(got, fd,
+                  1e-5 * std::abs(fd) + 1e-11 * std::max(1.0, std::abs(loss)))
+          << "element " << e;
+      largest = std::max(largest, std::abs(fd));
+    }
+    EXPECT_GT(largest, 1e-6) << "a vacuous check: the gradient is ~0";
+  }
+}
+
+const std::string kBlock = "transformer.transformer_blocks.0.";
+
+INSTANTIATE_TEST_SUITE_P(
+    Recipe, GradientTest,
+    ::testing::Values(
+        GradientCase{"Full",
+                     0.0,
+                     0,
+                     {"transformer.proj_out.weight",
+                      kBlock + "attn.to_k.weight",
+                      "transformer.time_text_embed.text_embedder.linear_1.bias"}},
+        GradientCase{"FullKl",
+                     0.04,
+                     0,
+                     {"transformer.proj_out.weight", kBlock + "attn.to_v.weight",
+                      kBlock + "norm1.linear.weight"}},
+        GradientCase{"FullExactKl",
+                     0.04,
+                     0,
+                     {"transformer.proj_out.bias", kBlock + "attn.to_q.weight"},
+                     "exact"},
+        GradientCase{"LoraKl",
+                     0.04,
+                     2,
+                     {kBlock + "attn.to_q.lora_A.weight",
+                      kBlock + "attn.to_out.0.lora_B.weight",
+                      kBlock + "attn.to_v.lora_B.weight"}}),
+    [](const ::testing::TestParamInfo<GradientCase> &info) {
+      return info.param.name;
+    });
+
+TEST_F(RecipeTest, LoraAtInitIsTheBaseModel) {
+  Recipe base, lora;
+  lora.loraRank = 2;
+  ASSERT_OK_AND_ASSIGN(pb, buildProgram(base));
+  ASSERT_OK_AND_ASSIGN(pl, buildProgram(lora));
+  std::vector<HostTensor> state;
+  Named named;
+  ASSERT_NO_FATAL_FAILURE(init(pl, state, named));
+  int adaptersB = 0;
+  for (const auto &[name, t] : named) {
+    if (name.rfind("transformer.", 0) != 0)
+      continue;
+    if (name.find(".lora_B.") != std::string::npos) {
+      ++adaptersB;
+      for (double v : t.floats())
+        ASSERT_EQ(v, 0.0) << name;
+    }
+    if (name.find(".lora_A.") != std::string::npos) {
+      EXPECT_TRUE(std::any_of(t.floats().begin(), t.floats().end(),
+                              [](double v) { return v != 0.0; }))
+          << name << " should be random";
+    }
+  }
+  EXPECT_EQ(adaptersB, 4);
+
+  Shape xs = base.latent();
+  xs.insert(xs.begin(), base.batch());
+  HostTensor x = randomF32(xs, 3, -2.0, 2.0);
+  HostTensor t = HostTensor::fromDoubles(DType::F32, {base.batch()},
+                                         {1000.0, 760.0, 310.0, 45.0});
+  HostTensor pooled = repeatGroups(base, promptsOf(base));
+  // The base program's @velocity takes the LoRA state's base weights by
+  // name.
+  ASSERT_OK_AND_ASSIGN(baseArgs, argsByName(pb.fn("velocity"), {x, t, pooled},
+                                            named));
+  ASSERT_OK_AND_ASSIGN(loraArgs, argsByName(pl.fn("velocity"), {x, t, pooled},
+                                            named));
+  ASSERT_OK_AND_ASSIGN(vb, evaluate(pb, "velocity", baseArgs));
+  ASSERT_OK_AND_ASSIGN(vl, evaluate(pl, "velocity", loraArgs));
+  EXPECT_TRUE(vl[0] == vb[0]) << "max relative difference "
+                               << relativeError(vl[0], valuesOf(vb[0]));
+  // The control: with B != 0 the adapters change the velocity.
+  for (auto &[name, tensor] : named)
+    if (name.find(".lora_B.") != std::string::npos)
+      tensor = randomF32(tensor.shape(), 5, -0.5, 0.5);
+  ASSERT_OK_AND_ASSIGN(moved, argsByName(pl.fn("velocity"), {x, t, pooled},
+                                         named));
+  ASSERT_OK_AND_ASSIGN(vm, evaluate(pl, "velocity", moved));
+  EXPECT_GT(relativeError(vm[0], valuesOf(vb[0])), 1e-4);
+}
+
+//===----------------------------------------------------------------------===//
+// 6. Classifier-free guidance
+//===----------------------------------------------------------------------===//
+
+TEST_F(RecipeTest, GuidanceCombinesConditionalAndUnconditional) {
+  Recipe plain, cfg;
+  cfg.guidance = 4.5;
+  ASSERT_OK_AND_ASSIGN(pp, buildProgram(plain));
+  ASSERT_OK_AND_ASSIGN(pc, buildProgram(cfg)); // buildProgram verifies
+  std::vector<HostTensor> state;
+  Named named;
+  ASSERT_NO_FATAL_FAILURE(init(pp, state, named));
+  EXPECT_EQ(argNames(pp.fn("velocity")), argNames(pc.fn("velocity")));
+
+  Shape xs = plain.latent();
+  xs.insert(xs.begin(), plain.batch());
+  HostTensor x = randomF32(xs, 4, -2.0, 2.0);
+  HostTensor t = HostTensor::fromDoubles(DType::F32, {plain.batch()},
+                                         {1000.0, 900.0, 500.0, 100.0});
+  HostTensor pooled = repeatGroups(plain, promptsOf(plain));
+  HostTensor zeros(DType::F32, pooled.shape());
+  ASSERT_OK_AND_ASSIGN(condArgs, argsByName(pp.fn("velocity"), {x, t, pooled},
+                                            named));
+  ASSERT_OK_AND_ASSIGN(uncondArgs, argsByName(pp.fn("velocity"),
+                                              {x, t, zeros}, named));
+  ASSERT_OK_AND_ASSIGN(vc, evaluate(pp, "velocity", condArgs));
+  ASSERT_OK_AND_ASSIGN(vu, evaluate(pp, "velocity", uncondArgs));
+  ASSERT_OK_AND_ASSIGN(vg, evaluate(pc, "velocity", condArgs));
+  std::vector<double> want(vc[0].numElements());
+  for (size_t i = 0; i < want.size(); ++i)
+    want[i] = vu[0].floats()[i] + 4.5 * (vc[0].floats()[i] - vu[0].floats()[i]);
+  EXPECT_LE(relativeError(vg[0], want), 1e-12);
+  EXPECT_GT(relativeError(vg[0], valuesOf(vc[0])), 1e-3)
+      << "guidance 4.5 should differ from one conditional forward";
+
+  // The guided program trains: one iteration with finite metrics.
+  std::vector<HostTensor> cstate;
+  Named cnamed;
+  ASSERT_NO_FATAL_FAILURE(init(pc, cstate, cnamed));
+  Named results;
+  ASSERT_NO_FATAL_FAILURE(checkIteration(pc, cstate, cnamed, 0, results));
+}
+
+} // namespace
