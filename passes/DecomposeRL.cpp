@@ -211,20 +211,27 @@ struct DecomposeClipGradNorm : OpRewritePattern<ClipGradNormOp> {
                                 PatternRewriter &r) const override {
     Emitter e(r, op.getLoc());
     Location loc = op.getLoc();
-    auto f32 = RankedTensorType::get({}, r.getF32Type());
-    Value total = e.scalar(r.getF32Type(), 0.0);
+    // The sum of squares is accumulated in f64 (as the reference does): in
+    // f32 it overflows for norms above about 1.8e19, which would skip
+    // updates that are finite.
+    Type f64 = r.getF64Type();
+    Value total = e.scalar(f64, 0.0);
     for (Value g : op.getGrads()) {
       RankedTensorType gt = Emitter::typeOf(g);
-      Value g32 = r.createOrFold<CastOp>(loc, gt.clone(r.getF32Type()), g);
-      total = e.add(total, e.sumAll(e.mul(g32, g32)));
+      Value g64 = r.createOrFold<CastOp>(loc, gt.clone(f64), g);
+      total = e.add(total, e.sumAll(e.mul(g64, g64)));
     }
-    Value norm = SqrtOp::create(r, loc, total);
+    Value norm64 = SqrtOp::create(r, loc, total);
     // torch: coef = min(max_norm / (norm + 1e-6), 1).
-    Value coef = MinOp::create(
-        r, loc,
-        e.div(e.scalar(r.getF32Type(), op.getMaxNorm().convertToDouble()),
-              e.add(norm, e.scalar(r.getF32Type(), 1e-6))),
-        e.scalar(r.getF32Type(), 1.0));
+    Value coef = r.createOrFold<CastOp>(
+        loc, RankedTensorType::get({}, r.getF32Type()),
+        MinOp::create(
+            r, loc,
+            e.div(e.scalar(f64, op.getMaxNorm().convertToDouble()),
+                  e.add(norm64, e.scalar(f64, 1e-6))),
+            e.scalar(f64, 1.0)));
+    Value norm = r.createOrFold<CastOp>(
+        loc, RankedTensorType::get({}, r.getF32Type()), norm64);
     Value finite = IsFiniteOp::create(r, loc, norm);
     SmallVector<Value> results;
     for (Value g : op.getGrads()) {
@@ -235,7 +242,6 @@ struct DecomposeClipGradNorm : OpRewritePattern<ClipGradNormOp> {
       Value ok = e.fill(finite, gt.clone(r.getI1Type()));
       results.push_back(SelectOp::create(r, loc, ok, scaled, e.splat(gt, 0.0)));
     }
-    (void)f32;
     results.push_back(norm);
     r.replaceOp(op, results);
     return success();

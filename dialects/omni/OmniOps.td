@@ -842,7 +842,8 @@ def Omni_ClipGradNormOp : Omni_Op<"clip_grad_norm",
     [Pure, InferTypeOpAdaptor]> {
   let summary = "global gradient-norm clipping";
   let description = [{
-    `norm = sqrt(sum over all grads of g^2)` in f32; every gradient is
+    `norm = sqrt(sum over all grads of g^2)` (accumulated in f64, returned
+    as f32); every gradient is
     scaled by `max_norm / (norm + 1e-6)` when `norm > max_norm`
     (torch.nn.utils.clip_grad_norm_). A non-finite norm zeroes every
     gradient; the caller sees it in `norm` and skips the update.
