@@ -625,6 +625,11 @@ void Emitter::emitTrainStep() {
   decodeArgs.insert(decodeArgs.end(), vaeParams.begin(), vaeParams.end());
   Tensor images = g_.call(*decode_, decodeArgs)[0];
   g_.setLocation("reward");
+  // Non-finite weights give non-finite pixels, which a reward rejects:
+  // they become 0 so the iteration completes, and the non-finite loss and
+  // gradient norm skip the update (docs/recipes.md section 8).
+  images = select(wrap(od::IsFiniteOp::create(b_, loc(), images.value())),
+                  images, g_.full(images.shape(), 0.0));
   auto rewardCall = od::HostCallOp::create(
       b_, loc(), TypeRange{g_.tensorType({batch}, g_.f32())}, o_.reward,
       ValueRange{images.value()});

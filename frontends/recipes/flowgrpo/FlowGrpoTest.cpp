@@ -728,6 +728,11 @@ TEST_F(CompiledRecipeTest, NonFiniteGradientNormSkipsTheUpdate) {
   // gradient are not finite.
   size_t ref = indexOf("ref.transformer.proj_out.bias");
   ASSERT_LT(ref, K);
+  // A NaN or infinity in a trained weight: the rollout's images are not
+  // finite either; the recipe zeroes them for the reward so the iteration
+  // completes, and the loss and gradient are not finite.
+  size_t trained = indexOf("transformer.proj_out.bias");
+  ASSERT_LT(trained, K);
   using Run = std::function<absl::StatusOr<std::vector<HostTensor>>(
       const std::vector<HostTensor> &)>;
   std::vector<std::pair<std::string, Run>> runners = {
@@ -739,17 +744,22 @@ TEST_F(CompiledRecipeTest, NonFiniteGradientNormSkipsTheUpdate) {
        [&](const std::vector<HostTensor> &a) {
          return executor->run("train_step", a);
        }}};
+  for (size_t target : {ref, trained})
   for (double poison : {std::numeric_limits<double>::quiet_NaN(),
                         std::numeric_limits<double>::infinity()}) {
     std::vector<HostTensor> bad = state1;
-    bad[ref].floats()[1] = poison;
+    bad[target].floats()[1] = poison;
     for (auto &[runner, run] : runners) {
-      SCOPED_TRACE(runner + ", poison " + num(poison));
+      SCOPED_TRACE(runner + ", poison " + num(poison) + " in " +
+                   names[target]);
       ASSERT_OK_AND_ASSIGN(out, run(trainArgs(bad, 1, prompts)));
       Named n = byName(p.fn("train_step"), out);
       EXPECT_EQ(scalar(n, "skipped"), 1.0);
       EXPECT_FALSE(std::isfinite(scalar(n, "grad_norm")));
-      EXPECT_FALSE(std::isfinite(scalar(n, "kl")));
+      if (target == ref)
+        EXPECT_FALSE(std::isfinite(scalar(n, "kl")));
+      else
+        EXPECT_FALSE(std::isfinite(scalar(n, "loss")));
       for (double v : n["images"].floats())
         ASSERT_TRUE(std::isfinite(v));
       for (size_t i = 0; i < K; ++i)
