@@ -473,6 +473,42 @@ TEST_F(DataTrainerTest, InitOverridesParametersAndTheReferenceCopy) {
   EXPECT_EQ(after[1]["ref_sum"], 6.0);
 }
 
+TEST_F(DataTrainerTest, InitWidensHalfPrecisionAndSkipsNamedBuffers) {
+  // A diffusers-style file: bf16/f16 weights and a buffer the program
+  // computes itself.
+  std::vector<NamedTensor> weights = {
+      {"proj.weight", HostTensor::fromDoubles(
+                          DType::BF16, {12, 4}, std::vector<double>(48, 0.125))},
+      {"proj.bias", HostTensor(DType::F16, {12})},
+      {"pos_embed.pos_embed", HostTensor(DType::F32, {1, 3})},
+      {"encoder.conv_in.weight", HostTensor(DType::F32, {2})},
+      {"encoder.conv_in.bias", HostTensor(DType::F32, {2})}};
+  std::string path = writeTensors("half.safetensors", weights);
+  TrainOptions options;
+  options.steps = 1;
+  options.inits.push_back({"transformer", path});
+  std::string log;
+  absl::Status unknown = train(options, log);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.message().find(
+                "which @train_step does not have (--init-skip=encoder."),
+            std::string::npos)
+      << unknown.message();
+  options.initSkip.push_back("pos_embed.pos_embed");
+  options.initSkip.push_back("encoder.*");
+  options.metricsPath = (dir / "half.jsonl").string();
+  log.clear();
+  ASSERT_TRUE(train(options, log).ok()) << log;
+  EXPECT_NE(log.find("init: 2 tensors of " + path +
+                     " into transformer.* (and 1 into ref.transformer.*), 3 "
+                     "skipped\n"),
+            std::string::npos)
+      << log;
+  auto metrics = readMetrics(options.metricsPath);
+  ASSERT_EQ(metrics.size(), 1u);
+  EXPECT_EQ(metrics[0]["weight_sum"], 6.0); // 48 x 0.125, widened exactly
+}
+
 TEST_F(DataTrainerTest, InitErrors) {
   HostTensor w = HostTensor::fromDoubles(DType::F32, {12, 4},
                                          std::vector<double>(48, 0.5));
@@ -486,7 +522,8 @@ TEST_F(DataTrainerTest, InitErrors) {
       {{{"proj.weight", w}, {"proj.bias", b}, {"proj.nope", b}},
        "transformer",
        "tensor 'proj.nope' would set state 'transformer.proj.nope', which "
-       "@train_step does not have"},
+       "@train_step does not have (--init-skip=proj.nope ignores a buffer "
+       "the program computes)"},
       {{{"proj.weight", HostTensor(DType::F32, {4, 12})}, {"proj.bias", b}},
        "transformer",
        "tensor 'proj.weight' is tensor<4x12xf32>, expected tensor<12x4xf32> "

@@ -57,8 +57,12 @@ Trainer.h: @init_state(seed) and @train_step(state..., seed, iteration,
   --init=[<prefix>=]<file>
                          after @init_state, set state <prefix>.X (and
                          ref.<prefix>.X) from each tensor X of the
-                         safetensors file (prefix default: transformer);
-                         repeatable
+                         safetensors file (prefix default: transformer;
+                         f16/bf16 widen to f32); repeatable
+  --init-skip=<name>     ignore tensor <name> of the --init files (a
+                         buffer the program computes, e.g. SD3's
+                         pos_embed.pos_embed; a trailing * matches a
+                         prefix, e.g. encoder.*); repeatable
   --reward=<name>        run this reward wherever the program calls one
   --metrics=<file>       append the JSON metrics lines here instead
   --train                train with the defaults above
@@ -121,12 +125,12 @@ std::optional<std::string> parse(const std::vector<std::string> &args,
       "--device",       "--steps",          "--seed",         "--out",
       "--checkpoint-dir", "--save-every",   "--checkpoint-every",
       "--metrics",      "--sample-every",   "--prompts",      "--init",
-      "--reward"};
+      "--init-skip",    "--reward"};
   const std::string training[] = {
       "--steps",        "--seed",         "--out",     "--checkpoint-dir",
       "--save-every",   "--checkpoint-every", "--metrics", "--sample-every",
-      "--prompts",      "--init",         "--reward",  "--resume",
-      "--train"};
+      "--prompts",      "--init",         "--init-skip", "--reward",
+      "--resume",       "--train"};
   auto trainingOption = [&](const std::string &name) {
     if (std::find(std::begin(training), std::end(training), name) ==
         std::end(training))
@@ -209,6 +213,8 @@ std::optional<std::string> parse(const std::vector<std::string> &args,
       t.promptsPath = value;
     else if (name == "--reward")
       t.reward = value;
+    else if (name == "--init-skip")
+      t.initSkip.push_back(value);
     else if (name == "--init") {
       train::InitFile init;
       if (std::optional<std::string> error = parseInit(value, init))

@@ -287,6 +287,7 @@ bool isLoraName(const std::string &name) {
 /// Applies one --init file to `state`.
 absl::Status applyInit(const InitFile &init, const Signature &sig,
                        const std::string &stepName,
+                       const std::vector<std::string> &skip,
                        std::vector<HostTensor> &state, std::ostream &log) {
   std::map<std::string, size_t> index;
   for (size_t i = 0; i < sig.stateNames.size(); ++i)
@@ -309,16 +310,32 @@ absl::Status applyInit(const InitFile &init, const Signature &sig,
   if (!tensors.ok())
     return tensors.status();
   std::set<std::string> given;
-  int64_t refs = 0;
-  for (const checkpoint::NamedTensor &t : *tensors) {
+  int64_t refs = 0, skipped = 0;
+  for (checkpoint::NamedTensor &t : *tensors) {
+    if (std::any_of(skip.begin(), skip.end(), [&](const std::string &p) {
+          return p == t.name || (!p.empty() && p.back() == '*' &&
+                                 absl::StartsWith(t.name, p.substr(
+                                                              0, p.size() - 1)));
+        })) {
+      ++skipped;
+      continue;
+    }
     std::string target = prefix + t.name;
     auto it = index.find(target);
     if (it == index.end())
       return absl::InvalidArgumentError(absl::StrCat(
           init.path, ": tensor ", checkpoint::json::quoted(t.name),
           " would set state '", target, "', which @", stepName,
-          " does not have"));
+          " does not have (--init-skip=", t.name,
+          " ignores a buffer the program computes)"));
     const loader::TensorInfo *want = sig.state[it->second];
+    // Half-precision checkpoints (diffusers ships fp16/bf16) widen exactly.
+    if ((t.tensor.dtype() == DType::F16 || t.tensor.dtype() == DType::BF16) &&
+        want->dtype == DType::F32 && t.tensor.shape() == want->shape)
+      t.tensor = HostTensor::fromDoubles(
+          DType::F32, t.tensor.shape(),
+          std::vector<double>(t.tensor.floats().begin(),
+                              t.tensor.floats().end()));
     if (t.tensor.dtype() != want->dtype || t.tensor.shape() != want->shape)
       return absl::InvalidArgumentError(absl::StrCat(
           init.path, ": tensor '", t.name, "' is ", t.tensor.typeString(),
@@ -342,10 +359,12 @@ absl::Status applyInit(const InitFile &init, const Signature &sig,
           init.path, ": no tensor '", n.substr(prefix.size()),
           "' for state '", n, "', expected every parameter under '", prefix,
           "' except LoRA adapters"));
-  log << "init: " << tensors->size() << " tensors of " << init.path
+  log << "init: " << tensors->size() - skipped << " tensors of " << init.path
       << " into " << prefix << "*";
   if (refs)
     log << " (and " << refs << " into ref." << prefix << "*)";
+  if (skipped)
+    log << ", " << skipped << " skipped";
   log << "\n";
   return absl::OkStatus();
 }
@@ -564,7 +583,7 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
         !s.ok())
       return s;
     for (const InitFile &init : options.inits)
-      if (absl::Status s = applyInit(init, *sig, stepName, state, log);
+      if (absl::Status s = applyInit(init, *sig, stepName, options.initSkip, state, log);
           !s.ok())
         return s;
   }

@@ -74,8 +74,13 @@ struct TrainOptions {
   int64_t sampleEvery = 0;
   /// The prompt set (safetensors); empty: the built-in synthetic set.
   std::string promptsPath;
-  /// Applied in order after @init_state (not when resuming).
+  /// Applied in order after @init_state (not when resuming). f16 and bf16
+  /// tensors widen to f32 state exactly.
   std::vector<InitFile> inits;
+  /// Tensor names in the --init files to ignore (buffers the program
+  /// computes itself, e.g. SD3's `pos_embed.pos_embed`); a trailing `*`
+  /// matches a prefix (`encoder.*`).
+  std::vector<std::string> initSkip;
   /// The reward the program's reward host calls run; empty: their own.
   std::string reward;
 };
