@@ -32,7 +32,6 @@ read only the files written here. Written with diffusers 0.42.1 and torch
   python bench/torch/sd3_reference.py [--out DIR]
 """
 
-import argparse
 import os
 import sys
 
@@ -41,7 +40,8 @@ import torch
 from diffusers import SD3Transformer2DModel
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from vae_reference import fixture_weights, write_params  # noqa: E402
+from vae_reference import (fixture_output, fixture_weights,  # noqa: E402
+                           write_params)
 
 # omni's `sd3` preset `tiny` (latent_size 16, text_tokens 8).
 TINY = dict(
@@ -105,14 +105,7 @@ def velocity(x, t, prompt, pooled, dtype):
 
 
 def main():
-    here = os.path.dirname(os.path.abspath(__file__))
-    default_out = os.path.join(here, "..", "..", "frontends", "models",
-                               "testdata")
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", default=default_out)
-    args = parser.parse_args()
-    os.makedirs(args.out, exist_ok=True)
-    out = lambda name: os.path.join(args.out, name)
+    out = fixture_output(__doc__)
     import diffusers
     diffusers.utils.logging.set_verbosity_error()  # float32-cast notices
     print(f"diffusers {diffusers.__version__}, torch {torch.__version__}")

@@ -131,15 +131,21 @@ def decode(config, latents, dtype):
     return vae, out.numpy()
 
 
-def main():
+def fixture_output(doc):
+    """Parses --out (default: frontends/models/testdata) and returns a
+    function mapping a file name to its path there."""
     here = os.path.dirname(os.path.abspath(__file__))
     default_out = os.path.join(here, "..", "..", "frontends", "models",
                                "testdata")
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
     parser.add_argument("--out", default=default_out)
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    out = lambda name: os.path.join(args.out, name)
+    return lambda name: os.path.join(args.out, name)
+
+
+def main():
+    out = fixture_output(__doc__)
     import diffusers
     print(f"diffusers {diffusers.__version__}, torch {torch.__version__}")
 

@@ -21,24 +21,6 @@
 namespace omni::checkpoint {
 namespace {
 
-/// mkdir -p.
-absl::Status makeDirectories(const std::string &dir) {
-  if (dir.empty())
-    return absl::InvalidArgumentError("checkpoint folder name is empty");
-  for (size_t i = 1; i <= dir.size(); ++i) {
-    if (i != dir.size() && dir[i] != '/')
-      continue;
-    std::string prefix = dir.substr(0, i);
-    if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST)
-      return absl::InternalError(
-          absl::StrCat(prefix, ": mkdir failed: ", std::strerror(errno)));
-  }
-  struct stat st;
-  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    return absl::InvalidArgumentError(
-        absl::StrCat(dir, ": expected a folder for checkpoints"));
-  return absl::OkStatus();
-}
 
 } // namespace
 
@@ -109,6 +91,24 @@ absl::StatusOr<Checkpoint> loadLatestCheckpoint(const std::string &dir) {
   checkpoint.tensors = std::move(contents->tensors);
   checkpoint.metadata = std::move(contents->metadata);
   return checkpoint;
+}
+
+absl::Status makeDirectories(const std::string &dir) {
+  if (dir.empty())
+    return absl::InvalidArgumentError("checkpoint folder name is empty");
+  for (size_t i = 1; i <= dir.size(); ++i) {
+    if (i != dir.size() && dir[i] != '/')
+      continue;
+    std::string prefix = dir.substr(0, i);
+    if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST)
+      return absl::InternalError(
+          absl::StrCat(prefix, ": mkdir failed: ", std::strerror(errno)));
+  }
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return absl::InvalidArgumentError(
+        absl::StrCat(dir, ": expected a folder"));
+  return absl::OkStatus();
 }
 
 } // namespace omni::checkpoint

@@ -48,6 +48,10 @@ saveCheckpoint(const std::string &dir, int64_t step,
 /// the safetensors errors when that file is invalid.
 absl::StatusOr<Checkpoint> loadLatestCheckpoint(const std::string &dir);
 
+/// mkdir -p `dir`; an existing non-folder at the path is an error
+/// ("<dir>: expected a folder").
+absl::Status makeDirectories(const std::string &dir);
+
 } // namespace omni::checkpoint
 
 #endif // OMNI_RUNTIME_TRAIN_CHECKPOINT_CHECKPOINT_H

@@ -437,22 +437,6 @@ std::string progressLine(int64_t it, int64_t steps, const Signature &sig,
   return line;
 }
 
-/// mkdir -p.
-absl::Status makeFolder(const std::string &dir) {
-  for (size_t i = 1; i <= dir.size(); ++i) {
-    if (i != dir.size() && dir[i] != '/')
-      continue;
-    std::string prefix = dir.substr(0, i);
-    if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST)
-      return absl::InternalError(
-          absl::StrCat(prefix, ": mkdir failed: ", std::strerror(errno)));
-  }
-  struct stat st;
-  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    return absl::InvalidArgumentError(
-        absl::StrCat(dir, ": expected a folder"));
-  return absl::OkStatus();
-}
 
 double seconds(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double>(d).count();
@@ -589,7 +573,7 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
   }
 
   if (!out.empty())
-    if (absl::Status s = makeFolder(out); !s.ok())
+    if (absl::Status s = checkpoint::makeDirectories(out); !s.ok())
       return s;
   std::ofstream metrics;
   if (!metricsPath.empty()) {
@@ -679,7 +663,7 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
     if (!out.empty() && sig->images &&
         (last || (it + 1) % sampleEvery == 0)) {
       std::string folder = out + "/samples";
-      if (absl::Status s = makeFolder(folder); !s.ok())
+      if (absl::Status s = checkpoint::makeDirectories(folder); !s.ok())
         return s;
       absl::StatusOr<image::RgbImage> grid =
           image::imageGrid((*outs)[*sig->images]);
