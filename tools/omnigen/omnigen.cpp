@@ -56,6 +56,11 @@ int main(int argc, char **argv) {
   cl::list<std::string> decoderSet(
       "decoder-set", cl::desc("decoder config override key=value"));
   cl::list<std::string> opt("opt", cl::desc("recipe option key=value"));
+  cl::opt<std::string> program(
+      "program",
+      cl::desc("train (default): the FlowGRPO training program; velocity or "
+               "decode: only that public function (inference, parity)"),
+      cl::init("train"));
   cl::opt<std::string> output("o", cl::desc("train.mlir to write (- : stdout)"),
                               cl::value_desc("file"), cl::init("-"));
   cl::opt<bool> listModels("list", cl::desc("list models and options"));
@@ -74,6 +79,7 @@ int main(int argc, char **argv) {
   request.decoderConfig = decoderConfig;
   request.decoderOverrides.assign(decoderSet.begin(), decoderSet.end());
   request.options.assign(opt.begin(), opt.end());
+  request.program = program;
 
   mlir::MLIRContext context;
   auto module = flowgrpo::buildProgram(context, request);

@@ -66,8 +66,15 @@ std::string describe(const RecipeRequest &r) {
   }
   for (const std::string &o : r.options)
     cmd += " --opt=" + o;
-  return "// The FlowGRPO training program (frontends/recipes/flowgrpo, "
-         "docs/recipes.md)\n// of model " +
+  if (r.program != "train")
+    cmd += " --program=" + r.program;
+  std::string what =
+      r.program == "train"
+          ? "The FlowGRPO training program (frontends/recipes/flowgrpo, "
+            "docs/recipes.md)"
+          : "The @" + r.program + " function of the FlowGRPO recipe "
+            "(frontends/recipes/flowgrpo)";
+  return "// " + what + "\n// of model " +
          r.model + " (" + r.modelConfig + ")" +
          (r.decoder.empty() ? "" : " with decoder " + r.decoder + " (" +
                                        r.decoderConfig + ")") +
@@ -180,7 +187,8 @@ public:
       : g_(g), b_(g.builder()), o_(o), model_(model), decoder_(decoder),
         lora_(lora) {}
 
-  llvm::Error emit();
+  /// `program`: train, velocity or decode (RecipeRequest::program).
+  llvm::Error emit(const std::string &program);
 
 private:
   Location loc() { return g_.loc(); }
@@ -304,6 +312,8 @@ private:
   /// Indices (into modelParams_) of trainable and frozen parameters.
   std::vector<size_t> trainable_, frozen_;
   bool refCopy_ = false;
+  /// @velocity and @decode are public (a velocity or decode program).
+  bool publicModels_ = false;
 };
 
 void Emitter::emitVelocity() {
@@ -314,7 +324,7 @@ void Emitter::emitVelocity() {
   ConditioningShapes cs = model_.conditioning();
   hasPrompt_ = !cs.promptEmbeds.empty();
   hasPooled_ = !cs.pooled.empty();
-  velocity_ = std::make_unique<Function>(g_, "velocity");
+  velocity_ = std::make_unique<Function>(g_, "velocity", publicModels_);
   Function &f = *velocity_;
   Tensor x = f.argument(batched(batch), "x");
   Tensor t = f.argument(Shape{batch}, "timestep");
@@ -351,7 +361,7 @@ void Emitter::emitVelocity() {
 
 void Emitter::emitDecoder() {
   int64_t batch = o_.batch();
-  decode_ = std::make_unique<Function>(g_, "decode");
+  decode_ = std::make_unique<Function>(g_, "decode", publicModels_);
   Function &f = *decode_;
   Tensor z = f.argument(batched(batch), "latents");
   if (!decoder_) {
@@ -723,8 +733,15 @@ void Emitter::emitTrainStep() {
   f.returns(out, names);
 }
 
-llvm::Error Emitter::emit() {
+llvm::Error Emitter::emit(const std::string &program) {
+  publicModels_ = program != "train";
+  if (program == "decode") {
+    emitDecoder();
+    return llvm::Error::success();
+  }
   emitVelocity();
+  if (program == "velocity")
+    return llvm::Error::success();
   if (trainable_.empty())
     return fail("flowgrpo: the model has no trainable parameters");
   emitDecoder();
@@ -739,6 +756,12 @@ llvm::Error Emitter::emit() {
 llvm::Expected<OwningOpRef<ModuleOp>>
 buildProgram(MLIRContext &context, const RecipeRequest &request,
              const Registry &registry) {
+  if (request.program != "train" && request.program != "velocity" &&
+      request.program != "decode")
+    return fail("flowgrpo: program '" + request.program +
+                "': expected train, velocity or decode");
+  if (request.program == "decode" && request.decoder.empty())
+    return fail("flowgrpo: program 'decode' needs a decoder");
   auto options = parseOptions(request.options);
   if (!options)
     return options.takeError();
@@ -788,7 +811,7 @@ buildProgram(MLIRContext &context, const RecipeRequest &request,
                 " names no LoRA target layers");
   Graph graph(context);
   Emitter emitter(graph, *options, **model, decoder.get(), lora);
-  if (llvm::Error e = emitter.emit())
+  if (llvm::Error e = emitter.emit(request.program))
     return std::move(e);
   OwningOpRef<ModuleOp> module = graph.release();
   if (failed(verify(*module)))

@@ -48,6 +48,10 @@ struct RecipeRequest {
   std::string decoderConfig = "tiny";
   std::vector<std::string> decoderOverrides;
   std::vector<std::string> options; // key=value over defaultOptions()
+  /// "train": the training program; "velocity" or "decode": only that
+  /// function, public (for inference and parity checks against diffusers),
+  /// with the batch of prompts_per_iteration * group_size.
+  std::string program = "train";
 };
 
 /// Builds the training program; errors are one line (unknown model, bad
