@@ -290,8 +290,32 @@ private:
     return wrap(od::CompareOp::create(b_, loc(), d, a.value(), b.value()));
   }
 
+  // The random numbers of iteration n (FlowGrpo.h): counters n*(N+2) for
+  // x_0, n*(N+2)+1+i for step i's noise, n*(N+2)+N+1 for the window start.
+  Tensor counterBase(Tensor iteration) {
+    return iteration * i64(o_.steps + 2);
+  }
+  Tensor initialNoise(Tensor seed, Tensor base) {
+    return random(true, batched(o_.batch()), seed, base);
+  }
+  Tensor stepNoise(Tensor seed, Tensor base, Tensor step) {
+    return random(true, batched(o_.batch()), seed, base + step + i64(1));
+  }
+  /// start = lo + floor(u * (hi - W - lo + 1)), u ~ U[0, 1); 0 for W = 0.
+  Tensor windowStart(Tensor seed, Tensor base) {
+    if (o_.window == 0)
+      return i64(0);
+    Tensor u = random(false, {}, seed, base + i64(o_.steps + 1));
+    Tensor choices = g_.scalar(
+        static_cast<double>(o_.windowHi - o_.window - o_.windowLo + 1));
+    Tensor pick = wrap(od::FloorOp::create(b_, loc(), (u * choices).value()));
+    pick = minimum(pick, choices - 1.0);
+    return pick.cast(g_.i64()) + i64(o_.windowLo);
+  }
+
   void emitVelocity();
   void emitDecoder();
+  void emitRolloutNoise();
   void emitInitState();
   void emitLoss();
   void emitTrainStep();
@@ -376,6 +400,27 @@ void Emitter::emitDecoder() {
   Tensor img = decoder_->decode(m, unscaled);
   g_.setLocation("vae");
   f.returns({clamp(img * 0.5 + 0.5, 0.0, 1.0)});
+  g_.setLocation("");
+}
+
+void Emitter::emitRolloutNoise() {
+  // @rollout_noise(seed, iteration) -> (x0, noise [N, B, ...], window_start):
+  // exactly the random numbers @train_step draws, for replaying an
+  // iteration elsewhere (bench/torch's PyTorch implementation).
+  Function f(g_, "rollout_noise", /*isPublic=*/true);
+  Tensor seed = f.argument(g_.tensorType({}, g_.i64()), "seed");
+  Tensor iteration = f.argument(g_.tensorType({}, g_.i64()), "iteration");
+  g_.setLocation("rollout");
+  Tensor base = counterBase(iteration);
+  std::vector<Tensor> steps;
+  for (int64_t i = 0; i < o_.steps; ++i) {
+    Shape one = batched(o_.batch());
+    one.insert(one.begin(), 1);
+    steps.push_back(stepNoise(seed, base, i64(i)).reshape(one));
+  }
+  Tensor noise = concat(steps, 0);
+  f.returns({initialNoise(seed, base), noise, windowStart(seed, base)},
+            {"x0", "noise", "window_start"});
   g_.setLocation("");
 }
 
@@ -567,19 +612,9 @@ void Emitter::emitTrainStep() {
   // the log-probs are carried.
   g_.setLocation("rollout");
   auto [sigmas, timesteps] = schedule();
-  Tensor base = iteration * i64(o_.steps + 2);
-  Tensor x0 = random(true, batched(batch), seed, base);
-  Tensor start = i64(0);
-  if (o_.window > 0) {
-    // start = lo + floor(u * (hi - W - lo + 1)), u ~ U[0, 1).
-    Tensor counter = base + i64(o_.steps + 1);
-    Tensor u = random(false, {}, seed, counter);
-    Tensor choices = g_.scalar(
-        static_cast<double>(o_.windowHi - o_.window - o_.windowLo + 1));
-    Tensor pick = wrap(od::FloorOp::create(b_, loc(), (u * choices).value()));
-    pick = minimum(pick, choices - 1.0);
-    start = pick.cast(g_.i64()) + i64(o_.windowLo);
-  }
+  Tensor base = counterBase(iteration);
+  Tensor x0 = initialNoise(seed, base);
+  Tensor start = windowStart(seed, base);
   Tensor end = o_.window > 0 ? start + i64(o_.window) : i64(o_.steps - 1);
   Shape stackShape = batched(batch);
   stackShape.insert(stackShape.begin(), o_.steps + 1);
@@ -601,8 +636,7 @@ void Emitter::emitTrainStep() {
     Tensor v =
         g_.call(*velocity_, velocityArgs(x, t, prompt, pooled, params))[0];
     Tensor ii = fromIndex(i);
-    Tensor counter = base + ii + i64(1);
-    Tensor noise = random(true, x.shape(), seed, counter);
+    Tensor noise = stepNoise(seed, base, ii);
     auto sde = od::SdeStepOp::create(b_, loc(), o_.sdeType, x.value(),
                                      v.value(), sigmas.value(), i,
                                      noise.value(), Value(),
@@ -746,6 +780,7 @@ llvm::Error Emitter::emit(const std::string &program) {
     return fail("flowgrpo: the model has no trainable parameters");
   emitDecoder();
   emitInitState();
+  emitRolloutNoise();
   emitLoss();
   emitTrainStep();
   return llvm::Error::success();

@@ -5,6 +5,7 @@
 // convention `omnirun` trains (runtime/train/driver/Trainer.h):
 //
 //   @init_state(seed) -> state...
+//   @rollout_noise(seed, iteration) -> (x0, noise, window_start)
 //   @train_step(state..., seed, iteration, [prompt_embeds],
 //               [pooled_prompt_embeds]) -> (state'..., metrics..., images)
 //

@@ -894,6 +894,28 @@ TEST_F(RecipeTest, WindowStartIsDrawnInRangeAndSeenInTheImages) {
     }
     ASSERT_EQ(matches.size(), 1u);
     EXPECT_EQ(matches[0], windowStart(s, iteration));
+    // @rollout_noise replays exactly the draws of this iteration.
+    ASSERT_OK_AND_ASSIGN(
+        drawn, evaluate(p, "rollout_noise",
+                        {HostTensor::scalarInt(DType::I64, kSeed),
+                         HostTensor::scalarInt(DType::I64, iteration)}));
+    ASSERT_EQ(drawn.size(), 3u);
+    EXPECT_EQ(drawn[2].intAt(0), matches[0]);
+    int64_t B = s.batch(), elems = s.sampleElements();
+    int64_t base = iteration * (s.steps + 2);
+    std::vector<float> draw(B * elems);
+    fgr::philoxNormal(kSeed, base, 0, draw.data(), B * elems);
+    ASSERT_EQ(drawn[0].floats().size(), draw.size());
+    for (int64_t j = 0; j < B * elems; ++j)
+      ASSERT_EQ(drawn[0].floats()[j], static_cast<double>(draw[j])) << j;
+    ASSERT_EQ(drawn[1].floats().size(), static_cast<size_t>(s.steps * B * elems));
+    for (int64_t i = 0; i < s.steps; ++i) {
+      fgr::philoxNormal(kSeed, base + 1 + i, 0, draw.data(), B * elems);
+      for (int64_t j = 0; j < B * elems; ++j)
+        ASSERT_EQ(drawn[1].floats()[i * B * elems + j],
+                  static_cast<double>(draw[j]))
+            << "step " << i << ", element " << j;
+    }
     EXPECT_GE(matches[0], s.windowLo);
     EXPECT_LE(matches[0], s.windowHi - s.window);
     seen.insert(matches[0]);
