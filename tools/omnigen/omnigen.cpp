@@ -41,29 +41,36 @@ static void list(llvm::raw_ostream &os) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  cl::OptionCategory category("omnigen options");
   cl::opt<std::string> model("model", cl::desc("velocity model"),
-                             cl::init("sd3"));
+                             cl::init("sd3"), cl::cat(category));
   cl::opt<std::string> config("config", cl::desc("model config"),
-                              cl::init("tiny"));
-  cl::list<std::string> set("set", cl::desc("model config override key=value"));
+                              cl::init("tiny"), cl::cat(category));
+  cl::list<std::string> set("set", cl::desc("model config override key=value"),
+                            cl::cat(category));
   cl::opt<std::string> decoder("decoder",
                                cl::desc("image decoder, or none (the latent "
                                         "squashed to [0, 1] is the image)"),
-                               cl::init("autoencoder_kl"));
+                               cl::init("autoencoder_kl"), cl::cat(category));
   cl::opt<std::string> decoderConfig("decoder-config",
                                      cl::desc("decoder config"),
-                                     cl::init("tiny"));
+                                     cl::init("tiny"), cl::cat(category));
   cl::list<std::string> decoderSet(
-      "decoder-set", cl::desc("decoder config override key=value"));
-  cl::list<std::string> opt("opt", cl::desc("recipe option key=value"));
+      "decoder-set", cl::desc("decoder config override key=value"),
+      cl::cat(category));
+  cl::list<std::string> opt("opt", cl::desc("recipe option key=value"),
+                            cl::cat(category));
   cl::opt<std::string> program(
       "program",
       cl::desc("train (default): the FlowGRPO training program; velocity or "
                "decode: only that public function (inference, parity)"),
-      cl::init("train"));
+      cl::init("train"), cl::cat(category));
   cl::opt<std::string> output("o", cl::desc("train.mlir to write (- : stdout)"),
-                              cl::value_desc("file"), cl::init("-"));
-  cl::opt<bool> listModels("list", cl::desc("list models and options"));
+                              cl::value_desc("file"), cl::init("-"),
+                              cl::cat(category));
+  cl::opt<bool> listModels("list", cl::desc("list models and options"),
+                           cl::cat(category));
+  cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv,
                               "omnigen: writes the FlowGRPO training program "
                               "of a registered model\n");
