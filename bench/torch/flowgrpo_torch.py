@@ -72,9 +72,11 @@ OPTS = dict(prompts=4, group_size=8, steps=10, shift=3.0, noise_level=0.7,
 PHASES = ("rollout", "decode", "reward", "loss", "update")
 
 
-def sde_step_with_logprob(sigmas, v, x, i, noise_level, prev_sample=None):
+def sde_step_with_logprob(sigmas, v, x, i, noise_level, prev_sample=None,
+                          noise=None):
     """flow_grpo's sde_step_with_logprob (flowgrpo.md section 2, "sde"),
-    with the integer step index i. Returns x', log_prob [B], mean, std_dev."""
+    with the integer step index i. Returns x', log_prob [B], mean, std_dev.
+    `noise` replaces the randn_like draw (to replay another run's noise)."""
     v, x = v.float(), x.float()
     sigma, sigma_next = sigmas[i], sigmas[i + 1]
     dt = sigma_next - sigma
@@ -84,7 +86,8 @@ def sde_step_with_logprob(sigmas, v, x, i, noise_level, prev_sample=None):
             + v * (1 + std_dev**2 * (1 - sigma) / (2 * sigma)) * dt)
     q = std_dev * math.sqrt(-dt)
     if prev_sample is None:
-        prev_sample = mean + q * torch.randn_like(mean)
+        e = torch.randn_like(mean) if noise is None else noise.float()
+        prev_sample = mean + q * e
     lp = (-((prev_sample.detach() - mean) ** 2) / (2 * q * q)
           - math.log(q) - math.log(math.sqrt(2 * math.pi)))
     return prev_sample, lp.mean(dim=tuple(range(1, lp.ndim))), mean, std_dev
@@ -103,6 +106,20 @@ def jpeg_compressibility(images):
     return torch.tensor(rewards, dtype=torch.float32)
 
 
+def load_weights(module, state, what, unused=()):
+    """Loads `state` (name -> array or tensor) into `module`; every
+    parameter must be in it, except those starting with a prefix in
+    `unused`, and nothing else."""
+    state = {k: torch.as_tensor(v) for k, v in state.items()}
+    missing, unexpected = module.load_state_dict(state, strict=False)
+    params = dict(module.named_parameters())
+    missing = [k for k in missing
+               if k in params and not k.startswith(tuple(unused))]
+    if missing or unexpected:
+        raise ValueError(f"{what}: missing parameters {missing[:3]}, "
+                         f"unknown names {unexpected[:3]}")
+
+
 def group_advantages(rewards, group_size, eps):
     grouped = rewards.view(-1, group_size)
     mean = grouped.mean(dim=1, keepdim=True)
@@ -111,19 +128,31 @@ def group_advantages(rewards, group_size, eps):
 
 
 class FlowGrpo:
-    def __init__(self, config, compile_transformer, seed):
+    """`opts` overrides keys of OPTS; `weights` = {"transformer": state dict,
+    "vae": state dict} replaces the random initial weights (buffers the
+    state dicts lack, e.g. pos_embed.pos_embed, keep their values)."""
+
+    def __init__(self, config, compile_transformer, seed, opts=None,
+                 weights=None):
         cfg = CONFIGS[config]
         torch.manual_seed(seed)
         random.seed(seed)
-        self.cfg, self.o = cfg, OPTS
+        self.cfg, self.o = cfg, dict(OPTS, **(opts or {}))
+        o = self.o
         self.transformer = SD3Transformer2DModel(**cfg["transformer"]).train()
         self.vae = AutoencoderKL(**cfg["vae"]).eval().requires_grad_(False)
+        for name, module in (("transformer", self.transformer),
+                             ("vae", self.vae)):
+            if weights and name in weights:
+                # decoding uses neither the VAE's encoder nor quant_conv
+                load_weights(module, weights[name], name,
+                             unused=("encoder.", "quant_conv."))
         self.params = [p for p in self.transformer.parameters()]
         self.optimizer = torch.optim.AdamW(
-            self.params, lr=OPTS["lr"], betas=OPTS["betas"],
-            eps=OPTS["adam_eps"], weight_decay=OPTS["weight_decay"])
-        sched = FlowMatchEulerDiscreteScheduler(shift=OPTS["shift"])
-        sched.set_timesteps(OPTS["steps"])
+            self.params, lr=o["lr"], betas=o["betas"],
+            eps=o["adam_eps"], weight_decay=o["weight_decay"])
+        sched = FlowMatchEulerDiscreteScheduler(shift=o["shift"])
+        sched.set_timesteps(o["steps"])
         self.sigmas = [float(s) for s in sched.sigmas]
         self.timesteps = sched.timesteps.float()
         self.model = self.transformer
@@ -155,7 +184,12 @@ class FlowGrpo:
             self.model, self.compiled = self.transformer, False
             return self.velocity(*args)
 
-    def iteration(self):
+    def iteration(self, replay=None, reward_fn=jpeg_compressibility):
+        """One iteration. `replay` (another run's random numbers, e.g. omni's
+        @rollout_noise) holds prompt [P, L, D], pooled [P, Dp], x0 [B, C, H,
+        W], noise [N, B, C, H, W] and window_start; with it the result also
+        has `details` (images, rewards, advantages, log_probs). `reward_fn`
+        maps images [B, 3, H, W] to rewards [B]."""
         o, cfg = self.o, self.cfg
         tc = cfg["transformer"]
         P, G, N, W = o["prompts"], o["group_size"], o["steps"], o["window"]
@@ -169,23 +203,34 @@ class FlowGrpo:
             times[phase] = times.get(phase, 0.0) + now - clock
             clock = now
 
-        prompt = torch.randn(P, cfg["text_tokens"], tc["joint_attention_dim"])
-        pooled = torch.randn(P, tc["pooled_projection_dim"])
+        if replay is None:
+            prompt = torch.randn(P, cfg["text_tokens"],
+                                 tc["joint_attention_dim"])
+            pooled = torch.randn(P, tc["pooled_projection_dim"])
+        else:
+            prompt, pooled = replay["prompt"], replay["pooled"]
         prompt = prompt.repeat_interleave(G, dim=0)
         pooled = pooled.repeat_interleave(G, dim=0)
-        start = random.randint(o["window_lo"], o["window_hi"] - W)
+        if replay is None:
+            start = random.randint(o["window_lo"], o["window_hi"] - W)
+        else:
+            start = int(replay["window_start"])
         window = range(start, start + W)
 
         # rollout
         self.transformer.eval()
         with torch.no_grad():
-            x = torch.randn(B, tc["in_channels"], S, S)
+            if replay is None:
+                x = torch.randn(B, tc["in_channels"], S, S)
+            else:
+                x = replay["x0"].float()
             latents, log_probs = [x], {}
             for i in range(N):
                 v = self._velocity_or_eager(x, i, prompt, pooled)
                 if i in window:
                     x, lp, _, _ = sde_step_with_logprob(
-                        self.sigmas, v, x, i, o["noise_level"])
+                        self.sigmas, v, x, i, o["noise_level"],
+                        noise=None if replay is None else replay["noise"][i])
                     log_probs[i] = lp
                 else:
                     x = x + v.float() * (self.sigmas[i + 1] - self.sigmas[i])
@@ -201,9 +246,9 @@ class FlowGrpo:
         lap("decode")
 
         # reward and advantages
-        rewards = jpeg_compressibility(images)
-        adv = group_advantages(rewards, G, o["adv_eps"])
-        adv = adv.clamp(-o["adv_clip_max"], o["adv_clip_max"])
+        rewards = reward_fn(images)
+        adv_raw = group_advantages(rewards, G, o["adv_eps"])
+        adv = adv_raw.clamp(-o["adv_clip_max"], o["adv_clip_max"])
         lap("reward")
 
         # loss over the window steps (flow_grpo: backward per timestep)
@@ -229,10 +274,15 @@ class FlowGrpo:
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         lap("update")
-        return dict(loss=total, reward_mean=rewards.mean().item(),
-                    reward_std=rewards.std(unbiased=False).item(),
-                    grad_norm=grad_norm.item(), window_start=start,
-                    time_s=sum(times.values()), phase_time_s=times)
+        result = dict(loss=total, reward_mean=rewards.mean().item(),
+                      reward_std=rewards.std(unbiased=False).item(),
+                      advantage_mean=adv_raw.mean().item(),
+                      grad_norm=grad_norm.item(), window_start=start,
+                      time_s=sum(times.values()), phase_time_s=times)
+        if replay is not None:
+            result["details"] = dict(images=images, rewards=rewards,
+                                     advantages=adv_raw, log_probs=log_probs)
+        return result
 
 
 def peak_rss_kib():
