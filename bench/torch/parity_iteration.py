@@ -2,9 +2,10 @@
 """One full FlowGRPO iteration, omni vs PyTorch + diffusers (issue 7).
 
 omni: the recipe's training program (omnigen, tiny sd3 + tiny
-autoencoder_kl, P prompts x G samples), compiled by omnic; omnirun runs
-@init_state(seed), @rollout_noise(seed, 0) and @train_step(state, seed, 0,
-prompts). PyTorch: flowgrpo_torch.FlowGrpo loaded with the same initial
+autoencoder_kl, P prompts x G samples), compiled by omnic; omnirun writes
+the initial state (`--steps 0 --out DIR`: @init_state(seed) as
+step-0.safetensors) and runs @rollout_noise(seed, 0) and
+@train_step(state, seed, 0, prompts). PyTorch: flowgrpo_torch.FlowGrpo loaded with the same initial
 weights (state `transformer.X` / `vae.X`), replaying the same prompts,
 initial noise, step noise and SDE window start. Compared:
 
@@ -45,6 +46,7 @@ import sys
 import tempfile
 
 import numpy as np
+from safetensors.numpy import load_file
 import torch
 from PIL import Image
 
@@ -137,8 +139,14 @@ def run_omni(args, work, state_names):
     files = lambda tag: [os.path.join(work, f"{tag}.{i}.npy")  # noqa: E731
                          for i in range(len(state_names))]
     s0, s1 = files("s0"), files("s1")
-    run([omnirun, step, "--function=init_state", f"--input=i64={args.seed}"]
-        + [f"--output=@{f}" for f in s0])
+    # The initial weights as omnirun writes them: `--steps 0 --out DIR`
+    # saves the state after @init_state as DIR/step-0.safetensors.
+    init_dir = os.path.join(work, "init")
+    run([omnirun, step, "--steps=0", f"--seed={args.seed}",
+         f"--out={init_dir}"])
+    initial = load_file(os.path.join(init_dir, "step-0.safetensors"))
+    for n, f in zip(state_names, s0):
+        np.save(f, initial[n])
     x0, noise, ws = (os.path.join(work, n + ".npy")
                      for n in ("x0", "noise", "window_start"))
     run([omnirun, step, "--function=rollout_noise", f"--input=i64={args.seed}",

@@ -736,6 +736,34 @@ TEST_F(DataTrainerTest, ResumeIsBitExactWithDataInputs) {
   expectSameCheckpoint(straight.outDir, first.outDir, 5);
 }
 
+TEST_F(DataTrainerTest, StepsZeroWritesTheInitialState) {
+  // --steps 0 --out DIR: the state after @init_state as step-0, which
+  // other implementations load (bench/torch) and a run can resume from.
+  TrainOptions initial;
+  initial.steps = 0;
+  initial.seed = 5;
+  initial.outDir = (dir / "initial").string();
+  std::string log;
+  ASSERT_TRUE(train(initial, log).ok()) << log;
+  auto ckpt = ::omni::checkpoint::loadLatestCheckpoint(initial.outDir);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  EXPECT_EQ(ckpt->step, 0);
+  EXPECT_EQ(ckpt->metadata.at("seed"), "5");
+  EXPECT_EQ(ckpt->metadata.at("iteration"), "0");
+
+  TrainOptions straight = initial;
+  straight.steps = 2;
+  straight.outDir = (dir / "straight").string();
+  ASSERT_TRUE(train(straight, log).ok()) << log;
+  TrainOptions resumed = initial;
+  resumed.steps = 2;
+  resumed.outDir.clear();
+  resumed.resume = true;
+  resumed.resumeDir = initial.outDir;
+  ASSERT_TRUE(train(resumed, log).ok()) << log;
+  expectSameCheckpoint(straight.outDir, initial.outDir, ckpt->tensors.size());
+}
+
 TEST_F(DataTrainerTest, CheckpointMetadataIsChecked) {
   std::string out = (dir / "c").string();
   TrainOptions options;

@@ -40,7 +40,8 @@ Runs a function of a compiled omni program (step.bin).
 Training (the program follows the convention of runtime/train/driver/
 Trainer.h: @init_state(seed) and @train_step(state..., seed, iteration,
 [prompt_embeds], [pooled_prompt_embeds]); any of these options trains):
-  --steps=<n>            iterations to reach (default 1)
+  --steps=<n>            iterations to reach (default 1); 0 with --out
+                         writes the initial state as step-0.safetensors
   --seed=<n>             the run's seed (default 0)
   --out=<dir>            the run's folder: step-<n>.safetensors checkpoints,
                          metrics.jsonl, samples/iter-<n>.png

@@ -567,7 +567,8 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
         !s.ok())
       return s;
     for (const InitFile &init : options.inits)
-      if (absl::Status s = applyInit(init, *sig, stepName, options.initSkip, state, log);
+      if (absl::Status s =
+              applyInit(init, *sig, stepName, options.initSkip, state, log);
           !s.ok())
         return s;
   }
@@ -595,6 +596,11 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
   };
 
   executor.takePhaseTimes(); // not @init_state's
+  // --steps 0: the initial state (after --init) as a checkpoint, for other
+  // implementations to start from (bench/torch/parity_iteration.py).
+  if (options.steps == 0 && start == 0 && !out.empty())
+    if (absl::Status s = save(0); !s.ok())
+      return s;
   // 4. Iterations.
   for (int64_t it = start; it < options.steps; ++it) {
     auto begin = std::chrono::steady_clock::now();
