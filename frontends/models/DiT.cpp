@@ -96,7 +96,7 @@ llvm::Expected<std::unique_ptr<VelocityModel>> makeDiT(const Config &cfg) {
               cfg.getInt("attention_head_dim"), cfg.getInt("num_attention_heads"),
               cfg.getInt("pooled_projection_dim")};
   if (llvm::Error e = cfg.takeError())
-    return std::move(e);
+    return llvm::createStringError("dit: " + llvm::toString(std::move(e)));
   if (c.sampleSize <= 0 || c.patchSize <= 0 || c.sampleSize % c.patchSize)
     return llvm::createStringError(
         "dit: sample_size (" + std::to_string(c.sampleSize) +

@@ -294,6 +294,8 @@ TEST(ModelsTest, BadDiTConfigsAreOneLineErrors) {
   EXPECT_EQ(configError("dit", {"sample_size=15"}),
             "dit: sample_size (15) must be a positive multiple of patch_size "
             "(2)");
+  EXPECT_EQ(configError("dit", {"num_layers=abc"}),
+            "dit: config key 'num_layers': expected an integer, found 'abc'");
   std::string e = configError("dit", {"num_attention_heads=0"});
   EXPECT_EQ(e.rfind("dit: ", 0), 0u) << e;
   EXPECT_EQ(e.find('\n'), std::string::npos) << e;

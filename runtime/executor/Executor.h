@@ -117,7 +117,7 @@ private:
   absl::Status runCommands(
       Frame &frame,
       const flatbuffers::Vector<flatbuffers::Offset<step::Command>> *commands,
-      const Path &parent, const char *field);
+      const Path &parent, const char *field, bool timePhases = false);
   absl::Status runCommand(Frame &frame, const step::Command &command,
                           const Path &path);
   absl::Status runDispatch(Frame &frame, const step::Dispatch &d);

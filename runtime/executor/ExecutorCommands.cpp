@@ -66,28 +66,8 @@ absl::Status Executor::runFunction(uint32_t function,
   Frame frame{function, args, std::vector<int64_t>(program_->numScalars(), 0),
               caller};
   Path root{nullptr, "functions", function};
-  if (timePhases_ && !caller) {
-    const auto *commands = fn->commands();
-    for (uint32_t i = 0; i < sizeOf(commands); ++i) {
-      const step::Command &command = *commands->Get(i);
-      auto begin = std::chrono::steady_clock::now();
-      Path path{&root, "commands", i};
-      OMNI_RETURN_IF_ERROR(runCommand(frame, command, path));
-      OMNI_RETURN_IF_ERROR(stream_->synchronize());
-      double seconds = std::chrono::duration<double>(
-                           std::chrono::steady_clock::now() - begin)
-                           .count();
-      std::string phase = command.phase() ? command.phase()->str() : "";
-      auto it = std::find_if(phaseTimes_.begin(), phaseTimes_.end(),
-                             [&](const auto &p) { return p.first == phase; });
-      if (it == phaseTimes_.end())
-        phaseTimes_.push_back({phase, seconds});
-      else
-        it->second += seconds;
-    }
-  } else {
-    OMNI_RETURN_IF_ERROR(runCommands(frame, fn->commands(), root, "commands"));
-  }
+  OMNI_RETURN_IF_ERROR(runCommands(frame, fn->commands(), root, "commands",
+                                   /*timePhases=*/timePhases_ && !caller));
   const uint32_t numInputs = sizeOf(fn->inputs());
   for (uint32_t k = 0; k < sizeOf(fn->outputs()); ++k) {
     hal::BufferRef src = resolve(frame, fn->outputs()->Get(k));
@@ -105,10 +85,27 @@ std::vector<std::pair<std::string, double>> Executor::takePhaseTimes() {
 absl::Status
 Executor::runCommands(Frame &frame,
                       const Vector<Offset<step::Command>> *commands,
-                      const Path &parent, const char *field) {
+                      const Path &parent, const char *field,
+                      bool timePhases) {
   for (uint32_t i = 0; i < sizeOf(commands); ++i) {
     Path path{&parent, field, i};
-    OMNI_RETURN_IF_ERROR(runCommand(frame, *commands->Get(i), path));
+    const step::Command &command = *commands->Get(i);
+    auto begin = timePhases ? std::chrono::steady_clock::now()
+                            : std::chrono::steady_clock::time_point();
+    OMNI_RETURN_IF_ERROR(runCommand(frame, command, path));
+    if (!timePhases)
+      continue;
+    OMNI_RETURN_IF_ERROR(stream_->synchronize());
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - begin)
+            .count();
+    std::string phase = command.phase() ? command.phase()->str() : "";
+    auto it = std::find_if(phaseTimes_.begin(), phaseTimes_.end(),
+                           [&](const auto &p) { return p.first == phase; });
+    if (it == phaseTimes_.end())
+      phaseTimes_.push_back({phase, seconds});
+    else
+      it->second += seconds;
   }
   return absl::OkStatus();
 }
