@@ -39,6 +39,7 @@
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
+#include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -191,16 +192,42 @@ void addAbiWrapper(llvm::Module &module, StringRef name,
   b.CreateRetVoid();
 }
 
-std::string featureString(bool host) {
-  if (!host)
-    return "";
-  std::string features;
-  // Only what the code may use; sorted so the string is reproducible.
+/// The native LLVM target (initialized once), or null with `error` set.
+const llvm::Target *nativeTarget(const llvm::Triple &triple,
+                                 std::string &error) {
+  static std::once_flag llvmInit;
+  std::call_once(llvmInit, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+  });
+  std::string lookupError;
+  const llvm::Target *target =
+      llvm::TargetRegistry::lookupTarget(triple, lookupError);
+  if (!target)
+    error = "no LLVM target for " + triple.str() + ": " + lookupError;
+  return target;
+}
+
+/// The LLVM feature string of `cpu`: the host's detected features for the
+/// host, otherwise every feature the named CPU implies (none for x86-64).
+/// Only what the code may use; sorted so the string is reproducible.
+std::string featureString(const llvm::Target &llvmTarget,
+                          const llvm::Triple &triple, bool host,
+                          llvm::StringRef cpu) {
   std::vector<std::string> enabled;
-  for (const auto &f : llvm::sys::getHostCPUFeatures())
-    if (f.second)
-      enabled.push_back("+" + f.first().str());
+  if (host) {
+    for (const auto &f : llvm::sys::getHostCPUFeatures())
+      if (f.second)
+        enabled.push_back("+" + f.first().str());
+  } else if (cpu != "x86-64") {
+    std::unique_ptr<llvm::MCSubtargetInfo> info(
+        llvmTarget.createMCSubtargetInfo(triple, cpu, ""));
+    for (const llvm::SubtargetFeatureKV &kv : info->getAllProcessorFeatures())
+      if (info->getFeatureBits().test(kv.Value))
+        enabled.push_back("+" + std::string(kv.Key));
+  }
   llvm::sort(enabled);
+  std::string features;
   for (const std::string &f : enabled)
     features += (features.empty() ? "" : ",") + f;
   return features;
@@ -353,11 +380,6 @@ mlir::omni::compileFusionsForCpu(ModuleOp program, const CpuTarget &target,
   if (failed(lowerToLLVMDialect(*kernels)))
     return emitError(loc, "lowering the kernels to LLVM failed");
 
-  static std::once_flag llvmInit;
-  std::call_once(llvmInit, [] {
-    llvm::InitializeNativeTarget();
-    llvm::InitializeNativeTargetAsmPrinter();
-  });
   llvm::LLVMContext llvmContext;
   std::unique_ptr<llvm::Module> module =
       translateModuleToLLVMIR(*kernels, llvmContext, "omni_kernels");
@@ -371,13 +393,14 @@ mlir::omni::compileFusionsForCpu(ModuleOp program, const CpuTarget &target,
 
   llvm::Triple triple(llvm::sys::getDefaultTargetTriple());
   std::string error;
-  const llvm::Target *llvmTarget =
-      llvm::TargetRegistry::lookupTarget(triple, error);
+  const llvm::Target *llvmTarget = nativeTarget(triple, error);
   if (!llvmTarget)
-    return emitError(loc, "no LLVM target for ") << triple.str() << ": "
-                                                 << error;
-  exe.cpu = target.hostCpu ? llvm::sys::getHostCPUName().str() : "x86-64";
-  exe.features = featureString(target.hostCpu);
+    return emitError(loc, error);
+  if (std::string bad = checkTargetCpu(target.cpu); !bad.empty())
+    return emitError(loc, bad);
+  bool host = target.cpu == "host";
+  exe.cpu = host ? llvm::sys::getHostCPUName().str() : target.cpu;
+  exe.features = featureString(*llvmTarget, triple, host, exe.cpu);
   auto makeMachine = [&] {
     return std::unique_ptr<llvm::TargetMachine>(
         llvmTarget->createTargetMachine(
@@ -450,4 +473,23 @@ mlir::omni::compileFusionsForCpu(ModuleOp program, const CpuTarget &target,
   exe.sharedObject = std::move(*so);
   (void)ctx;
   return exe;
+}
+
+std::string mlir::omni::checkTargetCpu(llvm::StringRef cpu) {
+  if (cpu == "host" || cpu == "x86-64")
+    return "";
+  llvm::Triple triple(llvm::sys::getDefaultTargetTriple());
+  std::string error;
+  const llvm::Target *llvmTarget = nativeTarget(triple, error);
+  if (!llvmTarget)
+    return error;
+  // A generic subtarget answers: one made for an unknown CPU warns on stderr.
+  std::unique_ptr<llvm::MCSubtargetInfo> info(
+      llvmTarget->createMCSubtargetInfo(triple, "", ""));
+  if (info && info->isCPUStringValid(cpu))
+    return "";
+  return ("--target-cpu=" + cpu +
+          ": unknown CPU; expected host, x86-64 or an LLVM x86 CPU name "
+          "(haswell, x86-64-v3, skylake-avx512, znver4, ...)")
+      .str();
 }

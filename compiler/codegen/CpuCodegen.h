@@ -19,9 +19,11 @@
 namespace mlir::omni {
 
 struct CpuTarget {
-  /// Compile for the host CPU (its name and features) or, when false, for
-  /// portable x86-64.
-  bool hostCpu = true;
+  /// "host" (the CPU omnic runs on: its name and detected features),
+  /// "x86-64" (portable, SSE2 only) or any LLVM x86 CPU name ("haswell",
+  /// "x86-64-v3", "skylake-avx512", "znver4"), whose features the code may
+  /// then use and the runtime checks.
+  std::string cpu = "host";
   /// LLVM optimization level of the kernels (0-3).
   int optLevel = 2;
 };
@@ -51,6 +53,10 @@ FailureOr<CpuExecutable> compileFusionsForCpu(ModuleOp program,
                                               const CpuTarget &target,
                                               std::string *kernelIR = nullptr,
                                               std::string *llvmIR = nullptr);
+
+/// Checks a CpuTarget::cpu value: "" when omnic can compile for it,
+/// otherwise a one-line message naming the value and what is expected.
+std::string checkTargetCpu(llvm::StringRef cpu);
 
 } // namespace mlir::omni
 

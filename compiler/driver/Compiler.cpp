@@ -101,7 +101,7 @@ int mlir::omni::runCompiler(const CompileOptions &options,
   }
 
   CpuTarget target;
-  target.hostCpu = options.hostCpu;
+  target.cpu = options.targetCpu;
   target.optLevel = options.optLevel;
   std::string kernelIR, llvmIR;
   FailureOr<CpuExecutable> exe =

@@ -24,8 +24,9 @@ struct CompileOptions {
   std::string emit;
   /// 0: no optimization of the kernels beyond what correctness needs.
   int optLevel = 2;
-  /// Compile the kernels for the host CPU (default) or portable x86-64.
-  bool hostCpu = true;
+  /// The CPU the kernels are compiled for: host (default), x86-64
+  /// (portable) or an LLVM x86 CPU name (CpuTarget::cpu).
+  std::string targetCpu = "host";
   /// Print the memory plan's arena size.
   bool reportArena = false;
 };

@@ -1,11 +1,12 @@
 //===- omnic.cpp - the omni ahead-of-time compiler ------------------------===//
 //
-//   omnic train.mlir -o step.bin [-O0..3] [--target-cpu=host|x86-64]
+//   omnic train.mlir -o step.bin [-O0..3] [--target-cpu=host|x86-64|<cpu>]
 //   omnic train.mlir --emit=<input|cleanup|autodiff|decompose|fuse|
 //                           plan-memory|kernels|llvm|json>
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/codegen/CpuCodegen.h"
 #include "compiler/driver/Compiler.h"
 
 #include "llvm/Support/CommandLine.h"
@@ -26,14 +27,14 @@ int main(int argc, char **argv) {
   cl::opt<unsigned> opt("O", cl::desc("kernel optimization level (0-3)"),
                         cl::Prefix, cl::init(2));
   cl::opt<std::string> cpu("target-cpu",
-                           cl::desc("host (default) or x86-64 (portable)"),
+                           cl::desc("host (default), x86-64 (portable) or an LLVM CPU name "
+                                    "(haswell, x86-64-v3, skylake-avx512, ...)"),
                            cl::init("host"));
   cl::opt<bool> report("report-arena",
                        cl::desc("print each function's arena size"));
   cl::ParseCommandLineOptions(argc, argv, "omni ahead-of-time compiler\n");
-  if (cpu != "host" && cpu != "x86-64") {
-    llvm::errs() << "omnic: --target-cpu=" << cpu
-                 << ": expected host or x86-64\n";
+  if (std::string bad = mlir::omni::checkTargetCpu(cpu); !bad.empty()) {
+    llvm::errs() << "omnic: " << bad << "\n";
     return 1;
   }
   mlir::omni::CompileOptions options;
@@ -41,7 +42,7 @@ int main(int argc, char **argv) {
   options.output = output;
   options.emit = emit;
   options.optLevel = opt;
-  options.hostCpu = cpu == "host";
+  options.targetCpu = cpu;
   options.reportArena = report;
   return mlir::omni::runCompiler(options, llvm::outs(), llvm::errs());
 }
