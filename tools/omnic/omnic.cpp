@@ -4,9 +4,13 @@
 //   omnic train.mlir --emit=<input|cleanup|autodiff|decompose|fuse|
 //                           plan-memory|kernels|llvm|json>
 //
+// --help lists omnic's options only (LLVM's code generation options are
+// hidden; --help-hidden still lists them); --version prints omni's version.
+//
 //===----------------------------------------------------------------------===//
 
 #include "compiler/driver/Compiler.h"
+#include "dialects/omni/OmniTools.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
@@ -15,21 +19,27 @@ namespace cl = llvm::cl;
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  cl::OptionCategory category("omnic options");
   cl::opt<std::string> input(cl::Positional, cl::desc("<input .mlir>"),
-                             cl::init("-"));
+                             cl::init("-"), cl::cat(category));
   cl::opt<std::string> output("o", cl::desc("step.bin to write"),
-                              cl::value_desc("file"));
+                              cl::value_desc("file"), cl::cat(category));
   cl::opt<std::string> emit(
-      "emit", cl::desc("print a stage instead of writing step.bin: input, "
-                       "cleanup, autodiff, decompose, fuse, plan-memory, "
-                       "kernels, llvm, json"));
+      "emit",
+      cl::desc("print a stage instead of writing step.bin: input, "
+               "cleanup, autodiff, decompose, fuse, plan-memory, "
+               "kernels, llvm, json"),
+      cl::cat(category));
   cl::opt<unsigned> opt("O", cl::desc("kernel optimization level (0-3)"),
-                        cl::Prefix, cl::init(2));
+                        cl::Prefix, cl::init(2), cl::cat(category));
   cl::opt<std::string> cpu("target-cpu",
                            cl::desc("host (default) or x86-64 (portable)"),
-                           cl::init("host"));
+                           cl::init("host"), cl::cat(category));
   cl::opt<bool> report("report-arena",
-                       cl::desc("print each function's arena size"));
+                       cl::desc("print each function's arena size"),
+                       cl::cat(category));
+  mlir::omni::hideLlvmOptions(&category);
+  mlir::omni::setOmniVersionPrinter("omnic");
   cl::ParseCommandLineOptions(argc, argv, "omni ahead-of-time compiler\n");
   if (cpu != "host" && cpu != "x86-64") {
     llvm::errs() << "omnic: --target-cpu=" << cpu
@@ -43,5 +53,8 @@ int main(int argc, char **argv) {
   options.optLevel = opt;
   options.hostCpu = cpu == "host";
   options.reportArena = report;
-  return mlir::omni::runCompiler(options, llvm::outs(), llvm::errs());
+  // The parser and the passes recurse per nesting level.
+  return mlir::omni::runOnLargeStack([&] {
+    return mlir::omni::runCompiler(options, llvm::outs(), llvm::errs());
+  });
 }
