@@ -48,7 +48,7 @@ LogicalResult checkTypes(Operation *op, TypeRange types, const char *what) {
 } // namespace
 
 LogicalResult mlir::omni::checkProgramForRuntime(ModuleOp module,
-                                                bool needsEntry) {
+                                                 bool needsEntry) {
   bool hasEntry = !needsEntry;
   for (auto fn : module.getOps<func::FuncOp>())
     hasEntry |= fn.isPublic() && !fn.isExternal();

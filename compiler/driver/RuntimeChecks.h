@@ -1,4 +1,4 @@
-//===- RuntimeChecks.h - omnic refuses what omnirun would refuse -*- C++ -*-===//
+//===- RuntimeChecks.h - omnic refuses what omnirun refuses ---*- C++ -*-===//
 //
 // omnic must not write a step.bin that the runtime's loader then rejects.
 // Two gates:

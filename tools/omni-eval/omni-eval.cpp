@@ -71,8 +71,7 @@ static int run() {
   else
     return fail(error);
   if (mlir::failed(mlir::omni::checkSourceNesting(
-          *sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID()),
-          llvm::errs())))
+          *sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID()), llvm::errs())))
     return 1;
   mlir::OwningOpRef<mlir::ModuleOp> module =
       mlir::parseSourceFile<mlir::ModuleOp>(sourceMgr, &context);

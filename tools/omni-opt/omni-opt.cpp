@@ -66,8 +66,8 @@ int main(int argc, char **argv) {
     return 1;
   }
   return mlir::omni::runOnLargeStack([&] {
-    if (mlir::failed(mlir::MlirOptMain(output->os(), std::move(input),
-                                       registry, config)))
+    if (mlir::failed(mlir::MlirOptMain(output->os(), std::move(input), registry,
+                                       config)))
       return 1;
     output->keep();
     return 0;
