@@ -11,9 +11,11 @@
 #include "compiler/driver/Compiler.h"
 
 #include "compiler/codegen/CpuCodegen.h"
+#include "compiler/driver/RuntimeChecks.h"
 #include "compiler/driver/StepJson.h"
 #include "compiler/stepbin/StepWriter.h"
 #include "dialects/omni/OmniOps.h"
+#include "dialects/omni/OmniTools.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -78,12 +80,16 @@ int mlir::omni::runCompiler(const CompileOptions &options,
       openInputFile(options.input, &error);
   if (!input)
     return fail(error);
+  if (failed(checkSourceNesting(input->getMemBufferRef(), errs)))
+    return 1;
   auto sourceMgr = std::make_shared<llvm::SourceMgr>();
   sourceMgr->AddNewSourceBuffer(std::move(input), llvm::SMLoc());
   SourceMgrDiagnosticHandler diagnostics(*sourceMgr, &context, errs);
   OwningOpRef<ModuleOp> module =
       parseSourceFile<ModuleOp>(sourceMgr, ParserConfig(&context));
-  if (!module || failed(verify(*module)))
+  bool needsEntry = options.emit.empty() || emitJson;
+  if (!module || failed(verify(*module)) ||
+      failed(checkProgramForRuntime(*module, needsEntry)))
     return 1;
   if (options.emit == "input") {
     module->print(outs);
@@ -115,7 +121,9 @@ int mlir::omni::runCompiler(const CompileOptions &options,
   }
   FailureOr<std::vector<uint8_t>> bytes =
       writeStepBin(*module, *exe, "omnic (omni 0.1)");
-  if (failed(bytes))
+  if (failed(bytes) ||
+      failed(checkStepBinLoads(*bytes, emitJson ? "step.bin" : options.output,
+                               errs)))
     return 1;
   if (emitJson) {
     FailureOr<std::string> json = stepBinToJson(*bytes, error);

@@ -178,14 +178,17 @@ absl::StatusOr<Results> linear(Operation *op, Interpreter &interp, Value xv,
     return opError(op, "input " + x.typeString() + " and weight " +
                            w.typeString() + " do not produce " +
                            out.typeString());
-  int64_t rows = in ? x.numElements() / in : out.numElements() / outDim;
+  // A product, not elements / in: `in` may be 0.
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < x.shape().size(); ++d)
+    rows *= x.shape()[d];
   const HostTensor *bias = bv ? &interp.get(bv) : nullptr;
   const HostTensor *a = av ? &interp.get(av) : nullptr;
   const HostTensor *lb = lbv ? &interp.get(lbv) : nullptr;
   int64_t rank = a ? a->shape()[0] : 0;
   std::vector<double> xa(static_cast<size_t>(rank));
   for (int64_t r = 0; r < rows; ++r) {
-    const double *xrow = &x.floats()[r * in];
+    const double *xrow = x.floats().data() + r * in; // in may be 0
     for (int64_t s = 0; s < rank; ++s) {
       double acc = 0;
       for (int64_t p = 0; p < in; ++p)

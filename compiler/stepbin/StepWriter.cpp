@@ -332,11 +332,13 @@ LogicalResult Writer::emitOp(Operation *op,
       return op->emitOpError("has a constant the step.bin writer cannot embed");
     auto type = cast<RankedTensorType>(value.getType());
     int64_t eb = elementBytes(type.getElementType());
-    // A splat is stored once with a repeat count.
-    int64_t stored = value.isSplat() ? 1 : type.getNumElements();
+    // A splat is stored once with a repeat count (>= 1: a zero-element
+    // constant is stored as no bytes, once).
+    bool splat = value.isSplat() && type.getNumElements() > 0;
+    int64_t stored = splat ? 1 : type.getNumElements();
     std::vector<uint8_t> bytes(stored * eb);
     for (int64_t i = 0; i < stored; ++i) {
-      Attribute a = value.isSplat() ? value.getSplatValue<Attribute>()
+      Attribute a = splat ? value.getSplatValue<Attribute>()
                                     : value.getValues<Attribute>()[i];
       uint64_t bits = 0;
       if (auto f = dyn_cast<FloatAttr>(a))
@@ -348,7 +350,7 @@ LogicalResult Writer::emitOp(Operation *op,
     fbb.ForceVectorAlignment(bytes.size(), 1, 64);
     auto data = fbb.CreateVector(bytes);
     constants.push_back(st::CreateConstant(
-        fbb, data, value.isSplat() ? type.getNumElements() : 1));
+        fbb, data, splat ? type.getNumElements() : 1));
     return failure(failed(newTensor(op->getResult(0), st::Storage::Constant,
                                     constants.size() - 1, st::Role::Constant)));
   }

@@ -218,6 +218,16 @@ public:
     return cast<RankedTensorType>(v.getType());
   }
 
+  /// The product of dimensions [from, to) of `t`: the rows of a row-wise
+  /// view. Computed as a product, never as elements / row size, so that a
+  /// zero-size dimension gives 0 rows instead of a division by zero.
+  static int64_t dimProduct(RankedTensorType t, int64_t from, int64_t to) {
+    int64_t n = 1;
+    for (int64_t d = from; d < to; ++d)
+      n *= t.getDimSize(d);
+    return n;
+  }
+
   OpBuilder &b;
   Location loc;
 };

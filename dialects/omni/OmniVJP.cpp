@@ -424,7 +424,7 @@ LogicalResult MatmulOp::buildVJP(OpBuilder &b, ArrayRef<Value> g,
     if (tl)
       lhs = swapLast(lhs);
     RankedTensorType at = Emitter::typeOf(lhs), dt = Emitter::typeOf(d);
-    int64_t rows = at.getNumElements() / at.getShape().back();
+    int64_t rows = Emitter::dimProduct(at, 0, at.getRank() - 1);
     lhs = e.reshape(lhs, {rows, at.getShape().back()});
     d = e.reshape(d, {rows, dt.getShape().back()});
     tl = false;

@@ -122,7 +122,7 @@ static void linearVJP(Emitter &e, Value x, Value w, bool hasBias, Value g,
                       Value &dx, Value &dw, Value &db) {
   RankedTensorType xt = Emitter::typeOf(x), wt = Emitter::typeOf(w);
   int64_t in = wt.getDimSize(1), outF = wt.getDimSize(0);
-  int64_t rows = xt.getNumElements() / in;
+  int64_t rows = Emitter::dimProduct(xt, 0, xt.getRank() - 1);
   Value g2 = e.reshape(g, {rows, outF});
   Value x2 = e.reshape(x, {rows, in});
   dx = e.reshape(e.matmul(g2, w), xt.getShape());
@@ -152,7 +152,7 @@ LogicalResult LoraLinearOp::buildVJP(OpBuilder &b, ArrayRef<Value> g,
   double s = getScale().convertToDouble();
   RankedTensorType xt = getInput().getType();
   int64_t in = xt.getShape().back();
-  int64_t rows = xt.getNumElements() / in;
+  int64_t rows = Emitter::dimProduct(xt, 0, xt.getRank() - 1);
   int64_t outF = getWeight().getType().getDimSize(0);
   Value x2 = e.reshape(getInput(), {rows, in});
   Value g2 = e.reshape(g[0], {rows, outF});
@@ -245,7 +245,7 @@ LogicalResult SdeStepOp::buildVJP(OpBuilder &b, ArrayRef<Value> g,
   Value dNextIn;
   Value next = getNoise() ? getNextSample() : getNext();
   if (gLp && !euler) {
-    int64_t rowSize = t.getNumElements() / t.getDimSize(0);
+    int64_t rowSize = Emitter::dimProduct(t, 1, t.getRank());
     SmallVector<int64_t> rowDims;
     for (int64_t d = 1; d < t.getRank(); ++d)
       rowDims.push_back(d);

@@ -8,6 +8,7 @@
 
 #include "compiler/reference/Evaluator.h"
 #include "dialects/omni/OmniOps.h"
+#include "dialects/omni/OmniTools.h"
 #include "runtime/io/Npy.h"
 #include "runtime/io/TensorText.h"
 
@@ -22,29 +23,43 @@
 namespace cl = llvm::cl;
 using omni::reference::Precision;
 
+static cl::OptionCategory category("omni-eval options");
 static cl::opt<std::string> inputFile(cl::Positional, cl::Required,
-                                      cl::desc("<input .mlir file>"));
+                                      cl::desc("<input .mlir file>"),
+                                      cl::cat(category));
 static cl::opt<std::string> function("function", cl::Required,
-                                     cl::desc("Function to evaluate"));
+                                     cl::desc("Function to evaluate"),
+                                     cl::cat(category));
 static cl::list<std::string>
-    inputs("input", cl::desc("An argument: @file.npy or 2x3xf32=1,2,..."));
+    inputs("input", cl::desc("An argument: @file.npy or 2x3xf32=1,2,..."),
+           cl::cat(category));
 static cl::list<std::string>
-    outputs("output", cl::desc("Where result i goes: @file.npy or - (print)"));
+    outputs("output", cl::desc("Where result i goes: @file.npy or - (print)"),
+            cl::cat(category));
 static cl::opt<Precision>
     precision("precision", cl::desc("Arithmetic of the evaluation"),
               cl::init(Precision::F32),
               cl::values(clEnumValN(Precision::F32, "f32", "float32 semantics"),
-                         clEnumValN(Precision::F64, "f64", "float64 oracle")));
+                         clEnumValN(Precision::F64, "f64", "float64 oracle")),
+              cl::cat(category));
 
 static int fail(const llvm::Twine &message) {
   llvm::errs() << "omni-eval: " << message << "\n";
   return 1;
 }
 
+static int run();
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  mlir::omni::hideLlvmOptions(&category);
+  mlir::omni::setOmniVersionPrinter("omni-eval");
   cl::ParseCommandLineOptions(argc, argv, "omni reference evaluator\n");
+  // The parser and the evaluator recurse per nesting level.
+  return mlir::omni::runOnLargeStack(run);
+}
 
+static int run() {
   mlir::DialectRegistry registry;
   mlir::omni::registerOmniDialects(registry);
   mlir::MLIRContext context(registry);
@@ -55,6 +70,9 @@ int main(int argc, char **argv) {
     sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
   else
     return fail(error);
+  if (mlir::failed(mlir::omni::checkSourceNesting(
+          *sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID()), llvm::errs())))
+    return 1;
   mlir::OwningOpRef<mlir::ModuleOp> module =
       mlir::parseSourceFile<mlir::ModuleOp>(sourceMgr, &context);
   if (!module) // the diagnostic handler has printed file:line:col: error
