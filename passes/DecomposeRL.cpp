@@ -76,6 +76,12 @@ struct DecomposeSdeStep : OpRewritePattern<SdeStepOp> {
   }
 };
 
+/// Computed in f64 from the cast rewards and rounded once at the end, as
+/// flow_grpo's numpy float64 tracker and runtime/flowgrpo do: the group
+/// mean rounded to f32 before the subtraction loses the digits that rewards
+/// sharing a large offset differ in (1000 + 0.01 i: 40% off). Conventions
+/// of the runtime where the formula is undefined: a std over no more values
+/// than ddof is 0, and a zero denominator (eps = 0, equal rewards) gives 0.
 struct DecomposeGroupAdvantages : OpRewritePattern<GroupAdvantagesOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(GroupAdvantagesOp op,
@@ -84,7 +90,6 @@ struct DecomposeGroupAdvantages : OpRewritePattern<GroupAdvantagesOp> {
     Location loc = op.getLoc();
     Value rewards = op.getRewards();
     RankedTensorType t = Emitter::typeOf(rewards);
-    Type elt = t.getElementType();
     int64_t n = t.getDimSize(0), g = op.getGroupSize();
     bool global = op.getGlobalStd();
     if (g == 1 && !global) {
@@ -92,32 +97,45 @@ struct DecomposeGroupAdvantages : OpRewritePattern<GroupAdvantagesOp> {
       r.replaceOp(op, e.splat(t, 0.0));
       return success();
     }
-    auto grouped = RankedTensorType::get({n / g, g}, elt);
-    Value rg = ReshapeOp::create(r, loc, grouped, rewards);
+    Type f64 = r.getF64Type();
+    RankedTensorType t64 = t.clone(f64);
+    auto grouped = RankedTensorType::get({n / g, g}, f64);
+    Value r64 = r.createOrFold<CastOp>(loc, t64, rewards);
+    Value rg = ReshapeOp::create(r, loc, grouped, r64);
     Value groupMean = e.unreduce(e.reduce(ReduceKind::mean, rg, {1}), grouped, 1);
-    Value centered = ReshapeOp::create(r, loc, t, e.sub(rg, groupMean));
-    if (!op.getNormByStd()) {
-      r.replaceOp(op, centered);
+    Value centered = e.sub(rg, groupMean);
+    auto finish = [&](Value adv) {
+      Value flat = ReshapeOp::create(r, loc, t64, adv);
+      r.replaceOp(op, r.createOrFold<CastOp>(loc, t, flat));
       return success();
-    }
-    double ddof = static_cast<double>(op.getDdof());
+    };
+    if (!op.getNormByStd())
+      return finish(centered);
+    int64_t ddof = static_cast<int64_t>(op.getDdof());
     Value std;
     if (global) {
-      Value dev = e.sub(rewards, e.fill(e.meanAll(rewards), t));
-      Value var = e.div(e.sumAll(e.mul(dev, dev)),
-                        e.scalar(elt, static_cast<double>(n) - ddof));
-      std = e.fill(SqrtOp::create(r, loc, var), t);
+      if (n - ddof <= 0) {
+        std = e.splat(grouped, 0.0);
+      } else {
+        Value dev = e.sub(r64, e.fill(e.meanAll(r64), t64));
+        Value var = e.div(e.sumAll(e.mul(dev, dev)),
+                          e.scalar(f64, static_cast<double>(n - ddof)));
+        std = e.fill(SqrtOp::create(r, loc, var), grouped);
+      }
     } else {
-      Value dev = e.sub(rg, groupMean);
-      Value var = e.div(e.reduce(ReduceKind::sum, e.mul(dev, dev), {1}),
-                        e.splat(RankedTensorType::get({n / g}, elt),
-                                static_cast<double>(g) - ddof));
-      std = ReshapeOp::create(
-          r, loc, t, e.unreduce(SqrtOp::create(r, loc, var), grouped, 1));
+      Value var = e.div(e.reduce(ReduceKind::sum, e.mul(centered, centered), {1}),
+                        e.splat(RankedTensorType::get({n / g}, f64),
+                                static_cast<double>(g - ddof)));
+      std = e.unreduce(SqrtOp::create(r, loc, var), grouped, 1);
     }
-    Value eps = e.splatLike(std, op.getEps().convertToDouble());
-    r.replaceOp(op, e.div(centered, e.add(std, eps)));
-    return success();
+    double eps = op.getEps().convertToDouble();
+    Value denom = e.add(std, e.splat(grouped, eps));
+    Value adv = e.div(centered, denom);
+    if (eps == 0.0)
+      adv = e.select(e.compare(CompareDirection::eq, denom,
+                               e.splat(grouped, 0.0)),
+                     e.splat(grouped, 0.0), adv);
+    return finish(adv);
   }
 };
 
@@ -157,9 +175,11 @@ struct DecomposeGrpoLoss : OpRewritePattern<GrpoLossOp> {
     if (Value mean = op.getMean()) {
       Value d = e.sub(mean, op.getRefMean());
       Value perRow = e.rowMean(e.mul(d, d));
+      // q = std sqrt(-dt) for the exact form of an sde step, the only case
+      // that has dt (C4); a cps step's std already is its transition std.
       Value std = op.getStd();
-      if (op.getKlForm() == KlForm::exact)
-        std = e.mul(std, SqrtOp::create(r, loc, NegOp::create(r, loc, op.getDt())));
+      if (Value dt = op.getDt())
+        std = e.mul(std, SqrtOp::create(r, loc, NegOp::create(r, loc, dt)));
       Value twoVar = e.scale(e.mul(std, std), 2.0);
       kl = e.meanAll(e.div(perRow, e.fill(twoVar, Emitter::typeOf(perRow))));
       if (beta != 0.0)
@@ -222,23 +242,31 @@ struct DecomposeClipGradNorm : OpRewritePattern<ClipGradNormOp> {
       total = e.add(total, e.sumAll(e.mul(g64, g64)));
     }
     Value norm64 = SqrtOp::create(r, loc, total);
-    // torch: coef = min(max_norm / (norm + 1e-6), 1).
-    Value coef = r.createOrFold<CastOp>(
-        loc, RankedTensorType::get({}, r.getF32Type()),
-        MinOp::create(
-            r, loc,
-            e.div(e.scalar(f64, op.getMaxNorm().convertToDouble()),
-                  e.add(norm64, e.scalar(f64, 1e-6))),
-            e.scalar(f64, 1.0)));
     Value norm = r.createOrFold<CastOp>(
         loc, RankedTensorType::get({}, r.getF32Type()), norm64);
     Value finite = IsFiniteOp::create(r, loc, norm);
+    // torch: coef = min(max_norm / (norm + 1e-6), 1), computed in the
+    // gradients' dtype (runtime/flowgrpo's clipGradNorm<T> does the same):
+    // one coefficient per element type, so f64 gradients are scaled by an
+    // f64 coefficient, not by one rounded to f32.
+    llvm::SmallDenseMap<Type, Value> coefs;
+    auto coefFor = [&](Type elt) {
+      Value &coef = coefs[elt];
+      if (!coef) {
+        Value n = r.createOrFold<CastOp>(loc, RankedTensorType::get({}, elt),
+                                         norm64);
+        coef = MinOp::create(
+            r, loc,
+            e.div(e.scalar(elt, op.getMaxNorm().convertToDouble()),
+                  e.add(n, e.scalar(elt, 1e-6))),
+            e.scalar(elt, 1.0));
+      }
+      return coef;
+    };
     SmallVector<Value> results;
     for (Value g : op.getGrads()) {
       RankedTensorType gt = Emitter::typeOf(g);
-      Value c = r.createOrFold<CastOp>(
-          loc, RankedTensorType::get({}, gt.getElementType()), coef);
-      Value scaled = e.mul(g, e.fill(c, gt));
+      Value scaled = e.mul(g, e.fill(coefFor(gt.getElementType()), gt));
       Value ok = e.fill(finite, gt.clone(r.getI1Type()));
       results.push_back(SelectOp::create(r, loc, ok, scaled, e.splat(gt, 0.0)));
     }

@@ -9,7 +9,8 @@ The same work as omni's FlowGRPO recipe (docs/recipes.md, defaults of
             in a window of W steps whose start is drawn in [lo, hi - W];
             stores the latents and the window's log-probabilities
   decode    AutoencoderKL.decode(latents / scaling + shift), /2 + 0.5, clamp
-  reward    jpeg_compressibility (PIL JPEG quality 95, 4:2:0, -bytes / 5e5)
+  reward    jpeg_compressibility (PIL JPEG quality 95 as flow_grpo calls it:
+            4:2:0, accurate DCT; -bytes / 5e5)
             and group advantages (global std, ddof 0, eps 1e-4)
   loss      for each window step: the velocity again (with grad), the
             log-probability of the stored next latent, the clipped GRPO loss
@@ -100,8 +101,7 @@ def jpeg_compressibility(images):
     rewards = []
     for img in u8:
         buf = io.BytesIO()
-        Image.fromarray(img).save(buf, format="JPEG", quality=95,
-                                  subsampling="4:2:0")
+        Image.fromarray(img).save(buf, format="JPEG", quality=95)
         rewards.append(-buf.tell() / 500000)
     return torch.tensor(rewards, dtype=torch.float32)
 

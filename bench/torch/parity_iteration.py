@@ -10,13 +10,13 @@ weights (state `transformer.X` / `vae.X`), replaying the same prompts,
 initial noise, step noise and SDE window start. Compared:
 
   images          the rollout's decoded images
-  rewards         jpeg_compressibility of both image sets, encoded with the
-                  system libturbojpeg through ctypes exactly as omnirun does
-                  (Pillow's bundled libjpeg-turbo makes a few bytes more or
-                  less per 32x32 image: printed, not used); omni's
-                  reward_mean/std must equal those of omni's images' bytes;
-                  if torch's images encode to other byte counts than omni's,
-                  the torch side uses omni's (said so)
+  rewards         jpeg_compressibility of both image sets, encoded with
+                  Pillow as flow_grpo does; omni's reward_mean/std must
+                  equal those of Pillow's bytes of omni's images, and the
+                  system libturbojpeg called through ctypes exactly as
+                  omnirun calls it (TJFLAG_ACCURATEDCT) must give Pillow's
+                  byte counts; if torch's images encode to other byte
+                  counts than omni's, the torch side uses omni's (said so)
   metrics         loss, reward_mean/std, advantage_mean, grad_norm (and
                   approx_kl, clipfrac, kl, skipped: 0 on policy)
   gradient        adamw.m / (1 - beta1): the clipped gradient, per tensor
@@ -80,8 +80,7 @@ def jpeg_bytes_pil(images):
     counts = []
     for img in to_u8_hwc(images):
         buf = io.BytesIO()
-        Image.fromarray(img).save(buf, format="JPEG", quality=95,
-                                  subsampling="4:2:0")
+        Image.fromarray(img).save(buf, format="JPEG", quality=95)
         counts.append(buf.tell())
     return np.array(counts)
 
@@ -89,7 +88,8 @@ def jpeg_bytes_pil(images):
 def jpeg_bytes_turbo(images):
     """JPEG byte counts with the system TurboJPEG, exactly as omnirun's
     jpeg rewards call it (runtime/train/rewards/Rewards.cpp: tjCompress2,
-    TJPF_RGB, TJSAMP_420, quality 95, flags 0); None without the library."""
+    TJPF_RGB, TJSAMP_420, quality 95, TJFLAG_ACCURATEDCT); None without the
+    library."""
     try:
         tj = ctypes.CDLL(ctypes.util.find_library("turbojpeg")
                          or "libturbojpeg.so.0")
@@ -113,7 +113,8 @@ def jpeg_bytes_turbo(images):
                                 0,  # TJPF_RGB
                                 ctypes.byref(buf), ctypes.byref(size),
                                 2,  # TJSAMP_420
-                                95, 0)
+                                95,
+                                4096)  # TJFLAG_ACCURATEDCT
             if buf:
                 tj.tjFree(buf)
             if rc != 0:
@@ -225,15 +226,14 @@ def compare(args, work):
     tr = flowgrpo_torch.FlowGrpo(
         "tiny", False, args.seed, weights=weights,
         opts=dict(prompts=args.prompts, group_size=args.group_size))
-    # omni's reward encodes with the system TurboJPEG; Pillow bundles its
-    # own libjpeg-turbo, whose byte counts can differ by a few bytes.
+    # flow_grpo encodes with Pillow; omnirun calls the system TurboJPEG with
+    # the accurate DCT, which must give Pillow's byte counts.
     notes = []
-    encode = jpeg_bytes_turbo
-    if encode(om["images"]) is None:
-        encode = jpeg_bytes_pil
-        notes.append("no libturbojpeg here: rewards from Pillow's encoder")
+    encode = jpeg_bytes_pil
     omni_bytes = encode(om["images"])
-    pil_bytes = jpeg_bytes_pil(om["images"])
+    turbo_bytes = jpeg_bytes_turbo(om["images"])
+    if turbo_bytes is None:
+        notes.append("no libturbojpeg here: omnirun's encoder not cross-checked")
     torch_bytes = []
 
     def reward_fn(images):
@@ -275,9 +275,10 @@ def compare(args, work):
               abs(m["reward_std"] - r_o.std()) / max(r_o.std(), 1e-30))
     row(f"reward mean/std: omni vs {encode.__name__}, omni images", enc,
         extra=f"  (bytes {omni_bytes.tolist()})")
-    print(f"    Pillow's bytes of omni's images {pil_bytes.tolist()} (not "
-          "used; reward_mean differs by "
-          f"{abs((-pil_bytes / 5e5).mean() - r_o.mean()) / abs(r_o.mean()):.2e})")
+    if turbo_bytes is not None:
+        row("JPEG bytes: system TurboJPEG vs Pillow, omni images",
+            float(np.max(np.abs(turbo_bytes - omni_bytes))), limit=0,
+            extra=f"  (TurboJPEG {turbo_bytes.tolist()})")
     for n in notes:
         print(f"  note: {n}")
     row("rewards (torch images, same encoder)",

@@ -216,6 +216,7 @@ absl::StatusOr<Results> runGrpoLoss(om::GrpoLossOp op, Interpreter &interp) {
   options.beta = op.getBeta().convertToDouble();
   options.klForm = op.getKlForm() == om::KlForm::exact ? fg::KlForm::Exact
                                                        : fg::KlForm::Reference;
+  options.sdeType = sdeTypeOf(op.getSdeType());
   absl::StatusOr<fg::GrpoLossResult<T>> r = fg::grpoLoss<T>(inputs, options);
   if (!r.ok())
     return opError(op, r.status());

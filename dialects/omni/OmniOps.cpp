@@ -730,10 +730,18 @@ LogicalResult GrpoLossOp::inferReturnTypes(MLIRContext *ctx,
                        " needs the KL operands kl(mean, ref_mean, std)");
   // C4
   bool exact = props.getKlForm().getValue() == KlForm::exact;
-  if (exact != static_cast<bool>(dt))
+  SdeType sdeType = props.getSdeType().getValue();
+  if (exact && sdeType == SdeType::ode)
     return inferError(loc, opName,
-                       exact ? "kl_form = exact needs dt(...)"
-                             : "dt is only used with kl_form = exact");
+                       "kl_form = exact needs sde_type sde or cps, found ode");
+  bool needsDt = exact && sdeType == SdeType::sde;
+  if (needsDt != static_cast<bool>(dt))
+    return inferError(
+        loc, opName,
+        needsDt ? "kl_form = exact needs dt(...)"
+        : exact ? "dt is not used with sde_type = cps (its std is the "
+                  "transition std)"
+                : "dt is only used with kl_form = exact");
   if (dt) {
     OMNI_TENSOR(d, dt, "dt");
     if (d != RankedTensorType::get({}, elt))

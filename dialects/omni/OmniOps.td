@@ -773,7 +773,12 @@ def Omni_GrpoLossOp : Omni_Op<"grpo_loss",
     `[-adv_clip_max, adv_clip_max]`:
     `loss = mean_b max(-A r, -A clamp(r, 1-clip_range, 1+clip_range)) + beta kl`
     where `kl = mean_b(mean((mean - ref_mean)^2) / (2 std^2))` (`reference`)
-    or divides by `2 q^2`, `q = std sqrt(-dt)` (`exact`). Results: `loss`,
+    or divides by `2 q^2` with `q` the step's transition std (`exact`, the
+    KL of the two Gaussian transitions): `q = std sqrt(-dt)` for
+    `sde_type = sde`, `q = std` for `sde_type = cps`, whose std already is
+    the transition std (so there `exact` equals `reference`). `sde_type`
+    names the step type of the sde_step that produced `mean` and `std`; only
+    the exact form reads it. Results: `loss`,
     `approx_kl = mean((lp - old_lp)^2) / 2`, `clipfrac` (fraction with
     `|r - 1| > clip_range`) and `kl` (0 without KL operands). See
     flowgrpo.md section 6.
@@ -784,7 +789,8 @@ def Omni_GrpoLossOp : Omni_Op<"grpo_loss",
       `ref_mean` have one type with the batch as dimension 0, `std` is a
       scalar of the element type;
     - (C3) `beta != 0` needs the KL operands;
-    - (C4) `kl_form = exact` needs `dt` (a scalar), which is only given then;
+    - (C4) `dt` (a scalar) is given exactly when `kl_form = exact` and
+      `sde_type = sde`; `kl_form = exact` needs `sde_type` sde or cps;
     - (C5) `clip_range >= 0`, `adv_clip_max > 0`, `beta >= 0`.
 
     ```mlir
@@ -798,7 +804,8 @@ def Omni_GrpoLossOp : Omni_Op<"grpo_loss",
       DefaultValuedAttr<F64Attr, "1.0e-4">:$clip_range,
       DefaultValuedAttr<F64Attr, "5.0">:$adv_clip_max,
       DefaultValuedAttr<F64Attr, "0.0">:$beta,
-      DefaultValuedAttr<Omni_KlFormAttr, "KlForm::reference">:$kl_form);
+      DefaultValuedAttr<Omni_KlFormAttr, "KlForm::reference">:$kl_form,
+      DefaultValuedAttr<Omni_SdeTypeAttr, "SdeType::sde">:$sde_type);
   let results = (outs Omni_RLScalar:$loss, Omni_RLScalar:$approx_kl,
                       Omni_RLScalar:$clipfrac, Omni_RLScalar:$kl);
   let assemblyFormat = [{
@@ -843,10 +850,13 @@ def Omni_ClipGradNormOp : Omni_Op<"clip_grad_norm",
   let summary = "global gradient-norm clipping";
   let description = [{
     `norm = sqrt(sum over all grads of g^2)` (accumulated in f64, returned
-    as f32); every gradient is
-    scaled by `max_norm / (norm + 1e-6)` when `norm > max_norm`
-    (torch.nn.utils.clip_grad_norm_). A non-finite norm zeroes every
-    gradient; the caller sees it in `norm` and skips the update.
+    as f32); every gradient `g` of element type `T` is multiplied by
+    `min(T(max_norm) / (T(norm) + T(1e-6)), 1)`, computed in `T`: torch's
+    `torch.nn.utils.clip_grad_norm_` (which flow_grpo calls), so a gradient
+    is scaled when `norm + 1e-6 > max_norm` (by a factor just below 1 when
+    `norm` is just below `max_norm`), and f64 gradients are scaled by an
+    f64 coefficient. A non-finite norm zeroes every gradient; the caller
+    sees it in `norm` and skips the update.
 
     Constraints:
     - (C1) at least one gradient;

@@ -337,8 +337,10 @@ LogicalResult GrpoLossOp::buildVJP(OpBuilder &b, ArrayRef<Value> g,
   if (getMean() && gKlTotal) {
     RankedTensorType mt = cast<RankedTensorType>(getMean().getType());
     double rowSize = double(mt.getNumElements()) / double(n);
+    // dt is given exactly for the exact form of an sde step (C4): q = std
+    // sqrt(-dt); a cps step's std already is its transition std.
     Value std = getStd();
-    if (getKlForm() == KlForm::exact)
+    if (getDt())
       std = e.mul(std, e.unary<SqrtOp>(e.neg(getDt())));
     Value coef = e.div(e.scale(gKlTotal, 1.0 / (double(n) * rowSize)),
                        e.mul(std, std));
@@ -354,7 +356,7 @@ LogicalResult GrpoLossOp::buildVJP(OpBuilder &b, ArrayRef<Value> g,
                      e.mul(std, std));
     Value gKlValue = e.mul(gKlTotal, kl);
     out[5] = e.neg(e.div(e.scale(gKlValue, 2.0), getStd()));
-    if (getKlForm() == KlForm::exact)
+    if (getDt())
       out[6] = e.neg(e.div(gKlValue, getDt()));
   }
   (void)elt;

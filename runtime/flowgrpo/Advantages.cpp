@@ -1,8 +1,10 @@
 //===- Advantages.cpp - GRPO group-normalized advantages --------*- C++ -*-===//
 //
-// Two-pass mean and standard deviation in double (flow_grpo keeps rewards in
-// numpy float64, and a one-pass E[r^2] - E[r]^2 loses everything when rewards
-// share a large offset, as -bytes / 500000 rewards do).
+// Two-pass mean and standard deviation in double, and the centering and
+// division too: flow_grpo keeps rewards in numpy float64, and a one-pass
+// E[r^2] - E[r]^2, or a mean rounded to float before the subtraction, loses
+// the digits that rewards sharing a large offset (as -bytes / 500000 rewards
+// do) differ in. Only the advantage itself is rounded to T.
 //
 //===----------------------------------------------------------------------===//
 
@@ -66,23 +68,25 @@ groupAdvantages(absl::Span<const T> rewards, const AdvantageOptions &options) {
   if (options.globalStd)
     globalStd = stdOf(rewards, meanOf(rewards), options.ddof);
 
+  // Everything up to the final rounding runs in double: rounding the group
+  // mean to T before the subtraction costs the digits the rewards share
+  // (for 1000 + 0.01 i in float the advantages were 40% off).
   const size_t groupSize = static_cast<size_t>(options.groupSize);
   for (size_t start = 0; start < rewards.size(); start += groupSize) {
     absl::Span<const T> group = rewards.subspan(start, groupSize);
     double groupMean = meanOf(group);
-    T mean = static_cast<T>(groupMean);
-    T denominator(1);
+    double denominator = 1.0;
     if (options.normByStd) {
       double std =
           options.globalStd ? globalStd : stdOf(group, groupMean, options.ddof);
-      denominator = static_cast<T>(std) + static_cast<T>(options.eps);
+      denominator = std + options.eps;
     }
     for (size_t k = 0; k < groupSize; ++k) {
-      T centered = group[k] - mean;
+      double centered = static_cast<double>(group[k]) - groupMean;
       // std + eps == 0 only when eps == 0 and the rewards the std runs over
       // are all equal; their advantage is 0, not 0 / 0.
       advantages[start + k] =
-          denominator == T(0) ? T(0) : centered / denominator;
+          denominator == 0.0 ? T(0) : static_cast<T>(centered / denominator);
     }
   }
   return advantages;

@@ -3,9 +3,9 @@
 // group_advantages (flowgrpo.md section 5): GRPO replaces a value function by
 // comparing each image's reward with the other images generated for the same
 // prompt. Groups are consecutive runs of group_size samples of the GLOBAL
-// batch (data-parallel ranks gather rewards before calling this). The
-// statistics accumulate in double, like flow_grpo's numpy float64 tracker;
-// the final (r - mean) / (std + eps) runs in T.
+// batch (data-parallel ranks gather rewards before calling this). Everything
+// runs in double, like flow_grpo's numpy float64 tracker (two-pass mean and
+// std, centering, division); only the advantage is rounded to T.
 //
 //===----------------------------------------------------------------------===//
 

@@ -12,7 +12,9 @@
 
 #include "gtest/gtest.h"
 
+#include <algorithm>
 #include <cmath>
+#include <utility>
 
 namespace omni::flowgrpo {
 namespace {
@@ -134,6 +136,54 @@ TEST(AdvantagesTest, LargeOffsetKeepsPrecision) {
   ASSERT_TRUE(a.ok());
   double std = std::sqrt(0.5 / 4.0);
   EXPECT_TRUE(relNear((*a)[1], -0.5 / (std + 1e-4), 1e-6));
+}
+
+/// The advantages of float rewards by the f64 formula: two-pass mean and
+/// std over the float values promoted to double.
+std::vector<double> f64Advantages(const std::vector<float> &r, size_t group,
+                                  bool global) {
+  auto stats = [&](size_t begin, size_t count) {
+    double mean = 0.0, ss = 0.0;
+    for (size_t i = begin; i < begin + count; ++i)
+      mean += r[i];
+    mean /= static_cast<double>(count);
+    for (size_t i = begin; i < begin + count; ++i)
+      ss += (r[i] - mean) * (r[i] - mean);
+    return std::pair<double, double>(mean,
+                                     std::sqrt(ss / static_cast<double>(count)));
+  };
+  double globalStd = stats(0, r.size()).second;
+  std::vector<double> a(r.size());
+  for (size_t g = 0; g < r.size(); g += group) {
+    auto [mean, std] = stats(g, group);
+    for (size_t i = g; i < g + group; ++i)
+      a[i] = (r[i] - mean) / ((global ? globalStd : std) + 1e-4);
+  }
+  return a;
+}
+
+TEST(AdvantagesTest, OffsetRewardsMatchF64Formula) {
+  // Rewards sharing a large offset: 1000 + 0.01 i (the group mean rounded to
+  // float before the subtraction was 40% off here) and JPEG-sized rewards,
+  // -bytes / 500000 for byte counts around 1600.
+  std::vector<float> offset, jpeg;
+  for (int i = 0; i < 16; ++i) {
+    offset.push_back(1000.0f + 0.01f * static_cast<float>(i));
+    jpeg.push_back(-static_cast<float>(1600 + (i * 37) % 23) / 500000.0f);
+  }
+  for (const std::vector<float> *rewards : {&offset, &jpeg}) {
+    for (bool global : {true, false}) {
+      AdvantageOptions options = groupsOf(8);
+      options.globalStd = global;
+      std::vector<float> a = advantagesOf<float>(*rewards, options);
+      std::vector<double> want = f64Advantages(*rewards, 8, global);
+      ASSERT_EQ(a.size(), want.size());
+      for (size_t i = 0; i < a.size(); ++i)
+        EXPECT_NEAR(a[i], want[i], 1e-6 * std::max(1.0, std::fabs(want[i])))
+            << (rewards == &offset ? "offset" : "jpeg") << " global "
+            << global << " i = " << i;
+    }
+  }
 }
 
 TEST(AdvantagesTest, FloatAndDoubleAgree) {

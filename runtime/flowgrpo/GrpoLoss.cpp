@@ -110,7 +110,15 @@ absl::StatusOr<GrpoLossResult<T>> grpoLoss(const GrpoLossInputs<T> &inputs,
       return absl::InvalidArgumentError(
           absl::StrCat("std must be positive and finite but is ", std));
     T scale = std;
-    if (options.klForm == KlForm::Exact) {
+    if (options.klForm == KlForm::Exact && options.sdeType == SdeType::Ode)
+      return absl::InvalidArgumentError(
+          "kl_form exact needs sde_type sde or cps but is ode");
+    if (options.klForm == KlForm::Exact && options.sdeType == SdeType::Cps &&
+        inputs.dt.has_value())
+      return absl::InvalidArgumentError(
+          "kl_form exact of a cps step takes no dt (its std is the "
+          "transition std) but dt is given");
+    if (options.klForm == KlForm::Exact && options.sdeType == SdeType::Sde) {
       if (!inputs.dt.has_value())
         return absl::InvalidArgumentError(
             "kl_form exact needs dt but dt is missing");

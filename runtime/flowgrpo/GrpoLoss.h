@@ -13,6 +13,8 @@
 #ifndef OMNI_RUNTIME_FLOWGRPO_GRPOLOSS_H
 #define OMNI_RUNTIME_FLOWGRPO_GRPOLOSS_H
 
+#include "runtime/flowgrpo/SdeStep.h"
+
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
@@ -27,8 +29,9 @@ namespace omni::flowgrpo {
 enum class KlForm {
   /// Divide by 2 std^2 with std as sde_step returns it (flow_grpo; default).
   Reference,
-  /// Divide by 2 q^2 with q = std * sqrt(-dt), the KL between the two
-  /// Gaussian transitions of an "sde" step.
+  /// Divide by 2 q^2 with q the transition std, the KL between the two
+  /// Gaussian transitions: q = std * sqrt(-dt) for an "sde" step, q = std
+  /// for a "cps" step (whose std already is the transition std).
   Exact,
 };
 
@@ -45,13 +48,16 @@ struct GrpoLossOptions {
   /// required.
   double beta = 0.0;
   KlForm klForm = KlForm::Reference;
+  /// The step type of the sde_step that produced mean and std; only
+  /// KlForm::Exact reads it (Sde or Cps).
+  SdeType sdeType = SdeType::Sde;
 };
 
 /// The operands of grpo_loss. logProb, oldLogProb and advantages hold one
 /// value per sample (batch >= 1). The KL operands are optional as a group:
 /// mean and refMean ([batch, rowSize], the sde_step means under the policy
 /// and the reference model) and std (sde_step's std, > 0); dt (s[i+1] - s[i],
-/// < 0) is needed only for KlForm::Exact.
+/// < 0) is needed only for KlForm::Exact of an Sde step.
 template <typename T> struct GrpoLossInputs {
   absl::Span<const T> logProb;
   absl::Span<const T> oldLogProb;
@@ -84,7 +90,8 @@ template <typename T> struct GrpoLossResult {
 /// differ in length, an option is negative or not finite, only part of the
 /// KL operands is given, mean/refMean are not [batch, rowSize] with
 /// rowSize >= 1, std is not positive, beta > 0 without KL operands, or the
-/// exact form lacks a negative dt. Instantiated for float and double.
+/// exact form of an Sde step lacks a negative dt (or of a Cps step has one,
+/// or is asked for an Ode step). Instantiated for float and double.
 template <typename T>
 absl::StatusOr<GrpoLossResult<T>> grpoLoss(const GrpoLossInputs<T> &inputs,
                                            const GrpoLossOptions &options);

@@ -8,6 +8,8 @@
 
 #include "runtime/flowgrpo/GrpoLoss.h"
 
+#include "runtime/flowgrpo/Schedule.h"
+#include "runtime/flowgrpo/SdeStep.h"
 #include "runtime/flowgrpo/TestHelpers.h"
 
 #include "gtest/gtest.h"
@@ -119,6 +121,74 @@ TYPED_TEST(GrpoLossTypedTest, ExactKl) {
   EXPECT_TRUE(relNear(result->loss, result->policyLoss + 2.0, 1e-6));
 }
 
+/// KL(N(m1, s1^2) || N(m2, s2^2)) in closed form.
+double gaussianKl(double m1, double s1, double m2, double s2) {
+  return std::log(s2 / s1) + (s1 * s1 + (m1 - m2) * (m1 - m2)) / (2 * s2 * s2) -
+         0.5;
+}
+
+TYPED_TEST(GrpoLossTypedTest, ExactKlIsTheKlOfTheTransitionsForBothStepTypes) {
+  // For each step type: the policy and the reference step from the same x
+  // with different velocities. The transition std q is measured from the
+  // rollout step itself (x' = mu + q e, so q = (x' - mu) / e), and the KL of
+  // the two Gaussian transitions N(mu, q^2) and N(mu_ref, q^2), averaged
+  // over elements and rows, must be what the exact form reports. For cps
+  // the std sde_step returns already is q (no sqrt(-dt)).
+  using T = TypeParam;
+  std::vector<float> sigmas = *staticShiftSigmas(10, 3.0);
+  const int64_t batch = 2, step = 2;
+  std::vector<T> x = {0.5, -1, 2, 0, 0.25, 1.5, -0.75, 1};
+  std::vector<T> v = {-0.3, 0.8, -1.5, 0.25, 0.1, -0.6, 0.9, -1.2};
+  std::vector<T> vRef = {-0.2, 0.7, -1.6, 0.35, 0.3, -0.5, 0.8, -1.0};
+  std::vector<T> e = {1, -0.5, 0.25, 2, -1.5, 0.75, 0.5, -0.25};
+  for (SdeType type : {SdeType::Sde, SdeType::Cps}) {
+    SdeStepOptions so;
+    so.type = type;
+    so.noiseLevel = type == SdeType::Sde ? 0.7 : 0.8;
+    auto rollout = sdeStepWithNoise<T>(sigmas, step, so, batch, x, v, e);
+    ASSERT_TRUE(rollout.ok()) << rollout.status();
+    auto policy =
+        sdeStepWithNext<T>(sigmas, step, so, batch, x, v, rollout->next);
+    auto ref =
+        sdeStepWithNext<T>(sigmas, step, so, batch, x, vRef, rollout->next);
+    ASSERT_TRUE(policy.ok() && ref.ok());
+    double q = (double(rollout->next[0]) - double(rollout->mean[0])) / e[0];
+    double want = 0.0;
+    for (int64_t b = 0; b < batch; ++b) {
+      double row = 0.0;
+      for (int64_t j = 0; j < 4; ++j)
+        row += gaussianKl(policy->mean[b * 4 + j], q, ref->mean[b * 4 + j], q);
+      want += row / 4.0;
+    }
+    want /= double(batch);
+
+    std::vector<T> lp = policy->logProb, adv(batch, T(0));
+    GrpoLossInputs<T> inputs;
+    inputs.logProb = lp;
+    inputs.oldLogProb = lp;
+    inputs.advantages = adv;
+    inputs.mean = policy->mean;
+    inputs.refMean = ref->mean;
+    inputs.std = policy->std;
+    GrpoLossOptions options;
+    options.klForm = KlForm::Exact;
+    options.sdeType = type;
+    if (type == SdeType::Sde)
+      inputs.dt = static_cast<T>(sigmas[step + 1]) - static_cast<T>(sigmas[step]);
+    auto result = grpoLoss<T>(inputs, options);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_TRUE(relNear(result->kl, want, 1e-5))
+        << sdeTypeName(type) << ": kl " << result->kl << " want " << want;
+    if (type == SdeType::Cps) {
+      // There the exact form is the reference form.
+      options.klForm = KlForm::Reference;
+      auto reference = grpoLoss<T>(inputs, options);
+      ASSERT_TRUE(reference.ok());
+      EXPECT_EQ(reference->kl, result->kl);
+    }
+  }
+}
+
 TYPED_TEST(GrpoLossTypedTest, NaNPropagates) {
   using T = TypeParam;
   std::vector<T> lp = {std::numeric_limits<T>::quiet_NaN(), 0};
@@ -204,6 +274,12 @@ TEST(GrpoLossTest, Errors) {
   in = fixture.inputs();
   in.dt = 0.1f;
   EXPECT_TRUE(isUserError(run(in, options), "dt must be negative"));
+  in.dt = -0.1f;
+  options.sdeType = SdeType::Cps;
+  EXPECT_TRUE(isUserError(run(in, options), "of a cps step takes no dt"));
+  options.sdeType = SdeType::Ode;
+  EXPECT_TRUE(isUserError(run(fixture.inputs(), options),
+                          "needs sde_type sde or cps but is ode"));
 }
 
 } // namespace

@@ -551,8 +551,9 @@ void Emitter::emitLoss() {
       mean = step.getMean();
       refMean = refStep.getMean();
       stdv = step.getStd();
-      if (o_.klForm == od::KlForm::exact) {
-        // dt = sigma_{j+1} - sigma_j (negative).
+      if (o_.klForm == od::KlForm::exact && o_.sdeType == od::SdeType::sde) {
+        // dt = sigma_{j+1} - sigma_j (negative); a cps step's std already is
+        // its transition std and takes no dt.
         Value s0 = tensor::ExtractOp::create(b_, loc(), sigmas.value(),
                                              ValueRange{j});
         Value s1 = tensor::ExtractOp::create(b_, loc(), sigmas.value(),
@@ -565,7 +566,7 @@ void Emitter::emitLoss() {
     auto l = od::GrpoLossOp::create(
         b_, loc(), step.getLogProb(), old.value(), adv.value(), mean, refMean,
         stdv, dt, llvm::APFloat(o_.clipRange), llvm::APFloat(o_.advClipMax),
-        llvm::APFloat(o_.beta), o_.klForm);
+        llvm::APFloat(o_.beta), o_.klForm, o_.sdeType);
     Value parts[4] = {l.getLoss(), l.getApproxKl(), l.getClipfrac(),
                       l.getKl()};
     for (int q = 0; q < 4; ++q)
@@ -809,15 +810,34 @@ buildProgram(MLIRContext &context, const RecipeRequest &request,
     return model.takeError();
   std::unique_ptr<ImageDecoder> decoder;
   if (!request.decoder.empty()) {
+    // The decoder's latent size follows the model's (a VAE decoder is
+    // convolutional: any latent size is the same weights), unless the
+    // request sets it: `--model=sd3 --config=small` (32x32 latents) with
+    // the tiny decoder preset (16) would otherwise not fit.
+    std::vector<std::string> decoderOverrides;
+    Shape latent = (*model)->latentShape();
+    bool sizeGiven = false;
+    for (const std::string &o : request.decoderOverrides)
+      sizeGiven |= llvm::StringRef(o).starts_with("latent_size=");
+    if (!sizeGiven && latent.size() == 3 && latent[1] == latent[2]) {
+      auto preset = registry.config(request.decoder, request.decoderConfig, {});
+      if (preset && preset->has("latent_size"))
+        decoderOverrides.push_back("latent_size=" + std::to_string(latent[1]));
+      else if (!preset)
+        llvm::consumeError(preset.takeError()); // reported just below
+    }
+    decoderOverrides.insert(decoderOverrides.end(),
+                            request.decoderOverrides.begin(),
+                            request.decoderOverrides.end());
     auto decoderConfig = registry.config(request.decoder, request.decoderConfig,
-                                         request.decoderOverrides);
+                                         decoderOverrides);
     if (!decoderConfig)
       return decoderConfig.takeError();
     auto made = registry.makeDecoder(request.decoder, *decoderConfig);
     if (!made)
       return made.takeError();
     decoder = std::move(*made);
-    Shape latent = (*model)->latentShape(), want = decoder->latentShape();
+    Shape want = decoder->latentShape();
     if (latent != want) {
       auto str = [](const Shape &s) {
         std::string out;
@@ -825,9 +845,14 @@ buildProgram(MLIRContext &context, const RecipeRequest &request,
           out += (out.empty() ? "" : "x") + std::to_string(d);
         return out;
       };
+      std::string fix =
+          latent.size() == 3 && latent[1] == latent[2] && latent[0] == want[0]
+              ? "; leave out --decoder-set=latent_size (it follows the "
+                "model) or set it to " + std::to_string(latent[1])
+              : "";
       return fail("flowgrpo: model " + request.model + " makes latents " +
                   str(latent) + " but decoder " + request.decoder +
-                  " expects " + str(want));
+                  " expects " + str(want) + fix);
     }
   }
   if (!decoder && (*model)->latentShape()[0] < 3)

@@ -100,9 +100,10 @@ absl::StatusOr<std::vector<uint8_t>> imageToHwcU8(const ImageBatch &batch,
 
 /// Returns the size in bytes of the JPEG that libjpeg-turbo's TurboJPEG API
 /// produces for an interleaved RGB u8 image of h x w pixels (row pitch 3*w)
-/// at quality 95 with 4:2:0 chroma subsampling and default flags. The exact
-/// count depends on the libjpeg-turbo build, so tests compare against the
-/// encoder, never against fixed numbers.
+/// at quality 95 with 4:2:0 chroma subsampling and the accurate DCT
+/// (TJFLAG_ACCURATEDCT): the settings of PIL's Image.save(buf, "JPEG",
+/// quality=95), which flow_grpo's jpeg rewards call, and the same byte
+/// counts (RewardsTest checks them against counts PIL made, testdata/).
 absl::StatusOr<size_t> jpegEncodedSize(const uint8_t *hwc, int64_t h,
                                        int64_t w);
 

@@ -1,10 +1,11 @@
 //===- RewardsTest.cpp - Tests for named image rewards ----------*- C++ -*-===//
 //
-// Unit tests for OmniRewards. JPEG byte counts depend on the libjpeg-turbo
-// build (flowgrpo.md section 8), so the JPEG tests never hard-code sizes:
-// they quantize the image themselves, call TurboJPEG directly with the
-// parameters of the reward definition, and require the reward to equal the
-// formula applied to that count bit for bit.
+// Unit tests for OmniRewards. Most JPEG tests quantize the image
+// themselves, call TurboJPEG directly with the parameters of the reward
+// definition, and require the reward to equal the formula applied to that
+// count bit for bit. PilByteCounts checks the counts themselves against
+// what PIL (flow_grpo's encoder) makes for the same images: the fixture
+// testdata/pil_jpeg_sizes.inc and the script that wrote it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -80,7 +81,7 @@ unsigned long turboJpegBytes(const std::vector<uint8_t> &hwc, int h, int w) {
   unsigned char *jpeg = nullptr;
   unsigned long size = 0;
   int rc = tjCompress2(handle, hwc.data(), w, 0, h, TJPF_RGB, &jpeg, &size,
-                       TJSAMP_420, 95, 0);
+                       TJSAMP_420, 95, TJFLAG_ACCURATEDCT);
   EXPECT_EQ(rc, 0) << tjGetErrorStr2(handle);
   tjFree(jpeg);
   tjDestroy(handle);
@@ -280,6 +281,79 @@ TEST(RewardsTest, JpegRewardsMatchFormulaExactly) {
   // The three images really are different, so order is observable.
   EXPECT_LT((*comp)[2], (*comp)[1]);
   EXPECT_LT((*comp)[1], (*comp)[0]);
+}
+
+/// The images of testdata/make_pil_jpeg_sizes.py; must stay identical to
+/// its pixel().
+int patternPixel(const std::string &pattern, int64_t h, int64_t w, int64_t y,
+                 int64_t x, int64_t c) {
+  if (pattern == "gradient") {
+    const int64_t v[3] = {255 * x / (w - 1), 255 * y / (h - 1),
+                          255 * (x + y) / (w + h - 2)};
+    return static_cast<int>(v[c]);
+  }
+  if (pattern == "noise") {
+    uint32_t s = static_cast<uint32_t>((y * w + x) * 3 + c);
+    for (int k = 0; k < 3; ++k)
+      s = s * 1664525u + 1013904223u;
+    return static_cast<int>((s >> 24) & 255u);
+  }
+  if (pattern == "rings") {
+    const int64_t dx = x - w / 2, dy = y - h / 3, d = dx * dx + dy * dy;
+    const int64_t v[3] = {(d / 16) % 256, (x * y / 8) % 256,
+                          (d / 64 + 3 * x) % 256};
+    return static_cast<int>(v[c]);
+  }
+  if (pattern == "checker") {
+    const int64_t on = (x / 4 + y / 4) % 2;
+    const int64_t v[3] = {20 + 200 * on, 180 - 150 * on, 90};
+    return static_cast<int>(v[c]);
+  }
+  if (pattern == "edge") {
+    const int left[3] = {40, 90, 200}, right[3] = {220, 30, 60};
+    return x < w / 2 ? left[c] : right[c];
+  }
+  ADD_FAILURE() << "unknown pattern " << pattern;
+  return 0;
+}
+
+struct PilSize {
+  const char *pattern;
+  int64_t h, w;
+  size_t bytes;
+};
+
+TEST(RewardsTest, PilByteCounts) {
+  // flow_grpo encodes with PIL (quality 95, PIL's defaults: 4:2:0, the
+  // accurate DCT); the byte counts must be PIL's, not just TurboJPEG's with
+  // some flags. Before TJFLAG_ACCURATEDCT every image here differed by a
+  // few bytes (e.g. the 64x64 gradient: 1339 instead of 1333).
+  const PilSize sizes[] = {
+#include "runtime/train/rewards/testdata/pil_jpeg_sizes.inc"
+  };
+  for (const PilSize &p : sizes) {
+    std::string name = std::string(p.pattern) + " " + std::to_string(p.h) +
+                       "x" + std::to_string(p.w);
+    std::vector<uint8_t> hwc(static_cast<size_t>(p.h * p.w * 3));
+    HostImages images = filled(1, p.h, p.w, 0.0f);
+    for (int64_t y = 0; y < p.h; ++y)
+      for (int64_t x = 0; x < p.w; ++x)
+        for (int64_t c = 0; c < 3; ++c) {
+          int v = patternPixel(p.pattern, p.h, p.w, y, x, c);
+          hwc[(y * p.w + x) * 3 + c] = static_cast<uint8_t>(v);
+          // v / 255 quantizes back to v.
+          images.values[(c * p.h + y) * p.w + x] =
+              static_cast<float>(v) / 255.0f;
+        }
+    ASSERT_EQ(referenceHwc(images, 0), hwc) << name;
+    absl::StatusOr<size_t> bytes = jpegEncodedSize(hwc.data(), p.h, p.w);
+    ASSERT_TRUE(bytes.ok()) << bytes.status();
+    EXPECT_EQ(*bytes, p.bytes) << name;
+    absl::StatusOr<std::vector<float>> reward =
+        computeReward("jpeg_compressibility", images.view());
+    ASSERT_TRUE(reward.ok()) << reward.status();
+    EXPECT_EQ((*reward)[0], -static_cast<float>(p.bytes) / 500000.0f) << name;
+  }
 }
 
 TEST(RewardsTest, SolidColorIsMoreCompressibleThanNoise) {
