@@ -31,7 +31,9 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 
+#include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -380,8 +382,12 @@ TEST_F(DataTrainerTest, WithoutAFileTheBuiltInSetIsUsed) {
   std::string log;
   options.metricsPath = (dir / "m.jsonl").string();
   ASSERT_TRUE(train(options, log).ok()) << log;
-  EXPECT_EQ(log.substr(0, 48),
-            "prompts: 16 from synthetic, 2 per iteration\niter");
+  // Without --out the run says first what it does not save.
+  EXPECT_EQ(log.substr(0, log.find("\niter 1/") + 1),
+            "no --out: this run saves no checkpoints or samples (metrics go "
+            "to " +
+                options.metricsPath +
+                ")\nprompts: 16 from synthetic, 2 per iteration\n");
   auto metrics = readMetrics(options.metricsPath);
   ASSERT_EQ(metrics.size(), 9u);
   using ::omni::flowgrpo::philoxNormalAt;
@@ -513,6 +519,9 @@ TEST_F(DataTrainerTest, InitErrors) {
   HostTensor w = HostTensor::fromDoubles(DType::F32, {12, 4},
                                          std::vector<double>(48, 0.5));
   HostTensor b(DType::F32, {12});
+  HostTensor nanAt5 = w, minusInf = b;
+  nanAt5.floats()[5] = std::nan("");
+  minusInf.floats()[11] = -INFINITY;
   struct Case {
     std::vector<NamedTensor> tensors;
     std::string prefix;
@@ -532,6 +541,15 @@ TEST_F(DataTrainerTest, InitErrors) {
        "transformer",
        "tensor 'proj.bias' is tensor<12xf64>, expected tensor<12xf32> as "
        "state 'transformer.proj.bias' is"},
+      // Non-finite weights are refused with the tensor's name.
+      {{{"proj.weight", nanAt5}, {"proj.bias", b}},
+       "transformer",
+       "tensor 'proj.weight' has NaN at element 5 of 48, expected finite "
+       "initial weights"},
+      {{{"proj.weight", w}, {"proj.bias", minusInf}},
+       "transformer",
+       "tensor 'proj.bias' has -inf at element 11 of 12, expected finite "
+       "initial weights"},
       {{{"proj.weight", w}},
        "transformer",
        "no tensor 'proj.bias' for state 'transformer.proj.bias', expected "
@@ -917,7 +935,8 @@ TEST_F(DataTrainerTest, OptionErrors) {
   options.outDir = (dir / "out").string();
   options.metricsPath = (dir / "no/such/folder/m.jsonl").string();
   EXPECT_EQ(train(options, log).message(),
-            "cannot open " + options.metricsPath + " for appending");
+            "cannot open " + options.metricsPath +
+                " for appending: No such file or directory");
 }
 
 TEST_F(DataTrainerTest, ProgressLineOrderAndContents) {
@@ -927,6 +946,9 @@ TEST_F(DataTrainerTest, ProgressLineOrderAndContents) {
   ASSERT_TRUE(train(options, log).ok()) << log;
   std::istringstream lines(log);
   std::string line;
+  std::getline(lines, line);
+  EXPECT_EQ(line, "no --out: this run saves nothing (no checkpoints, metrics "
+                  "or samples)");
   std::getline(lines, line); // prompts:
   for (int i = 1; i <= 2; ++i) {
     ASSERT_TRUE(std::getline(lines, line));
@@ -943,6 +965,282 @@ TEST_F(DataTrainerTest, ProgressLineOrderAndContents) {
     EXPECT_EQ(line.find("images"), std::string::npos) << line;
   }
   EXPECT_FALSE(std::getline(lines, line));
+}
+
+//===----------------------------------------------------------------------===//
+// Work that must not be lost (issue 11, section 4)
+//===----------------------------------------------------------------------===//
+
+TEST_F(DataTrainerTest, AStopRequestSavesTheLastIterationAndSaysWhere) {
+  // The signal handler's flag, as omnirun polls it: set while iteration 2
+  // (the third) would start.
+  int polls = 0;
+  TrainOptions options;
+  options.steps = 10;
+  options.seed = 6;
+  options.outDir = (dir / "run").string();
+  options.stopRequested = [&] { return ++polls > 2 ? SIGTERM : 0; };
+  std::string log;
+  absl::Status s = train(options, log);
+  ASSERT_TRUE(absl::IsCancelled(s)) << s;
+  std::string step2 = ::omni::checkpoint::checkpointPath(options.outDir, 2);
+  EXPECT_EQ(s.message(), "interrupted by SIGTERM after iteration 2 of 10: "
+                         "saved " +
+                             step2 + "; continue with --resume " +
+                             options.outDir);
+  EXPECT_EQ(readText(fs::path(options.outDir) / "latest"), "2\n");
+  EXPECT_EQ(readMetrics(fs::path(options.outDir) / "metrics.jsonl").size(),
+            2u);
+  // Resuming ends where an uninterrupted run ends.
+  TrainOptions resumed = options;
+  resumed.steps = 4;
+  resumed.resume = true;
+  resumed.stopRequested = nullptr;
+  ASSERT_TRUE(train(resumed, log).ok()) << log;
+  TrainOptions straight = resumed;
+  straight.resume = false;
+  straight.outDir = (dir / "straight").string();
+  ASSERT_TRUE(train(straight, log).ok()) << log;
+  expectSameCheckpoint(straight.outDir, options.outDir, 5);
+
+  // Without --out there is nothing to save, and the message says so.
+  polls = 0;
+  options.outDir.clear();
+  s = train(options, log);
+  EXPECT_EQ(s.message(), "interrupted by SIGTERM after iteration 2 of 10; "
+                         "nothing saved (no --out)");
+}
+
+TEST_F(DataTrainerTest, AFailedSideOutputSavesTheStateFirst) {
+  // A full disk under the metrics file: the first line cannot be written.
+  TrainOptions options;
+  options.steps = 5;
+  options.seed = 2;
+  options.outDir = (dir / "full").string();
+  options.metricsPath = "/dev/full";
+  std::string log;
+  absl::Status s = train(options, log);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.message(),
+            "/dev/full: write failed: No space left on device (training "
+            "state of iteration 1 saved in " +
+                ::omni::checkpoint::checkpointPath(options.outDir, 1) + ")");
+  EXPECT_EQ(readText(fs::path(options.outDir) / "latest"), "1\n");
+
+  // A sample grid that cannot be written (samples is a file).
+  TrainOptions samples;
+  samples.steps = 5;
+  samples.sampleEvery = 2;
+  samples.outDir = (dir / "samples").string();
+  fs::create_directories(samples.outDir);
+  std::ofstream(fs::path(samples.outDir) / "samples") << "in the way";
+  s = train(samples, log);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.message(),
+            samples.outDir + "/samples: expected a folder (training state of "
+                             "iteration 2 saved in " +
+                ::omni::checkpoint::checkpointPath(samples.outDir, 2) + ")");
+  // The metrics line of iteration 2 was written before the grid failed;
+  // a resume continues after it.
+  EXPECT_EQ(readMetrics(fs::path(samples.outDir) / "metrics.jsonl").size(),
+            2u);
+}
+
+TEST_F(DataTrainerTest, ResumeCutsTheMetricsAndRemovesStaleTemporaries) {
+  TrainOptions options;
+  options.steps = 4;
+  options.seed = 8;
+  options.saveEvery = 2;
+  options.outDir = (dir / "run").string();
+  std::string log;
+  ASSERT_TRUE(train(options, log).ok()) << log;
+  // What kill -9 during iteration 5 leaves when the last save was step 2
+  // (iterations 2 and 3 logged, not saved): `latest` at 2, half a line,
+  // temporaries of the dead process.
+  fs::path run = options.outDir;
+  std::ofstream(run / "latest") << "2\n";
+  std::ofstream(run / "metrics.jsonl", std::ios::app)
+      << "{\"iteration\": 4, \"lo";
+  const std::string dead = ".tmp.999999999"; // beyond any pid_max
+  std::ofstream(run / ("step-5.safetensors" + dead)) << "partial";
+  std::ofstream(run / "samples" / ("iter-5.png" + dead)) << "partial";
+  std::string live = "step-9.safetensors.tmp.1"; // init's: alive
+  std::ofstream(run / live) << "a live process's";
+
+  options.steps = 5;
+  options.resume = true;
+  ASSERT_TRUE(train(options, log).ok()) << log;
+  EXPECT_NE(log.find("removed 2 temporary files of writes an earlier run did "
+                     "not finish in " +
+                     options.outDir + "\n"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("metrics: cut " + (run / "metrics.jsonl").string() +
+                     " back to iteration 2 (2 lines of iterations the "
+                     "checkpoint does not have and a partial last line)\n"),
+            std::string::npos)
+      << log;
+  EXPECT_FALSE(fs::exists(run / ("step-5.safetensors" + dead)));
+  EXPECT_FALSE(fs::exists(run / "samples" / ("iter-5.png" + dead)));
+  EXPECT_TRUE(fs::exists(run / live));
+  // Every iteration once, in order, and each line whole.
+  auto metrics = readMetrics(run / "metrics.jsonl");
+  ASSERT_EQ(metrics.size(), 5u);
+  for (size_t i = 0; i < metrics.size(); ++i)
+    EXPECT_EQ(metrics[i]["iteration"], double(i));
+  std::string text = readText(run / "metrics.jsonl");
+  EXPECT_EQ(text.back(), '\n');
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 5);
+}
+
+TEST_F(DataTrainerTest, KeepLastBoundsTheCheckpoints) {
+  TrainOptions options;
+  options.steps = 5;
+  options.saveEvery = 1;
+  options.keepLast = 2;
+  options.outDir = (dir / "run").string();
+  std::string log;
+  ASSERT_TRUE(train(options, log).ok()) << log;
+  auto steps = ::omni::checkpoint::listCheckpoints(options.outDir);
+  ASSERT_TRUE(steps.ok());
+  EXPECT_EQ(*steps, (std::vector<int64_t>{4, 5}));
+  options.keepLast = -1;
+  EXPECT_EQ(train(options, log).message(), "--keep-last must be >= 0, found -1");
+}
+
+TEST_F(DataTrainerTest, ResumingNothingIsAnErrorUnlessAskedToStartFresh) {
+  TrainOptions options;
+  options.steps = 2;
+  options.resume = true;
+  options.resumeDir = (dir / "missing").string();
+  std::string log;
+  absl::Status s = train(options, log);
+  EXPECT_EQ(s.message(), "--resume " + options.resumeDir +
+                             ": no such folder, expected a run folder with a "
+                             "checkpoint (--resume-if-present starts from "
+                             "@init_state when there is none)");
+  fs::create_directories(options.resumeDir);
+  s = train(options, log);
+  EXPECT_EQ(s.message(), "--resume " + options.resumeDir +
+                             ": no checkpoint there (no 'latest' file), "
+                             "expected a run folder with a checkpoint "
+                             "(--resume-if-present starts from @init_state "
+                             "when there is none)");
+  EXPECT_FALSE(fs::exists(fs::path(options.resumeDir) / "metrics.jsonl"));
+  // --resume-if-present starts from @init_state, and a metrics file of a
+  // run that saved nothing starts over.
+  std::ofstream(fs::path(options.resumeDir) / "metrics.jsonl")
+      << "{\"iteration\": 0, \"loss\": 1}\n";
+  options.resume = false;
+  options.resumeIfPresent = true;
+  ASSERT_TRUE(train(options, log).ok()) << log;
+  EXPECT_NE(log.find("no checkpoint in " + options.resumeDir +
+                     "; starting from @init_state\n"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(readMetrics(fs::path(options.resumeDir) / "metrics.jsonl").size(),
+            2u);
+  // ... and resumes once there is one.
+  options.steps = 3;
+  ASSERT_TRUE(train(options, log).ok()) << log;
+  EXPECT_NE(log.find("resumed from " + options.resumeDir + " at iteration 2"),
+            std::string::npos)
+      << log;
+}
+
+TEST_F(DataTrainerTest, ResumeTakesTheSeedFromTheCheckpoint) {
+  TrainOptions first;
+  first.steps = 2;
+  first.seed = 9;
+  first.outDir = (dir / "run").string();
+  std::string log;
+  ASSERT_TRUE(train(first, log).ok()) << log;
+  TrainOptions resumed;
+  resumed.steps = 4;
+  resumed.resume = true;
+  resumed.outDir = first.outDir;
+  ASSERT_TRUE(train(resumed, log).ok()) << log;
+  EXPECT_NE(log.find("resumed from " + first.outDir +
+                     " at iteration 2, seed 9 from the checkpoint\n"),
+            std::string::npos)
+      << log;
+  TrainOptions straight = first;
+  straight.steps = 4;
+  straight.outDir = (dir / "straight").string();
+  ASSERT_TRUE(train(straight, log).ok()) << log;
+  expectSameCheckpoint(straight.outDir, first.outDir, 5);
+  // The same seed given again is fine; another one is refused.
+  resumed.steps = 5;
+  resumed.seed = 9;
+  ASSERT_TRUE(train(resumed, log).ok()) << log;
+  resumed.steps = 6;
+  resumed.seed = 0;
+  EXPECT_EQ(train(resumed, log).message(),
+            first.outDir +
+                ": the checkpoint was trained with seed 9 but --seed is 0");
+}
+
+TEST_F(DataTrainerTest, ResumingWithAnotherProgramIsRefusedUnlessAllowed) {
+  TrainOptions options;
+  options.steps = 1;
+  options.outDir = (dir / "run").string();
+  options.programHash = "fnv1a64:00000000000000aa";
+  std::string log;
+  ASSERT_TRUE(train(options, log).ok()) << log;
+  auto ckpt = ::omni::checkpoint::loadLatestCheckpoint(options.outDir);
+  ASSERT_TRUE(ckpt.ok());
+  EXPECT_EQ(ckpt->metadata.at("program_hash"), "fnv1a64:00000000000000aa");
+
+  options.steps = 2;
+  options.resume = true;
+  options.programHash = "fnv1a64:00000000000000bb";
+  absl::Status s = train(options, log);
+  EXPECT_EQ(s.message(),
+            ::omni::checkpoint::checkpointPath(options.outDir, 1) +
+                ": written by another step.bin (program_hash "
+                "fnv1a64:00000000000000aa, this one is "
+                "fnv1a64:00000000000000bb); resume with the step.bin that "
+                "wrote it, or pass --allow-program-change");
+  options.allowProgramChange = true;
+  ASSERT_TRUE(train(options, log).ok()) << log;
+  EXPECT_NE(log.find("note: " +
+                     ::omni::checkpoint::checkpointPath(options.outDir, 1) +
+                     " was written by another step.bin"),
+            std::string::npos)
+      << log;
+  ckpt = ::omni::checkpoint::loadLatestCheckpoint(options.outDir);
+  ASSERT_TRUE(ckpt.ok());
+  EXPECT_EQ(ckpt->metadata.at("program_hash"), "fnv1a64:00000000000000bb");
+}
+
+TEST_F(DataTrainerTest, NonFiniteImagesAreCountedAndReported) {
+  TrainOptions options;
+  options.steps = 2;
+  options.stepFunction = "step_nan_images";
+  options.metricsPath = (dir / "m.jsonl").string();
+  std::string log;
+  ASSERT_TRUE(train(options, log).ok()) << log;
+  EXPECT_NE(log.find("warning: iteration 0: 2 of 4 images are not finite, so "
+                     "their rewards mean nothing (nonfinite_images counts "
+                     "them)\n"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(log.find("warning: iteration 1"), std::string::npos) << log;
+  EXPECT_NE(log.find("iter 2/2  nonfinite_images 2/4  time "),
+            std::string::npos)
+      << log;
+  auto metrics = readMetrics(options.metricsPath);
+  ASSERT_EQ(metrics.size(), 2u);
+  EXPECT_EQ(metrics[1]["nonfinite_images"], 2.0);
+  // Finite images: 0 in the metrics, nothing on the console.
+  options.stepFunction = "train_step";
+  options.metricsPath = (dir / "finite.jsonl").string();
+  ASSERT_TRUE(train(options, log).ok()) << log;
+  EXPECT_EQ(log.find("nonfinite"), std::string::npos) << log;
+  metrics = readMetrics(options.metricsPath);
+  ASSERT_EQ(metrics.size(), 2u);
+  EXPECT_EQ(metrics[0].count("nonfinite_images"), 1u);
+  EXPECT_EQ(metrics[0]["nonfinite_images"], 0.0);
 }
 
 //===----------------------------------------------------------------------===//

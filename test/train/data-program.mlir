@@ -248,3 +248,18 @@ func.func @step_bad_ref(%w: !w {omni.name = "transformer.proj.weight"},
     -> (!w, tensor<12xf32>, tensor<4x12xf32>) {
   return %w, %b, %rw : !w, tensor<12xf32>, tensor<4x12xf32>
 }
+
+/// Images 1 and 3 of 4 are not finite (NaN, +inf): the driver reports
+/// them as nonfinite_images.
+func.func @step_nan_images(%w: !w {omni.name = "transformer.proj.weight"},
+                           %b: tensor<12xf32> {omni.name = "transformer.proj.bias"},
+                           %rw: !w {omni.name = "ref.transformer.proj.weight"},
+                           %la: tensor<2x4xf32> {omni.name = "transformer.proj.lora_A.weight"},
+                           %t: tensor<i64> {omni.name = "step"},
+                           %seed: tensor<i64>, %iteration: tensor<i64>)
+    -> (!w, tensor<12xf32>, !w, tensor<2x4xf32>, tensor<i64>,
+        tensor<4x3x2x2xf32> {omni.name = "images"}) {
+  %v = omni.constant dense<[0.5, 0x7FC00000, 0.25, 0x7F800000]> : tensor<4xf32>
+  %img = omni.broadcast_in_dim %v, dims = [0] : tensor<4xf32> -> tensor<4x3x2x2xf32>
+  return %w, %b, %rw, %la, %t, %img : !w, tensor<12xf32>, !w, tensor<2x4xf32>, tensor<i64>, tensor<4x3x2x2xf32>
+}

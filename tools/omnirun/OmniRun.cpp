@@ -3,8 +3,11 @@
 #include "tools/omnirun/OmniRun.h"
 
 #include "runtime/executor/Executor.h"
+#include "runtime/train/checkpoint/AtomicFile.h"
+#include "runtime/train/driver/Interrupt.h"
 #include "runtime/train/driver/Trainer.h"
 #include "runtime/hal/drivers/Drivers.h"
+#include "runtime/hal/drivers/cpu/CpuDriver.h"
 #include "runtime/io/Npy.h"
 #include "runtime/io/TensorText.h"
 #include "runtime/loader/Program.h"
@@ -23,7 +26,9 @@ namespace {
 
 constexpr const char *kUsage = R"(usage: omnirun <step.bin> [options]
 
-Runs a function of a compiled omni program (step.bin).
+Runs a function of a compiled omni program (step.bin). A step.bin
+contains native code that omnirun loads and executes: run only step.bin
+files you would run as programs.
 
   --list                 print the functions (with their input and output
                          types) and the state slots, then exit
@@ -32,8 +37,8 @@ Runs a function of a compiled omni program (step.bin).
                          literal such as 2x3xf32=1,2,3,4,5,6 or i64=7
   --output=<target>      where result i goes, in order: @file.npy, or - to
                          print it (the default when no --output is given)
-  --threads=<n>          worker threads of the cpu device (default: one per
-                         core)
+  --threads=<n>          worker threads of the cpu device, at most 1024
+                         (default: one per core)
   --device=<driver>      the hal driver (default: cpu)
   --help                 print this help
 
@@ -42,14 +47,24 @@ Trainer.h: @init_state(seed) and @train_step(state..., seed, iteration,
 [prompt_embeds], [pooled_prompt_embeds]); any of these options trains):
   --steps=<n>            iterations to reach (default 1); 0 with --out
                          writes the initial state as step-0.safetensors
-  --seed=<n>             the run's seed (default 0)
+  --seed=<n>             the run's seed (default 0; a resumed run takes the
+                         checkpoint's, and a different --seed is an error)
   --out=<dir>            the run's folder: step-<n>.safetensors checkpoints,
                          metrics.jsonl, samples/iter-<n>.png
   --save-every=<k>       also save a checkpoint every k iterations (default:
-                         at the end only)
+                         at the end only; Ctrl-C or SIGTERM saves too, then
+                         exits with 130 or 143; a second signal exits at
+                         once)
+  --keep-last=<n>        keep only the n newest checkpoints (default: all)
   --resume[=<dir>]       continue from the latest checkpoint in <dir> (also
                          --resume <dir>; default: --out); --out defaults
-                         to <dir>
+                         to <dir>; no checkpoint there is an error. Cuts
+                         metrics.jsonl back to the checkpoint's iteration
+  --resume-if-present[=<dir>]
+                         --resume when <dir> has a checkpoint, else start
+                         from @init_state
+  --allow-program-change resume a checkpoint that another step.bin wrote
+                         (checkpoints record the program's fingerprint)
   --sample-every=<k>     write the step's `images` every k iterations
                          (default: --save-every, or 10)
   --prompts=<file>       the prompt set: a safetensors file with
@@ -83,6 +98,7 @@ struct Options {
   /// Training mode: --train or any training option (the first one seen).
   bool train = false;
   std::string trainingOption;
+
   train::TrainOptions training;
 };
 
@@ -126,12 +142,13 @@ std::optional<std::string> parse(const std::vector<std::string> &args,
       "--device",       "--steps",          "--seed",         "--out",
       "--checkpoint-dir", "--save-every",   "--checkpoint-every",
       "--metrics",      "--sample-every",   "--prompts",      "--init",
-      "--init-skip",    "--reward"};
+      "--init-skip",    "--reward",         "--keep-last"};
   const std::string training[] = {
       "--steps",        "--seed",         "--out",     "--checkpoint-dir",
       "--save-every",   "--checkpoint-every", "--metrics", "--sample-every",
       "--prompts",      "--init",         "--init-skip", "--reward",
-      "--resume",       "--train"};
+      "--resume",       "--train",        "--keep-last",
+      "--resume-if-present", "--allow-program-change"};
   auto trainingOption = [&](const std::string &name) {
     if (std::find(std::begin(training), std::end(training), name) ==
         std::end(training))
@@ -150,23 +167,38 @@ std::optional<std::string> parse(const std::vector<std::string> &args,
       options.help = true;
       continue;
     }
-    if (arg == "--train") {
+    if (arg == "--train" || arg == "--allow-program-change") {
       trainingOption(arg);
+      if (arg == "--allow-program-change")
+        options.training.allowProgramChange = true;
       continue;
     }
     // --resume, --resume=DIR, or --resume DIR (DIR taken when the step.bin
-    // came first or DIR is an existing folder).
-    if (arg == "--resume" || absl::StartsWith(arg, "--resume=")) {
-      trainingOption("--resume");
-      options.training.resume = true;
-      if (arg != "--resume") {
-        options.training.resumeDir = arg.substr(9);
-        if (options.training.resumeDir.empty())
-          return std::string("--resume= needs a folder");
+    // came first or DIR is an existing folder); --resume-if-present alike.
+    std::string resumeFlag;
+    if (arg == "--resume" || absl::StartsWith(arg, "--resume="))
+      resumeFlag = "--resume";
+    else if (arg == "--resume-if-present" ||
+             absl::StartsWith(arg, "--resume-if-present="))
+      resumeFlag = "--resume-if-present";
+    if (!resumeFlag.empty()) {
+      trainingOption(resumeFlag);
+      train::TrainOptions &t = options.training;
+      (resumeFlag == "--resume" ? t.resume : t.resumeIfPresent) = true;
+      if (t.resume && t.resumeIfPresent)
+        return std::string("--resume and --resume-if-present exclude each "
+                           "other, expected one of them");
+      std::string dir;
+      if (arg != resumeFlag) {
+        dir = arg.substr(resumeFlag.size() + 1);
+        if (dir.empty())
+          return absl::StrCat(resumeFlag, "= needs a folder");
       } else if (i + 1 < args.size() && !absl::StartsWith(args[i + 1], "-") &&
                  (!options.file.empty() || isFolder(args[i + 1]))) {
-        options.training.resumeDir = args[++i];
+        dir = args[++i];
       }
+      if (!dir.empty())
+        t.resumeDir = dir;
       continue;
     }
     if (!absl::StartsWith(arg, "-") || arg == "-") {
@@ -221,19 +253,25 @@ std::optional<std::string> parse(const std::vector<std::string> &args,
       if (std::optional<std::string> error = parseInit(value, init))
         return error;
       t.inits.push_back(init);
-    } else if (name == "--steps" || name == "--seed" ||
-               name == "--save-every" || name == "--checkpoint-every" ||
-               name == "--sample-every") {
+    } else if (name == "--seed") {
+      int64_t seed = 0;
+      if (std::optional<std::string> error = parseCount(name, value, seed))
+        return error;
+      t.seed = seed;
+    } else if (name == "--steps" || name == "--save-every" ||
+               name == "--checkpoint-every" || name == "--sample-every" ||
+               name == "--keep-last") {
       int64_t &target = name == "--steps"          ? t.steps
-                        : name == "--seed"         ? t.seed
                         : name == "--sample-every" ? t.sampleEvery
+                        : name == "--keep-last"    ? t.keepLast
                                                    : t.saveEvery;
       if (std::optional<std::string> error = parseCount(name, value, target))
         return error;
     } else if (name == "--threads") {
-      if (!absl::SimpleAtoi(value, &options.threads) || options.threads < 0)
-        return absl::StrCat("--threads expects a non-negative integer, found '",
-                            value, "'");
+      if (!absl::SimpleAtoi(value, &options.threads) || options.threads < 0 ||
+          options.threads > hal::cpu::kMaxThreads)
+        return absl::StrCat("--threads expects an integer from 0 to ",
+                            hal::cpu::kMaxThreads, ", found '", value, "'");
     }
   }
   return std::nullopt;
@@ -293,9 +331,21 @@ int run(const std::vector<std::string> &args, std::ostream &out,
         hal::builtinDrivers().createDevice(options.device, deviceOptions);
     if (!device.ok())
       return fail(device.status().message());
-    absl::Status trained =
-        train::train(*program, **device, options.training, out);
-    return trained.ok() ? 0 : fail(trained.message());
+    train::TrainOptions &training = options.training;
+    absl::StatusOr<std::string> hash =
+        checkpoint::fingerprintFile(options.file);
+    if (!hash.ok())
+      return fail(hash.status().message());
+    training.programHash = *hash;
+    // Ctrl-C / SIGTERM: finish the iteration, save, exit 128 + signal.
+    train::InterruptHandler interrupts;
+    training.stopRequested = [] { return train::InterruptHandler::pending(); };
+    absl::Status trained = train::train(*program, **device, training, out);
+    if (trained.ok())
+      return 0;
+    fail(trained.message());
+    int signal = train::InterruptHandler::pending();
+    return absl::IsCancelled(trained) && signal ? 128 + signal : 1;
   }
   std::optional<uint32_t> function =
       (*program)->findFunction(*options.function);

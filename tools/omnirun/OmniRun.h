@@ -14,7 +14,10 @@
 //
 // Every user-facing error (bad arguments, a bad step.bin, inputs of the
 // wrong count or type, a failing run) is one line "omnirun: ..." on `err`
-// and exit code 1. MLIR- and LLVM-free.
+// and exit code 1. Training handles SIGINT and SIGTERM while it runs
+// (runtime/train/driver/Interrupt.h): the current iteration finishes, a
+// checkpoint is saved, the line says where, and the exit code is 130 or
+// 143. MLIR- and LLVM-free.
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,7 +31,8 @@
 namespace omni::omnirun {
 
 /// Runs omnirun with `args` (argv without the program name). Returns the
-/// exit code: 0 on success, 1 on any error.
+/// exit code: 0 on success, 1 on any error, 128 + the signal when training
+/// was interrupted.
 int run(const std::vector<std::string> &args, std::ostream &out,
         std::ostream &err);
 

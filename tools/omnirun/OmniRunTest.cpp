@@ -3,12 +3,15 @@
 #include "tools/omnirun/OmniRun.h"
 
 #include "runtime/io/Npy.h"
+#include "runtime/train/driver/Interrupt.h"
 #include "tools/omnirun/SamplePrograms.h"
 
 #include "gtest/gtest.h"
 
-#include <unistd.h>
+#include <csignal>
+#include <cstdlib>
 #include <fstream>
+#include <unistd.h>
 #include <sstream>
 
 namespace omni::omnirun {
@@ -142,7 +145,21 @@ TEST_F(OmniRunTest, OneLineErrors) {
       {{add, "--bogus"}, "omnirun: unknown option '--bogus' (see --help)\n"},
       {{add, "--function"}, "omnirun: --function needs a value\n"},
       {{add, "--list", "--threads=x"},
-       "omnirun: --threads expects a non-negative integer, found 'x'\n"},
+       "omnirun: --threads expects an integer from 0 to 1024, found 'x'\n"},
+      // Beyond the bound the workers' stacks alone need gigabytes.
+      {{add, "--function=add", "--threads=4096"},
+       "omnirun: --threads expects an integer from 0 to 1024, found "
+       "'4096'\n"},
+      {{add, "--resume-if-present="},
+       "omnirun: --resume-if-present= needs a folder\n"},
+      {{add, "--resume", "--resume-if-present"},
+       "omnirun: --resume and --resume-if-present exclude each other, "
+       "expected one of them\n"},
+      {{add, "--keep-last=x"},
+       "omnirun: --keep-last expects a non-negative integer, found 'x'\n"},
+      {{add, "--function=add", "--allow-program-change"},
+       "omnirun: --allow-program-change is a training option and cannot be "
+       "combined with --function\n"},
       {{add, mm, "--list"},
        "omnirun: expected one step.bin but found '" + add + "' and '" + mm +
            "'\n"},
@@ -198,8 +215,53 @@ TEST_F(OmniRunTest, Help) {
   for (const char *flag :
        {"--steps=<n>", "--out=<dir>", "--save-every=<k>", "--resume[=<dir>]",
         "--sample-every=<k>", "--prompts=<file>", "--init=[<prefix>=]<file>",
-        "--reward=<name>", "--metrics=<file>", "--checkpoint-dir"})
+        "--reward=<name>", "--metrics=<file>", "--checkpoint-dir",
+        "--keep-last=<n>", "--resume-if-present[=<dir>]",
+        "--allow-program-change"})
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
+  // What running a step.bin means.
+  EXPECT_NE(r.out.find("A step.bin\ncontains native code that omnirun loads "
+                       "and executes: run only step.bin\nfiles you would run "
+                       "as programs."),
+            std::string::npos)
+      << r.out;
+}
+
+TEST(InterruptDeathTest, TheFirstSignalIsRecordedTheSecondExitsAtOnce) {
+  EXPECT_EXIT(
+      {
+        train::InterruptHandler handler;
+        std::raise(SIGINT);
+        if (train::InterruptHandler::pending() != SIGINT)
+          std::_Exit(1);
+        std::raise(SIGINT);
+        std::_Exit(2);
+      },
+      ::testing::ExitedWithCode(130),
+      "SIGINT: finishing this iteration, then saving a checkpoint");
+  EXPECT_EXIT(
+      {
+        train::InterruptHandler handler;
+        std::raise(SIGTERM);
+        if (train::InterruptHandler::pending() != SIGTERM)
+          std::_Exit(1);
+        std::raise(SIGTERM);
+        std::_Exit(2);
+      },
+      ::testing::ExitedWithCode(143), "second signal: exiting at once");
+}
+
+TEST(Interrupt, HandlersAreRestoredAndThePendingSignalReset) {
+  struct sigaction before, during, after;
+  ::sigaction(SIGTERM, nullptr, &before);
+  {
+    train::InterruptHandler handler;
+    EXPECT_EQ(train::InterruptHandler::pending(), 0);
+    ::sigaction(SIGTERM, nullptr, &during);
+    EXPECT_NE(during.sa_handler, before.sa_handler);
+  }
+  ::sigaction(SIGTERM, nullptr, &after);
+  EXPECT_EQ(after.sa_handler, before.sa_handler);
 }
 
 } // namespace

@@ -10,8 +10,12 @@
 
 #include "absl/strings/str_cat.h"
 
+#include <vector>
+
 #include <cerrno>
+#include <csignal>
 #include <cstring>
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -127,6 +131,73 @@ absl::StatusOr<std::string> readWholeFile(const std::string &path,
   out.resize(done);
   ::close(fd);
   return out;
+}
+
+absl::StatusOr<int> removeStaleTemporaries(const std::string &dir) {
+  DIR *d = ::opendir(dir.c_str());
+  if (!d) {
+    if (errno == ENOENT || errno == ENOTDIR)
+      return 0;
+    return errnoError("opendir", dir);
+  }
+  std::vector<std::string> stale;
+  while (struct dirent *entry = ::readdir(d)) {
+    absl::string_view name = entry->d_name;
+    size_t at = name.rfind(".tmp.");
+    if (at == absl::string_view::npos || at == 0)
+      continue;
+    absl::string_view digits = name.substr(at + 5);
+    if (digits.empty() || digits.size() > 9 ||
+        digits.find_first_not_of("0123456789") != absl::string_view::npos)
+      continue;
+    long pid = 0;
+    for (char c : digits)
+      pid = pid * 10 + (c - '0');
+    // A live process (or one we may not signal) may still be writing it.
+    if (pid == ::getpid() || (pid > 0 && (::kill(static_cast<pid_t>(pid), 0) ==
+                                              0 ||
+                                          errno != ESRCH)))
+      continue;
+    stale.emplace_back(name);
+  }
+  ::closedir(d);
+  int removed = 0;
+  for (const std::string &name : stale) {
+    std::string path = absl::StrCat(dir, "/", name);
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+      continue;
+    if (::unlink(path.c_str()) != 0)
+      return errnoError("unlink", path);
+    ++removed;
+  }
+  return removed;
+}
+
+absl::StatusOr<std::string> fingerprintFile(const std::string &path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return errnoError("open", path);
+  uint64_t hash = 0xcbf29ce484222325ull; // FNV-1a, 64 bits
+  std::vector<unsigned char> buffer(1 << 20);
+  while (true) {
+    ssize_t n = ::read(fd, buffer.data(), buffer.size());
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      absl::Status s = errnoError("read", path);
+      ::close(fd);
+      return s;
+    }
+    if (n == 0)
+      break;
+    for (ssize_t i = 0; i < n; ++i) {
+      hash ^= buffer[static_cast<size_t>(i)];
+      hash *= 0x100000001b3ull;
+    }
+  }
+  ::close(fd);
+  return absl::StrCat("fnv1a64:", absl::Hex(hash, absl::kZeroPad16));
 }
 
 } // namespace omni::checkpoint

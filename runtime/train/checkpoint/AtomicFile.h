@@ -29,6 +29,16 @@ absl::Status writeFileAtomically(const std::string &path,
 absl::StatusOr<std::string> readWholeFile(const std::string &path,
                                           uint64_t maxBytes = ~uint64_t{0});
 
+/// Removes the temporaries that writeFileAtomically leaves in `dir` when a
+/// process dies mid-write (`<name>.tmp.<pid>` whose process no longer
+/// exists; those of live processes, this one included, stay). Returns how
+/// many were removed; a missing `dir` (or a file) removes none.
+absl::StatusOr<int> removeStaleTemporaries(const std::string &dir);
+
+/// A fingerprint of the bytes of `path` ("fnv1a64:" and 16 hex digits),
+/// which tells two files apart (not a cryptographic hash).
+absl::StatusOr<std::string> fingerprintFile(const std::string &path);
+
 } // namespace omni::checkpoint
 
 #endif // OMNI_RUNTIME_TRAIN_CHECKPOINT_ATOMICFILE_H

@@ -11,16 +11,39 @@
 
 #include "runtime/train/checkpoint/AtomicFile.h"
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <dirent.h>
 #include <limits>
+#include <optional>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace omni::checkpoint {
 namespace {
 
+/// The step of a "step-<N>.safetensors" name (N: 1 to 18 digits).
+std::optional<int64_t> stepOfName(absl::string_view name) {
+  constexpr absl::string_view kPrefix = "step-", kSuffix = ".safetensors";
+  if (name.size() <= kPrefix.size() + kSuffix.size() ||
+      name.substr(0, kPrefix.size()) != kPrefix ||
+      name.substr(name.size() - kSuffix.size()) != kSuffix)
+    return std::nullopt;
+  absl::string_view digits = name.substr(
+      kPrefix.size(), name.size() - kPrefix.size() - kSuffix.size());
+  if (digits.size() > 18 ||
+      digits.find_first_not_of("0123456789") != absl::string_view::npos)
+    return std::nullopt;
+  int64_t step = 0;
+  for (char c : digits)
+    step = step * 10 + (c - '0');
+  return step;
+}
 
 } // namespace
 
@@ -91,6 +114,55 @@ absl::StatusOr<Checkpoint> loadLatestCheckpoint(const std::string &dir) {
   checkpoint.tensors = std::move(contents->tensors);
   checkpoint.metadata = std::move(contents->metadata);
   return checkpoint;
+}
+
+absl::StatusOr<std::vector<int64_t>>
+listCheckpoints(const std::string &dir) {
+  std::vector<int64_t> steps;
+  DIR *d = ::opendir(dir.c_str());
+  if (!d) {
+    if (errno == ENOENT)
+      return steps;
+    return absl::InternalError(
+        absl::StrCat(dir, ": opendir failed: ", std::strerror(errno)));
+  }
+  while (struct dirent *entry = ::readdir(d))
+    if (std::optional<int64_t> step = stepOfName(entry->d_name))
+      steps.push_back(*step);
+  ::closedir(d);
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+absl::StatusOr<int> pruneCheckpoints(const std::string &dir,
+                                     int64_t keepLast) {
+  if (keepLast <= 0)
+    return 0;
+  absl::StatusOr<std::vector<int64_t>> steps = listCheckpoints(dir);
+  if (!steps.ok())
+    return steps.status();
+  std::optional<int64_t> latest;
+  if (absl::StatusOr<std::string> text =
+          readWholeFile(absl::StrCat(dir, "/latest"), 64);
+      text.ok()) {
+    int64_t step = 0;
+    std::string digits(absl::StripTrailingAsciiWhitespace(*text));
+    if (absl::SimpleAtoi(digits, &step))
+      latest = step;
+  }
+  int removed = 0;
+  int64_t excess = static_cast<int64_t>(steps->size()) - keepLast;
+  for (int64_t i = 0; i < excess; ++i) {
+    int64_t step = (*steps)[static_cast<size_t>(i)];
+    if (latest && step == *latest)
+      continue;
+    std::string path = checkpointPath(dir, step);
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+      return absl::InternalError(
+          absl::StrCat(path, ": unlink failed: ", std::strerror(errno)));
+    ++removed;
+  }
+  return removed;
 }
 
 absl::Status makeDirectories(const std::string &dir) {

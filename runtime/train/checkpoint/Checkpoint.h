@@ -48,6 +48,15 @@ saveCheckpoint(const std::string &dir, int64_t step,
 /// the safetensors errors when that file is invalid.
 absl::StatusOr<Checkpoint> loadLatestCheckpoint(const std::string &dir);
 
+/// The steps of the `step-<N>.safetensors` files in `dir`, ascending (none
+/// when `dir` is missing).
+absl::StatusOr<std::vector<int64_t>> listCheckpoints(const std::string &dir);
+
+/// Removes all but the `keepLast` newest step files of `dir` (by step
+/// number), never the one `latest` names. keepLast <= 0 keeps all. Returns
+/// how many were removed.
+absl::StatusOr<int> pruneCheckpoints(const std::string &dir, int64_t keepLast);
+
 /// mkdir -p `dir`; an existing non-folder at the path is an error
 /// ("<dir>: expected a folder").
 absl::Status makeDirectories(const std::string &dir);

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/train/checkpoint/AtomicFile.h"
 #include "runtime/train/checkpoint/Checkpoint.h"
 #include "runtime/train/checkpoint/Safetensors.h"
 
@@ -732,6 +733,70 @@ TEST(Checkpoint, LatestNamesMissingOrCorruptFile) {
   EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(hasSubstr(std::string(c.status().message()),
                         "step-7.safetensors: header length"));
+}
+
+TEST(Checkpoint, PruneKeepsTheNewestAndTheLatest) {
+  std::string dir = freshDir("prune");
+  std::vector<NamedTensor> t = {{"w", HostTensor::scalarInt(DType::I64, 1)}};
+  for (int64_t step : {1, 2, 10, 3})
+    ASSERT_TRUE(saveCheckpoint(dir, step, t).ok());
+  writeFile(dir + "/step-x.safetensors", "not a checkpoint name");
+  absl::StatusOr<std::vector<int64_t>> steps = listCheckpoints(dir);
+  ASSERT_TRUE(steps.ok()) << steps.status();
+  EXPECT_EQ(*steps, (std::vector<int64_t>{1, 2, 3, 10}));
+  // keepLast 2 keeps the two highest steps, 10 and 3 (`latest` names 3).
+  absl::StatusOr<int> removed = pruneCheckpoints(dir, 2);
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ(*removed, 2);
+  EXPECT_EQ(*listCheckpoints(dir), (std::vector<int64_t>{3, 10}));
+  // keepLast 1 would remove 3, but `latest` names it.
+  removed = pruneCheckpoints(dir, 1);
+  ASSERT_TRUE(removed.ok());
+  EXPECT_EQ(*removed, 0);
+  EXPECT_EQ(*listCheckpoints(dir), (std::vector<int64_t>{3, 10}));
+  EXPECT_EQ(*pruneCheckpoints(dir, 0), 0); // 0 keeps all
+  EXPECT_TRUE(loadLatestCheckpoint(dir).ok());
+  EXPECT_TRUE(listCheckpoints(dir + "/missing")->empty());
+}
+
+TEST(AtomicFile, RemovesTheTemporariesOfDeadProcessesOnly) {
+  std::string dir = freshDir("stale");
+  // 999999999 exceeds any pid_max: that writer is gone. Pid 1 and this
+  // process are alive.
+  writeFile(dir + "/step-4.safetensors.tmp.999999999", "partial");
+  writeFile(dir + "/latest.tmp.999999998", "4");
+  writeFile(dir + "/step-5.safetensors.tmp.1", "init's");
+  std::string mine = absl::StrCat(dir, "/latest.tmp.", ::getpid());
+  writeFile(mine, "mine");
+  writeFile(dir + "/notes.tmp.txt", "not a temporary");
+  writeFile(dir + "/.tmp.5", "no name before .tmp");
+  absl::StatusOr<int> removed = removeStaleTemporaries(dir);
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ(*removed, 2);
+  EXPECT_TRUE(readFile(dir + "/step-4.safetensors.tmp.999999999").empty());
+  EXPECT_EQ(readFile(dir + "/step-5.safetensors.tmp.1"), "init's");
+  EXPECT_EQ(readFile(mine), "mine");
+  EXPECT_EQ(readFile(dir + "/notes.tmp.txt"), "not a temporary");
+  EXPECT_EQ(readFile(dir + "/.tmp.5"), "no name before .tmp");
+  EXPECT_EQ(*removeStaleTemporaries(dir + "/missing"), 0);
+}
+
+TEST(AtomicFile, FingerprintTellsFilesApart) {
+  std::string dir = freshDir("fingerprint");
+  writeFile(dir + "/a", "step.bin bytes");
+  writeFile(dir + "/b", "step.bin bytez");
+  writeFile(dir + "/empty", "");
+  absl::StatusOr<std::string> a = fingerprintFile(dir + "/a");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->size(), 8u + 16u);
+  EXPECT_EQ(*a, *fingerprintFile(dir + "/a"));
+  EXPECT_NE(*a, *fingerprintFile(dir + "/b"));
+  // FNV-1a of no bytes is its offset basis.
+  EXPECT_EQ(*fingerprintFile(dir + "/empty"), "fnv1a64:cbf29ce484222325");
+  absl::StatusOr<std::string> missing = fingerprintFile(dir + "/missing");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().message(),
+            dir + "/missing: open failed: No such file or directory");
 }
 
 } // namespace

@@ -16,14 +16,17 @@
 #include "runtime/train/driver/Trainer.h"
 
 #include "runtime/executor/Executor.h"
+#include "runtime/train/checkpoint/AtomicFile.h"
 #include "runtime/train/checkpoint/Checkpoint.h"
 #include "runtime/train/checkpoint/Json.h"
+#include "runtime/train/driver/Interrupt.h"
 #include "runtime/train/hostfn/HostFunctions.h"
 #include "runtime/train/image/Png.h"
 #include "runtime/train/prompts/Prompts.h"
 #include "runtime/train/rewards/Rewards.h"
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -34,11 +37,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
+#include <fcntl.h>
 #include <map>
 #include <optional>
 #include <set>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace omni::train {
 namespace {
@@ -340,6 +344,19 @@ absl::Status applyInit(const InitFile &init, const Signature &sig,
       return absl::InvalidArgumentError(absl::StrCat(
           init.path, ": tensor '", t.name, "' is ", t.tensor.typeString(),
           ", expected ", want->typeString(), " as state '", target, "' is"));
+    // Non-finite weights would make every update skip (or, in a decoder,
+    // every reward meaningless) without a word.
+    if (t.tensor.isFloat()) {
+      absl::Span<const double> v = t.tensor.floats();
+      auto bad = std::find_if(v.begin(), v.end(),
+                              [](double x) { return !std::isfinite(x); });
+      if (bad != v.end())
+        return absl::InvalidArgumentError(absl::StrCat(
+            init.path, ": tensor ", checkpoint::json::quoted(t.name), " has ",
+            std::isnan(*bad) ? "NaN" : *bad > 0 ? "+inf" : "-inf",
+            " at element ", bad - v.begin(), " of ", v.size(),
+            ", expected finite initial weights"));
+    }
     state[it->second] = t.tensor;
     given.insert(target);
     auto ref = index.find("ref." + target);
@@ -442,6 +459,136 @@ double seconds(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
 
+/// The images of `images` ([B, ...]) with a non-finite element.
+int64_t nonFiniteImages(const HostTensor &images) {
+  int64_t batch = images.shape().empty() ? 1 : images.shape()[0];
+  if (batch <= 0)
+    return 0;
+  int64_t per = images.numElements() / batch, bad = 0;
+  absl::Span<const double> v = images.floats();
+  for (int64_t n = 0; n < batch; ++n)
+    for (int64_t k = 0; k < per; ++k)
+      if (!std::isfinite(v[static_cast<size_t>(n * per + k)])) {
+        ++bad;
+        break;
+      }
+  return bad;
+}
+
+//===----------------------------------------------------------------------===//
+// 5. The metrics file
+//===----------------------------------------------------------------------===//
+
+/// metrics.jsonl, appended one whole line per write: a failed write is cut
+/// off again, so the file never ends in half a JSON line (where the file
+/// can be truncated at all).
+class MetricsFile {
+public:
+  MetricsFile() = default;
+  MetricsFile(const MetricsFile &) = delete;
+  MetricsFile &operator=(const MetricsFile &) = delete;
+  ~MetricsFile() {
+    if (fd_ >= 0)
+      ::close(fd_);
+  }
+
+  bool isOpen() const { return fd_ >= 0; }
+
+  absl::Status open(const std::string &path) {
+    path_ = path;
+    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
+                 0644);
+    if (fd_ < 0)
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot open ", path, " for appending: ",
+                       std::strerror(errno)));
+    return absl::OkStatus();
+  }
+
+  absl::Status append(const std::string &line) {
+    struct stat st;
+    bool regular = ::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode);
+    const char *p = line.data();
+    size_t left = line.size();
+    while (left > 0) {
+      ssize_t n = ::write(fd_, p, left);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0) {
+        int err = n < 0 ? errno : EIO;
+        if (regular && left != line.size())
+          (void)!::ftruncate(fd_, st.st_size);
+        return absl::ResourceExhaustedError(absl::StrCat(
+            path_, ": write failed: ", std::strerror(err)));
+      }
+      p += n;
+      left -= static_cast<size_t>(n);
+    }
+    return absl::OkStatus();
+  }
+
+private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+/// The iteration of a metrics line `{"iteration": N, ...`, if it is one.
+std::optional<int64_t> lineIteration(absl::string_view line) {
+  constexpr absl::string_view kHead = "{\"iteration\": ";
+  if (!absl::StartsWith(line, kHead))
+    return std::nullopt;
+  line.remove_prefix(kHead.size());
+  size_t end = line.find_first_not_of("0123456789");
+  int64_t it = 0;
+  if (end == 0 || !absl::SimpleAtoi(line.substr(0, end), &it))
+    return std::nullopt;
+  return it;
+}
+
+/// A resumed run repeats the iterations after its checkpoint: drop their
+/// lines (written by the run that was interrupted) and a partial last line,
+/// so every iteration appears once. Only regular files are cut.
+absl::Status cutMetrics(const std::string &path, int64_t start,
+                        std::ostream &log) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+    return absl::OkStatus();
+  absl::StatusOr<std::string> text = checkpoint::readWholeFile(path);
+  if (!text.ok())
+    return text.status();
+  std::string kept;
+  int64_t dropped = 0;
+  bool partial = false;
+  size_t pos = 0;
+  while (pos < text->size()) {
+    size_t nl = text->find('\n', pos);
+    if (nl == std::string::npos) {
+      partial = true;
+      break;
+    }
+    absl::string_view line(text->data() + pos, nl + 1 - pos);
+    std::optional<int64_t> it = lineIteration(line);
+    if (it && *it >= start)
+      ++dropped;
+    else
+      kept.append(line.data(), line.size());
+    pos = nl + 1;
+  }
+  if (dropped == 0 && !partial)
+    return absl::OkStatus();
+  if (absl::Status s = checkpoint::writeFileAtomically(path, kept); !s.ok())
+    return s;
+  log << "metrics: cut " << path << " back to iteration " << start << " (";
+  if (dropped)
+    log << dropped << " line" << (dropped == 1 ? "" : "s")
+        << " of iterations the checkpoint does not have"
+        << (partial ? " and " : "");
+  if (partial)
+    log << "a partial last line";
+  log << ")\n";
+  return absl::OkStatus();
+}
+
 } // namespace
 
 absl::Status train(std::shared_ptr<const loader::Program> program,
@@ -458,11 +605,15 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
     return absl::InvalidArgumentError(absl::StrCat(
         "--save-every and --sample-every must be >= 0, found ",
         options.saveEvery, " and ", options.sampleEvery));
+  if (options.keepLast < 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("--keep-last must be >= 0, found ", options.keepLast));
+  const bool resume = options.resume || options.resumeIfPresent;
   const std::string out =
       options.outDir.empty() ? options.resumeDir : options.outDir;
   const std::string resumeFrom =
       options.resumeDir.empty() ? out : options.resumeDir;
-  if (options.resume && resumeFrom.empty())
+  if (resume && resumeFrom.empty())
     return absl::InvalidArgumentError(
         "--resume needs a folder: --resume DIR, --out DIR or "
         "--checkpoint-dir DIR");
@@ -473,6 +624,16 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
   const int64_t sampleEvery = options.sampleEvery > 0 ? options.sampleEvery
                               : options.saveEvery > 0 ? options.saveEvery
                                                       : 10;
+  // A run that keeps nothing says so before it spends the time.
+  if (out.empty()) {
+    if (metricsPath.empty())
+      log << "no --out: this run saves nothing (no checkpoints, metrics or "
+             "samples)\n";
+    else
+      log << "no --out: this run saves no checkpoints or samples (metrics go "
+             "to "
+          << metricsPath << ")\n";
+  }
 
   // 2. Host functions and the executor.
   auto rewardNanos = std::make_shared<std::atomic<int64_t>>(0);
@@ -508,21 +669,28 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
   // 3. Initial state.
   std::vector<HostTensor> state;
   int64_t start = 0;
+  int64_t seed = options.seed.value_or(0);
   bool resumed = false;
-  if (options.resume) {
+  if (resume) {
     absl::StatusOr<checkpoint::Checkpoint> ckpt =
         checkpoint::loadLatestCheckpoint(resumeFrom);
     if (ckpt.ok()) {
       std::string where = checkpoint::checkpointPath(resumeFrom, ckpt->step);
-      auto seed = ckpt->metadata.find("seed");
-      if (seed == ckpt->metadata.end())
+      auto recordedSeed = ckpt->metadata.find("seed");
+      if (recordedSeed == ckpt->metadata.end())
         return absl::InvalidArgumentError(absl::StrCat(
             where, ": the checkpoint records no seed (metadata 'seed'), "
                    "expected the seed it was trained with"));
-      if (seed->second != std::to_string(options.seed))
+      int64_t trainedSeed = 0;
+      if (!absl::SimpleAtoi(recordedSeed->second, &trainedSeed))
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": metadata 'seed' is '", recordedSeed->second,
+                         "', expected an integer"));
+      if (options.seed && *options.seed != trainedSeed)
         return absl::InvalidArgumentError(absl::StrCat(
             resumeFrom, ": the checkpoint was trained with seed ",
-            seed->second, " but --seed is ", options.seed));
+            recordedSeed->second, " but --seed is ", *options.seed));
+      seed = trainedSeed;
       auto iteration = ckpt->metadata.find("iteration");
       if (iteration != ckpt->metadata.end() &&
           iteration->second != std::to_string(ckpt->step))
@@ -530,6 +698,16 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
             absl::StrCat(where, ": metadata 'iteration' is '",
                          iteration->second, "', expected ", ckpt->step,
                          " as the file's step"));
+      auto hash = ckpt->metadata.find("program_hash");
+      bool otherProgram = hash != ckpt->metadata.end() &&
+                          !options.programHash.empty() &&
+                          hash->second != options.programHash;
+      if (otherProgram && !options.allowProgramChange)
+        return absl::FailedPreconditionError(absl::StrCat(
+            where, ": written by another step.bin (program_hash ",
+            hash->second, ", this one is ", options.programHash,
+            "); resume with the step.bin that wrote it, or pass "
+            "--allow-program-change"));
       std::map<std::string, const HostTensor *> byName;
       for (const checkpoint::NamedTensor &t : ckpt->tensors)
         byName[t.name] = &t.tensor;
@@ -546,11 +724,28 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
       start = ckpt->step;
       resumed = true;
       log << "resumed from " << resumeFrom << " at iteration " << start;
+      if (!options.seed)
+        log << ", seed " << seed << " from the checkpoint";
       if (!options.inits.empty())
         log << " (--init not applied: the checkpoint has the weights)";
       log << "\n";
+      if (otherProgram)
+        log << "note: " << where << " was written by another step.bin ("
+            << hash->second << "); continuing with this one ("
+            << options.programHash << ", --allow-program-change)\n";
     } else if (!absl::IsNotFound(ckpt.status())) {
       return ckpt.status();
+    } else if (!options.resumeIfPresent) {
+      struct stat st;
+      bool folder =
+          ::stat(resumeFrom.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+      return absl::NotFoundError(absl::StrCat(
+          "--resume ", resumeFrom, ": ",
+          folder ? "no checkpoint there (no 'latest' file)"
+                 : "no such folder",
+          ", expected a run folder with a checkpoint (--resume-if-present "
+          "starts from @",
+          options.initFunction, " when there is none)"));
     } else {
       log << "no checkpoint in " << resumeFrom << "; starting from @"
           << options.initFunction << "\n";
@@ -558,7 +753,7 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
   }
   if (!resumed) {
     absl::StatusOr<std::vector<HostTensor>> init = executor.run(
-        options.initFunction, {HostTensor::scalarInt(DType::I64, options.seed)});
+        options.initFunction, {HostTensor::scalarInt(DType::I64, seed)});
     if (!init.ok())
       return init.status();
     state = std::move(*init);
@@ -573,26 +768,62 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
         return s;
   }
 
-  if (!out.empty())
+  if (!out.empty()) {
     if (absl::Status s = checkpoint::makeDirectories(out); !s.ok())
       return s;
-  std::ofstream metrics;
-  if (!metricsPath.empty()) {
-    metrics.open(metricsPath, std::ios::app);
-    if (!metrics)
-      return absl::InvalidArgumentError(
-          absl::StrCat("cannot open ", metricsPath, " for appending"));
+    // What a run killed while writing left behind.
+    int stale = 0;
+    for (const std::string &folder : {out, out + "/samples"}) {
+      absl::StatusOr<int> removed = checkpoint::removeStaleTemporaries(folder);
+      if (!removed.ok())
+        return removed.status();
+      stale += *removed;
+    }
+    if (stale)
+      log << "removed " << stale << " temporary file" << (stale == 1 ? "" : "s")
+          << " of writes an earlier run did not finish in " << out << "\n";
   }
+  // A resumed run redoes the iterations after its checkpoint (all of them
+  // when there was none).
+  if (resume && !metricsPath.empty())
+    if (absl::Status s = cutMetrics(metricsPath, start, log); !s.ok())
+      return s;
+  MetricsFile metrics;
+  if (!metricsPath.empty())
+    if (absl::Status s = metrics.open(metricsPath); !s.ok())
+      return s;
+
+  // Checkpoints. `saved` is the step whose state is on disk in `out`.
+  int64_t saved = resumed && resumeFrom == out ? start : -1;
   auto save = [&](int64_t step) -> absl::Status {
     std::vector<checkpoint::NamedTensor> named;
     for (size_t i = 0; i < state.size(); ++i)
       named.push_back({sig->stateNames[i], state[i]});
     // The RNG is keyed on (seed, iteration): the next iteration is `step`.
-    return checkpoint::saveCheckpoint(
-        out, step, named,
-        {{"seed", std::to_string(options.seed)},
-         {"iteration", std::to_string(step)},
-         {"step_function", stepName}});
+    std::map<std::string, std::string> metadata = {
+        {"seed", std::to_string(seed)},
+        {"iteration", std::to_string(step)},
+        {"step_function", stepName}};
+    if (!options.programHash.empty())
+      metadata["program_hash"] = options.programHash;
+    if (absl::Status s = checkpoint::saveCheckpoint(out, step, named, metadata);
+        !s.ok())
+      return s;
+    saved = step;
+    absl::StatusOr<int> pruned =
+        checkpoint::pruneCheckpoints(out, options.keepLast);
+    return pruned.status();
+  };
+  // After a failure: the state of `step` onto disk, and where it went.
+  auto keepState = [&](int64_t step) -> std::string {
+    if (out.empty())
+      return " (no --out: the training state is not saved)";
+    if (saved != step)
+      if (absl::Status s = save(step); !s.ok())
+        return absl::StrCat(" (saving the training state failed too: ",
+                            s.message(), ")");
+    return absl::StrCat(" (training state of iteration ", step, " saved in ",
+                        checkpoint::checkpointPath(out, step), ")");
   };
 
   executor.takePhaseTimes(); // not @init_state's
@@ -602,10 +833,26 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
     if (absl::Status s = save(0); !s.ok())
       return s;
   // 4. Iterations.
+  bool warnedImages = false;
   for (int64_t it = start; it < options.steps; ++it) {
+    if (int signal = options.stopRequested ? options.stopRequested() : 0) {
+      std::string what = absl::StrCat("interrupted by ", signalName(signal),
+                                      " after iteration ", it, " of ",
+                                      options.steps);
+      if (out.empty())
+        return absl::CancelledError(
+            absl::StrCat(what, "; nothing saved (no --out)"));
+      if (saved != it)
+        if (absl::Status s = save(it); !s.ok())
+          return absl::Status(s.code(), absl::StrCat(what, "; saving failed: ",
+                                                     s.message()));
+      return absl::CancelledError(absl::StrCat(
+          what, ": saved ", checkpoint::checkpointPath(out, it),
+          "; continue with --resume ", out));
+    }
     auto begin = std::chrono::steady_clock::now();
     std::vector<HostTensor> inputs = state;
-    inputs.push_back(HostTensor::scalarInt(DType::I64, options.seed));
+    inputs.push_back(HostTensor::scalarInt(DType::I64, seed));
     inputs.push_back(HostTensor::scalarInt(DType::I64, it));
     for (const std::string &d : sig->data)
       inputs.push_back(d == kEmbeds ? prompts->embeds(it)
@@ -616,7 +863,8 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
     if (!outs.ok())
       return absl::Status(outs.status().code(),
                           absl::StrCat("iteration ", it, ": ",
-                                       outs.status().message()));
+                                       outs.status().message(),
+                                       keepState(it)));
     double total = seconds(std::chrono::steady_clock::now() - begin);
     double reward = static_cast<double>(rewardNanos->load()) * 1e-9;
     double compute = std::max(0.0, total - reward);
@@ -635,16 +883,40 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
       absl::StrAppend(&phaseText, phaseText.empty() ? "" : ", ",
                       name.empty() ? "other" : name, " ", format("%.3g", secs),
                       " s");
+    // Decoded images that are not finite get meaningless rewards: counted
+    // like the skipped updates of non-finite gradients.
+    int64_t badImages = 0, numImages = 0;
+    if (sig->images) {
+      const HostTensor &images = (*outs)[*sig->images];
+      numImages = images.shape()[0];
+      badImages = nonFiniteImages(images);
+    }
+    if (badImages && !warnedImages) {
+      log << "warning: iteration " << it << ": " << badImages << " of "
+          << numImages
+          << " images are not finite, so their rewards mean nothing "
+             "(nonfinite_images counts them)\n";
+      warnedImages = true;
+    }
 
-    log << progressLine(it, options.steps, *sig, *outs) << "  time "
-        << format("%.3g", total) << " s (" << phaseText << ")" << std::endl;
-    if (metrics.is_open()) {
+    log << progressLine(it, options.steps, *sig, *outs)
+        << (badImages ? absl::StrCat("  nonfinite_images ", badImages, "/",
+                                     numImages)
+                      : std::string())
+        << "  time " << format("%.3g", total) << " s (" << phaseText << ")"
+        << std::endl;
+    // Side outputs: a failure stops the run, but only after the state is
+    // saved.
+    absl::Status side;
+    if (metrics.isOpen()) {
       std::string json = absl::StrCat("{\"iteration\": ", it);
       for (const auto &[index, name] : sig->metrics) {
         absl::StrAppend(&json, ", ");
         checkpoint::json::appendJsonString(json, name);
         absl::StrAppend(&json, ": ", jsonValue((*outs)[index]));
       }
+      if (sig->images)
+        absl::StrAppend(&json, ", \"nonfinite_images\": ", badImages);
       absl::StrAppend(&json, ", \"time_s\": ", format("%.6g", total),
                       ", \"reward_time_s\": ", format("%.6g", reward),
                       ", \"compute_time_s\": ", format("%.6g", compute));
@@ -658,28 +930,27 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
         }
         absl::StrAppend(&json, "}");
       }
-      absl::StrAppend(&json, "}");
-      metrics << json << std::endl;
-      if (!metrics)
-        return absl::InternalError(
-            absl::StrCat(metricsPath, ": write failed"));
+      absl::StrAppend(&json, "}\n");
+      side = metrics.append(json);
     }
 
     bool last = it + 1 == options.steps;
-    if (!out.empty() && sig->images &&
+    if (side.ok() && !out.empty() && sig->images &&
         (last || (it + 1) % sampleEvery == 0)) {
       std::string folder = out + "/samples";
-      if (absl::Status s = checkpoint::makeDirectories(folder); !s.ok())
-        return s;
-      absl::StatusOr<image::RgbImage> grid =
-          image::imageGrid((*outs)[*sig->images]);
-      if (!grid.ok())
-        return grid.status();
-      if (absl::Status s = image::writePng(
-              absl::StrCat(folder, "/iter-", it + 1, ".png"), *grid);
-          !s.ok())
-        return s;
+      side = checkpoint::makeDirectories(folder);
+      if (side.ok()) {
+        absl::StatusOr<image::RgbImage> grid =
+            image::imageGrid((*outs)[*sig->images]);
+        side = grid.ok() ? image::writePng(
+                               absl::StrCat(folder, "/iter-", it + 1, ".png"),
+                               *grid)
+                         : grid.status();
+      }
     }
+    if (!side.ok())
+      return absl::Status(side.code(),
+                          absl::StrCat(side.message(), keepState(it + 1)));
     bool due = options.saveEvery > 0 && (it + 1) % options.saveEvery == 0;
     if (!out.empty() && (last || due))
       if (absl::Status s = save(it + 1); !s.ok())

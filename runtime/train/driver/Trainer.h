@@ -23,7 +23,12 @@
 // - Rewards are host calls (omni.host_call "<reward>"); TrainOptions::reward
 //   rebinds every callee that is a registered reward to another one.
 // Every iteration's random numbers are keyed on (seed, iteration), so a run
-// resumed from a checkpoint continues bit for bit; checkpoints record both.
+// resumed from a checkpoint continues bit for bit; checkpoints record both,
+// and the program's fingerprint (a resume with another step.bin is refused).
+// Work is not lost silently: a requested stop (Ctrl-C, SIGTERM), a failed
+// metrics or sample write and a failed iteration all save the state first;
+// a resume cuts metrics.jsonl back to the checkpoint and removes the
+// temporaries of writes a killed run left behind.
 // MLIR-free.
 //
 //===----------------------------------------------------------------------===//
@@ -36,7 +41,9 @@
 
 #include "absl/status/status.h"
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -53,19 +60,32 @@ struct InitFile {
 struct TrainOptions {
   /// Iterations to reach (a resumed run continues up to this count).
   int64_t steps = 1;
-  int64_t seed = 0;
+  /// The run's seed. Unset: 0 for a fresh run, the checkpoint's when
+  /// resuming (a set seed must equal the checkpoint's).
+  std::optional<int64_t> seed;
   std::string initFunction = "init_state";
   std::string stepFunction = "train_step";
   /// The run's folder: checkpoints (`step-<N>.safetensors`, `latest`),
   /// metrics.jsonl and samples/iter-<N>.png. Empty: resumeDir, else no
-  /// files at all.
+  /// files at all (said at the start).
   std::string outDir;
   /// Save every N iterations (and always after the last); 0: only at the end.
   int64_t saveEvery = 0;
-  /// Continue from the latest checkpoint of resumeDir (empty: outDir), if
-  /// there is one; otherwise start from @init_state.
+  /// Keep only the N newest step files in the out folder; 0: keep all.
+  int64_t keepLast = 0;
+  /// Continue from the latest checkpoint of resumeDir (empty: outDir). A
+  /// missing folder or one without `latest` is an error unless
+  /// resumeIfPresent, which then starts from @init_state. Resuming cuts the
+  /// metrics file back to the checkpoint's iteration.
   bool resume = false;
+  bool resumeIfPresent = false;
   std::string resumeDir;
+  /// The identity of the program (checkpoint::fingerprintFile of step.bin),
+  /// recorded in checkpoints as `program_hash`; resuming a checkpoint with
+  /// another one is refused unless allowProgramChange. Empty: not recorded
+  /// or checked.
+  std::string programHash;
+  bool allowProgramChange = false;
   /// Append one JSON object per iteration here; empty: outDir/metrics.jsonl
   /// (none without an out folder).
   std::string metricsPath;
@@ -75,7 +95,7 @@ struct TrainOptions {
   /// The prompt set (safetensors); empty: the built-in synthetic set.
   std::string promptsPath;
   /// Applied in order after @init_state (not when resuming). f16 and bf16
-  /// tensors widen to f32 state exactly.
+  /// tensors widen to f32 state exactly; non-finite values are refused.
   std::vector<InitFile> inits;
   /// Tensor names in the --init files to ignore (buffers the program
   /// computes itself, e.g. SD3's `pos_embed.pos_embed`); a trailing `*`
@@ -83,6 +103,11 @@ struct TrainOptions {
   std::vector<std::string> initSkip;
   /// The reward the program's reward host calls run; empty: their own.
   std::string reward;
+  /// Polled before each iteration: a non-zero value (the signal number of
+  /// a Ctrl-C or SIGTERM, see Interrupt.h) ends the run after a checkpoint
+  /// of the last completed iteration, with a Cancelled status that says
+  /// where it is. Empty: never.
+  std::function<int()> stopRequested;
 };
 
 /// Trains: initial state from `initFunction` (plus `inits`) or the latest
@@ -90,7 +115,9 @@ struct TrainOptions {
 /// `program` on `device`, printing one progress line per iteration to `log`
 /// ("iter 3/10  reward 0.51 ± 0.02  loss ...  time 0.12 s (reward 0.01 s,
 /// compute 0.11 s)"). Errors are one line naming what, where, the expected
-/// and the found.
+/// and the found. When a side output fails after an iteration (the metrics
+/// line, a sample grid), the state is saved first and the error says
+/// where; a failed iteration saves the state before it the same way.
 absl::Status train(std::shared_ptr<const loader::Program> program,
                    hal::Device &device, const TrainOptions &options,
                    std::ostream &log);

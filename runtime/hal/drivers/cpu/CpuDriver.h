@@ -1,6 +1,8 @@
 //===- CpuDriver.h - The cpu driver -----------------------------*- C++ -*-===//
 //
 // Creates CpuDevices. Registered under "cpu" by hal/drivers/Drivers.cpp.
+// threads must be 0 (one per core) to kMaxThreads; a device whose worker
+// threads cannot all be started is an error, not an abort.
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,6 +12,10 @@
 #include "runtime/hal/Driver.h"
 
 namespace omni::hal::cpu {
+
+/// The most threads a cpu device takes (DeviceOptions::threads): beyond,
+/// the workers would only contend, and their stacks alone need gigabytes.
+constexpr int kMaxThreads = 1024;
 
 class CpuDriver final : public Driver {
 public:

@@ -3,6 +3,8 @@
 #include "runtime/hal/drivers/cpu/ThreadPool.h"
 
 #include <algorithm>
+#include <string>
+#include <system_error>
 
 namespace omni::hal::cpu {
 namespace {
@@ -11,8 +13,19 @@ thread_local bool insideChunk = false;
 } // namespace
 
 ThreadPool::ThreadPool(int threads) : threads_(std::max(1, threads)) {
-  for (int i = 1; i < threads_; ++i)
-    workers_.emplace_back([this, i] { workerLoop(i); });
+  int wanted = threads_;
+  for (int i = 1; i < wanted; ++i) {
+    try {
+      workers_.emplace_back([this, i] { workerLoop(i); });
+    } catch (const std::system_error &e) {
+      // Out of threads or memory for their stacks: run with what started
+      // (results do not depend on the number of threads).
+      startError_ = "thread " + std::to_string(i + 1) + " of " +
+                    std::to_string(wanted) + ": " + e.what();
+      threads_ = i;
+      break;
+    }
+  }
 }
 
 ThreadPool::~ThreadPool() {

@@ -22,6 +22,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -30,12 +31,17 @@ namespace omni::hal::cpu {
 class ThreadPool {
 public:
   /// `threads` >= 1 threads in total (threads - 1 workers plus the caller).
+  /// When the system refuses a worker thread, the pool keeps the ones it
+  /// started (size() says how many) and startError() says why.
   explicit ThreadPool(int threads);
   ~ThreadPool();
   ThreadPool(const ThreadPool &) = delete;
   ThreadPool &operator=(const ThreadPool &) = delete;
 
   int size() const { return threads_; }
+  /// Empty, or "thread <i> of <n>: <system error>" for the first worker
+  /// that could not be started.
+  const std::string &startError() const { return startError_; }
 
   /// Runs fn(begin, end) over contiguous chunks covering [0, n), chunks of
   /// at least `grain` items (the last may be smaller), at most size() of
@@ -50,7 +56,8 @@ private:
   void workerLoop(int index);
   void runChunk(int chunk);
 
-  const int threads_;
+  int threads_;
+  std::string startError_;
   std::vector<std::thread> workers_;
   std::mutex submitMutex_; // one loop at a time
   std::mutex mutex_;       // guards the fields below

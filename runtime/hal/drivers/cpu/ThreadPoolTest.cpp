@@ -2,13 +2,21 @@
 
 #include "runtime/hal/drivers/cpu/ThreadPool.h"
 
+#include "runtime/hal/drivers/cpu/CpuDriver.h"
+
 #include "gtest/gtest.h"
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <mutex>
 #include <set>
 #include <utility>
 #include <vector>
+
+#include <sys/resource.h>
+#include <unistd.h>
 
 namespace omni::hal::cpu {
 namespace {
@@ -61,6 +69,56 @@ TEST(ThreadPool, NestedLoopsRunInline) {
     pool.parallelFor(e - b, [&](int64_t ib, int64_t ie) { sum += ie - ib; });
   });
   EXPECT_EQ(sum.load(), 8);
+}
+
+/// The address space this process has mapped, in bytes.
+size_t mappedBytes() {
+  std::ifstream statm("/proc/self/statm");
+  size_t pages = 0;
+  statm >> pages;
+  return pages * static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+/// In a child of the death test: an address-space limit that leaves room
+/// for the pool's bookkeeping but not for 64 thread stacks (8 MiB each), so
+/// thread creation fails as it does for --threads 4096 on a loaded machine.
+/// Exits 0 when the pool reports it and still runs loops.
+void startPoolWithoutMemoryForStacks() {
+  struct rlimit limit;
+  limit.rlim_cur = mappedBytes() + (16u << 20);
+  limit.rlim_max = RLIM_INFINITY;
+  ::setrlimit(RLIMIT_AS, &limit);
+  ThreadPool pool(64);
+  std::atomic<int64_t> sum{0};
+  pool.parallelFor(1000, [&](int64_t b, int64_t e) { sum += e - b; });
+  std::fprintf(stderr, "size %d: %s\n", pool.size(),
+               pool.startError().c_str());
+  bool ok = pool.size() >= 1 && pool.size() < 64 &&
+            pool.startError().rfind("thread ", 0) == 0 && sum == 1000;
+  std::_Exit(ok ? 0 : 1);
+}
+
+TEST(ThreadPoolDeathTest, ThreadsTheSystemRefusesAreReportedNotThrown) {
+  EXPECT_EXIT(startPoolWithoutMemoryForStacks(),
+              ::testing::ExitedWithCode(0),
+              "size [0-9]+: thread [0-9]+ of 64: ");
+}
+
+TEST(CpuDriver, BoundsTheThreadCount) {
+  CpuDriver driver;
+  DeviceOptions options;
+  options.threads = kMaxThreads + 1;
+  auto device = driver.createDevice(options);
+  ASSERT_FALSE(device.ok());
+  EXPECT_EQ(device.status().message(),
+            "the cpu device takes 0 (one per core) to 1024 threads, found "
+            "1025");
+  options.threads = -1;
+  EXPECT_FALSE(driver.createDevice(options).ok());
+  options.threads = 2;
+  device = driver.createDevice(options);
+  ASSERT_TRUE(device.ok()) << device.status();
+  EXPECT_EQ((*device)->description(), "cpu (2 threads)");
 }
 
 TEST(ThreadPool, OneThreadRunsOnTheCaller) {
