@@ -6,6 +6,37 @@
 // RUN: omnirun %t.bin --function=f --input=4xf32=1,1,1,1 | FileCheck %s --check-prefix=OK
 // OK: result[0]: tensor<4xf32>=[2.5 3.5 4.5 5.5]
 
+// What omnic records: the kernel's signature (two f32[4] operands, one
+// result, grid 1) and a checksum per section.
+// RUN: omnic %s --emit=json | FileCheck %s --check-prefix=JSON
+// JSON:      "signatures": [
+// JSON-NEXT:   {
+// JSON-NEXT:     "operands": [
+// JSON-NEXT:       {
+// JSON-NEXT:         "bytes": 16,
+// JSON-NEXT:         "dtype": "F32"
+// JSON-NEXT:       },
+// JSON-NEXT:       {
+// JSON-NEXT:         "bytes": 16,
+// JSON-NEXT:         "dtype": "F32"
+// JSON-NEXT:       }
+// JSON-NEXT:     ],
+// JSON-NEXT:     "results": [
+// JSON-NEXT:       {
+// JSON-NEXT:         "bytes": 16,
+// JSON-NEXT:         "dtype": "F32"
+// JSON-NEXT:       }
+// JSON-NEXT:     ],
+// JSON-NEXT:     "grid": 1,
+// JSON-NEXT:     "num_scalars": 0
+// JSON:      "integrity": {
+// JSON-NEXT:   "file": {
+// JSON-NEXT:     "value": {{[0-9]+}}
+// JSON:        "executables": [
+// JSON-NEXT:     {{[0-9]+}}
+// JSON:        "constants": [
+// JSON-NEXT:     {{[0-9]+}}
+
 // Inside the kernels' code.
 // RUN: python3 %S/Inputs/flip-byte.py %t.bin %t.code.bin elf+200
 // RUN: not omnirun %t.code.bin --list 2>&1 | FileCheck %s --check-prefix=CODE
