@@ -24,6 +24,7 @@
 #include "compiler/stepbin/StepWriter.h"
 
 #include "dialects/omni/OmniOps.h"
+#include "runtime/schema/Integrity.h"
 #include "runtime/schema/step_generated.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -102,6 +103,8 @@ public:
 
 private:
   LogicalResult writeFunction(func::FuncOp fn);
+  FailureOr<fb::Offset<fb::Vector<fb::Offset<st::KernelSignature>>>>
+  kernelSignatures();
   LogicalResult emitBlock(Block &block, std::vector<fb::Offset<st::Command>> &out);
   LogicalResult emitOp(Operation *op, std::vector<fb::Offset<st::Command>> &out);
 
@@ -347,7 +350,10 @@ LogicalResult Writer::emitOp(Operation *op,
         bits = cast<IntegerAttr>(a).getValue().getZExtValue();
       std::memcpy(&bytes[i * eb], &bits, eb);
     }
-    fbb.ForceVectorAlignment(bytes.size(), 1, 64);
+    // 32 bytes: the most FlatBuffers allows (a larger request asserts in
+    // builds with assertions); the runtime copies constants into device
+    // buffers and needs no more (step.fbs).
+    fbb.ForceVectorAlignment(bytes.size(), 1, 32);
     auto data = fbb.CreateVector(bytes);
     constants.push_back(st::CreateConstant(
         fbb, data, splat ? type.getNumElements() : 1));
@@ -694,14 +700,19 @@ FailureOr<std::vector<uint8_t>> Writer::write(StringRef producer) {
   std::vector<fb::Offset<fb::String>> kernels;
   for (const std::string &k : exe.kernels)
     kernels.push_back(fbb.CreateString(k));
-  fbb.ForceVectorAlignment(exe.sharedObject.size(), 1, 64);
+  fbb.ForceVectorAlignment(exe.sharedObject.size(), 1, 32);
   auto data = fbb.CreateVector(
       reinterpret_cast<const uint8_t *>(exe.sharedObject.data()),
       exe.sharedObject.size());
+  FailureOr<fb::Offset<fb::Vector<fb::Offset<st::KernelSignature>>>>
+      signatures = kernelSignatures();
+  if (failed(signatures))
+    return failure();
   std::vector<fb::Offset<st::Executable>> executables;
   executables.push_back(st::CreateExecutable(
       fbb, fbb.CreateString("kernels"), st::ExecutableFormat::ElfSharedObject,
-      fbb.CreateString(exe.features), data, fbb.CreateVector(kernels)));
+      fbb.CreateString(exe.features), data, fbb.CreateVector(kernels),
+      *signatures));
   // Tensor table and scalars.
   std::vector<fb::Offset<st::Tensor>> tensorOffsets;
   for (const TensorEntry &t : tensors)
@@ -714,15 +725,100 @@ FailureOr<std::vector<uint8_t>> Writer::write(StringRef producer) {
   auto target = st::CreateTarget(fbb, fbb.CreateString("cpu"),
                                  fbb.CreateString(exe.cpu),
                                  fbb.CreateString(exe.features));
+  // Checksums (Integrity.h): zeros here, filled in once the bytes are final.
+  st::Crc32c noChecksum(0);
+  auto integrity = st::CreateIntegrity(
+      fbb, &noChecksum,
+      fbb.CreateVector(std::vector<uint32_t>(executables.size(), 0)),
+      fbb.CreateVector(std::vector<uint32_t>(constants.size(), 0)));
   auto root = st::CreateStep(
       fbb, /*version=*/1, fbb.CreateString(producer.str()), target,
       fbb.CreateVector(tensorOffsets), fbb.CreateVector(scalars), arenaSize,
       fbb.CreateVector(executables), fbb.CreateVector(constants),
       fbb.CreateVector(std::vector<fb::Offset<st::StateSlot>>{}),
-      fbb.CreateVector(functions));
+      fbb.CreateVector(functions), integrity);
   st::FinishStepBuffer(fbb, root);
-  return std::vector<uint8_t>(fbb.GetBufferPointer(),
-                              fbb.GetBufferPointer() + fbb.GetSize());
+  std::vector<uint8_t> bytes(fbb.GetBufferPointer(),
+                             fbb.GetBufferPointer() + fbb.GetSize());
+  if (!st::sealStepBin(bytes.data(), bytes.size()))
+    return emitError(module.getLoc(),
+                     "internal error: cannot fill in step.bin's checksums");
+  return bytes;
+}
+
+/// One signature per kernel (step.fbs KernelSignature) from the fusions
+/// compiled into it: codegen shares a kernel only between fusions with the
+/// same operand and result types and grid, which is checked here. A kernel
+/// no fusion uses gets grid -1, which no Dispatch can match.
+FailureOr<fb::Offset<fb::Vector<fb::Offset<st::KernelSignature>>>>
+Writer::kernelSignatures() {
+  struct Signature {
+    std::vector<st::KernelBuffer> operands, results;
+    int64_t grid = -1;
+    Operation *first = nullptr;
+  };
+  std::vector<Signature> sigs(exe.kernels.size());
+  auto buffers = [](TypeRange types,
+                    std::vector<st::KernelBuffer> &out) -> LogicalResult {
+    for (Type t : types) {
+      auto type = cast<RankedTensorType>(t);
+      FailureOr<st::DType> dtype = dtypeOf(type.getElementType());
+      if (failed(dtype))
+        return failure();
+      out.emplace_back(type.getNumElements() *
+                           elementBytes(type.getElementType()),
+                       *dtype);
+    }
+    return success();
+  };
+  WalkResult walk = module.walk([&](FusionOp fusion) {
+    auto kernel = fusion->getAttrOfType<IntegerAttr>("omni.kernel");
+    if (!kernel)
+      return WalkResult::advance(); // reported where it is dispatched
+    int64_t k = kernel.getInt();
+    if (k < 0 || k >= static_cast<int64_t>(sigs.size())) {
+      fusion.emitOpError("has kernel index ")
+          << k << " but the executable has " << sigs.size() << " kernels";
+      return WalkResult::interrupt();
+    }
+    Signature sig;
+    auto grid = fusion->getAttrOfType<IntegerAttr>("omni.grid");
+    sig.grid = grid ? grid.getInt() : 1;
+    sig.first = fusion;
+    if (failed(buffers(fusion.getInputs().getTypes(), sig.operands)) ||
+        failed(buffers(fusion.getResultTypes(), sig.results))) {
+      fusion.emitOpError("has a type step.bin cannot hold");
+      return WalkResult::interrupt();
+    }
+    Signature &have = sigs[k];
+    if (!have.first) {
+      have = std::move(sig);
+      return WalkResult::advance();
+    }
+    auto same = [](const std::vector<st::KernelBuffer> &a,
+                   const std::vector<st::KernelBuffer> &b) {
+      return a.size() == b.size() &&
+             std::equal(a.begin(), a.end(), b.begin(), [](auto &x, auto &y) {
+               return x.bytes() == y.bytes() && x.dtype() == y.dtype();
+             });
+    };
+    if (have.grid != sig.grid || !same(have.operands, sig.operands) ||
+        !same(have.results, sig.results)) {
+      fusion.emitOpError("shares kernel ")
+          << k << " with a fusion of other buffer types or grid (internal "
+                  "error of kernel sharing)";
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return failure();
+  std::vector<fb::Offset<st::KernelSignature>> tables;
+  for (const Signature &sig : sigs)
+    tables.push_back(st::CreateKernelSignature(
+        fbb, fbb.CreateVectorOfStructs(sig.operands),
+        fbb.CreateVectorOfStructs(sig.results), sig.grid, /*num_scalars=*/0));
+  return fbb.CreateVector(tables);
 }
 
 } // namespace

@@ -8,13 +8,19 @@
 
 #include "runtime/loader/Program.h"
 #include "runtime/loader/testing/StepBuilder.h"
+#include "runtime/schema/Integrity.h"
 
 #include "gtest/gtest.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#include <chrono>
 #include <cstdio>
 #include <functional>
+#include <future>
 #include <limits>
+#include <random>
 
 namespace omni::loader {
 namespace {
@@ -89,7 +95,33 @@ TEST(Loader, LoadsFromAFile) {
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(missing.status().message(),
             "/nonexistent/x.bin: cannot open: No such file or directory");
-  EXPECT_EQ(Program::loadFile("/").status().message(), "/: not a regular file");
+  EXPECT_EQ(Program::loadFile("/").status().message(),
+            "/: is a directory but a step.bin must be a regular file");
+  EXPECT_EQ(Program::loadFile("/dev/null").status().message(),
+            "/dev/null: is a character device but a step.bin must be a "
+            "regular file");
+}
+
+// Opening a FIFO for reading waits for a writer; the loader must refuse it
+// at once instead of hanging (issue 11).
+TEST(Loader, RefusesAFifoWithoutBlocking) {
+  std::string path = ::testing::TempDir() + "/loader_test." +
+                     std::to_string(::getpid()) + ".fifo";
+  ::unlink(path.c_str());
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  auto load = std::async(std::launch::async,
+                         [&] { return Program::loadFile(path).status(); });
+  if (load.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+    // Unblock the open so that the test can end, then fail.
+    int fd = ::open(path.c_str(), O_WRONLY);
+    ::close(fd);
+    load.wait();
+    ::unlink(path.c_str());
+    FAIL() << "Program::loadFile blocked on a FIFO";
+  }
+  EXPECT_EQ(load.get().message(),
+            path + ": is a FIFO but a step.bin must be a regular file");
+  ::unlink(path.c_str());
 }
 
 //===----------------------------------------------------------------------===//
@@ -115,12 +147,170 @@ TEST(Loader, RejectsWhatTheFlatBuffersVerifierRejects) {
   std::string bytes = build();
   EXPECT_EQ(errorOf(bytes.substr(0, bytes.size() / 2)),
             "step.bin: the FlatBuffers verifier rejected the file (an offset, "
-            "length or nesting depth is out of range)");
+            "length or nesting depth is out of range): the file is corrupt "
+            "(copy it again or recompile it)");
 }
 
 TEST(Loader, RejectsOtherVersions) {
   EXPECT_EQ(errorOf(build([](StepBuilder &b) { b.version = 2; })),
             "step.bin: version = 2 but this omnirun reads version 1");
+}
+
+//===----------------------------------------------------------------------===//
+// Integrity: the checksums (runtime/schema/Integrity.h)
+//===----------------------------------------------------------------------===//
+
+TEST(Integrity, Crc32cMatchesTheStandardAndItsPortableForm) {
+  const std::string check = "123456789";
+  const auto *digits = reinterpret_cast<const uint8_t *>(check.data());
+  // The CRC-32C check value (RFC 3720 B.4 / the catalogue of CRCs).
+  EXPECT_EQ(step::crc32c(digits, 9), 0xe3069283u);
+  EXPECT_EQ(step::crc32cPortable(digits, 9), 0xe3069283u);
+  EXPECT_EQ(step::crc32c(digits + 4, 5, step::crc32c(digits, 4)),
+            0xe3069283u);
+  EXPECT_EQ(step::crc32c(nullptr, 0), 0u);
+  // 32 zero bytes (RFC 3720 B.4).
+  std::vector<uint8_t> zeros(32, 0);
+  EXPECT_EQ(step::crc32c(zeros.data(), 32), 0x8a9136aau);
+  std::mt19937 rng(7);
+  std::vector<uint8_t> bytes(4099);
+  for (uint8_t &b : bytes)
+    b = static_cast<uint8_t>(rng());
+  for (size_t begin : {0, 1, 3, 7})
+    for (size_t size : {0, 1, 7, 8, 9, 63, 64, 4092})
+      EXPECT_EQ(step::crc32c(bytes.data() + begin, size),
+                step::crc32cPortable(bytes.data() + begin, size))
+          << begin << " " << size;
+}
+
+/// A program with an executable and a constant, so that every section
+/// has a checksum.
+std::string sectioned(const std::function<void(StepBuilder &)> &edit = nullptr) {
+  return build([&](StepBuilder &b) {
+    StepBuilder::ExecutableSpec e;
+    e.name = "kernels";
+    e.data = {0x7f, 'E', 'L', 'F', 2, 1, 1, 0};
+    e.kernels = {"k"};
+    b.executable(e);
+    b.constant(DType::F32, {2}, {1, 2, 3, 4, 5, 6, 7, 8});
+    if (edit)
+      edit(b);
+  });
+}
+
+/// The byte offset of `p` (a pointer into `bytes`).
+size_t offsetIn(const std::string &bytes, const void *p) {
+  return static_cast<const char *>(p) - bytes.data();
+}
+
+/// The file after `edit` changes its bytes in place, with the checksums
+/// recomputed when `reseal` (as a tool that rewrites files would).
+std::string changed(std::string bytes,
+                    const std::function<void(std::string &)> &edit,
+                    bool reseal) {
+  edit(bytes);
+  if (reseal) {
+    EXPECT_TRUE(step::sealStepBin(reinterpret_cast<uint8_t *>(bytes.data()),
+                                  bytes.size()));
+  }
+  return bytes;
+}
+
+TEST(Integrity, NamesTheCorruptSection) {
+  std::string good = sectioned();
+  ASSERT_EQ(errorOf(good), "");
+  // Views into the loaded copy locate the sections' bytes in `good`.
+  const step::Step *root = step::GetStep(good.data());
+  size_t code = offsetIn(good, root->executables()->Get(0)->data()->data());
+  size_t constant = offsetIn(good, root->constants()->Get(0)->data()->data());
+  size_t sum = *step::fileChecksumOffset(
+      reinterpret_cast<const uint8_t *>(good.data()), good.size());
+  size_t arena = offsetIn(good, root->tensors()->Get(1)->shape()->Data());
+  auto flip = [&](size_t at) {
+    return changed(good, [at](std::string &b) { b[at] ^= 0x10; }, false);
+  };
+  const uint32_t exeSum = root->integrity()->executables()->Get(0);
+  const uint32_t constSum = root->integrity()->constants()->Get(0);
+  auto hex = [](uint32_t v) {
+    char s[16];
+    std::snprintf(s, sizeof s, "0x%08x", v);
+    return std::string(s);
+  };
+  std::string code2 = flip(code + 5);
+  EXPECT_EQ(errorOf(code2),
+            "step.bin: executables[0].data (8 bytes): CRC-32C is " +
+                hex(step::crc32c(
+                    reinterpret_cast<const uint8_t *>(code2.data()) + code,
+                    8)) +
+                " but integrity.executables[0] records " + hex(exeSum) +
+                ": the file is corrupt (copy it again or recompile it)");
+  std::string constant2 = flip(constant);
+  EXPECT_EQ(errorOf(constant2),
+            "step.bin: constants[0].data (8 bytes): CRC-32C is " +
+                hex(step::crc32c(
+                    reinterpret_cast<const uint8_t *>(constant2.data()) +
+                        constant,
+                    8)) +
+                " but integrity.constants[0] records " + hex(constSum) +
+                ": the file is corrupt (copy it again or recompile it)");
+  // A tensor's dimension (metadata) and the checksum itself.
+  for (size_t at : {arena, sum}) {
+    std::string bad = flip(at);
+    std::string message = errorOf(bad);
+    EXPECT_EQ(message.rfind("step.bin: CRC-32C of the file's " +
+                                std::to_string(good.size()) + " bytes is ",
+                            0),
+              0u)
+        << message;
+    EXPECT_NE(message.find("but integrity.file records"), std::string::npos)
+        << message;
+    EXPECT_NE(message.find(": the file is corrupt (copy it again or "
+                           "recompile it)"),
+              std::string::npos);
+  }
+  // Bytes appended or cut off.
+  EXPECT_NE(errorOf(good + std::string(8, '\0')).find("CRC-32C of the file"),
+            std::string::npos);
+}
+
+TEST(Integrity, EveryChangedByteIsRejected) {
+  std::string good = sectioned();
+  for (size_t at = 0; at < good.size(); ++at)
+    for (uint8_t bit : {0x01, 0x80}) {
+      std::string bad = good;
+      bad[at] ^= bit;
+      EXPECT_NE(errorOf(bad), "") << "byte " << at << " ^ " << int(bit);
+    }
+}
+
+TEST(Integrity, IsRequired) {
+  EXPECT_EQ(errorOf(sectioned([](StepBuilder &b) { b.writeIntegrity = false; })),
+            "step.bin: integrity is missing but this omnirun needs the "
+            "checksums omnic writes (written by an older omnic or another "
+            "tool? recompile it)");
+  // A file of another version is named as such, checksums or not.
+  EXPECT_EQ(errorOf(sectioned([](StepBuilder &b) {
+              b.writeIntegrity = false;
+              b.version = 2;
+            })),
+            "step.bin: version = 2 but this omnirun reads version 1");
+  // Unsealed (all checksums zero) and checksum lists that do not cover the
+  // sections.
+  EXPECT_EQ(errorOf(sectioned([](StepBuilder &b) { b.seal = false; }))
+                .rfind("step.bin: executables[0].data (8 bytes): CRC-32C is ",
+                       0),
+            0u);
+  EXPECT_EQ(errorOf(sectioned([](StepBuilder &b) {
+              b.integrityConstantCount = 0;
+            })),
+            "step.bin: integrity.constants has 0 checksums but there are 1 "
+            "constants: the file is corrupt (copy it again or recompile it)");
+  EXPECT_EQ(errorOf(sectioned([](StepBuilder &b) {
+              b.integrityExecutableCount = 2;
+            })),
+            "step.bin: integrity.executables has 2 checksums but there are 1 "
+            "executables: the file is corrupt (copy it again or recompile "
+            "it)");
 }
 
 //===----------------------------------------------------------------------===//
@@ -406,6 +596,131 @@ TEST(Loader, ChecksDispatch) {
   EXPECT_EQ(errorOf(program(0, 0, 4, 1, 1)),
             "step.bin: functions[0].commands[3] (Dispatch): scalars[0] = 1 but "
             "there are 1 scalars");
+}
+
+/// c = a + b with kernel 'add' (compiled for three f32[4] buffers, grid 4)
+/// of an executable that also has a kernel no Dispatch may run; tensors
+/// 0..2 are f32[4], 3 is f64[4], 4 is f32[8].
+std::string signed_(const std::function<std::vector<omni::testing::CommandRef>(
+                        StepBuilder &)> &commands,
+                    const std::function<void(StepBuilder::ExecutableSpec &)>
+                        &edit = nullptr) {
+  return withCommands([&](StepBuilder &b) {
+    StepBuilder::ExecutableSpec e;
+    e.name = "kernels";
+    e.data = {0x7f, 'E', 'L', 'F'};
+    e.kernels = {"add", "unused"};
+    StepBuilder::SignatureSpec add;
+    add.operands = {{DType::F32, 16}, {DType::F32, 16}};
+    add.results = {{DType::F32, 16}};
+    add.grid = 4;
+    e.signatures = {add, StepBuilder::SignatureSpec()};
+    if (edit)
+      edit(e);
+    b.executable(e);
+    for (int i = 0; i < 3; ++i)
+      b.arena(DType::F32, {4});
+    b.arena(DType::F64, {4});
+    b.arena(DType::F32, {8});
+    b.scalar("i");
+    return commands(b);
+  });
+}
+
+TEST(Loader, ChecksDispatchesAgainstKernelSignatures) {
+  using Commands = std::vector<omni::testing::CommandRef>;
+  auto one = [](uint32_t kernel, int64_t grid, std::vector<uint32_t> operands,
+                std::vector<uint32_t> results,
+                std::vector<uint32_t> scalars = {}) {
+    return [=](StepBuilder &b) {
+      return Commands{b.dispatch(0, kernel, grid, operands, results, scalars)};
+    };
+  };
+  const std::string at = "step.bin: functions[0].commands[0] (Dispatch) in 'f': ";
+  EXPECT_EQ(errorOf(signed_(one(0, 4, {0, 1}, {2}))), "");
+  EXPECT_EQ(errorOf(signed_(one(0, 4, {0}, {2}))),
+            at + "operands has 1 entries but kernel 'add' reads 2 buffers");
+  EXPECT_EQ(errorOf(signed_(one(0, 4, {0, 3}, {2}))),
+            at + "operands[1] is tensors[3] (tensor<4xf64>, 32 bytes) but "
+                 "kernel 'add' reads f32 x 16 bytes there");
+  EXPECT_EQ(errorOf(signed_(one(0, 4, {0, 1}, {4}))),
+            at + "results[0] is tensors[4] (tensor<8xf32>, 32 bytes) but "
+                 "kernel 'add' writes f32 x 16 bytes there");
+  EXPECT_EQ(errorOf(signed_(one(0, 4, {0, 1}, {2, 1}))),
+            at + "results has 2 entries but kernel 'add' writes 1 buffers");
+  EXPECT_EQ(errorOf(signed_(one(0, 5, {0, 1}, {2}))),
+            at + "grid = 5 but kernel 'add' was compiled for grid 4");
+  EXPECT_EQ(errorOf(signed_(one(0, 4, {0, 1}, {2}, {0}))),
+            at + "scalars has 1 entries but kernel 'add' reads 0 index "
+                 "registers");
+  EXPECT_EQ(errorOf(signed_(one(1, 0, {}, {}))),
+            at + "dispatches kernel 'unused', which its signature marks as "
+                 "never run (grid -1)");
+  // Inside a Loop the path names the body.
+  EXPECT_EQ(errorOf(signed_([](StepBuilder &b) {
+              return Commands{
+                  b.loop(0, 0, 2, 1, {b.dispatch(0, 0, 4, {0, 4}, {2})})};
+            })),
+            "step.bin: functions[0].commands[0].body[0] (Dispatch) in 'f': "
+            "operands[1] is tensors[4] (tensor<8xf32>, 32 bytes) but kernel "
+            "'add' reads f32 x 16 bytes there");
+
+  // The signatures themselves.
+  auto exe = [&](std::function<void(StepBuilder::ExecutableSpec &)> edit) {
+    return errorOf(signed_(one(0, 4, {0, 1}, {2}), edit));
+  };
+  EXPECT_EQ(exe([](auto &e) { e.signatures.pop_back(); }),
+            "step.bin: executables[0].signatures: has 1 entries but expected "
+            "2 (one per kernel)");
+  EXPECT_EQ(exe([](auto &e) {
+              e.signatures.clear();
+              e.deriveSignatures = false;
+            }),
+            "step.bin: executables[0].signatures: has 0 entries but expected "
+            "2 (one per kernel)");
+  EXPECT_EQ(exe([](auto &e) {
+              e.signatures[0].operands[1].first = static_cast<DType>(9);
+            }),
+            "step.bin: executables[0].signatures[0].operands[1].dtype: = 9 "
+            "but valid dtypes are 0..6 (f32, f64, f16, bf16, i1, i32, i64)");
+  EXPECT_EQ(exe([](auto &e) { e.signatures[0].results[0].second = -16; }),
+            "step.bin: executables[0].signatures[0].results[0].bytes: = -16 "
+            "but it must be >= 0");
+  EXPECT_EQ(exe([](auto &e) { e.signatures[1].grid = -2; }),
+            "step.bin: executables[0].signatures[1].grid: = -2 but it must be "
+            ">= 0 (or -1: never run)");
+}
+
+// Issue 11: one changed byte in a Dispatch's operand list or in a tensor's
+// dimension used to run the kernel against buffers it was not compiled for.
+// Now the checksum refuses it, and a file whose checksums were recomputed
+// after the change is refused by the kernel's signature.
+TEST(Loader, OneChangedByteNeverReachesAKernel) {
+  const std::string good = signed_([](StepBuilder &b) {
+    return std::vector{b.dispatch(0, 0, 4, {0, 1}, {2})};
+  });
+  ASSERT_EQ(errorOf(good), "");
+  const step::Step *root = step::GetStep(good.data());
+  const step::Dispatch *d =
+      root->functions()->Get(0)->commands()->Get(0)->kind_as_Dispatch();
+  // operands[1]: 1 -> 4 (tensor<8xf32>); tensors[1].shape[0]: 4 -> 8.
+  size_t operand = offsetIn(good, d->operands()->Data() + 4);
+  size_t dim = offsetIn(good, root->tensors()->Get(1)->shape()->Data());
+  auto operandTo4 = [&](std::string &b) { b[operand] = 4; };
+  auto dimTo8 = [&](std::string &b) { b[dim] = 8; };
+  for (auto edit : {std::function<void(std::string &)>(operandTo4),
+                    std::function<void(std::string &)>(dimTo8)})
+    EXPECT_EQ(errorOf(changed(good, edit, false)).rfind(
+                  "step.bin: CRC-32C of the file's ", 0),
+              0u);
+  const std::string at =
+      "step.bin: functions[0].commands[0] (Dispatch) in 'f': ";
+  EXPECT_EQ(errorOf(changed(good, operandTo4, true)),
+            at + "operands[1] is tensors[4] (tensor<8xf32>, 32 bytes) but "
+                 "kernel 'add' reads f32 x 16 bytes there");
+  EXPECT_EQ(errorOf(changed(good, dimTo8, true)),
+            at + "operands[1] is tensors[1] (tensor<8xf32>, 32 bytes) but "
+                 "kernel 'add' reads f32 x 16 bytes there");
 }
 
 TEST(Loader, RejectsWritesToConstants) {

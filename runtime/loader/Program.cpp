@@ -13,6 +13,7 @@
 
 #include "runtime/base/Status.h"
 #include "runtime/loader/Verify.h"
+#include "runtime/schema/Integrity.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -143,6 +144,70 @@ std::string printableIdentifier(const uint8_t *id) {
   return s;
 }
 
+std::string hex32(uint32_t v) {
+  return absl::StrCat("0x", absl::Hex(v, absl::kZeroPad8));
+}
+
+/// The second gate's second half: the checksums of step.fbs `Integrity`
+/// (Integrity.h). Each executable's code and each constant's data first, so
+/// that a message can name the corrupt section; then the whole file, which
+/// covers every other byte (the metadata and the checksums themselves).
+/// `present` is false when the file has no checksums at all.
+absl::Status checkIntegrity(const uint8_t *data, size_t size,
+                            const step::Step &root, const std::string &name,
+                            bool &present) {
+  auto fail = [&](absl::string_view message) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": ", message));
+  };
+  const char *corrupt =
+      ": the file is corrupt (copy it again or recompile it)";
+  const step::Integrity *integrity = root.integrity();
+  std::optional<size_t> fileOffset = step::fileChecksumOffset(data, size);
+  present = integrity != nullptr;
+  if (!integrity || !fileOffset)
+    return fail(absl::StrCat(
+        integrity ? "integrity.file" : "integrity",
+        " is missing but this omnirun needs the checksums omnic writes "
+        "(written by an older omnic or another tool? recompile it)"));
+  auto count = [](const auto *v) -> uint32_t { return v ? v->size() : 0; };
+  struct Section {
+    const char *table;
+    uint32_t n;
+    const flatbuffers::Vector<uint32_t> *sums;
+    bool executables;
+  };
+  const Section sections[] = {
+      {"executables", count(root.executables()), integrity->executables(),
+       true},
+      {"constants", count(root.constants()), integrity->constants(), false}};
+  for (const Section &s : sections)
+    if (count(s.sums) != s.n)
+      return fail(absl::StrCat("integrity.", s.table, " has ", count(s.sums),
+                               " checksums but there are ", s.n, " ", s.table,
+                               corrupt));
+  for (const Section &s : sections) {
+    for (uint32_t i = 0; i < s.n; ++i) {
+      const flatbuffers::Vector<uint8_t> *blob =
+          s.executables ? root.executables()->Get(i)->data()
+              : root.constants()->Get(i)->data();
+      uint32_t have = blob ? step::crc32c(blob->data(), blob->size()) : 0;
+      if (have != s.sums->Get(i))
+        return fail(absl::StrCat(s.table, "[", i, "].data (", count(blob),
+                                 " bytes): CRC-32C is ", hex32(have),
+                                 " but integrity.", s.table, "[", i,
+                                 "] records ", hex32(s.sums->Get(i)),
+                                 corrupt));
+    }
+  }
+  uint32_t recorded = integrity->file()->value();
+  uint32_t have = step::fileChecksum(data, size, *fileOffset);
+  if (have != recorded)
+    return fail(absl::StrCat("CRC-32C of the file's ", size, " bytes is ",
+                             hex32(have), " but integrity.file records ",
+                             hex32(recorded), corrupt));
+  return absl::OkStatus();
+}
+
 } // namespace
 
 absl::StatusOr<std::shared_ptr<const Program>>
@@ -167,12 +232,20 @@ Program::load(std::unique_ptr<Storage> storage, std::string name,
   flatbuffers::Verifier verifier(storage->data, size);
   if (!step::VerifyStepBuffer(verifier))
     return fail("the FlatBuffers verifier rejected the file (an offset, "
-                "length or nesting depth is out of range)");
+                "length or nesting depth is out of range): the file is "
+                "corrupt (copy it again or recompile it)");
   const step::Step *root = step::GetStep(storage->data);
-  if (root->version() != kSupportedVersion)
+  // Checksums before anything the file says is believed; but a file from
+  // another version, which may keep them elsewhere, is named as such.
+  bool checksummed = false;
+  absl::Status integrity =
+      checkIntegrity(storage->data, size, *root, name, checksummed);
+  if ((integrity.ok() || !checksummed) &&
+      root->version() != kSupportedVersion)
     return fail(absl::StrCat("version = ", root->version(),
                              " but this omnirun reads version ",
                              kSupportedVersion));
+  OMNI_RETURN_IF_ERROR(integrity);
 
   std::shared_ptr<Program> program(
       new Program(std::move(storage), std::move(name)));
@@ -194,7 +267,11 @@ Program::loadFile(const std::string &path, const LoadOptions &options) {
       return absl::PermissionDeniedError(message);
     return absl::InvalidArgumentError(message);
   };
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a
+  // writer forever; the type is checked on the open descriptor (no race
+  // between a stat and the open), and mmap of a regular file ignores the
+  // flag.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     return osError("open");
   struct stat st;
@@ -205,8 +282,14 @@ Program::loadFile(const std::string &path, const LoadOptions &options) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, ": not a regular file"));
+    const char *type = S_ISFIFO(st.st_mode)    ? "a FIFO"
+                       : S_ISDIR(st.st_mode)   ? "a directory"
+                       : S_ISCHR(st.st_mode)   ? "a character device"
+                       : S_ISBLK(st.st_mode)   ? "a block device"
+                       : S_ISSOCK(st.st_mode)  ? "a socket"
+                                               : "of another type";
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": is ", type, " but a step.bin must be a regular file"));
   }
   auto storage = std::make_unique<Storage>();
   storage->size = static_cast<size_t>(st.st_size);
@@ -232,6 +315,8 @@ absl::StatusOr<std::shared_ptr<const Program>>
 Program::loadBytes(absl::string_view bytes, const LoadOptions &options) {
   std::string name = options.name.empty() ? "step.bin" : options.name;
   auto storage = std::make_unique<Storage>();
+  // 64-byte aligned: more than the 32 bytes step.fbs's force_align and the
+  // verifier's scalar alignment need.
   size_t alloc = (bytes.size() + 63) / 64 * 64;
   storage->heap = std::aligned_alloc(64, alloc ? alloc : 64);
   if (!storage->heap)

@@ -217,6 +217,38 @@ absl::Status ProgramVerifier::checkExecutables() {
       if (exe->kernels()->Get(k)->size() == 0)
         return fail(absl::StrCat(path, ".kernels[", k, "]"),
                     "is empty but kernels are looked up by symbol name");
+    // One signature per kernel, each well formed: checkDispatch compares
+    // every Dispatch against it.
+    uint32_t numKernels = sizeOf(exe->kernels());
+    uint32_t numSignatures = sizeOf(exe->signatures());
+    if (numSignatures != numKernels)
+      return fail(path + ".signatures",
+                  absl::StrCat("has ", numSignatures, " entries but expected ",
+                               numKernels, " (one per kernel)"));
+    for (uint32_t k = 0; k < numSignatures; ++k) {
+      const step::KernelSignature *sig = exe->signatures()->Get(k);
+      std::string at = absl::StrCat(path, ".signatures[", k, "]");
+      if (sig->grid() < -1)
+        return fail(at + ".grid",
+                    absl::StrCat("= ", sig->grid(),
+                                 " but it must be >= 0 (or -1: never run)"));
+      for (auto [field, list] :
+           {std::pair{"operands", sig->operands()},
+            std::pair{"results", sig->results()}})
+        for (uint32_t b = 0; b < sizeOf(list); ++b) {
+          const step::KernelBuffer *buffer = list->Get(b);
+          if (buffer->dtype() < step::DType::MIN ||
+              buffer->dtype() > step::DType::MAX)
+            return fail(absl::StrCat(at, ".", field, "[", b, "].dtype"),
+                        absl::StrCat("= ", static_cast<int>(buffer->dtype()),
+                                     " but valid dtypes are 0..6 (f32, f64, "
+                                     "f16, bf16, i1, i32, i64)"));
+          if (buffer->bytes() < 0)
+            return fail(absl::StrCat(at, ".", field, "[", b, "].bytes"),
+                        absl::StrCat("= ", buffer->bytes(),
+                                     " but it must be >= 0"));
+        }
+    }
     if (format != step::ExecutableFormat::ElfSharedObject)
       continue;
     const Vector<uint8_t> *data = exe->data();
@@ -243,6 +275,7 @@ absl::Status ProgramVerifier::checkFunctions() {
     ctx.index = f;
     ctx.path = absl::StrCat("functions[", f, "]");
     std::string name = str(fn->name());
+    ctx.name = name;
     if (name.empty())
       return fail(ctx.path + ".name",
                   "is empty but functions are called by name");

@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 
 #include <cmath>
+#include <tuple>
 
 namespace omni::loader {
 
@@ -100,6 +101,41 @@ absl::Status ProgramVerifier::checkDispatch(FunctionContext &ctx,
   for (uint32_t i = 0; i < sizeOf(d.scalars()); ++i)
     OMNI_RETURN_IF_ERROR(scalarInRange(where, absl::StrCat("scalars[", i, "]"),
                                        d.scalars()->Get(i)));
+  // The kernel's signature (checkExecutables checked there is one per
+  // kernel): native code runs only against the buffers it was compiled for.
+  const step::KernelSignature &sig = *exe->signatures()->Get(d.kernel());
+  std::string at = absl::StrCat(where, " in '", ctx.name, "'");
+  std::string kernel =
+      absl::StrCat("kernel '", str(exe->kernels()->Get(d.kernel())), "'");
+  if (d.grid() != sig.grid())
+    return fail(at, sig.grid() < 0
+                        ? absl::StrCat("dispatches ", kernel,
+                                       ", which its signature marks as never "
+                                       "run (grid -1)")
+                        : absl::StrCat("grid = ", d.grid(), " but ", kernel,
+                                       " was compiled for grid ", sig.grid()));
+  for (auto [field, list, expected, verb] :
+       {std::tuple{"operands", d.operands(), sig.operands(), "reads"},
+        std::tuple{"results", d.results(), sig.results(), "writes"}}) {
+    if (sizeOf(list) != sizeOf(expected))
+      return fail(at, absl::StrCat(field, " has ", sizeOf(list),
+                                   " entries but ", kernel, " ", verb, " ",
+                                   sizeOf(expected), " buffers"));
+    for (uint32_t i = 0; i < sizeOf(list); ++i) {
+      const TensorInfo &info = program_.tensors_[list->Get(i)];
+      const step::KernelBuffer &want = *expected->Get(i);
+      DType dtype = toDType(want.dtype());
+      if (info.dtype != dtype || info.bytes != want.bytes())
+        return fail(at, absl::StrCat(field, "[", i, "] is ",
+                                     describe(list->Get(i)), " but ", kernel,
+                                     " ", verb, " ", dtypeName(dtype), " x ",
+                                     want.bytes(), " bytes there"));
+    }
+  }
+  if (sizeOf(d.scalars()) != sig.num_scalars())
+    return fail(at, absl::StrCat("scalars has ", sizeOf(d.scalars()),
+                                 " entries but ", kernel, " reads ",
+                                 sig.num_scalars(), " index registers"));
   return absl::OkStatus();
 }
 

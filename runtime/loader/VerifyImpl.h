@@ -50,6 +50,7 @@ struct LoopFrame {
 struct FunctionContext {
   uint32_t index = 0;
   std::string path; // "functions[0]"
+  std::string name; // its name, for messages that quote it
   uint32_t numInputs = 0, numOutputs = 0;
   std::vector<LoopFrame> loops;
   /// Functions this one calls, with the path of one Call to each.

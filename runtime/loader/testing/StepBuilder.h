@@ -4,13 +4,18 @@
 // omnirun, the fuzzer) build their programs with this thin layer over the
 // FlatBuffers builder. It never validates anything: tests set any field to
 // any value (an out-of-range index, an invalid enum) to exercise the
-// loader's checks. Test-only; header-only.
+// loader's checks. By default finish() derives every kernel's signature
+// from its first Dispatch and seals the file with its checksums
+// (runtime/schema/Integrity.h), as omnic does; tests that corrupt a file on
+// purpose can give signatures explicitly, leave the checksums out, or seal
+// after corrupting. Test-only; header-only (links OmniStepIntegrity).
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef OMNI_RUNTIME_LOADER_TESTING_STEPBUILDER_H
 #define OMNI_RUNTIME_LOADER_TESTING_STEPBUILDER_H
 
+#include "runtime/schema/Integrity.h"
 #include "runtime/schema/step_generated.h"
 
 #include <cstdint>
@@ -70,12 +75,29 @@ public:
     std::vector<int64_t> shape;
     step::Role role = step::Role::Parameter;
   };
+  /// A kernel's signature (step.fbs KernelSignature).
+  struct SignatureSpec {
+    std::vector<std::pair<step::DType, int64_t>> operands, results;
+    int64_t grid = -1;
+    uint32_t numScalars = 0;
+  };
   struct ExecutableSpec {
     std::string name;
     step::ExecutableFormat format = step::ExecutableFormat::ElfSharedObject;
     std::string target;
     std::vector<uint8_t> data;
     std::vector<std::string> kernels;
+    /// Empty: one per kernel, derived from the kernel's first Dispatch (or
+    /// grid -1 when none runs it), unless deriveSignatures is false.
+    std::vector<SignatureSpec> signatures;
+    bool deriveSignatures = true;
+  };
+  /// What dispatch() saw, for deriving signatures.
+  struct DispatchRecord {
+    uint32_t exe, kernel;
+    int64_t grid;
+    std::vector<uint32_t> operands, results;
+    uint32_t numScalars;
   };
 
   // Everything below is public so tests can corrupt any field.
@@ -91,6 +113,13 @@ public:
   std::vector<StateSpec> state;
   std::vector<ExecutableSpec> executables;
   std::vector<flatbuffers::Offset<step::Function>> functions;
+  std::vector<DispatchRecord> dispatches;
+  /// Write the Integrity table (step.fbs) and, when `seal`, fill in its
+  /// checksums.
+  bool writeIntegrity = true;
+  bool seal = true;
+  /// Entries of integrity.executables / .constants; -1: one per section.
+  int integrityExecutableCount = -1, integrityConstantCount = -1;
 
   static int64_t bytesOfShape(step::DType dtype,
                               const std::vector<int64_t> &shape) {
@@ -154,6 +183,8 @@ public:
                       std::vector<uint32_t> operands,
                       std::vector<uint32_t> results,
                       std::vector<uint32_t> scalarRegs = {}) {
+    dispatches.push_back({exe, kernel, grid, operands, results,
+                          static_cast<uint32_t>(scalarRegs.size())});
     auto d = step::CreateDispatchDirect(fbb, exe, kernel, grid, &operands,
                                         &results, &scalarRegs);
     return command(step::CommandKind::Dispatch, d.Union());
@@ -227,6 +258,32 @@ public:
     return static_cast<uint32_t>(functions.size() - 1);
   }
 
+  /// The signature of kernel `kernel` of executable `exe` that its first
+  /// Dispatch implies (tensor indices out of range count as empty f32).
+  SignatureSpec deriveSignature(uint32_t exe, uint32_t kernel) const {
+    SignatureSpec sig;
+    for (const DispatchRecord &d : dispatches) {
+      if (d.exe != exe || d.kernel != kernel)
+        continue;
+      auto buffers = [&](const std::vector<uint32_t> &ids) {
+        std::vector<std::pair<step::DType, int64_t>> out;
+        for (uint32_t t : ids)
+          out.push_back(t < tensors.size()
+                            ? std::pair{tensors[t].dtype,
+                                        bytesOfShape(tensors[t].dtype,
+                                                     tensors[t].shape)}
+                            : std::pair{step::DType::F32, int64_t(0)});
+        return out;
+      };
+      sig.operands = buffers(d.operands);
+      sig.results = buffers(d.results);
+      sig.grid = d.grid;
+      sig.numScalars = d.numScalars;
+      break;
+    }
+    return sig;
+  }
+
   /// The finished file. The builder cannot be reused afterwards.
   std::string finish() {
     std::vector<flatbuffers::Offset<step::Tensor>> tensorTables;
@@ -246,19 +303,53 @@ public:
       stateTables.push_back(step::CreateStateSlotDirect(
           fbb, s.name.c_str(), s.dtype, &s.shape, s.role));
     std::vector<flatbuffers::Offset<step::Executable>> exeTables;
-    for (const ExecutableSpec &e : executables) {
+    for (uint32_t x = 0; x < executables.size(); ++x) {
+      const ExecutableSpec &e = executables[x];
       std::vector<flatbuffers::Offset<flatbuffers::String>> kernels;
       for (const std::string &k : e.kernels)
         kernels.push_back(fbb.CreateString(k));
+      std::vector<SignatureSpec> signatures = e.signatures;
+      if (signatures.empty() && e.deriveSignatures)
+        for (uint32_t k = 0; k < e.kernels.size(); ++k)
+          signatures.push_back(deriveSignature(x, k));
+      std::vector<flatbuffers::Offset<step::KernelSignature>> sigTables;
+      for (const SignatureSpec &sig : signatures) {
+        auto buffers = [](const std::vector<std::pair<step::DType, int64_t>>
+                              &list) {
+          std::vector<step::KernelBuffer> out;
+          for (auto [dtype, bytes] : list)
+            out.emplace_back(bytes, dtype);
+          return out;
+        };
+        std::vector<step::KernelBuffer> ops = buffers(sig.operands),
+                                        res = buffers(sig.results);
+        sigTables.push_back(step::CreateKernelSignatureDirect(
+            fbb, &ops, &res, sig.grid, sig.numScalars));
+      }
       exeTables.push_back(step::CreateExecutableDirect(
-          fbb, e.name.c_str(), e.format, e.target.c_str(), &e.data, &kernels));
+          fbb, e.name.c_str(), e.format, e.target.c_str(), &e.data, &kernels,
+          &sigTables));
     }
     auto target =
         step::CreateTargetDirect(fbb, targetKind.c_str(), "x86-64", "+sse2");
+    flatbuffers::Offset<step::Integrity> integrity;
+    if (writeIntegrity) {
+      std::vector<uint32_t> exeSums(integrityExecutableCount < 0
+                                        ? executables.size()
+                                        : integrityExecutableCount),
+          constSums(integrityConstantCount < 0 ? constants.size()
+                                               : integrityConstantCount);
+      step::Crc32c zero(0);
+      integrity =
+          step::CreateIntegrityDirect(fbb, &zero, &exeSums, &constSums);
+    }
     auto root = step::CreateStepDirect(
         fbb, version, "StepBuilder", target, &tensorTables, &scalarTables,
-        arenaSize, &exeTables, &constantTables, &stateTables, &functions);
+        arenaSize, &exeTables, &constantTables, &stateTables, &functions,
+        integrity);
     step::FinishStepBuffer(fbb, root);
+    if (writeIntegrity && seal)
+      step::sealStepBin(fbb.GetBufferPointer(), fbb.GetSize());
     return std::string(reinterpret_cast<const char *>(fbb.GetBufferPointer()),
                        fbb.GetSize());
   }
