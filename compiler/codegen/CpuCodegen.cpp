@@ -69,11 +69,11 @@ void mlir::omni::registerCpuCodegenDialects(DialectRegistry &registry) {
 namespace {
 
 /// One-shot bufferization turns every non-splat constant into a
-/// memref.global named `__constant_<type>[_<n>]`, numbered in the order it
-/// visits the functions, and that order comes from a pointer-keyed map: the
-/// same program got other names for the same values from one run to the
-/// next, so llvm::SplitModule (which groups and orders by name) put them
-/// in other partitions and step.bin changed. Renames every global to
+/// memref.global named `__constant_<type>[_<n>]`, and the numbering changes
+/// from run to run (observed on the toy: the same value was `_0` in one
+/// compile and `_1` in the next, presumably an order over pointers), so
+/// llvm::SplitModule (which groups and orders by name) put them in other
+/// partitions and step.bin changed. Renames every global to
 /// `omni_constant_<k>`, k counting first uses in module order, moves them to
 /// the module's start in that order and drops unused ones, so the LLVM
 /// module depends only on the program.
