@@ -18,6 +18,7 @@
 #include "dialects/omni/OmniTools.h"
 #include "passes/Passes.h"
 
+#include "mlir/IR/AttrTypeSubElements.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
@@ -39,6 +40,39 @@ std::optional<PipelineStage> parseStage(llvm::StringRef name) {
       .Case("fuse", PipelineStage::Fuse)
       .Case("plan-memory", PipelineStage::PlanMemory)
       .Default(std::nullopt);
+}
+
+/// The source name step.bin's locations carry, whatever the input's path.
+constexpr llvm::StringLiteral kSourceName = "<input>";
+
+AttrTypeReplacer sourceNameReplacer(MLIRContext *ctx, llvm::StringRef from,
+                                    llvm::StringRef to) {
+  AttrTypeReplacer replacer;
+  StringAttr toAttr = StringAttr::get(ctx, to);
+  replacer.addReplacement(
+      [from = from.str(), toAttr](FileLineColRange loc) -> std::optional<
+                                                           Attribute> {
+        if (loc.getFilename() != from)
+          return std::nullopt;
+        return FileLineColRange::get(toAttr, loc.getStartLine(),
+                                     loc.getStartColumn(), loc.getEndLine(),
+                                     loc.getEndColumn());
+      });
+  return replacer;
+}
+
+/// Renames the source file `from` to `to` in every location of `module`.
+void replaceSourceName(ModuleOp module, llvm::StringRef from,
+                       llvm::StringRef to) {
+  sourceNameReplacer(module.getContext(), from, to)
+      .recursivelyReplaceElementsIn(module, /*replaceAttrs=*/true,
+                                    /*replaceLocs=*/true);
+}
+
+Location replaceSourceName(Location loc, llvm::StringRef from,
+                           llvm::StringRef to) {
+  return cast<LocationAttr>(
+      sourceNameReplacer(loc.getContext(), from, to).replace(loc));
 }
 
 } // namespace
@@ -119,6 +153,20 @@ int mlir::omni::runCompiler(const CompileOptions &options,
     outs << (emitKernels ? kernelIR : llvmIR);
     return 0;
   }
+  // step.bin depends only on the program and the options: its command
+  // locations name the source as kSourceName, not by the path it was read
+  // from. Diagnostics from here on still print the real path.
+  std::string sourcePath =
+      sourceMgr->getMemoryBuffer(sourceMgr->getMainFileID())
+          ->getBufferIdentifier()
+          .str();
+  replaceSourceName(*module, sourcePath, kSourceName);
+  ScopedDiagnosticHandler realPath(&context, [&](Diagnostic &diag) {
+    diagnostics.emitDiagnostic(
+        replaceSourceName(diag.getLocation(), kSourceName, sourcePath),
+        diag.str(), diag.getSeverity());
+    return success();
+  });
   FailureOr<std::vector<uint8_t>> bytes =
       writeStepBin(*module, *exe, "omnic (omni 0.1)");
   if (failed(bytes) ||

@@ -294,6 +294,159 @@ TEST_F(DifferentialTest, ElementwiseKernelSplitIntoChunks) {
           "f", {random({100000}, 26), random({100000}, 27)});
 }
 
+// Long float reductions (issue 11): a compiled sum's error must not grow
+// with the row. The reference here is the double sum of the same float32
+// inputs, computed by the test; 1e-6 relative is ~10x the result's own
+// float32 rounding and ~30x below a sequential float32 sum's error at 2^22
+// (which is what these kernels did before: 3e-6 relative at 2^18).
+class LongReductionTest : public DifferentialTest {
+protected:
+  /// Compiles `source`, runs @f on `args` and returns its results.
+  std::vector<HostTensor> run(const std::string &source,
+                              const std::vector<HostTensor> &args) {
+    OwningOpRef<ModuleOp> module =
+        parseSourceString<ModuleOp>(source, ParserConfig(&context));
+    EXPECT_TRUE(module);
+    if (!module)
+      return {};
+    auto executor = compile(*module);
+    EXPECT_TRUE(executor);
+    if (!executor)
+      return {};
+    auto got = executor->run("f", args);
+    EXPECT_TRUE(got.ok()) << got.status();
+    return got.ok() ? *got : std::vector<HostTensor>{};
+  }
+};
+
+TEST_F(LongReductionTest, Float32SumsOf2To18And2To22ElementsMatchFloat64) {
+  for (int64_t n : {int64_t(1) << 18, int64_t(1) << 22}) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    // Uniform [0, 1): no cancellation, so the relative error is the
+    // summation's alone. Besides the whole sum and mean: 16 strided column
+    // sums of n/16 elements each (the reduced dim is not the innermost).
+    HostTensor x = random({n}, 31, 0.0, 1.0);
+    std::string N = std::to_string(n), R = std::to_string(n / 16);
+    std::string source =
+        "func.func @f(%x: tensor<" + N + "xf32>) -> (tensor<f32>, tensor<f32>, "
+        "tensor<16xf32>) {\n"
+        "  %s = omni.reduce sum %x dims = [0] : tensor<" + N +
+        "xf32> -> tensor<f32>\n"
+        "  %m = omni.reduce mean %x dims = [0] : tensor<" + N +
+        "xf32> -> tensor<f32>\n"
+        "  %x2 = omni.reshape %x : tensor<" + N + "xf32> -> tensor<" + R +
+        "x16xf32>\n"
+        "  %c = omni.reduce sum %x2 dims = [0] : tensor<" + R +
+        "x16xf32> -> tensor<16xf32>\n"
+        "  return %s, %m, %c : tensor<f32>, tensor<f32>, tensor<16xf32> }";
+    std::vector<HostTensor> got = run(source, {x});
+    ASSERT_EQ(got.size(), 3u);
+    double sum = 0;
+    std::vector<double> columns(16, 0.0);
+    for (int64_t i = 0; i < n; ++i) {
+      sum += x.floats()[i];
+      columns[i % 16] += x.floats()[i];
+    }
+    EXPECT_NEAR(got[0].floats()[0], sum, 1e-6 * sum);
+    EXPECT_NEAR(got[1].floats()[0], sum / n, 1e-6 * sum / n);
+    for (int c = 0; c < 16; ++c)
+      EXPECT_NEAR(got[2].floats()[c], columns[c], 1e-6 * columns[c])
+          << "column " << c;
+  }
+}
+
+TEST_F(LongReductionTest, Float64SumsAreCompensated) {
+  // 2^53, then n - 2 ones, then -2^53: a sequential double sum loses every
+  // one (2^53 + 1 rounds to 2^53) and returns 0; the compensated sum is
+  // exactly n - 2.
+  const int64_t n = int64_t(1) << 18;
+  std::vector<double> v(n, 1.0);
+  v.front() = 9007199254740992.0;
+  v.back() = -9007199254740992.0;
+  std::string N = std::to_string(n);
+  std::vector<HostTensor> got =
+      run("func.func @f(%x: tensor<" + N +
+              "xf64>) -> (tensor<f64>, tensor<f64>) {\n"
+              "  %s = omni.reduce sum %x dims = [0] : tensor<" + N +
+              "xf64> -> tensor<f64>\n"
+              "  %m = omni.reduce mean %x dims = [0] : tensor<" + N +
+              "xf64> -> tensor<f64>\n"
+              "  return %s, %m : tensor<f64>, tensor<f64> }",
+          {HostTensor::fromDoubles(DType::F64, {n}, v)});
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].floats()[0], static_cast<double>(n - 2));
+  EXPECT_EQ(got[1].floats()[0], static_cast<double>(n - 2) / n);
+}
+
+TEST_F(LongReductionTest, NonFiniteElementsStayNonFinite) {
+  // The compensation of an infinite element is NaN; the sum must still be
+  // the infinity (and NaN stays NaN), in f64 and in f32.
+  double inf = std::numeric_limits<double>::infinity();
+  std::vector<double> v = {1.0, inf, 2.0, 3.0};
+  std::vector<HostTensor> got =
+      run("func.func @f(%x: tensor<4xf64>, %y: tensor<4xf32>, %z: "
+          "tensor<4xf64>) -> (tensor<f64>, tensor<f32>, tensor<f64>) {\n"
+          "  %s = omni.reduce sum %x dims = [0] : tensor<4xf64> -> tensor<f64>\n"
+          "  %t = omni.reduce sum %y dims = [0] : tensor<4xf32> -> tensor<f32>\n"
+          "  %u = omni.reduce sum %z dims = [0] : tensor<4xf64> -> tensor<f64>\n"
+          "  return %s, %t, %u : tensor<f64>, tensor<f32>, tensor<f64> }",
+          {HostTensor::fromDoubles(DType::F64, {4}, v),
+           HostTensor::fromDoubles(DType::F32, {4}, v),
+           HostTensor::fromDoubles(DType::F64, {4},
+                                   {1.0, std::nan(""), inf, 2.0})});
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].floats()[0], inf);
+  EXPECT_EQ(got[1].floats()[0], inf);
+  EXPECT_TRUE(std::isnan(got[2].floats()[0]));
+}
+
+TEST_F(LongReductionTest, SdeStepLogProbOfAnSd3LatentMatchesFloat64) {
+  // The log-probability of one 16x128x128 latent (SD3 at 1024 px), two
+  // samples, as the rollout computes it (noise) and as the loss recomputes
+  // it (next), for both step types: within 1e-6 relative of the reference
+  // evaluator in float64 on the same float32 inputs. The per-element terms
+  // are rounded to float32 before the mean; their rounding errors average
+  // out, so only the summation could break the bound (it was 3e-5..7e-5
+  // with a float32 accumulator).
+  const char *source = R"(func.func @f(%x: tensor<2x16x128x128xf32>, %v: tensor<2x16x128x128xf32>, %e: tensor<2x16x128x128xf32>) -> (tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) {
+      %s, %ts = omni.flow_schedule static_shift steps = 10 : tensor<11xf32>, tensor<10xf32>
+      %i = arith.constant 3 : index
+      %xn, %lp, %mu, %std = omni.sde_step sde %x, %v, %s[%i] noise %e : tensor<2x16x128x128xf32>, tensor<11xf32>
+      %xr, %lpr, %mur, %stdr = omni.sde_step sde %x, %v, %s[%i] next %xn : tensor<2x16x128x128xf32>, tensor<11xf32>
+      %xc, %lpc, %muc, %stdc = omni.sde_step cps %x, %v, %s[%i] noise %e : tensor<2x16x128x128xf32>, tensor<11xf32>
+      %xq, %lpq, %muq, %stdq = omni.sde_step cps %x, %v, %s[%i] next %xc : tensor<2x16x128x128xf32>, tensor<11xf32>
+      return %lp, %lpr, %lpc, %lpq : tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32> })";
+  OwningOpRef<ModuleOp> module =
+      parseSourceString<ModuleOp>(source, ParserConfig(&context));
+  ASSERT_TRUE(module);
+  std::vector<int64_t> shape = {2, 16, 128, 128};
+  std::vector<HostTensor> args = {random(shape, 41), random(shape, 42),
+                                  random(shape, 43)};
+  // The noise is standard normal, as in a rollout.
+  {
+    std::mt19937 rng(44);
+    std::normal_distribution<double> normal;
+    for (double &e : args[2].floats())
+      e = static_cast<float>(normal(rng));
+  }
+  reference::EvalOptions f64;
+  f64.precision = reference::Precision::F64;
+  auto want = reference::evaluateFunction(*module, "f", args, f64);
+  ASSERT_TRUE(want.ok()) << want.status();
+  // The `next` cases read x_{t+1}: the float32 sample the rollout wrote.
+  auto executor = compile(*module);
+  ASSERT_TRUE(executor);
+  auto got = executor->run("f", args);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->size(), 4u);
+  for (size_t r = 0; r < 4; ++r)
+    for (size_t b = 0; b < 2; ++b) {
+      double w = (*want)[r].floats()[b], g = (*got)[r].floats()[b];
+      EXPECT_NEAR(g, w, 1e-6 * std::abs(w)) << "result " << r << " sample "
+                                            << b;
+    }
+}
+
 class ToyDifferentialTest : public DifferentialTest {
 protected:
   void SetUp() override {
