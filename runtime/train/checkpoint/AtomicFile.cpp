@@ -49,6 +49,15 @@ bool writeAll(int fd, absl::string_view bytes) {
   return true;
 }
 
+/// read(2) that retries on EINTR; -1 only for a real error (errno set).
+ssize_t readSome(int fd, void *buffer, size_t size) {
+  while (true) {
+    ssize_t n = ::read(fd, buffer, size);
+    if (n >= 0 || errno != EINTR)
+      return n;
+  }
+}
+
 std::string folderOf(const std::string &path) {
   size_t slash = path.rfind('/');
   if (slash == std::string::npos)
@@ -116,10 +125,8 @@ absl::StatusOr<std::string> readWholeFile(const std::string &path,
   std::string out(static_cast<size_t>(size), '\0');
   size_t done = 0;
   while (done < out.size()) {
-    ssize_t n = ::read(fd, out.data() + done, out.size() - done);
+    ssize_t n = readSome(fd, out.data() + done, out.size() - done);
     if (n < 0) {
-      if (errno == EINTR)
-        continue;
       absl::Status s = errnoError("read", path);
       ::close(fd);
       return s;
@@ -181,10 +188,8 @@ absl::StatusOr<std::string> fingerprintFile(const std::string &path) {
   uint64_t hash = 0xcbf29ce484222325ull; // FNV-1a, 64 bits
   std::vector<unsigned char> buffer(1 << 20);
   while (true) {
-    ssize_t n = ::read(fd, buffer.data(), buffer.size());
+    ssize_t n = readSome(fd, buffer.data(), buffer.size());
     if (n < 0) {
-      if (errno == EINTR)
-        continue;
       absl::Status s = errnoError("read", path);
       ::close(fd);
       return s;
