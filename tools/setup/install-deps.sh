@@ -19,6 +19,9 @@ PACKAGES=(
   lld-22
   # Tests
   libgtest-dev
+  # tools/format/check-format.sh (the formatting the repository is checked
+  # against is clang-format 22's)
+  clang-format-22
 )
 
 missing=()

@@ -1,0 +1,53 @@
+#===- cmake/OmniSystemLibraries.cmake - TurboJPEG and OpenBLAS targets ----===#
+#
+# omni_import_system_libraries(<missing-var> [GLOBAL]) defines the imported
+# targets Omni::TurboJPEG (libjpeg-turbo's TurboJPEG API, Debian
+# libturbojpeg0-dev) and Omni::OpenBLAS (cblas.h and libopenblas, Debian
+# libopenblas-dev) from a header and a library search, because neither ships
+# a CMake package on every distribution. Both the build (top-level
+# CMakeLists.txt, GLOBAL) and the installed omniConfig.cmake (for the link
+# interfaces of the static runtime libraries) use it, so the two find the
+# libraries the same way. Targets that already exist are kept. <missing-var>
+# receives a list naming what was not found (empty when everything was); the
+# caller decides whether that is fatal.
+#
+#===----------------------------------------------------------------------===#
+
+function(omni_import_system_libraries missing_var)
+  set(scope)
+  if("GLOBAL" IN_LIST ARGN)
+    set(scope GLOBAL)
+  endif()
+  set(missing)
+
+  if(NOT TARGET Omni::TurboJPEG)
+    find_path(TURBOJPEG_INCLUDE_DIR turbojpeg.h)
+    find_library(TURBOJPEG_LIBRARY turbojpeg)
+    if(TURBOJPEG_INCLUDE_DIR AND TURBOJPEG_LIBRARY)
+      add_library(Omni::TurboJPEG UNKNOWN IMPORTED ${scope})
+      set_target_properties(Omni::TurboJPEG PROPERTIES
+        IMPORTED_LOCATION "${TURBOJPEG_LIBRARY}"
+        INTERFACE_INCLUDE_DIRECTORIES "${TURBOJPEG_INCLUDE_DIR}")
+    else()
+      list(APPEND missing
+        "TurboJPEG (turbojpeg.h / libturbojpeg; install libturbojpeg0-dev)")
+    endif()
+  endif()
+
+  if(NOT TARGET Omni::OpenBLAS)
+    find_path(OPENBLAS_CBLAS_INCLUDE_DIR cblas.h
+      PATH_SUFFIXES openblas x86_64-linux-gnu)
+    find_library(OPENBLAS_LIBRARY openblas)
+    if(OPENBLAS_CBLAS_INCLUDE_DIR AND OPENBLAS_LIBRARY)
+      add_library(Omni::OpenBLAS UNKNOWN IMPORTED ${scope})
+      set_target_properties(Omni::OpenBLAS PROPERTIES
+        IMPORTED_LOCATION "${OPENBLAS_LIBRARY}"
+        INTERFACE_INCLUDE_DIRECTORIES "${OPENBLAS_CBLAS_INCLUDE_DIR}")
+    else()
+      list(APPEND missing
+        "OpenBLAS (cblas.h / libopenblas; install libopenblas-dev)")
+    endif()
+  endif()
+
+  set(${missing_var} "${missing}" PARENT_SCOPE)
+endfunction()
