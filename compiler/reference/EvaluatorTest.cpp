@@ -11,10 +11,10 @@
 #include "compiler/reference/Evaluator.h"
 
 #include "dialects/omni/OmniOps.h"
+#include "math/flowgrpo/Schedule.h"
 #include "runtime/flowgrpo/Advantages.h"
 #include "runtime/flowgrpo/Optim.h"
 #include "runtime/flowgrpo/Philox.h"
-#include "runtime/flowgrpo/Schedule.h"
 #include "runtime/flowgrpo/SdeStep.h"
 #include "runtime/train/rewards/RewardFunctions.h"
 
