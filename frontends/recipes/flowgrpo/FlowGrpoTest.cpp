@@ -28,7 +28,7 @@
 #include "compiler/reference/Evaluator.h"
 #include "compiler/stepbin/StepWriter.h"
 #include "dialects/omni/OmniOps.h"
-#include "frontends/builder/TestUtil.h"
+#include "frontends/builder/testing/TestUtil.h"
 #include "math/flowgrpo/Schedule.h"
 #include "passes/Passes.h"
 #include "runtime/executor/Executor.h"
