@@ -26,6 +26,7 @@
 #include "compiler/reference/Evaluator.h"
 #include "dialects/omni/OmniOps.h"
 #include "passes/Passes.h"
+#include "runtime/train/rewards/RewardFunctions.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Parser/Parser.h"
@@ -217,8 +218,11 @@ protected:
 
   static std::vector<HostTensor> eval(ModuleOp module, StringRef name,
                                       ArrayRef<HostTensor> args) {
+    static const ::omni::HostFunctionRegistry rewardFns =
+        ::omni::rewards::rewardHostFunctions(); // the toy's reward
     reference::EvalOptions f64;
     f64.precision = reference::Precision::F64;
+    f64.hostFunctions = &rewardFns;
     auto r = reference::evaluateFunction(module, name, args, f64);
     EXPECT_TRUE(r.ok()) << r.status();
     return r.ok() ? *r : std::vector<HostTensor>{};

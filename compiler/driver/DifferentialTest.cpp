@@ -22,6 +22,7 @@
 #include "runtime/executor/Executor.h"
 #include "runtime/hal/drivers/Drivers.h"
 #include "runtime/loader/Program.h"
+#include "runtime/train/rewards/RewardFunctions.h"
 
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
@@ -75,7 +76,10 @@ protected:
         return nullptr;
       device = std::move(*created);
     }
-    auto executor = ::omni::executor::Executor::create(*program, *device);
+    ::omni::executor::ExecutorOptions options;
+    options.hostFunctions = rewardFns;
+    auto executor =
+        ::omni::executor::Executor::create(*program, *device, options);
     EXPECT_TRUE(executor.ok()) << executor.status();
     return executor.ok() ? std::move(*executor) : nullptr;
   }
@@ -93,7 +97,7 @@ protected:
   void compareModule(ModuleOp module, const char *function,
                      const std::vector<HostTensor> &args, double rel,
                      double abs, bool exactIntegers = true) {
-    auto want = reference::evaluateFunction(module, function, args);
+    auto want = reference::evaluateFunction(module, function, args, eval());
     ASSERT_TRUE(want.ok()) << want.status();
     auto executor = compile(module);
     ASSERT_TRUE(executor);
@@ -126,7 +130,17 @@ protected:
     return HostTensor::fromDoubles(DType::F32, shape, v);
   }
 
+  /// Evaluator options that know the rewards, as the executor's do.
+  reference::EvalOptions eval() const {
+    reference::EvalOptions options;
+    options.hostFunctions = &rewardFns;
+    return options;
+  }
+
   MLIRContext context;
+  /// The programs' host calls are rewards: both sides get them.
+  ::omni::HostFunctionRegistry rewardFns =
+      ::omni::rewards::rewardHostFunctions();
   std::unique_ptr<::omni::hal::Device> device;
 };
 
@@ -429,7 +443,7 @@ TEST_F(LongReductionTest, SdeStepLogProbOfAnSd3LatentMatchesFloat64) {
     for (double &e : args[2].floats())
       e = static_cast<float>(normal(rng));
   }
-  reference::EvalOptions f64;
+  reference::EvalOptions f64 = eval();
   f64.precision = reference::Precision::F64;
   auto want = reference::evaluateFunction(*module, "f", args, f64);
   ASSERT_TRUE(want.ok()) << want.status();
@@ -455,7 +469,7 @@ protected:
                                     ParserConfig(&context));
     ASSERT_TRUE(toy);
     auto init = reference::evaluateFunction(
-        *toy, "init", {HostTensor::scalarInt(DType::I64, 7)});
+        *toy, "init", {HostTensor::scalarInt(DType::I64, 7)}, eval());
     ASSERT_TRUE(init.ok()) << init.status();
     params = *init;
   }

@@ -25,6 +25,7 @@
 #include "runtime/train/driver/Trainer.h"
 #include "runtime/train/image/Png.h"
 #include "runtime/train/prompts/Prompts.h"
+#include "runtime/train/rewards/RewardFunctions.h"
 #include "runtime/train/rewards/Rewards.h"
 #include "tools/omnirun/OmniRun.h"
 
@@ -665,7 +666,10 @@ TEST_F(DataTrainerTest, SamplesArePngGridsOfTheImages) {
   // Iteration 1's images, computed directly: @init_state, one @train_step
   // (iteration 0), then @train_step on iteration 1 with the built-in
   // prompts.
-  auto executor = ::omni::executor::Executor::create(*program, *device);
+  ::omni::executor::ExecutorOptions executorOptions;
+  ::omni::rewards::registerRewards(executorOptions.hostFunctions);
+  auto executor =
+      ::omni::executor::Executor::create(*program, *device, executorOptions);
   ASSERT_TRUE(executor.ok());
   auto state = (*executor)->run("init_state", {HostTensor::scalarInt(DType::I64, 9)});
   ASSERT_TRUE(state.ok());

@@ -14,11 +14,11 @@
 #include "compiler/reference/Interpreter.h"
 
 #include "dialects/omni/OmniOps.h"
+#include "math/flowgrpo/Schedule.h"
 #include "runtime/flowgrpo/Advantages.h"
 #include "runtime/flowgrpo/GrpoLoss.h"
 #include "runtime/flowgrpo/Optim.h"
 #include "runtime/flowgrpo/Philox.h"
-#include "runtime/flowgrpo/Schedule.h"
 #include "runtime/flowgrpo/SdeStep.h"
 
 using namespace mlir;

@@ -34,7 +34,10 @@ absl::StatusOr<Results> evalHostCall(om::HostCallOp op, Interpreter &interp) {
   if (!fn)
     return opError(
         op, "calls unknown host function '" + name + "' (registered: " +
-                absl::StrJoin(interp.hostFunctions().names(), ", ") + ")");
+                (interp.hostFunctions().names().empty()
+                     ? std::string("none")
+                     : absl::StrJoin(interp.hostFunctions().names(), ", ")) +
+                ")");
   Results args;
   for (Value v : op.getOperands())
     args.push_back(interp.get(v));

@@ -20,7 +20,7 @@
 #ifndef OMNI_COMPILER_REFERENCE_EVALUATOR_H
 #define OMNI_COMPILER_REFERENCE_EVALUATOR_H
 
-#include "runtime/train/hostfn/HostFunctions.h"
+#include "runtime/hostfn/HostFunctions.h"
 #include "runtime/io/HostTensor.h"
 
 #include "absl/status/statusor.h"
@@ -49,8 +49,9 @@ enum class Precision {
 /// How evaluateFunction runs.
 struct EvalOptions {
   Precision precision = Precision::F32;
-  /// The functions omni.host_call may name. Null means
-  /// HostFunctionRegistry::withRewards() (every registered reward).
+  /// The functions omni.host_call may name. Null means none: the caller
+  /// registers what its programs call (rewards::registerRewards for the
+  /// rewards, as omni-eval does).
   const HostFunctionRegistry *hostFunctions = nullptr;
   /// Deepest func.call nesting before evaluation fails (recursion guard).
   int maxCallDepth = 128;

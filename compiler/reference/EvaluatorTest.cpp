@@ -11,11 +11,12 @@
 #include "compiler/reference/Evaluator.h"
 
 #include "dialects/omni/OmniOps.h"
+#include "math/flowgrpo/Schedule.h"
 #include "runtime/flowgrpo/Advantages.h"
 #include "runtime/flowgrpo/Optim.h"
 #include "runtime/flowgrpo/Philox.h"
-#include "runtime/flowgrpo/Schedule.h"
 #include "runtime/flowgrpo/SdeStep.h"
+#include "runtime/train/rewards/RewardFunctions.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
@@ -81,9 +82,12 @@ protected:
       return absl::InternalError("parse failed");
     EvalOptions options;
     options.precision = precision;
-    options.hostFunctions = hostFunctions;
+    options.hostFunctions = hostFunctions ? hostFunctions : &rewardFns;
     return evaluateFunction(*module, name, args, options);
   }
+
+  /// What omni-eval registers: the rewards.
+  HostFunctionRegistry rewardFns = rewards::rewardHostFunctions();
 
   std::vector<HostTensor> runOk(const std::string &ir,
                                 std::vector<HostTensor> args,
@@ -785,11 +789,22 @@ func.func @g(%x: tensor<3xi64>) -> tensor<3xi64> {
   ASSERT_TRUE(twice.ok()) << twice.status();
   EXPECT_EQ((*twice)[0].ints(),
             absl::MakeConstSpan(std::vector<int64_t>{2, -4, 6}));
-  // The default registry has only the rewards.
+  // The rewards' registry (the fixture's default) has only the rewards.
   expectError(ir, {i64({3}, {1, 2, 3})},
               "'omni.host_call' calls unknown host function 'twice' "
               "(registered: brightness",
               "g");
+  // EvalOptions' default names no host function, not even the rewards:
+  // the evaluator does not depend on runtime/train.
+  absl::StatusOr<std::vector<HostTensor>> none = evaluateFunction(
+      *module, "f",
+      {f32({2, 3, 1, 2}, {0, 0, 0, 0, 0, 0.6, 1, 1, 1, 1, 1, 1})});
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find(
+                "'omni.host_call' calls unknown host function "
+                "'brightness' (registered: none)"),
+            std::string::npos)
+      << none.status().message();
   // A reward's own error keeps the op's location.
   expectError(ir, {f32({2, 3, 1, 2}, {kNaN, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1})},
               "test.mlir:3:8: 'omni.host_call' ");

@@ -12,6 +12,7 @@
 #include "compiler/reference/Evaluator.h"
 #include "dialects/omni/OmniOps.h"
 #include "runtime/flowgrpo/Advantages.h"
+#include "runtime/train/rewards/RewardFunctions.h"
 
 #include "mlir/Parser/Parser.h"
 
@@ -41,6 +42,7 @@ protected:
                                   reference::Precision::F32) {
     reference::EvalOptions options;
     options.precision = precision;
+    options.hostFunctions = &rewardFns;
     auto results = reference::evaluateFunction(
         *module, "main",
         {HostTensor::scalarInt(DType::I64, seed),
@@ -52,6 +54,8 @@ protected:
 
   MLIRContext context;
   OwningOpRef<ModuleOp> module;
+  ::omni::HostFunctionRegistry rewardFns =
+      ::omni::rewards::rewardHostFunctions();
 };
 
 TEST_F(FlowGrpoToyTest, OnPolicyIterationSatisfiesTheIdentities) {

@@ -176,12 +176,7 @@ absl::StatusOr<HostTensor> attributeValue(Operation *op, Attribute attr,
 
 Interpreter::Interpreter(ModuleOp module, const EvalOptions &options)
     : module(module), options(options) {
-  if (options.hostFunctions) {
-    hostFns = options.hostFunctions;
-  } else {
-    defaultHostFns = HostFunctionRegistry::withRewards();
-    hostFns = &defaultHostFns;
-  }
+  hostFns = options.hostFunctions ? options.hostFunctions : &noHostFns;
   registerStructuredHandlers(handlers);
   registerArithHandlers(handlers);
   registerElementwiseHandlers(handlers);

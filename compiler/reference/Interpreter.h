@@ -189,7 +189,7 @@ private:
 
   mlir::ModuleOp module;
   const EvalOptions &options;
-  HostFunctionRegistry defaultHostFns;
+  HostFunctionRegistry noHostFns; // empty: EvalOptions names none
   const HostFunctionRegistry *hostFns;
   HandlerTable handlers;
   std::vector<std::unique_ptr<Frame>> frames;

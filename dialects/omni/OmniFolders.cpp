@@ -11,10 +11,10 @@
 
 #include "dialects/omni/OmniOps.h"
 
+#include "math/flowgrpo/Schedule.h"
 #include "mlir/Dialect/CommonFolders.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
-#include "runtime/flowgrpo/Schedule.h"
 
 using namespace mlir;
 using namespace mlir::omni;

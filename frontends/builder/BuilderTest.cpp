@@ -11,7 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "frontends/builder/Model.h"
-#include "frontends/builder/TestUtil.h"
+#include "frontends/builder/testing/TestUtil.h"
 #include "frontends/models/Layers.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -11,8 +11,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "frontends/builder/Model.h"
-#include "frontends/builder/TestUtil.h"
-#include "frontends/models/Fixture.h"
+#include "frontends/builder/testing/TestUtil.h"
+#include "frontends/models/testing/Fixture.h"
 #include "runtime/io/Npy.h"
 
 #include "mlir/IR/MLIRContext.h"

@@ -56,8 +56,7 @@ Executor::Executor(std::shared_ptr<const loader::Program> program,
                    hal::Device &device, ExecutorOptions options)
     : program_(std::move(program)), device_(device),
       options_(std::move(options)) {
-  hostFunctions_ = options_.hostFunctions ? *options_.hostFunctions
-                                          : HostFunctionRegistry::withRewards();
+  hostFunctions_ = options_.hostFunctions;
 }
 
 Executor::~Executor() {
@@ -180,7 +179,10 @@ Executor::prepareCommands(const Vector<Offset<step::Command>> *commands,
       if (!hostFunctions_.lookup(name))
         return absl::NotFoundError(absl::StrCat(
             where, ": unknown host function '", name, "' (registered: ",
-            absl::StrJoin(hostFunctions_.names(), ", "), ")"));
+            hostFunctions_.names().empty()
+                ? "none"
+                : absl::StrJoin(hostFunctions_.names(), ", "),
+            ")"));
       break;
     }
     case step::CommandKind::Loop:

@@ -29,8 +29,8 @@
 #ifndef OMNI_RUNTIME_EXECUTOR_EXECUTOR_H
 #define OMNI_RUNTIME_EXECUTOR_EXECUTOR_H
 
-#include "runtime/train/hostfn/HostFunctions.h"
 #include "runtime/hal/Device.h"
+#include "runtime/hostfn/HostFunctions.h"
 #include "runtime/io/HostTensor.h"
 #include "runtime/loader/Program.h"
 
@@ -46,9 +46,10 @@
 namespace omni::executor {
 
 struct ExecutorOptions {
-  /// Host functions HostCall may name; nullopt means
-  /// HostFunctionRegistry::withRewards().
-  std::optional<HostFunctionRegistry> hostFunctions;
+  /// Host functions HostCall may name. Empty by default: the caller
+  /// registers what its programs call (rewards::registerRewards for the
+  /// rewards); the executor knows no function itself.
+  HostFunctionRegistry hostFunctions;
   /// Fail a run with ResourceExhausted after this many commands (Loop
   /// iterations count their body's commands); 0 means no limit. Lets tools
   /// and fuzzers bound a run of an untrusted file.

@@ -13,6 +13,7 @@
 #include "runtime/flowgrpo/Philox.h"
 #include "runtime/hal/drivers/Drivers.h"
 #include "runtime/loader/testing/StepBuilder.h"
+#include "runtime/train/rewards/RewardFunctions.h"
 #include "runtime/train/rewards/Rewards.h"
 
 #include "gtest/gtest.h"
@@ -313,7 +314,13 @@ TEST_F(ExecutorTest, HostCallsComputeRewards) {
   HostTensor x = f32({N, 3, H, W}, 11);
   for (double &v : x.floats())
     v = float(0.5 + 0.5 * v);
-  auto results = run(b.finish(), "reward", {x});
+  ExecutorOptions options;
+  rewards::registerRewards(options.hostFunctions);
+  auto executor = load(b.finish(), std::move(options));
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  auto run = (*executor)->run("reward", {x});
+  ASSERT_TRUE(run.ok()) << run.status();
+  std::vector<HostTensor> results = std::move(*run);
   ASSERT_EQ(results.size(), 2u);
   std::vector<float> pixels(x.floats().begin(), x.floats().end());
   rewards::ImageBatch batch{pixels.data(), {N, 3, H, W}};
@@ -329,7 +336,9 @@ TEST_F(ExecutorTest, HostCallsComputeRewards) {
 TEST_F(ExecutorTest, UnknownHostFunctionFailsAtCreate) {
   StepBuilder b;
   b.function("f", {}, {}, {b.hostCall("aesthetic", {}, {})});
-  auto executor = load(b.finish());
+  ExecutorOptions options;
+  rewards::registerRewards(options.hostFunctions);
+  auto executor = load(b.finish(), std::move(options));
   ASSERT_FALSE(executor.ok());
   EXPECT_EQ(executor.status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(executor.status().message(),
@@ -338,13 +347,27 @@ TEST_F(ExecutorTest, UnknownHostFunctionFailsAtCreate) {
             "jpeg_compressibility, jpeg_incompressibility)");
 }
 
+TEST_F(ExecutorTest, KnowsNoHostFunctionUnlessTheCallerRegistersIt) {
+  // The executor does not depend on runtime/train: not even the rewards are
+  // there by default.
+  StepBuilder b;
+  uint32_t images = b.argument(sd::DType::F32, {1, 3, 2, 2}, 0);
+  uint32_t bright = b.arena(sd::DType::F32, {1});
+  b.function("f", {images}, {bright},
+             {b.hostCall("brightness", {images}, {bright})});
+  auto executor = load(b.finish());
+  ASSERT_FALSE(executor.ok());
+  EXPECT_EQ(executor.status().message(),
+            "step.bin: functions[0].commands[0] (HostCall): unknown host "
+            "function 'brightness' (registered: none)");
+}
+
 TEST_F(ExecutorTest, HostFunctionResultsAreChecked) {
   StepBuilder b;
   uint32_t out = b.arena(sd::DType::F32, {3});
   b.function("f", {}, {out}, {b.hostCall("two", {}, {out})});
   ExecutorOptions options;
-  options.hostFunctions = HostFunctionRegistry();
-  options.hostFunctions->add("two", [](absl::Span<const HostTensor>) {
+  options.hostFunctions.add("two", [](absl::Span<const HostTensor>) {
     return absl::StatusOr<std::vector<HostTensor>>(
         std::vector<HostTensor>{HostTensor(DType::F32, {2})});
   });

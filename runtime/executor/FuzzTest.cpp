@@ -30,6 +30,7 @@
 #include "runtime/hal/drivers/Drivers.h"
 #include "runtime/loader/testing/StepBuilder.h"
 #include "runtime/schema/Integrity.h"
+#include "runtime/train/rewards/RewardFunctions.h"
 
 #include "gtest/gtest.h"
 
@@ -181,6 +182,7 @@ public:
     }
     ExecutorOptions options;
     options.commandBudget = 10000;
+    rewards::registerRewards(options.hostFunctions); // the seed calls one
     auto executor = Executor::create(*program, *device_, options);
     if (!executor.ok()) {
       ASSERT_FALSE(executor.status().message().empty());

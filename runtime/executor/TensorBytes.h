@@ -2,8 +2,9 @@
 //
 // Device buffers hold tensors as dense little-endian elements of their dtype
 // (i1 as one byte, 0 or 1); HostTensor holds them as doubles or int64s.
-// These two functions convert, exactly: a HostTensor's elements are already
-// representable in its dtype.
+// These two functions convert with the element codec
+// (runtime/io/ElementCodec.h), exactly: a HostTensor's elements are already
+// representable in its dtype (a float64-evaluated one is rounded once).
 //
 //===----------------------------------------------------------------------===//
 

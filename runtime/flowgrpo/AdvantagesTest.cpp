@@ -8,7 +8,7 @@
 
 #include "runtime/flowgrpo/Advantages.h"
 
-#include "runtime/flowgrpo/TestHelpers.h"
+#include "math/flowgrpo/testing/TestHelpers.h"
 
 #include "gtest/gtest.h"
 

@@ -8,9 +8,9 @@
 
 #include "runtime/flowgrpo/GrpoLoss.h"
 
-#include "runtime/flowgrpo/Schedule.h"
+#include "math/flowgrpo/Schedule.h"
+#include "math/flowgrpo/testing/TestHelpers.h"
 #include "runtime/flowgrpo/SdeStep.h"
-#include "runtime/flowgrpo/TestHelpers.h"
 
 #include "gtest/gtest.h"
 

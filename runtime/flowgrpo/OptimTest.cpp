@@ -9,7 +9,7 @@
 
 #include "runtime/flowgrpo/Optim.h"
 
-#include "runtime/flowgrpo/TestHelpers.h"
+#include "math/flowgrpo/testing/TestHelpers.h"
 
 #include "gtest/gtest.h"
 

@@ -8,8 +8,8 @@
 
 #include "runtime/flowgrpo/SdeStep.h"
 
-#include "runtime/flowgrpo/Schedule.h"
-#include "runtime/flowgrpo/TestHelpers.h"
+#include "math/flowgrpo/Schedule.h"
+#include "math/flowgrpo/testing/TestHelpers.h"
 
 #include "gtest/gtest.h"
 

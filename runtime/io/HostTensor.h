@@ -5,7 +5,8 @@
 // evaluator's operands and results, and host functions (rewards) all speak
 // HostTensor. It is deliberately simple and exact rather than compact: float
 // elements of every width live in a std::vector<double> (holding values that
-// are representable in the element type, see roundToDType), integer and i1
+// are representable in the element type, see roundToDType in
+// ElementCodec.h), integer and i1
 // elements in a std::vector<int64_t>, so an i64 seed or counter never passes
 // through a double. The one exception is deliberate: the reference
 // evaluator's float64 mode carries f32/f16/bf16 elements at double precision
@@ -19,50 +20,18 @@
 #ifndef OMNI_RUNTIME_IO_HOSTTENSOR_H
 #define OMNI_RUNTIME_IO_HOSTTENSOR_H
 
-#include "absl/types/span.h"
+#include "runtime/io/DType.h"
+#include "runtime/io/ElementCodec.h"
 
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace omni {
-
-/// Element types of omni tensors.
-enum class DType { F32, F64, F16, BF16, I1, I32, I64 };
-
-/// The MLIR spelling of `dtype`: "f32", "f64", "f16", "bf16", "i1", "i32",
-/// "i64".
-absl::string_view dtypeName(DType dtype);
-
-/// Parses an MLIR element type spelling (the inverse of dtypeName).
-std::optional<DType> parseDType(absl::string_view name);
-
-/// True for F32, F64, F16 and BF16.
-bool isFloatDType(DType dtype);
-
-/// Bytes per element as tensors are stored in step.bin, .npy files and
-/// device buffers: 4 (f32, i32), 8 (f64, i64), 2 (f16, bf16), 1 (i1, one
-/// byte holding 0 or 1).
-int64_t dtypeSize(DType dtype);
-
-/// The bit width of an integer dtype (1, 32 or 64); 0 for float dtypes.
-unsigned intBitWidth(DType dtype);
-
-/// Rounds `value` to the nearest value of a float dtype (round to nearest
-/// even; overflow gives +-inf; NaN stays NaN). F64 and integer dtypes return
-/// `value` unchanged.
-double roundToDType(double value, DType dtype);
-
-/// Reduces `value` to the range of an integer dtype the way two's-complement
-/// hardware does: I32 keeps the low 32 bits (sign-extended), I1 keeps the
-/// low bit (stored as 0 or 1). I64 and float dtypes return `value`.
-int64_t wrapToDType(int64_t value, DType dtype);
-
-/// IEEE binary16 bits of `value` rounded to half precision, and back.
-uint16_t halfBitsFromDouble(double value);
-double doubleFromHalfBits(uint16_t bits);
 
 /// "2x3" for {2, 3}; "" for a scalar.
 std::string shapeString(absl::Span<const int64_t> shape);

@@ -15,7 +15,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
-#include <cstring>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -304,46 +303,14 @@ absl::StatusOr<HostTensor> parseNpy(absl::string_view bytes) {
         "' for shape ", shapeTuple(header->shape), ", found ", data.size()));
 
   HostTensor tensor(dtype->dtype, header->shape);
-  const char *p = data.data();
-  for (int64_t i = 0; i < count; ++i, p += dtype->itemSize) {
-    switch (dtype->dtype) {
-    case DType::F32: {
-      float v;
-      std::memcpy(&v, p, 4);
-      tensor.floats()[i] = v;
-      break;
-    }
-    case DType::F64: {
-      double v;
-      std::memcpy(&v, p, 8);
-      tensor.floats()[i] = v;
-      break;
-    }
-    case DType::F16: {
-      uint16_t v;
-      std::memcpy(&v, p, 2);
-      tensor.floats()[i] = doubleFromHalfBits(v);
-      break;
-    }
-    case DType::I32: {
-      int32_t v;
-      std::memcpy(&v, p, 4);
-      tensor.ints()[i] = v;
-      break;
-    }
-    case DType::I64: {
-      int64_t v;
-      std::memcpy(&v, p, 8);
-      tensor.ints()[i] = v;
-      break;
-    }
-    case DType::I1:
-      tensor.ints()[i] = *p != 0;
-      break;
-    case DType::BF16:
-      break; // not a NumPy dtype
-    }
-  }
+  auto in = absl::MakeConstSpan(reinterpret_cast<const uint8_t *>(data.data()),
+                                data.size());
+  if (tensor.isFloat())
+    decodeFloats(dtype->dtype, in, tensor.floats());
+  else if (absl::Status s = decodeInts(dtype->dtype, in, tensor.ints());
+           !s.ok())
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid .npy data: ", s.message()));
   return tensor;
 }
 
@@ -393,43 +360,17 @@ std::string serializeNpy(const HostTensor &tensor) {
     out += static_cast<char>((headerLength >> (8 * i)) & 0xff);
   out += dict;
 
-  for (int64_t i = 0; i < tensor.numElements(); ++i) {
-    char buf[8];
-    size_t n = 0;
-    switch (tensor.dtype()) {
-    case DType::F32:
-    case DType::BF16: {
-      float v = static_cast<float>(tensor.floats()[i]);
-      std::memcpy(buf, &v, n = 4);
-      break;
-    }
-    case DType::F64: {
-      double v = tensor.floats()[i];
-      std::memcpy(buf, &v, n = 8);
-      break;
-    }
-    case DType::F16: {
-      uint16_t v = halfBitsFromDouble(tensor.floats()[i]);
-      std::memcpy(buf, &v, n = 2);
-      break;
-    }
-    case DType::I1:
-      buf[0] = tensor.ints()[i] != 0;
-      n = 1;
-      break;
-    case DType::I32: {
-      int32_t v = static_cast<int32_t>(tensor.ints()[i]);
-      std::memcpy(buf, &v, n = 4);
-      break;
-    }
-    case DType::I64: {
-      int64_t v = tensor.ints()[i];
-      std::memcpy(buf, &v, n = 8);
-      break;
-    }
-    }
-    out.append(buf, n);
-  }
+  // bf16 has no NumPy dtype: it is written as float32, exactly.
+  DType stored = tensor.dtype() == DType::BF16 ? DType::F32 : tensor.dtype();
+  size_t begin = out.size();
+  out.resize(begin +
+             static_cast<size_t>(tensor.numElements() * dtypeSize(stored)));
+  auto bytes = absl::MakeSpan(reinterpret_cast<uint8_t *>(&out[begin]),
+                              out.size() - begin);
+  if (tensor.isFloat())
+    encodeFloats(stored, tensor.floats(), bytes);
+  else
+    encodeInts(stored, tensor.ints(), bytes);
   return out;
 }
 

@@ -120,10 +120,16 @@ TEST(NpyTest, WritesVersion2ForHugeHeaders) {
   EXPECT_EQ(back->rank(), 30000);
 }
 
-TEST(NpyTest, BoolNonZeroBytesAreTrue) {
+TEST(NpyTest, RejectsBoolBytesOtherThanZeroOrOne) {
+  // NumPy would read byte 7 as true, a kernel's i1 load as false: the
+  // element codec refuses to guess (ElementCodec.h).
+  expectError(parseNpy(npyBytes(
+                  "{'descr': '|b1', 'fortran_order': False, 'shape': (3,), }",
+                  std::string("\x01\x07\x00", 3))),
+              "invalid .npy data: element 1 of i1 is byte 7, expected 0 or 1");
   absl::StatusOr<HostTensor> t = parseNpy(
       npyBytes("{'descr': '|b1', 'fortran_order': False, 'shape': (2,), }",
-               std::string("\x00\x07", 2)));
+               std::string("\x00\x01", 2)));
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->ints()[0], 0);
   EXPECT_EQ(t->ints()[1], 1);

@@ -3,7 +3,8 @@
 // iree-run-module for the reference evaluator: evaluates one function of a
 // verified module on --input tensors (`@a.npy` or `2x3xf32=1,2,...`) and
 // writes results to --output `@file.npy` or prints them with 9 (float32) or
-// 17 (float64) digits for FileCheck. Exits 1 with one line on user errors.
+// 17 (float64) digits for FileCheck. omni.host_call can name the rewards
+// (rewards::registerRewards). Exits 1 with one line on user errors.
 //===----------------------------------------------------------------------===//
 
 #include "compiler/reference/Evaluator.h"
@@ -11,6 +12,7 @@
 #include "dialects/omni/OmniTools.h"
 #include "runtime/io/Npy.h"
 #include "runtime/io/TensorText.h"
+#include "runtime/train/rewards/RewardFunctions.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
@@ -86,8 +88,12 @@ static int run() {
                   std::string(arg.status().message()));
     args.push_back(std::move(*arg));
   }
+  // The training side's host functions: omni.host_call can name a reward.
+  omni::HostFunctionRegistry hostFunctions =
+      omni::rewards::rewardHostFunctions();
   omni::reference::EvalOptions options;
   options.precision = precision;
+  options.hostFunctions = &hostFunctions;
   absl::StatusOr<std::vector<omni::HostTensor>> results =
       omni::reference::evaluateFunction(*module, function, args, options);
   if (!results.ok())

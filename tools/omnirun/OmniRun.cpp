@@ -3,14 +3,15 @@
 #include "tools/omnirun/OmniRun.h"
 
 #include "runtime/executor/Executor.h"
-#include "runtime/train/checkpoint/AtomicFile.h"
-#include "runtime/train/driver/Interrupt.h"
-#include "runtime/train/driver/Trainer.h"
 #include "runtime/hal/drivers/Drivers.h"
 #include "runtime/hal/drivers/cpu/CpuDriver.h"
 #include "runtime/io/Npy.h"
 #include "runtime/io/TensorText.h"
 #include "runtime/loader/Program.h"
+#include "runtime/train/checkpoint/AtomicFile.h"
+#include "runtime/train/driver/Interrupt.h"
+#include "runtime/train/driver/Trainer.h"
+#include "runtime/train/rewards/RewardFunctions.h"
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -384,8 +385,11 @@ int run(const std::vector<std::string> &args, std::ostream &out,
       hal::builtinDrivers().createDevice(options.device, deviceOptions);
   if (!device.ok())
     return fail(device.status().message());
+  executor::ExecutorOptions executorOptions;
+  rewards::registerRewards(executorOptions.hostFunctions);
   absl::StatusOr<std::unique_ptr<executor::Executor>> executor =
-      executor::Executor::create(*program, **device);
+      executor::Executor::create(*program, **device,
+                                 std::move(executorOptions));
   if (!executor.ok())
     return fail(executor.status().message());
   absl::StatusOr<std::vector<HostTensor>> results =

@@ -28,15 +28,16 @@
 #include "compiler/reference/Evaluator.h"
 #include "compiler/stepbin/StepWriter.h"
 #include "dialects/omni/OmniOps.h"
-#include "frontends/builder/TestUtil.h"
+#include "frontends/builder/testing/TestUtil.h"
+#include "math/flowgrpo/Schedule.h"
 #include "passes/Passes.h"
 #include "runtime/executor/Executor.h"
 #include "runtime/flowgrpo/Advantages.h"
 #include "runtime/flowgrpo/Philox.h"
-#include "runtime/flowgrpo/Schedule.h"
 #include "runtime/flowgrpo/SdeStep.h"
 #include "runtime/hal/drivers/Drivers.h"
 #include "runtime/loader/Program.h"
+#include "runtime/train/rewards/RewardFunctions.h"
 #include "runtime/train/rewards/Rewards.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -210,8 +211,11 @@ Named byName(func::FuncOp f, const std::vector<HostTensor> &results) {
 absl::StatusOr<std::vector<HostTensor>>
 evaluate(const Program &p, StringRef name, const std::vector<HostTensor> &args,
          reference::Precision precision = reference::Precision::F64) {
+  static const ::omni::HostFunctionRegistry rewardFns =
+      ::omni::rewards::rewardHostFunctions();
   reference::EvalOptions options;
   options.precision = precision;
+  options.hostFunctions = &rewardFns;
   return reference::evaluateFunction(*p.expanded, name, args, options);
 }
 
@@ -594,7 +598,9 @@ protected:
       return;
     }
     device = created->release();
-    auto made = ::omni::executor::Executor::create(*loaded, *device);
+    ::omni::executor::ExecutorOptions options;
+    ::omni::rewards::registerRewards(options.hostFunctions);
+    auto made = ::omni::executor::Executor::create(*loaded, *device, options);
     if (!made.ok()) {
       *error = made.status().ToString();
       return;

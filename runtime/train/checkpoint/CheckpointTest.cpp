@@ -583,7 +583,7 @@ TEST(SafetensorsInvalid, BoolBytesOtherThanZeroOrOne) {
   expectError(oneTensor("\"dtype\":\"BOOL\",\"shape\":[2],"
                         "\"data_offsets\":[0,2]",
                         std::string("\x01\x02", 2)),
-              "tensor 'w': element 1 of BOOL is byte 2, expected 0 or 1");
+              "tensor 'w': element 1 of i1 is byte 2, expected 0 or 1");
 }
 
 TEST(SafetensorsInvalid, WriterRejectsDuplicatesAndReservedNames) {

@@ -13,6 +13,7 @@
 
 #include "runtime/train/checkpoint/Safetensors.h"
 
+#include "runtime/io/ElementCodec.h"
 #include "runtime/train/checkpoint/AtomicFile.h"
 #include "runtime/train/checkpoint/Json.h"
 
@@ -333,124 +334,33 @@ private:
 // Element coding
 //===----------------------------------------------------------------------===//
 
-uint16_t bf16BitsFromDouble(double value) {
-  double r = roundToDType(value, DType::BF16);
-  if (std::isnan(r))
-    return std::signbit(r) ? 0xffc0 : 0x7fc0;
-  // r is a bfloat16 value, so it is exactly a float whose low 16 bits are 0.
-  float f = static_cast<float>(r);
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  return static_cast<uint16_t>(bits >> 16);
-}
-
-double doubleFromBf16Bits(uint16_t bits) {
-  uint32_t wide = static_cast<uint32_t>(bits) << 16;
-  float f;
-  std::memcpy(&f, &wide, 4);
-  return static_cast<double>(f);
-}
+// The element codec (runtime/io/ElementCodec.h) owns every rule: rounding,
+// NaN bits, i1 bytes.
 
 void appendElements(std::string &out, const HostTensor &t) {
-  int64_t n = t.numElements();
-  for (int64_t i = 0; i < n; ++i) {
-    char buf[8];
-    size_t size = 0;
-    switch (t.dtype()) {
-    case DType::F32: {
-      float v = static_cast<float>(t.floats()[i]);
-      std::memcpy(buf, &v, size = 4);
-      break;
-    }
-    case DType::F64: {
-      double v = t.floats()[i];
-      std::memcpy(buf, &v, size = 8);
-      break;
-    }
-    case DType::F16: {
-      uint16_t v = halfBitsFromDouble(t.floats()[i]);
-      std::memcpy(buf, &v, size = 2);
-      break;
-    }
-    case DType::BF16: {
-      uint16_t v = bf16BitsFromDouble(t.floats()[i]);
-      std::memcpy(buf, &v, size = 2);
-      break;
-    }
-    case DType::I1:
-      buf[0] = t.ints()[i] != 0;
-      size = 1;
-      break;
-    case DType::I32: {
-      int32_t v = static_cast<int32_t>(t.ints()[i]);
-      std::memcpy(buf, &v, size = 4);
-      break;
-    }
-    case DType::I64: {
-      int64_t v = t.ints()[i];
-      std::memcpy(buf, &v, size = 8);
-      break;
-    }
-    }
-    out.append(buf, size);
-  }
+  size_t begin = out.size();
+  out.resize(begin +
+             static_cast<size_t>(t.numElements() * dtypeSize(t.dtype())));
+  auto bytes = absl::MakeSpan(reinterpret_cast<uint8_t *>(&out[begin]),
+                              out.size() - begin);
+  if (t.isFloat())
+    encodeFloats(t.dtype(), t.floats(), bytes);
+  else
+    encodeInts(t.dtype(), t.ints(), bytes);
 }
 
 /// Decodes one validated entry. Only BOOL bytes can still be invalid.
 absl::Status decodeElements(absl::string_view fileName, const Entry &e,
                             absl::string_view bytes, HostTensor &t) {
-  const char *p = bytes.data();
-  int64_t n = t.numElements();
-  for (int64_t i = 0; i < n; ++i, p += e.dtype->itemSize) {
-    switch (t.dtype()) {
-    case DType::F32: {
-      float v;
-      std::memcpy(&v, p, 4);
-      t.floats()[i] = v;
-      break;
-    }
-    case DType::F64: {
-      double v;
-      std::memcpy(&v, p, 8);
-      t.floats()[i] = v;
-      break;
-    }
-    case DType::F16: {
-      uint16_t v;
-      std::memcpy(&v, p, 2);
-      t.floats()[i] = doubleFromHalfBits(v);
-      break;
-    }
-    case DType::BF16: {
-      uint16_t v;
-      std::memcpy(&v, p, 2);
-      t.floats()[i] = doubleFromBf16Bits(v);
-      break;
-    }
-    case DType::I1: {
-      unsigned char v = static_cast<unsigned char>(*p);
-      if (v > 1)
-        return absl::InvalidArgumentError(
-            absl::StrCat(fileName, ": tensor ", quoted(e.name), ": element ", i,
-                         " of BOOL is byte ", static_cast<unsigned>(v),
-                         ", expected 0 or 1"));
-      t.ints()[i] = v;
-      break;
-    }
-    case DType::I32: {
-      int32_t v;
-      std::memcpy(&v, p, 4);
-      t.ints()[i] = v;
-      break;
-    }
-    case DType::I64: {
-      int64_t v;
-      std::memcpy(&v, p, 8);
-      t.ints()[i] = v;
-      break;
-    }
-    }
+  auto in = absl::MakeConstSpan(reinterpret_cast<const uint8_t *>(bytes.data()),
+                                bytes.size());
+  if (t.isFloat()) {
+    decodeFloats(t.dtype(), in, t.floats());
+    return absl::OkStatus();
   }
+  if (absl::Status s = decodeInts(t.dtype(), in, t.ints()); !s.ok())
+    return absl::InvalidArgumentError(
+        absl::StrCat(fileName, ": tensor ", quoted(e.name), ": ", s.message()));
   return absl::OkStatus();
 }
 

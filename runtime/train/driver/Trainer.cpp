@@ -16,13 +16,14 @@
 #include "runtime/train/driver/Trainer.h"
 
 #include "runtime/executor/Executor.h"
+#include "runtime/hostfn/HostFunctions.h"
 #include "runtime/train/checkpoint/AtomicFile.h"
 #include "runtime/train/checkpoint/Checkpoint.h"
 #include "runtime/train/checkpoint/Json.h"
 #include "runtime/train/driver/Interrupt.h"
-#include "runtime/train/hostfn/HostFunctions.h"
 #include "runtime/train/image/Png.h"
 #include "runtime/train/prompts/Prompts.h"
+#include "runtime/train/rewards/RewardFunctions.h"
 #include "runtime/train/rewards/Rewards.h"
 
 #include "absl/strings/match.h"
@@ -236,7 +237,7 @@ trainingHostFunctions(const loader::Program &program, uint32_t step,
                       const std::string &stepName, const std::string &reward,
                       std::shared_ptr<std::atomic<int64_t>> nanos,
                       std::ostream &log) {
-  HostFunctionRegistry base = HostFunctionRegistry::withRewards();
+  HostFunctionRegistry base = rewards::rewardHostFunctions();
   std::vector<std::string> known = rewards::registeredRewards();
   auto isReward = [&](const std::string &n) {
     return std::find(known.begin(), known.end(), n) != known.end();

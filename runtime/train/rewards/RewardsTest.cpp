@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/train/rewards/Rewards.h"
+#include "runtime/train/rewards/RewardFunctions.h"
 
 #include "gtest/gtest.h"
 
@@ -554,6 +555,56 @@ INSTANTIATE_TEST_SUITE_P(Builtins, BuiltinRewardTest,
                          ::testing::Values("jpeg_compressibility",
                                            "jpeg_incompressibility",
                                            "brightness"));
+
+//===----------------------------------------------------------------------===//
+// Rewards as host functions (RewardFunctions.h)
+//===----------------------------------------------------------------------===//
+
+TEST(RewardFunctionsTest, RegistersEveryRewardUnderItsName) {
+  HostFunctionRegistry registry;
+  registry.add("other", [](absl::Span<const HostTensor>) {
+    return absl::StatusOr<std::vector<HostTensor>>(std::vector<HostTensor>{});
+  });
+  registerRewards(registry);
+  std::vector<std::string> want = registeredRewards();
+  want.push_back("other");
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(registry.names(), want);
+  EXPECT_EQ(rewardHostFunctions().names(), registeredRewards());
+}
+
+TEST(RewardFunctionsTest, BrightnessIsTheMeanPerImageAsF32) {
+  HostFunctionRegistry registry = rewardHostFunctions();
+  const HostFunction *fn = registry.lookup("brightness");
+  ASSERT_NE(fn, nullptr);
+  // Two 3x1x2 images: means 0.5 and 1/6.
+  HostTensor images = HostTensor::fromDoubles(
+      DType::F32, {2, 3, 1, 2}, {0, 1, 0, 1, 0, 1, 1, 0, 0, 0, 0, 0});
+  absl::StatusOr<std::vector<HostTensor>> r = (*fn)({images});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->size(), 1u);
+  EXPECT_EQ((*r)[0].dtype(), DType::F32);
+  EXPECT_EQ((*r)[0].shape(), (std::vector<int64_t>{2}));
+  EXPECT_EQ((*r)[0].floats()[0], 0.5);
+  EXPECT_EQ((*r)[0].floats()[1],
+            static_cast<double>(static_cast<float>(1.0 / 6.0)));
+}
+
+TEST(RewardFunctionsTest, NegativeOperandsAreChecked) {
+  HostFunctionRegistry registry = rewardHostFunctions();
+  const HostFunction *fn = registry.lookup("brightness");
+  ASSERT_NE(fn, nullptr);
+  absl::StatusOr<std::vector<HostTensor>> none = (*fn)({});
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().message(),
+            "reward 'brightness' takes 1 image batch, found 0 operands");
+  absl::StatusOr<std::vector<HostTensor>> ints =
+      (*fn)({HostTensor(DType::I32, {1, 3, 1, 1})});
+  ASSERT_FALSE(ints.ok());
+  EXPECT_EQ(ints.status().message(),
+            "reward 'brightness' takes float images, found "
+            "tensor<1x3x1x1xi32>");
+}
 
 } // namespace
 } // namespace omni::rewards

@@ -8,6 +8,7 @@
 #include "runtime/hal/drivers/cpu/CpuDevice.h"
 #include "runtime/hal/drivers/cpu/CpuExecutable.h"
 #include "runtime/hal/drivers/cpu/CpuLibraries.h"
+#include "runtime/io/ElementCodec.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -30,14 +31,6 @@ int64_t bytesOf(std::initializer_list<int64_t> dims, DType dtype) {
   std::optional<int64_t> b =
       n ? checkedMul(*n, dtypeSize(dtype)) : std::nullopt;
   return b ? *b : -1;
-}
-
-uint16_t bf16Bits(float value) {
-  double rounded = roundToDType(value, DType::BF16);
-  float f = static_cast<float>(rounded); // exact: a bf16 value
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  return static_cast<uint16_t>(bits >> 16);
 }
 
 } // namespace
@@ -193,7 +186,7 @@ absl::Status CpuStream::random(Distribution distribution, DType dtype,
           std::memcpy(out + 8 * j, &v, 8);
         } else {
           uint16_t bits = dtype == DType::F16 ? halfBitsFromDouble(values[i])
-                                              : bf16Bits(values[i]);
+                                              : bf16BitsFromDouble(values[i]);
           std::memcpy(out + 2 * j, &bits, 2);
         }
       }

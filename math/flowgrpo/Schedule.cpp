@@ -10,7 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/flowgrpo/Schedule.h"
+#include "math/flowgrpo/Schedule.h"
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"

@@ -1,12 +1,12 @@
-//===- HostFunctions.cpp - Functions omni.host_call can name ----*- C++ -*-===//
+//===- RewardFunctions.cpp - Rewards as host functions ----------*- C++ -*-===//
 
-#include "runtime/train/hostfn/HostFunctions.h"
+#include "runtime/train/rewards/RewardFunctions.h"
 
 #include "runtime/train/rewards/Rewards.h"
 
 #include "absl/strings/str_cat.h"
 
-namespace omni {
+namespace omni::rewards {
 namespace {
 
 /// Adapts a reward to the host-function calling convention.
@@ -23,11 +23,10 @@ HostFunction rewardFunction(std::string name) {
           absl::StrCat("reward '", name, "' takes float images, found ",
                        images.typeString()));
     std::vector<float> pixels(images.floats().begin(), images.floats().end());
-    rewards::ImageBatch batch;
+    ImageBatch batch;
     batch.data = pixels.data();
     batch.shape = images.shape();
-    absl::StatusOr<std::vector<float>> values =
-        rewards::computeReward(name, batch);
+    absl::StatusOr<std::vector<float>> values = computeReward(name, batch);
     if (!values.ok())
       return values.status();
     HostTensor result(DType::F32, {static_cast<int64_t>(values->size())});
@@ -39,28 +38,15 @@ HostFunction rewardFunction(std::string name) {
 
 } // namespace
 
-HostFunctionRegistry HostFunctionRegistry::withRewards() {
-  HostFunctionRegistry registry;
-  for (const std::string &name : rewards::registeredRewards())
+void registerRewards(HostFunctionRegistry &registry) {
+  for (const std::string &name : registeredRewards())
     registry.add(name, rewardFunction(name));
+}
+
+HostFunctionRegistry rewardHostFunctions() {
+  HostFunctionRegistry registry;
+  registerRewards(registry);
   return registry;
 }
 
-void HostFunctionRegistry::add(std::string name, HostFunction fn) {
-  functions_[std::move(name)] = std::move(fn);
-}
-
-const HostFunction *
-HostFunctionRegistry::lookup(const std::string &name) const {
-  auto it = functions_.find(name);
-  return it == functions_.end() ? nullptr : &it->second;
-}
-
-std::vector<std::string> HostFunctionRegistry::names() const {
-  std::vector<std::string> out;
-  for (const auto &entry : functions_)
-    out.push_back(entry.first);
-  return out;
-}
-
-} // namespace omni
+} // namespace omni::rewards

@@ -1,18 +1,21 @@
 //===- HostFunctions.h - Functions omni.host_call can name ------*- C++ -*-===//
 //
 // omni.host_call (and step.bin's HostCall) runs a host function by name on
-// host copies of its operand tensors. The registry starts with the rewards
-// of runtime/train/rewards, adapted from their image-batch API (one NCHW
-// float operand, one [N] f32 result), and the training driver may add its
-// own. The reference evaluator and the executor share this one registry, so
-// the same names resolve to the same code in both. MLIR-free.
+// host copies of its operand tensors. A HostFunctionRegistry is the table of
+// those names; the executor and the reference evaluator look names up in
+// the registry their caller gives them and know nothing of what is in it.
+// The training side fills it: rewards::registerRewards
+// (runtime/train/rewards/RewardFunctions.h) adds the image rewards, and the
+// training driver wraps or adds its own. So the same names resolve to the
+// same code in both the executor and the evaluator. MLIR-free.
 //
-// Thread safety: build the registry, then share it read-only.
+// Thread safety: build the registry, then share it read-only; the functions
+// themselves must be safe to call from the thread that runs the program.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef OMNI_RUNTIME_TRAIN_HOSTFN_HOSTFUNCTIONS_H
-#define OMNI_RUNTIME_TRAIN_HOSTFN_HOSTFUNCTIONS_H
+#ifndef OMNI_RUNTIME_HOSTFN_HOSTFUNCTIONS_H
+#define OMNI_RUNTIME_HOSTFN_HOSTFUNCTIONS_H
 
 #include "runtime/io/HostTensor.h"
 
@@ -31,13 +34,12 @@ namespace omni {
 using HostFunction = std::function<absl::StatusOr<std::vector<HostTensor>>(
     absl::Span<const HostTensor>)>;
 
+/// Named host functions. Empty when constructed.
 class HostFunctionRegistry {
 public:
-  /// Every registered reward (rewards::registeredRewards()) under its name.
-  static HostFunctionRegistry withRewards();
-
   /// Adds or replaces `name`.
   void add(std::string name, HostFunction fn);
+  /// The function named `name`, or null.
   const HostFunction *lookup(const std::string &name) const;
   /// Sorted.
   std::vector<std::string> names() const;
@@ -48,4 +50,4 @@ private:
 
 } // namespace omni
 
-#endif // OMNI_RUNTIME_TRAIN_HOSTFN_HOSTFUNCTIONS_H
+#endif // OMNI_RUNTIME_HOSTFN_HOSTFUNCTIONS_H

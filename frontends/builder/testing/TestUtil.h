@@ -5,8 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef OMNI_FRONTENDS_BUILDER_TESTUTIL_H
-#define OMNI_FRONTENDS_BUILDER_TESTUTIL_H
+#ifndef OMNI_FRONTENDS_BUILDER_TESTING_TESTUTIL_H
+#define OMNI_FRONTENDS_BUILDER_TESTING_TESTUTIL_H
 
 #include "compiler/reference/Evaluator.h"
 #include "frontends/builder/Builder.h"
@@ -67,4 +67,4 @@ inline std::vector<double> valuesOf(const HostTensor &t) {
 
 } // namespace omni::fe::testing
 
-#endif // OMNI_FRONTENDS_BUILDER_TESTUTIL_H
+#endif // OMNI_FRONTENDS_BUILDER_TESTING_TESTUTIL_H

@@ -6,12 +6,15 @@
 // scheduler). A one-ulp difference in a sigma changes every later sample, so
 // these functions reproduce that arithmetic operation by operation
 // (flowgrpo.md section 1) instead of evaluating the formulas in one
-// precision. Used by flow_schedule in the reference evaluator and the runtime.
+// precision. omni.flow_schedule folds with them (dialects/omni) and the
+// reference evaluator evaluates them; the library lives outside runtime/ and
+// dialects/ so that both sides can use it without including the other.
+// MLIR-free.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef OMNI_RUNTIME_FLOWGRPO_SCHEDULE_H
-#define OMNI_RUNTIME_FLOWGRPO_SCHEDULE_H
+#ifndef OMNI_MATH_FLOWGRPO_SCHEDULE_H
+#define OMNI_MATH_FLOWGRPO_SCHEDULE_H
 
 #include "absl/status/statusor.h"
 
@@ -64,4 +67,4 @@ std::vector<float> timestepsFromSigmas(const std::vector<float> &sigmas);
 
 } // namespace omni::flowgrpo
 
-#endif // OMNI_RUNTIME_FLOWGRPO_SCHEDULE_H
+#endif // OMNI_MATH_FLOWGRPO_SCHEDULE_H

@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef OMNI_FRONTENDS_MODELS_FIXTURE_H
-#define OMNI_FRONTENDS_MODELS_FIXTURE_H
+#ifndef OMNI_FRONTENDS_MODELS_TESTING_FIXTURE_H
+#define OMNI_FRONTENDS_MODELS_TESTING_FIXTURE_H
 
 #include "frontends/builder/Builder.h"
 #include "runtime/io/HostTensor.h"
@@ -55,7 +55,8 @@ inline HostTensor fixtureWeights(const std::string &name, const Shape &shape) {
 using NamedShapes = std::vector<std::pair<std::string, Shape>>;
 
 /// `name 2x3x...` lines of a params.txt (sorted); `total` from its header.
-inline NamedShapes readParams(const std::string &file, int64_t *total = nullptr) {
+inline NamedShapes readParams(const std::string &file,
+                              int64_t *total = nullptr) {
   std::ifstream in(kData + file);
   EXPECT_TRUE(in.good()) << "cannot read " << kData + file;
   NamedShapes out;
@@ -98,4 +99,4 @@ inline HostTensor readNpy(const std::string &file) {
 
 } // namespace omni::fe::testing
 
-#endif // OMNI_FRONTENDS_MODELS_FIXTURE_H
+#endif // OMNI_FRONTENDS_MODELS_TESTING_FIXTURE_H

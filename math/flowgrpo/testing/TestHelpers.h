@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef OMNI_RUNTIME_FLOWGRPO_TESTHELPERS_H
-#define OMNI_RUNTIME_FLOWGRPO_TESTHELPERS_H
+#ifndef OMNI_MATH_FLOWGRPO_TESTING_TESTHELPERS_H
+#define OMNI_MATH_FLOWGRPO_TESTING_TESTHELPERS_H
 
 #include "absl/status/status.h"
 
@@ -65,4 +65,4 @@ inline ::testing::AssertionResult isUserError(const absl::Status &status,
 
 } // namespace omni::flowgrpo::testing
 
-#endif // OMNI_RUNTIME_FLOWGRPO_TESTHELPERS_H
+#endif // OMNI_MATH_FLOWGRPO_TESTING_TESTHELPERS_H
