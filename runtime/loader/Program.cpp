@@ -62,7 +62,6 @@ DType toDType(step::DType dtype) {
   return DType::F32;
 }
 
-
 std::string tensorTypeString(DType dtype, absl::Span<const int64_t> shape) {
   std::string s = "tensor<";
   for (int64_t d : shape)
@@ -83,12 +82,50 @@ std::string commandLabel(const step::Command &command) {
     if (c->library() >= step::Library::MIN &&
         c->library() <= step::Library::MAX)
       absl::StrAppend(&label, " ", step::EnumNameLibrary(c->library()));
+  } else if (const step::Collective *c = command.kind_as_Collective()) {
+    if (c->kind() >= step::CollectiveKind::MIN &&
+        c->kind() <= step::CollectiveKind::MAX)
+      absl::StrAppend(&label, " ", step::EnumNameCollectiveKind(c->kind()));
   } else if (const step::ScalarOp *op = command.kind_as_ScalarOp()) {
     if (op->kind() >= step::ScalarOpKind::MIN &&
         op->kind() <= step::ScalarOpKind::MAX)
       absl::StrAppend(&label, " ", step::EnumNameScalarOpKind(op->kind()));
   }
   return label;
+}
+
+MeshInfo::Group MeshInfo::groupOf(absl::Span<const uint32_t> groupAxes,
+                                  int64_t rank) const {
+  std::vector<int64_t> coords(shape.size());
+  for (size_t a = shape.size(); a-- > 0;) {
+    coords[a] = rank % shape[a];
+    rank /= shape[a];
+  }
+  std::vector<bool> inGroup(shape.size());
+  Group group;
+  for (uint32_t a : groupAxes) {
+    inGroup[a] = true;
+    group.rank = group.rank * shape[a] + coords[a];
+    group.size *= shape[a];
+  }
+  for (size_t a = 0; a < shape.size(); ++a)
+    if (!inGroup[a])
+      group.color = group.color * shape[a] + coords[a];
+  return group;
+}
+
+std::string MeshInfo::describe() const {
+  std::string s = absl::StrCat("'", name, "' (");
+  for (size_t a = 0; a < axes.size(); ++a)
+    absl::StrAppend(&s, a ? " x " : "", axes[a], "=", shape[a]);
+  return s + ")";
+}
+
+std::string MeshInfo::axisNames(absl::Span<const uint32_t> list) const {
+  std::string s;
+  for (size_t i = 0; i < list.size(); ++i)
+    absl::StrAppend(&s, i ? ", " : "", "'", axes[list[i]], "'");
+  return s;
 }
 
 Program::Program(std::unique_ptr<Storage> storage, std::string name)
@@ -159,8 +196,7 @@ absl::Status checkIntegrity(const uint8_t *data, size_t size,
   auto fail = [&](absl::string_view message) {
     return absl::InvalidArgumentError(absl::StrCat(name, ": ", message));
   };
-  const char *corrupt =
-      ": the file is corrupt (copy it again or recompile it)";
+  const char *corrupt = ": the file is corrupt (copy it again or recompile it)";
   const step::Integrity *integrity = root.integrity();
   std::optional<size_t> fileOffset = step::fileChecksumOffset(data, size);
   present = integrity != nullptr;
@@ -189,14 +225,13 @@ absl::Status checkIntegrity(const uint8_t *data, size_t size,
     for (uint32_t i = 0; i < s.n; ++i) {
       const flatbuffers::Vector<uint8_t> *blob =
           s.executables ? root.executables()->Get(i)->data()
-              : root.constants()->Get(i)->data();
+                        : root.constants()->Get(i)->data();
       uint32_t have = blob ? step::crc32c(blob->data(), blob->size()) : 0;
       if (have != s.sums->Get(i))
         return fail(absl::StrCat(s.table, "[", i, "].data (", count(blob),
                                  " bytes): CRC-32C is ", hex32(have),
                                  " but integrity.", s.table, "[", i,
-                                 "] records ", hex32(s.sums->Get(i)),
-                                 corrupt));
+                                 "] records ", hex32(s.sums->Get(i)), corrupt));
     }
   }
   uint32_t recorded = integrity->file()->value();
@@ -240,8 +275,7 @@ Program::load(std::unique_ptr<Storage> storage, std::string name,
   bool checksummed = false;
   absl::Status integrity =
       checkIntegrity(storage->data, size, *root, name, checksummed);
-  if ((integrity.ok() || !checksummed) &&
-      root->version() != kSupportedVersion)
+  if ((integrity.ok() || !checksummed) && root->version() != kSupportedVersion)
     return fail(absl::StrCat("version = ", root->version(),
                              " but this omnirun reads version ",
                              kSupportedVersion));
@@ -282,12 +316,12 @@ Program::loadFile(const std::string &path, const LoadOptions &options) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    const char *type = S_ISFIFO(st.st_mode)    ? "a FIFO"
-                       : S_ISDIR(st.st_mode)   ? "a directory"
-                       : S_ISCHR(st.st_mode)   ? "a character device"
-                       : S_ISBLK(st.st_mode)   ? "a block device"
-                       : S_ISSOCK(st.st_mode)  ? "a socket"
-                                               : "of another type";
+    const char *type = S_ISFIFO(st.st_mode)   ? "a FIFO"
+                       : S_ISDIR(st.st_mode)  ? "a directory"
+                       : S_ISCHR(st.st_mode)  ? "a character device"
+                       : S_ISBLK(st.st_mode)  ? "a block device"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "of another type";
     return absl::InvalidArgumentError(absl::StrCat(
         name, ": is ", type, " but a step.bin must be a regular file"));
   }
