@@ -13,10 +13,10 @@
 // order 0, 1, ..., size-1, so every rank receives identical bits, run after
 // run. Accumulation (docs/backend.md, "Channels, meshes and the Collective
 // command"): f32 and f64 accumulate in their own type, f16 and bf16 in
-// f32, rounded to the dtype once at the end; i32 and i64 sums and products wrap (two's complement); Mean is the
-// Sum divided by size() (float dtypes only); Min and Max return NaN when
-// any rank's element is NaN; i1 supports only all_gather and broadcast
-// (the dialect reduces numeric tensors only).
+// f32, rounded to the dtype once at the end; i32 and i64 sums and products wrap
+// (two's complement); Mean is the Sum divided by size() (float dtypes only);
+// Min and Max return NaN when any rank's element is NaN; i1 supports only
+// all_gather and broadcast (the dialect reduces numeric tensors only).
 //
 // Creating a channel: a ChannelProvider describes the group (one
 // ChannelSpec per rank: rank, size and a Bootstrap that says how the ranks
