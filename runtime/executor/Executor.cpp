@@ -70,7 +70,10 @@ Executor::create(std::shared_ptr<const loader::Program> program,
                  hal::Device &device, ExecutorOptions options) {
   std::unique_ptr<Executor> executor(
       new Executor(std::move(program), device, std::move(options)));
-  OMNI_RETURN_IF_ERROR(executor->prepare());
+  if (absl::Status status = executor->prepare(); !status.ok()) {
+    executor->abortChannels(status);
+    return status;
+  }
   return executor;
 }
 
@@ -89,6 +92,7 @@ absl::Status Executor::prepare() {
                        "' but the device is ", device_.description()));
   }
   OMNI_ASSIGN_OR_RETURN(stream_, device_.createStream());
+  OMNI_RETURN_IF_ERROR(prepareCollectives());
 
   for (uint32_t e = 0; e < sizeOf(s.executables()); ++e) {
     const step::Executable *exe = s.executables()->Get(e);

@@ -9,7 +9,8 @@
 // until the training driver sets them). A run then only submits commands:
 // Dispatch, LibraryCall, Copy (with offsets scaled by index registers,
 // range-checked when they are computed), Fill, Random, HostCall, ScalarOp,
-// Loop and Call, on one hal::Stream.
+// Loop, Call and Collective (on ExecutorOptions.channel), on one
+// hal::Stream.
 //
 // Every function invocation (the top-level run and each Call) has its own
 // index register file (all of the program's scalars, zero at entry) and
@@ -41,6 +42,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace omni::executor {
@@ -54,6 +56,14 @@ struct ExecutorOptions {
   /// iterations count their body's commands); 0 means no limit. Lets tools
   /// and fuzzers bound a run of an untrusted file.
   int64_t commandBudget = 0;
+  /// This rank's channel, for programs with Collective commands (not
+  /// owned; it must outlive the executor). Its size must be the rank count
+  /// of every mesh the collectives use. create() splits it into the
+  /// sub-groups the collectives' mesh axes form, which is collective: every
+  /// rank creates its executor for the same program at the same time. A
+  /// failed command, or a failed create(), aborts the channel so that no
+  /// other rank waits for this one. Null: the program must have none.
+  hal::Channel *channel = nullptr;
 };
 
 class Executor {
@@ -129,6 +139,10 @@ private:
   absl::Status runScalarOp(Frame &frame, const step::ScalarOp &op);
   absl::Status runLoop(Frame &frame, const step::Loop &loop, const Path &path);
   absl::Status runCall(Frame &frame, const step::Call &call, const Path &path);
+  // Collectives (ExecutorCommands.cpp).
+  absl::Status prepareCollectives();
+  absl::Status runCollective(Frame &frame, const step::Collective &c);
+  void abortChannels(const absl::Status &reason);
 
   hal::BufferRef resolve(const Frame &frame, uint32_t tensor) const;
   absl::StatusOr<HostTensor> readTensor(const Frame &frame, uint32_t tensor);
@@ -145,6 +159,13 @@ private:
   std::vector<std::pair<std::string, double>> phaseTimes_;
   std::vector<std::unique_ptr<hal::Executable>> executables_;
   int64_t commandsRun_ = 0;
+  /// The channel of each Collective command (options_.channel or one of
+  /// subChannels_), and staging for gathers and scatters along an inner
+  /// dimension.
+  std::unordered_map<const step::Collective *, hal::Channel *>
+      collectiveChannels_;
+  std::vector<std::unique_ptr<hal::Channel>> subChannels_;
+  std::unique_ptr<hal::Buffer> collectiveScratch_;
 };
 
 } // namespace omni::executor

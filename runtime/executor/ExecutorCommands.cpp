@@ -21,6 +21,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
+#include <numeric>
 #include <utility>
 
 namespace omni::executor {
@@ -113,11 +115,14 @@ Executor::runCommands(Frame &frame,
 absl::Status Executor::runCommand(Frame &frame, const step::Command &command,
                                   const Path &path) {
   const step::CommandKind kind = command.kind_type();
-  if (options_.commandBudget > 0 && ++commandsRun_ > options_.commandBudget)
-    return absl::ResourceExhaustedError(absl::StrCat(
+  if (options_.commandBudget > 0 && ++commandsRun_ > options_.commandBudget) {
+    absl::Status exceeded = absl::ResourceExhaustedError(absl::StrCat(
         program_->name(), ": ", path.render(), " (",
         loader::commandKindName(kind), "): the run exceeded its budget of ",
         options_.commandBudget, " commands"));
+    abortChannels(exceeded);
+    return exceeded;
+  }
   TraceScope trace(step::EnumNameCommandKind(kind));
   absl::Status status;
   switch (kind) {
@@ -151,6 +156,9 @@ absl::Status Executor::runCommand(Frame &frame, const step::Command &command,
   case step::CommandKind::ScalarOp:
     status = runScalarOp(frame, *command.kind_as_ScalarOp());
     break;
+  case step::CommandKind::Collective:
+    status = runCollective(frame, *command.kind_as_Collective());
+    break;
   default:
     status = absl::InternalError("unverified command kind");
     break;
@@ -164,8 +172,11 @@ absl::Status Executor::runCommand(Frame &frame, const step::Command &command,
   absl::StrAppend(&where, ")");
   if (frame.caller)
     absl::StrAppend(&where, " called from ", frame.caller->render());
-  return absl::Status(status.code(),
+  absl::Status failed(status.code(),
                       absl::StrCat(where, ": ", status.message()));
+  // The other ranks would wait for this one's next collective forever.
+  abortChannels(failed);
+  return failed;
 }
 
 absl::Status Executor::runDispatch(Frame &frame, const step::Dispatch &d) {
@@ -392,11 +403,14 @@ absl::Status Executor::runLoop(Frame &frame, const step::Loop &loop,
                                const Path &path) {
   for (__int128 iv = loop.lower(); iv < loop.upper(); iv += loop.step()) {
     // An iteration counts against the budget even if its body is empty.
-    if (options_.commandBudget > 0 && ++commandsRun_ > options_.commandBudget)
-      return absl::ResourceExhaustedError(
+    if (options_.commandBudget > 0 && ++commandsRun_ > options_.commandBudget) {
+      absl::Status exceeded = absl::ResourceExhaustedError(
           absl::StrCat(program_->name(), ": ", path.render(),
                        " (Loop): the run exceeded its budget of ",
                        options_.commandBudget, " commands"));
+      abortChannels(exceeded);
+      return exceeded;
+    }
     frame.scalars[loop.iv()] = static_cast<int64_t>(iv);
     OMNI_RETURN_IF_ERROR(runCommands(frame, loop.body(), path, "body"));
   }
@@ -411,6 +425,184 @@ absl::Status Executor::runCall(Frame &frame, const step::Call &call,
   for (uint32_t i = 0; i < sizeOf(call.results()); ++i)
     args.push_back(resolve(frame, call.results()->Get(i)));
   return runFunction(call.function(), args, &path);
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+hal::ReduceOp toHal(step::ReduceOp op) {
+  switch (op) {
+  case step::ReduceOp::Prod:
+    return hal::ReduceOp::Prod;
+  case step::ReduceOp::Min:
+    return hal::ReduceOp::Min;
+  case step::ReduceOp::Max:
+    return hal::ReduceOp::Max;
+  case step::ReduceOp::Mean:
+    return hal::ReduceOp::Mean;
+  default:
+    return hal::ReduceOp::Sum;
+  }
+}
+
+/// The product of the dimensions before `dim`: how many separate chunks
+/// each rank's slice of a gather or scatter along `dim` is made of.
+int64_t outerCount(const TensorInfo &info, int64_t dim) {
+  int64_t n = 1;
+  for (int64_t d = 0; d < dim; ++d)
+    n *= info.shape[static_cast<size_t>(d)];
+  return n;
+}
+
+/// Every Collective under `commands` (Loop bodies included), in order,
+/// with its path.
+void collectCollectives(
+    const Vector<Offset<step::Command>> *commands, const std::string &prefix,
+    std::vector<std::pair<const step::Collective *, std::string>> &out) {
+  for (uint32_t i = 0; i < sizeOf(commands); ++i) {
+    const step::Command *command = commands->Get(i);
+    std::string at = absl::StrCat(prefix, "[", i, "]");
+    if (const step::Collective *c = command->kind_as_Collective())
+      out.emplace_back(
+          c, absl::StrCat(at, " (", loader::commandLabel(*command), ")"));
+    else if (const step::Loop *loop = command->kind_as_Loop())
+      collectCollectives(loop->body(), at + ".body", out);
+  }
+}
+
+} // namespace
+
+void Executor::abortChannels(const absl::Status &reason) {
+  // Only a multi-rank program has other ranks that could wait for us.
+  if (program_->meshes().empty())
+    return;
+  for (auto &channel : subChannels_)
+    channel->abort(reason);
+  if (options_.channel)
+    options_.channel->abort(reason);
+}
+
+absl::Status Executor::prepareCollectives() {
+  const loader::Program &p = *program_;
+  std::vector<std::pair<const step::Collective *, std::string>> collectives;
+  for (uint32_t f = 0; f < p.numFunctions(); ++f)
+    collectCollectives(p.step().functions()->Get(f)->commands(),
+                       absl::StrCat("functions[", f, "].commands"),
+                       collectives);
+  if (collectives.empty())
+    return absl::OkStatus();
+  hal::Channel *channel = options_.channel;
+  // One channel per distinct (mesh, axes), split in program order: every
+  // rank runs the same program, so every rank splits the same way.
+  std::map<std::pair<uint32_t, std::vector<uint32_t>>, hal::Channel *> groups;
+  int64_t scratch = 0;
+  for (const auto &[c, where] : collectives) {
+    const loader::MeshInfo &mesh = p.meshes()[c->mesh()];
+    std::string at = absl::StrCat(p.name(), ": ", where, ": ");
+    if (!channel)
+      return absl::FailedPreconditionError(absl::StrCat(
+          at, "the program runs on mesh ", mesh.describe(), " of ",
+          mesh.numRanks, " ranks but the executor has no channel"));
+    if (mesh.numRanks != channel->size())
+      return absl::InvalidArgumentError(
+          absl::StrCat(at, "mesh ", mesh.describe(), " has ", mesh.numRanks,
+                       " ranks but the channel has ", channel->size()));
+    std::vector<uint32_t> axes(c->axes()->begin(), c->axes()->end());
+    auto [it, inserted] = groups.emplace(std::pair{c->mesh(), axes}, nullptr);
+    if (inserted) {
+      std::vector<uint32_t> all(mesh.axes.size());
+      std::iota(all.begin(), all.end(), 0u);
+      if (axes == all) {
+        it->second = channel; // the group is every rank, in rank order
+      } else {
+        loader::MeshInfo::Group group = mesh.groupOf(axes, channel->rank());
+        absl::StatusOr<std::unique_ptr<hal::Channel>> sub = channel->split(
+            static_cast<int>(group.color), static_cast<int>(group.rank));
+        if (!sub.ok())
+          return absl::Status(sub.status().code(),
+                              absl::StrCat(at, "the group over ",
+                                           mesh.axisNames(axes), ": ",
+                                           sub.status().message()));
+        it->second = sub->get();
+        subChannels_.push_back(std::move(*sub));
+      }
+    }
+    collectiveChannels_[c] = it->second;
+    // Gathers and scatters along an inner dimension stage through scratch.
+    const TensorInfo &in = p.tensor(c->operand());
+    const TensorInfo &out = p.tensor(c->result());
+    if (c->kind() == step::CollectiveKind::AllGather &&
+        outerCount(in, c->dim()) > 1)
+      scratch = std::max(scratch, out.bytes);
+    if (c->kind() == step::CollectiveKind::ReduceScatter &&
+        outerCount(in, c->dim()) > 1)
+      scratch = std::max(scratch, in.bytes);
+  }
+  if (scratch > 0) {
+    absl::StatusOr<std::unique_ptr<hal::Buffer>> buffer =
+        device_.allocate(scratch);
+    if (!buffer.ok())
+      return absl::Status(buffer.status().code(),
+                          absl::StrCat(p.name(), ": collective staging: ",
+                                       buffer.status().message()));
+    collectiveScratch_ = std::move(*buffer);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Executor::runCollective(Frame &frame, const step::Collective &c) {
+  hal::Channel &channel = *collectiveChannels_.at(&c);
+  const TensorInfo &in = program_->tensor(c.operand());
+  const TensorInfo &out = program_->tensor(c.result());
+  hal::BufferRef src = resolve(frame, c.operand());
+  hal::BufferRef dst = resolve(frame, c.result());
+  const int64_t group = channel.size();
+  switch (c.kind()) {
+  case step::CollectiveKind::AllReduce:
+    return channel.allReduce(*stream_, src, dst, in.dtype,
+                             toHal(c.reduce_op()));
+  case step::CollectiveKind::Broadcast:
+    if (src != dst)
+      OMNI_RETURN_IF_ERROR(stream_->copy(src, dst));
+    return channel.broadcast(*stream_, dst, static_cast<int>(c.root()));
+  case step::CollectiveKind::AllGather: {
+    const int64_t outer = outerCount(in, c.dim());
+    if (outer <= 1 || in.bytes == 0)
+      return channel.allGather(*stream_, src, dst);
+    // Gather whole operands ([rank][outer][chunk]), then interleave them
+    // into the result ([outer][rank][chunk]).
+    hal::BufferRef staged{collectiveScratch_.get(), 0, out.bytes};
+    OMNI_RETURN_IF_ERROR(channel.allGather(*stream_, src, staged));
+    const int64_t chunk = in.bytes / outer;
+    for (int64_t g = 0; g < group; ++g)
+      for (int64_t o = 0; o < outer; ++o)
+        OMNI_RETURN_IF_ERROR(stream_->copy(
+            {staged.buffer, (g * outer + o) * chunk, chunk},
+            {dst.buffer, dst.offset + (o * group + g) * chunk, chunk}));
+    return absl::OkStatus();
+  }
+  case step::CollectiveKind::ReduceScatter: {
+    const int64_t outer = outerCount(in, c.dim());
+    if (outer <= 1 || out.bytes == 0)
+      return channel.reduceScatter(*stream_, src, dst, in.dtype,
+                                   toHal(c.reduce_op()));
+    // Regroup the operand ([outer][rank][chunk]) so that each rank's slice
+    // is contiguous ([rank][outer][chunk]), then reduce-scatter it.
+    hal::BufferRef staged{collectiveScratch_.get(), 0, in.bytes};
+    const int64_t chunk = out.bytes / outer;
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t g = 0; g < group; ++g)
+        OMNI_RETURN_IF_ERROR(stream_->copy(
+            {src.buffer, src.offset + (o * group + g) * chunk, chunk},
+            {staged.buffer, (g * outer + o) * chunk, chunk}));
+    return channel.reduceScatter(*stream_, staged, dst, in.dtype,
+                                 toHal(c.reduce_op()));
+  }
+  }
+  return absl::InternalError("unverified collective kind");
 }
 
 } // namespace omni::executor

@@ -2,7 +2,9 @@
 //
 // A Device is what the executor runs a program on: it allocates device
 // memory (Buffer), loads native code (Executable), creates command queues
-// (Stream) and, optionally, collective channels (Channel). The executor sees
+// (Stream) and, optionally, collective channels (Channel): each rank of a
+// group passes its ChannelSpec (from a ChannelProvider, Channel.h) to its
+// own device's createChannel. The executor sees
 // only this interface, never a concrete driver; a driver (hal/drivers/<name>)
 // implements it and a Driver creates it (Driver.h, DriverRegistry.h).
 //
@@ -53,9 +55,13 @@ public:
   /// Default: false.
   virtual bool supportsLibrary(Library library, DType dtype) const;
 
-  /// Optional: a channel over the ranks of this process group. Default:
-  /// Unimplemented.
-  virtual absl::StatusOr<std::unique_ptr<Channel>> createChannel();
+  /// Optional: this rank's channel of the group `spec` describes
+  /// (Channel.h). Fails with InvalidArgument for a spec that
+  /// validateChannelSpec refuses or whose rank already has a channel, and
+  /// Unimplemented for a bootstrap kind the driver does not support.
+  /// Default: Unimplemented.
+  virtual absl::StatusOr<std::unique_ptr<Channel>>
+  createChannel(const ChannelSpec &spec);
 };
 
 } // namespace omni::hal

@@ -32,7 +32,8 @@ absl::Status Stream::attention(const AttentionParams &, BufferRef, BufferRef,
 
 bool Device::supportsLibrary(Library, DType) const { return false; }
 
-absl::StatusOr<std::unique_ptr<Channel>> Device::createChannel() {
+absl::StatusOr<std::unique_ptr<Channel>>
+Device::createChannel(const ChannelSpec &) {
   return absl::UnimplementedError(
       absl::StrCat("the ", driverName(), " device has no collective channels"));
 }

@@ -550,8 +550,8 @@ TEST(Loader, ChecksCommandKinds) {
                   b.command(static_cast<CommandKind>(42), fill.Union())};
             })),
             "step.bin: functions[0].commands[0]: kind = 42 but valid kinds are "
-            "1..9 (Dispatch, LibraryCall, Copy, Fill, Random, HostCall, "
-            "ScalarOp, Loop, Call)");
+            "1..10 (Dispatch, LibraryCall, Copy, Fill, Random, HostCall, "
+            "ScalarOp, Loop, Call, Collective)");
   EXPECT_EQ(errorOf(withCommands([](StepBuilder &b) {
               return std::vector{b.command(CommandKind::Fill, 0)};
             })),
@@ -1093,6 +1093,261 @@ TEST(Loader, RejectsRecursionAndDeepCalls) {
   EXPECT_EQ(errorOf(chain(32)), "");
   EXPECT_EQ(errorOf(chain(33)),
             "step.bin: functions[0]: calls nest 33 deep but the limit is 32");
+}
+
+//===--- Meshes and collectives -----------------------------------------===//
+
+using Collective = StepBuilder::CollectiveSpec;
+using step::CollectiveKind;
+
+/// A program on mesh 'm' (dp=2 x tp=3) whose function `f` runs `c` from an
+/// arena operand to an arena result of the given types; `edit` may change
+/// the builder before the command is made.
+std::string
+withCollective(Collective c, std::vector<int64_t> operandShape,
+               std::vector<int64_t> resultShape, DType dtype = DType::F32,
+               const std::function<void(StepBuilder &)> &edit = nullptr,
+               DType resultDType = DType::F32) {
+  StepBuilder b;
+  b.mesh({"m", {"dp", "tp"}, {2, 3}});
+  c.operand = b.arena(dtype, operandShape, "x");
+  c.result =
+      b.arena(dtype == DType::F32 ? resultDType : dtype, resultShape, "y");
+  if (edit)
+    edit(b);
+  b.function("f", {}, {}, {b.collective(c)});
+  return b.finish();
+}
+
+Collective collective(CollectiveKind kind, std::vector<uint32_t> axes = {0},
+                      int64_t dim = 0, int64_t root = 0,
+                      step::ReduceOp op = step::ReduceOp::Sum) {
+  Collective c;
+  c.kind = kind;
+  c.axes = std::move(axes);
+  c.dim = dim;
+  c.root = root;
+  c.op = op;
+  return c;
+}
+
+TEST(Loader, LoadsMeshesAndCollectives) {
+  StepBuilder b;
+  b.mesh({"m", {"dp", "tp"}, {2, 3}});
+  uint32_t x = b.arena(DType::F32, {2, 4}, "x");
+  uint32_t g = b.arena(DType::F32, {2, 12}, "g");
+  uint32_t s = b.arena(DType::F32, {1, 4}, "s");
+  b.function(
+      "f", {}, {},
+      {b.collective(collective(CollectiveKind::AllReduce, {0, 1})),
+       b.collective([&] {
+         auto c = collective(CollectiveKind::AllGather, {1}, 1);
+         c.operand = x;
+         c.result = g;
+         return c;
+       }()),
+       b.collective([&] {
+         auto c = collective(CollectiveKind::ReduceScatter, {0}, 0);
+         c.operand = x;
+         c.result = s;
+         return c;
+       }()),
+       b.collective(collective(CollectiveKind::Broadcast, {1, 0}, 0, 5))});
+  auto program = Program::loadBytes(b.finish());
+  ASSERT_TRUE(program.ok()) << program.status();
+  ASSERT_EQ((*program)->meshes().size(), 1u);
+  const MeshInfo &mesh = (*program)->meshes()[0];
+  EXPECT_EQ(mesh.name, "m");
+  EXPECT_EQ(mesh.axes, (std::vector<std::string>{"dp", "tp"}));
+  EXPECT_EQ(mesh.shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(mesh.numRanks, 6);
+  EXPECT_EQ(mesh.describe(), "'m' (dp=2 x tp=3)");
+}
+
+TEST(Loader, MeshGroupsAreRowMajor) {
+  // Rank r of a dp=2 x tp=3 mesh has coordinates (r / 3, r % 3).
+  MeshInfo mesh;
+  mesh.axes = {"dp", "tp"};
+  mesh.shape = {2, 3};
+  mesh.numRanks = 6;
+  for (int64_t r = 0; r < 6; ++r) {
+    int64_t dp = r / 3, tp = r % 3;
+    MeshInfo::Group all = mesh.groupOf(std::vector<uint32_t>{0, 1}, r);
+    EXPECT_EQ(all.color, 0);
+    EXPECT_EQ(all.rank, r);
+    EXPECT_EQ(all.size, 6);
+    // Listed in the other order, the group rank is tp-major.
+    MeshInfo::Group swapped = mesh.groupOf(std::vector<uint32_t>{1, 0}, r);
+    EXPECT_EQ(swapped.rank, tp * 2 + dp);
+    MeshInfo::Group alongTp = mesh.groupOf(std::vector<uint32_t>{1}, r);
+    EXPECT_EQ(alongTp.color, dp);
+    EXPECT_EQ(alongTp.rank, tp);
+    EXPECT_EQ(alongTp.size, 3);
+    MeshInfo::Group alongDp = mesh.groupOf(std::vector<uint32_t>{0}, r);
+    EXPECT_EQ(alongDp.color, tp);
+    EXPECT_EQ(alongDp.rank, dp);
+    EXPECT_EQ(alongDp.size, 2);
+  }
+}
+
+TEST(Loader, ChecksMeshes) {
+  auto withMesh = [](StepBuilder::MeshSpec mesh) {
+    return build([&](StepBuilder &b) { b.mesh(mesh); });
+  };
+  EXPECT_EQ(errorOf(withMesh({"m", {}, {}})),
+            "step.bin: meshes[0].axes: is empty but a mesh has at least one "
+            "axis");
+  EXPECT_EQ(errorOf(withMesh({"m", {"dp", "tp"}, {2}})),
+            "step.bin: meshes[0].shape: has 1 entries but expected 2 (one per "
+            "axis)");
+  EXPECT_EQ(errorOf(withMesh({"m", {"dp", ""}, {2, 2}})),
+            "step.bin: meshes[0].axes[1]: is empty but collectives name axes");
+  EXPECT_EQ(errorOf(withMesh({"m", {"dp", "dp"}, {2, 2}})),
+            "step.bin: meshes[0].axes[1]: 'dp' repeats an earlier axis");
+  EXPECT_EQ(errorOf(withMesh({"m", {"dp", "tp"}, {2, 0}})),
+            "step.bin: meshes[0].shape[1]: = 0 but axis sizes must be >= 1");
+  EXPECT_EQ(errorOf(withMesh({"m", {"a", "b"}, {1 << 16, 1 << 16}})),
+            "step.bin: meshes[0].shape: has more than 2147483647 ranks in all");
+}
+
+TEST(Loader, ChecksCollectiveMeshAndAxes) {
+  const std::string at = "step.bin: functions[0].commands[0] (Collective ";
+  Collective c = collective(CollectiveKind::AllReduce);
+  c.kind = static_cast<CollectiveKind>(9);
+  EXPECT_EQ(errorOf(withCollective(c, {4}, {4})),
+            "step.bin: functions[0].commands[0] (Collective): kind = 9 but "
+            "valid kinds are 0..3 (AllReduce, AllGather, ReduceScatter, "
+            "Broadcast)");
+  c = collective(CollectiveKind::AllReduce);
+  c.mesh = 1;
+  EXPECT_EQ(errorOf(withCollective(c, {4}, {4})),
+            at + "AllReduce): mesh = 1 but there are 1 meshes");
+  EXPECT_EQ(errorOf(withCollective(collective(CollectiveKind::AllReduce, {}),
+                                   {4}, {4})),
+            at + "AllReduce): axes is empty but expected axes of mesh 'm' "
+                 "(dp=2 x tp=3)");
+  EXPECT_EQ(errorOf(withCollective(
+                collective(CollectiveKind::AllReduce, {1, 2}), {4}, {4})),
+            at + "AllReduce): axes[1] = 2 but mesh 'm' (dp=2 x tp=3) has 2 "
+                 "axes");
+  EXPECT_EQ(errorOf(withCollective(
+                collective(CollectiveKind::AllGather, {1, 0, 1}), {4}, {24})),
+            at + "AllGather): axes[2] = 1 ('tp') repeats axes[0]");
+  c = collective(CollectiveKind::AllReduce);
+  c.operand = 99;
+  EXPECT_EQ(errorOf([&] {
+              StepBuilder b;
+              b.mesh({"m", {"dp"}, {2}});
+              b.function("f", {}, {}, {b.collective(c)});
+              return b.finish();
+            }()),
+            at + "AllReduce): operand = 99 but there are 0 tensors");
+}
+
+TEST(Loader, ChecksCollectiveTypes) {
+  const std::string at = "step.bin: functions[0].commands[0] (Collective ";
+  EXPECT_EQ(errorOf(withCollective(collective(CollectiveKind::AllReduce), {4},
+                                   {4}, DType::F32, nullptr, DType::F64)),
+            at + "AllReduce): result is tensors[1] (tensor<4xf64>, 32 bytes) "
+                 "but operand is tensors[0] (tensor<4xf32>, 16 bytes) (the "
+                 "dtypes must match)");
+  EXPECT_EQ(errorOf(withCollective(collective(CollectiveKind::AllReduce), {4},
+                                   {2, 2})),
+            at + "AllReduce): result is tensors[1] (tensor<2x2xf32>, 16 "
+                 "bytes) but operand is tensors[0] (tensor<4xf32>, 16 bytes) "
+                 "(the shapes must match)");
+  EXPECT_EQ(
+      errorOf(withCollective(collective(CollectiveKind::Broadcast), {4}, {5})),
+      at + "Broadcast): result is tensors[1] (tensor<5xf32>, 20 bytes) "
+           "but operand is tensors[0] (tensor<4xf32>, 16 bytes) (the "
+           "shapes must match)");
+  EXPECT_EQ(errorOf(withCollective(
+                collective(CollectiveKind::Broadcast, {0, 1}, 0, 6), {4}, {4})),
+            at + "Broadcast): root = 6 but the group over 'dp', 'tp' (6 "
+                 "ranks) has ranks 0..5");
+  EXPECT_EQ(errorOf(withCollective(
+                collective(CollectiveKind::Broadcast, {1}, 0, -1), {4}, {4})),
+            at + "Broadcast): root = -1 but the group over 'tp' (3 ranks) has "
+                 "ranks 0..2");
+  // Gather along dim 1 over tp (3 ranks): 2x4 -> 2x12.
+  EXPECT_EQ(
+      errorOf(withCollective(collective(CollectiveKind::AllGather, {1}, 1),
+                             {2, 4}, {2, 12})),
+      "");
+  EXPECT_EQ(errorOf(withCollective(
+                collective(CollectiveKind::AllGather, {1}, 1), {2, 4}, {6, 4})),
+            at + "AllGather): result is tensors[1] (tensor<6x4xf32>, 96 "
+                 "bytes) but gathering operand tensors[0] (tensor<2x4xf32>, 32 "
+                 "bytes) along dim 1 over 'tp' (3 ranks) gives "
+                 "tensor<2x12xf32>");
+  EXPECT_EQ(
+      errorOf(withCollective(collective(CollectiveKind::AllGather, {1}, 2),
+                             {2, 4}, {2, 12})),
+      at + "AllGather): dim = 2 but operand tensors[0] (tensor<2x4xf32>, "
+           "32 bytes) has rank 2");
+  EXPECT_EQ(errorOf(withCollective(
+                collective(CollectiveKind::AllGather, {1}, 0), {}, {3})),
+            at + "AllGather): dim = 0 but operand tensors[0] (tensor<f32>, 4 "
+                 "bytes) has rank 0");
+  // Scatter along dim 0 over dp (2 ranks): 4x3 -> 2x3.
+  EXPECT_EQ(
+      errorOf(withCollective(collective(CollectiveKind::ReduceScatter, {0}),
+                             {4, 3}, {2, 3})),
+      "");
+  EXPECT_EQ(
+      errorOf(withCollective(collective(CollectiveKind::ReduceScatter, {0}),
+                             {4, 3}, {2, 2})),
+      at + "ReduceScatter): operand is tensors[0] (tensor<4x3xf32>, 48 "
+           "bytes) but scattering along dim 0 over 'dp' (2 ranks) needs "
+           "dim 0 = 2 x that of result tensors[1] (tensor<2x2xf32>, 16 "
+           "bytes) and the other dims equal");
+  EXPECT_EQ(
+      errorOf(withCollective(collective(CollectiveKind::ReduceScatter, {0}),
+                             {4, 3}, {4, 3})),
+      at + "ReduceScatter): operand is tensors[0] (tensor<4x3xf32>, 48 "
+           "bytes) but scattering along dim 0 over 'dp' (2 ranks) needs "
+           "dim 0 = 2 x that of result tensors[1] (tensor<4x3xf32>, 48 "
+           "bytes) and the other dims equal");
+}
+
+TEST(Loader, ChecksCollectiveReductions) {
+  const std::string at = "step.bin: functions[0].commands[0] (Collective ";
+  EXPECT_EQ(
+      errorOf(withCollective(collective(CollectiveKind::AllReduce, {0}, 0, 0,
+                                        static_cast<step::ReduceOp>(7)),
+                             {4}, {4})),
+      at + "AllReduce): reduce_op = 7 but valid ops are 0..4 (Sum, "
+           "Prod, Min, Max, Mean)");
+  EXPECT_EQ(errorOf(withCollective(collective(CollectiveKind::AllReduce), {4},
+                                   {4}, DType::I1)),
+            at + "AllReduce): operand is tensors[0] (tensor<4xi1>, 4 bytes) "
+                 "but i1 tensors cannot be reduced");
+  EXPECT_EQ(errorOf(withCollective(collective(CollectiveKind::ReduceScatter,
+                                              {0}, 0, 0, step::ReduceOp::Mean),
+                                   {4}, {2}, DType::I64)),
+            at + "ReduceScatter): reduce_op = Mean but operand is tensors[0] "
+                 "(tensor<4xi64>, 32 bytes) (Mean needs a float dtype)");
+  // i1 may be gathered and broadcast; the reduce op is ignored there.
+  EXPECT_EQ(
+      errorOf(withCollective(collective(CollectiveKind::AllGather, {0}, 0, 0,
+                                        static_cast<step::ReduceOp>(7)),
+                             {4}, {8}, DType::I1)),
+      "");
+  EXPECT_EQ(errorOf(withCollective(collective(CollectiveKind::Broadcast), {4},
+                                   {4}, DType::I1)),
+            "");
+}
+
+TEST(Loader, CollectivesMayNotWriteConstants) {
+  StepBuilder b;
+  b.mesh({"m", {"dp"}, {2}});
+  Collective c = collective(CollectiveKind::Broadcast);
+  c.operand = b.arena(DType::F32, {2});
+  c.result = b.constant(DType::F32, {2}, std::vector<uint8_t>(8));
+  b.function("f", {}, {}, {b.collective(c)});
+  EXPECT_EQ(errorOf(b.finish()),
+            "step.bin: functions[0].commands[0] (Collective Broadcast): result "
+            "is tensors[1], a Constant (read-only)");
 }
 
 } // namespace

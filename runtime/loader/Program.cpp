@@ -83,12 +83,50 @@ std::string commandLabel(const step::Command &command) {
     if (c->library() >= step::Library::MIN &&
         c->library() <= step::Library::MAX)
       absl::StrAppend(&label, " ", step::EnumNameLibrary(c->library()));
+  } else if (const step::Collective *c = command.kind_as_Collective()) {
+    if (c->kind() >= step::CollectiveKind::MIN &&
+        c->kind() <= step::CollectiveKind::MAX)
+      absl::StrAppend(&label, " ", step::EnumNameCollectiveKind(c->kind()));
   } else if (const step::ScalarOp *op = command.kind_as_ScalarOp()) {
     if (op->kind() >= step::ScalarOpKind::MIN &&
         op->kind() <= step::ScalarOpKind::MAX)
       absl::StrAppend(&label, " ", step::EnumNameScalarOpKind(op->kind()));
   }
   return label;
+}
+
+MeshInfo::Group MeshInfo::groupOf(absl::Span<const uint32_t> groupAxes,
+                                  int64_t rank) const {
+  std::vector<int64_t> coords(shape.size());
+  for (size_t a = shape.size(); a-- > 0;) {
+    coords[a] = rank % shape[a];
+    rank /= shape[a];
+  }
+  std::vector<bool> inGroup(shape.size());
+  Group group;
+  for (uint32_t a : groupAxes) {
+    inGroup[a] = true;
+    group.rank = group.rank * shape[a] + coords[a];
+    group.size *= shape[a];
+  }
+  for (size_t a = 0; a < shape.size(); ++a)
+    if (!inGroup[a])
+      group.color = group.color * shape[a] + coords[a];
+  return group;
+}
+
+std::string MeshInfo::describe() const {
+  std::string s = absl::StrCat("'", name, "' (");
+  for (size_t a = 0; a < axes.size(); ++a)
+    absl::StrAppend(&s, a ? " x " : "", axes[a], "=", shape[a]);
+  return s + ")";
+}
+
+std::string MeshInfo::axisNames(absl::Span<const uint32_t> list) const {
+  std::string s;
+  for (size_t i = 0; i < list.size(); ++i)
+    absl::StrAppend(&s, i ? ", " : "", "'", axes[list[i]], "'");
+  return s;
 }
 
 Program::Program(std::unique_ptr<Storage> storage, std::string name)

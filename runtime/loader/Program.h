@@ -7,7 +7,8 @@
 // of Verify.cpp, which never trust the file: every cross-reference index is
 // in range, every size and offset is computed with overflow checks, every
 // command's operands have the dtypes and shapes its kind needs, nesting and
-// calls are bounded and acyclic, and the host CPU has every instruction-set
+// calls are bounded and acyclic, meshes and collectives are consistent
+// (VerifyCollective.cpp), and the host CPU has every instruction-set
 // feature the executables were compiled for. Every rejection is one line,
 // "<file>: <field path>: <expected and found>", for example
 //   step.bin: functions[0].commands[3] (Dispatch): operands[1] = 57 but
@@ -91,6 +92,31 @@ struct StateInfo {
   step::Role role = step::Role::Parameter;
 };
 
+/// A mesh (step.fbs Mesh), decoded and checked. Rank r of the program has
+/// the row-major coordinates of r over `shape`.
+struct MeshInfo {
+  std::string name;
+  std::vector<std::string> axes;
+  std::vector<int64_t> shape;
+  /// product(shape): the number of ranks the program runs on (< 2^31).
+  int64_t numRanks = 1;
+
+  /// The group of ranks that a collective over `axes` (indices into this
+  /// mesh's axes, distinct) forms around `rank`: the ranks whose
+  /// coordinates differ from rank's only on `axes`. `color` numbers the
+  /// groups (row-major over the other axes, in mesh order), `rank` is the
+  /// position in the group (row-major over `axes` in the order given),
+  /// `size` the product of their sizes.
+  struct Group {
+    int64_t color = 0, rank = 0, size = 1;
+  };
+  Group groupOf(absl::Span<const uint32_t> axes, int64_t rank) const;
+  /// "'mesh' (dp=2 x tp=2)".
+  std::string describe() const;
+  /// "'dp', 'tp'" for the given axes.
+  std::string axisNames(absl::Span<const uint32_t> axes) const;
+};
+
 /// Knobs of the checks. The defaults are what omnirun uses.
 struct LoadOptions {
   /// The name messages start with; empty means the path (loadFile) or
@@ -128,6 +154,9 @@ public:
   absl::Span<const TensorInfo> tensors() const { return tensors_; }
   const TensorInfo &tensor(uint32_t index) const { return tensors_[index]; }
   absl::Span<const StateInfo> state() const { return state_; }
+  /// The meshes Collective commands refer to; empty for a single-rank
+  /// program.
+  absl::Span<const MeshInfo> meshes() const { return meshes_; }
   int64_t arenaSize() const { return step_->arena_size(); }
   uint32_t numScalars() const;
   uint32_t numFunctions() const;
@@ -151,6 +180,7 @@ private:
   const step::Step *step_ = nullptr;
   std::vector<TensorInfo> tensors_;
   std::vector<StateInfo> state_;
+  std::vector<MeshInfo> meshes_;
   std::map<std::string, uint32_t, std::less<>> functionsByName_;
   std::map<std::string, uint32_t, std::less<>> stateByName_;
 

@@ -31,9 +31,10 @@ ProgramVerifier::checkCommands(FunctionContext &ctx,
       return fail(at, "kind is NONE but every command needs a kind");
     if (kind > step::CommandKind::MAX)
       return fail(at, absl::StrCat("kind = ", static_cast<int>(kind),
-                                   " but valid kinds are 1..9 (Dispatch, "
+                                   " but valid kinds are 1..10 (Dispatch, "
                                    "LibraryCall, Copy, Fill, Random, "
-                                   "HostCall, ScalarOp, Loop, Call)"));
+                                   "HostCall, ScalarOp, Loop, Call, "
+                                   "Collective)"));
     std::string where = absl::StrCat(at, " (", commandKindName(kind), ")");
     if (!command->kind())
       return fail(where, "the command's table is missing");
@@ -68,6 +69,10 @@ ProgramVerifier::checkCommands(FunctionContext &ctx,
       break;
     case step::CommandKind::Call:
       OMNI_RETURN_IF_ERROR(checkCall(ctx, where, *command->kind_as_Call()));
+      break;
+    case step::CommandKind::Collective:
+      OMNI_RETURN_IF_ERROR(
+          checkCollective(ctx, at, *command->kind_as_Collective()));
       break;
     default:
       break;

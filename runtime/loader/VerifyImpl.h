@@ -1,8 +1,9 @@
 //===- VerifyImpl.h - The loader's semantic checks (internal) ---*- C++ -*-===//
 //
 // The ProgramVerifier class behind verifyProgram (Verify.h), shared by
-// Verify.cpp (the root's tables, functions, the call graph) and
-// VerifyCommands.cpp (the rules of each command kind). Internal to the
+// Verify.cpp (the root's tables, functions, the call graph),
+// VerifyCommands.cpp (the rules of each command kind) and
+// VerifyCollective.cpp (meshes and Collective commands). Internal to the
 // loader.
 //
 //===----------------------------------------------------------------------===//
@@ -81,6 +82,7 @@ public:
     OMNI_RETURN_IF_ERROR(checkState());
     OMNI_RETURN_IF_ERROR(checkTensors());
     OMNI_RETURN_IF_ERROR(checkExecutables());
+    OMNI_RETURN_IF_ERROR(checkMeshes());
     OMNI_RETURN_IF_ERROR(checkFunctions());
     return checkCallGraph();
   }
@@ -168,6 +170,11 @@ private:
                          const std::string &where, const step::Loop &loop);
   absl::Status checkCall(FunctionContext &ctx, const std::string &where,
                          const step::Call &call);
+  /// Meshes and Collective commands (VerifyCollective.cpp).
+  absl::Status checkMeshes();
+  absl::Status checkCollective(const FunctionContext &ctx,
+                               const std::string &at,
+                               const step::Collective &c) const;
   /// Rejects recursion (the arena plan gives every function's transients
   /// fixed offsets, so a function cannot be live twice) and call chains
   /// deeper than the limit.

@@ -1,11 +1,11 @@
 //===- HalConformanceTest.cpp - Every driver against hal/*.h ----*- C++ -*-===//
 //
 // One suite per hal interface (Buffer, Stream, Executable, Library
-// routines, Random, Channel), instantiated for every driver of the built-in
+// routines, Random), instantiated for every driver of the built-in
 // registry. A capability a driver lacks (an executable format, a library
-// dtype, channels, mappable buffers) skips, never fails. Library routines
+// dtype, mappable buffers) skips, never fails. Library routines
 // are checked against naive double-precision loops, Random bit for bit
-// against runtime/flowgrpo's Philox.
+// against runtime/flowgrpo's Philox. Channels: ChannelConformanceTest.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -574,46 +574,6 @@ TEST_P(HalTest, AttentionWithLongKeysWorksInRowBlocks) {
                               BufferRef::all(*out))
                   .ok());
   expectNear(download<float>(*out), want, 1e-5);
-}
-
-//===----------------------------------------------------------------------===//
-// Channel
-//===----------------------------------------------------------------------===//
-
-TEST_P(HalTest, ChannelCollectives) {
-  auto channel = device_->createChannel();
-  if (!channel.ok()) {
-    EXPECT_EQ(channel.status().code(), absl::StatusCode::kUnimplemented);
-    GTEST_SKIP() << "no channels";
-  }
-  Channel &c = **channel;
-  ASSERT_GE(c.size(), 1);
-  if (c.size() != 1)
-    GTEST_SKIP() << "multi-rank channels are tested under MPI";
-  EXPECT_EQ(c.rank(), 0);
-  auto send = upload<float>({1, 2, 3});
-  auto recv = zeros<float>(3);
-  ASSERT_TRUE(c.allReduce(*stream_, BufferRef::all(*send),
-                          BufferRef::all(*recv), DType::F32, ReduceOp::Sum)
-                  .ok());
-  EXPECT_EQ(download<float>(*recv), (std::vector<float>{1, 2, 3}));
-  auto gathered = zeros<float>(3);
-  ASSERT_TRUE(
-      c.allGather(*stream_, BufferRef::all(*send), BufferRef::all(*gathered))
-          .ok());
-  EXPECT_EQ(download<float>(*gathered), (std::vector<float>{1, 2, 3}));
-  auto scattered = zeros<float>(3);
-  ASSERT_TRUE(c.reduceScatter(*stream_, BufferRef::all(*send),
-                              BufferRef::all(*scattered), DType::F32,
-                              ReduceOp::Max)
-                  .ok());
-  EXPECT_EQ(download<float>(*scattered), (std::vector<float>{1, 2, 3}));
-  EXPECT_TRUE(c.broadcast(*stream_, BufferRef::all(*send), 0).ok());
-  EXPECT_FALSE(c.broadcast(*stream_, BufferRef::all(*send), 1).ok());
-  auto small = zeros<float>(2);
-  EXPECT_FALSE(c.allReduce(*stream_, BufferRef::all(*send),
-                           BufferRef::all(*small), DType::F32, ReduceOp::Sum)
-                   .ok());
 }
 
 std::string driverName(const ::testing::TestParamInfo<std::string> &info) {

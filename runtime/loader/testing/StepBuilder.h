@@ -69,6 +69,12 @@ public:
     int64_t index = 0;
     step::Role role = step::Role::Transient;
   };
+  /// A mesh (step.fbs Mesh).
+  struct MeshSpec {
+    std::string name;
+    std::vector<std::string> axes;
+    std::vector<int64_t> shape;
+  };
   struct StateSpec {
     std::string name;
     step::DType dtype = step::DType::F32;
@@ -111,6 +117,7 @@ public:
   /// Repeat count of each constant (step.fbs Constant.repeat).
   std::vector<int64_t> constantRepeats;
   std::vector<StateSpec> state;
+  std::vector<MeshSpec> meshes;
   std::vector<ExecutableSpec> executables;
   std::vector<flatbuffers::Offset<step::Function>> functions;
   std::vector<DispatchRecord> dispatches;
@@ -166,6 +173,10 @@ public:
   uint32_t scalar(std::string name = "") {
     scalars.push_back(std::move(name));
     return static_cast<uint32_t>(scalars.size() - 1);
+  }
+  uint32_t mesh(MeshSpec spec) {
+    meshes.push_back(std::move(spec));
+    return static_cast<uint32_t>(meshes.size() - 1);
   }
   uint32_t executable(ExecutableSpec spec) {
     executables.push_back(std::move(spec));
@@ -249,6 +260,22 @@ public:
     return command(step::CommandKind::Call, c.Union());
   }
 
+  /// A Collective command (step.fbs): `dim` for AllGather/ReduceScatter,
+  /// `root` for Broadcast.
+  struct CollectiveSpec {
+    step::CollectiveKind kind = step::CollectiveKind::AllReduce;
+    step::ReduceOp op = step::ReduceOp::Sum;
+    uint32_t mesh = 0;
+    std::vector<uint32_t> axes = {0};
+    int64_t dim = 0, root = 0;
+    uint32_t operand = 0, result = 0;
+  };
+  CommandRef collective(const CollectiveSpec &c) {
+    auto t = step::CreateCollectiveDirect(fbb, c.kind, c.op, c.mesh, &c.axes,
+                                          c.dim, c.root, c.operand, c.result);
+    return command(step::CommandKind::Collective, t.Union());
+  }
+
   /// Adds a function; returns its index.
   uint32_t function(const std::string &name, std::vector<uint32_t> inputs,
                     std::vector<uint32_t> outputs,
@@ -330,6 +357,14 @@ public:
           fbb, e.name.c_str(), e.format, e.target.c_str(), &e.data, &kernels,
           &sigTables));
     }
+    std::vector<flatbuffers::Offset<step::Mesh>> meshTables;
+    for (const MeshSpec &m : meshes) {
+      std::vector<flatbuffers::Offset<flatbuffers::String>> axes;
+      for (const std::string &a : m.axes)
+        axes.push_back(fbb.CreateString(a));
+      meshTables.push_back(
+          step::CreateMeshDirect(fbb, m.name.c_str(), &axes, &m.shape));
+    }
     auto target =
         step::CreateTargetDirect(fbb, targetKind.c_str(), "x86-64", "+sse2");
     flatbuffers::Offset<step::Integrity> integrity;
@@ -346,7 +381,7 @@ public:
     auto root = step::CreateStepDirect(
         fbb, version, "StepBuilder", target, &tensorTables, &scalarTables,
         arenaSize, &exeTables, &constantTables, &stateTables, &functions,
-        integrity);
+        integrity, meshes.empty() ? nullptr : &meshTables);
     step::FinishStepBuffer(fbb, root);
     if (writeIntegrity && seal)
       step::sealStepBin(fbb.GetBufferPointer(), fbb.GetSize());

@@ -112,8 +112,9 @@ bool CpuDevice::supportsLibrary(Library, DType dtype) const {
   return dtype == DType::F32 || dtype == DType::F64;
 }
 
-absl::StatusOr<std::unique_ptr<Channel>> CpuDevice::createChannel() {
-  return std::unique_ptr<Channel>(new CpuChannel());
+absl::StatusOr<std::unique_ptr<Channel>>
+CpuDevice::createChannel(const ChannelSpec &spec) {
+  return CpuChannel::create(*this, spec);
 }
 
 } // namespace omni::hal::cpu

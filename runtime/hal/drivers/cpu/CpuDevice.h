@@ -3,8 +3,9 @@
 // The cpu driver's Device: buffers are 64-byte aligned host allocations
 // (CpuBuffer, mappable), executables are ELF shared objects loaded from
 // memory (CpuExecutable), streams execute each command eagerly on the
-// device's thread pool (CpuStream), matmuls go to OpenBLAS, and the channel
-// is a single rank (CpuChannel). Only hal/drivers/Drivers.cpp names this
+// device's thread pool (CpuStream), matmuls go to OpenBLAS, and channels
+// connect ranks that are threads of this process (CpuChannel; a loopback
+// for a group of one). Only hal/drivers/Drivers.cpp names this
 // class; everything else sees hal::Device.
 //
 // Ownership: the CpuDevice owns the thread pool; it must outlive everything
@@ -58,7 +59,8 @@ public:
   loadExecutable(const ExecutableSpec &spec) override;
   absl::StatusOr<std::unique_ptr<Stream>> createStream() override;
   bool supportsLibrary(Library library, DType dtype) const override;
-  absl::StatusOr<std::unique_ptr<Channel>> createChannel() override;
+  absl::StatusOr<std::unique_ptr<Channel>>
+  createChannel(const ChannelSpec &spec) override;
 
   ThreadPool &pool() { return pool_; }
 
