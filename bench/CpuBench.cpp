@@ -15,7 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/codegen/CpuCodegen.h"
+#include "compiler/codegen/Codegen.h"
 #include "compiler/reference/Evaluator.h"
 #include "compiler/stepbin/StepWriter.h"
 #include "dialects/omni/OmniOps.h"
@@ -67,7 +67,7 @@ Compiled compile(MLIRContext &ctx, ModuleOp module) {
   mlir::omni::buildOmniPipeline(pm);
   if (failed(pm.run(*copy)))
     return c;
-  auto exe = mlir::omni::compileFusionsForCpu(*copy, {});
+  auto exe = mlir::omni::compileFusions(*copy);
   if (failed(exe))
     return c;
   auto bytes = mlir::omni::writeStepBin(*copy, *exe, "bench");
@@ -99,7 +99,7 @@ HostTensor filled(std::vector<int64_t> shape, double v) {
 int main() {
   DialectRegistry registry;
   mlir::omni::registerOmniDialects(registry);
-  mlir::omni::registerCpuCodegenDialects(registry);
+  mlir::omni::registerCodegenDialects(registry);
   MLIRContext ctx(registry);
   ctx.loadAllAvailableDialects();
 

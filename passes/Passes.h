@@ -10,6 +10,10 @@
 
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <optional>
 
 namespace mlir::omni {
 
@@ -17,8 +21,15 @@ namespace mlir::omni {
 #include "passes/Passes.h.inc"
 
 /// The stages of the omni pipeline, in order; omnic --emit=<stage> stops
-/// after one.
+/// after one. Their names and passes are one table (Pipelines.cpp).
 enum class PipelineStage { Cleanup, Autodiff, Decompose, Fuse, PlanMemory };
+
+/// The --emit names of the stages, in pipeline order ("cleanup", ...,
+/// "plan-memory").
+llvm::ArrayRef<llvm::StringRef> pipelineStageNames();
+
+/// The stage called `name`, if any.
+std::optional<PipelineStage> parsePipelineStage(llvm::StringRef name);
 
 /// Appends the omni compilation pipeline (design.md section 2) to `pm`, a
 /// module pass manager, up to and including `last`. `reportArena` makes

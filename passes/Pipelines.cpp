@@ -3,7 +3,8 @@
 // The omni compilation pipeline as a plain function (omnic calls it, and can
 // stop after any stage for --emit=<stage>) and as the registered named
 // pipeline `omni-pipeline` (lit runs it), so both run exactly the same
-// passes.
+// passes. kStages is the one list of the stages: their order, their --emit
+// names and their passes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +13,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
+
+#include <vector>
 
 namespace mlir::omni {
 namespace {
@@ -22,37 +25,82 @@ void addCleanup(OpPassManager &pm) {
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
 }
-} // namespace
 
-void buildOmniPipeline(OpPassManager &pm, PipelineStage last,
-                       bool reportArena) {
-  // 1. Clean up frontend output: inline model calls, fold constants (the
-  //    sigma schedule folds here), share common subexpressions.
+// 1. Clean up frontend output: inline model calls, fold constants (the
+//    sigma schedule folds here), share common subexpressions.
+void addCleanupStage(OpPassManager &pm, bool) {
   pm.addPass(createInlinerPass());
   addCleanup(pm);
-  if (last == PipelineStage::Cleanup)
-    return;
-  // 2. grad / value_and_grad become forward + adjoint IR (calls to
-  //    generated gradient functions, inlined in turn).
+}
+
+// 2. grad / value_and_grad become forward + adjoint IR (calls to generated
+//    gradient functions, inlined in turn).
+void addAutodiffStage(OpPassManager &pm, bool) {
   pm.addPass(createOmniAutodiffPass());
   pm.addPass(createInlinerPass());
   addCleanup(pm);
-  if (last == PipelineStage::Autodiff)
-    return;
-  // 3. Composite ops become primitives.
+}
+
+// 3. Composite ops become primitives.
+void addDecomposeStage(OpPassManager &pm, bool) {
   pm.addPass(createOmniDecomposePass());
   addCleanup(pm);
-  if (last == PipelineStage::Decompose)
-    return;
-  // 4. Kernel boundaries.
+}
+
+// 4. Kernel boundaries.
+void addFuseStage(OpPassManager &pm, bool) {
   pm.addNestedPass<func::FuncOp>(createOmniFusePass());
   pm.addPass(createCSEPass());
-  if (last == PipelineStage::Fuse)
-    return;
-  // 5. The static arena.
+}
+
+// 5. The static arena.
+void addPlanMemoryStage(OpPassManager &pm, bool reportArena) {
   OmniPlanMemoryPassOptions plan;
   plan.report = reportArena;
   pm.addNestedPass<func::FuncOp>(createOmniPlanMemoryPass(plan));
+}
+
+struct Stage {
+  PipelineStage stage;
+  /// omnic --emit=<name>.
+  llvm::StringLiteral name;
+  void (*addPasses)(OpPassManager &pm, bool reportArena);
+};
+
+/// The pipeline, in order: the one list of its stages.
+const Stage kStages[] = {
+    {PipelineStage::Cleanup, "cleanup", addCleanupStage},
+    {PipelineStage::Autodiff, "autodiff", addAutodiffStage},
+    {PipelineStage::Decompose, "decompose", addDecomposeStage},
+    {PipelineStage::Fuse, "fuse", addFuseStage},
+    {PipelineStage::PlanMemory, "plan-memory", addPlanMemoryStage},
+};
+} // namespace
+
+llvm::ArrayRef<llvm::StringRef> pipelineStageNames() {
+  static const std::vector<llvm::StringRef> names = [] {
+    std::vector<llvm::StringRef> out;
+    for (const Stage &s : kStages)
+      out.push_back(s.name);
+    return out;
+  }();
+  return names;
+}
+
+std::optional<PipelineStage> parsePipelineStage(llvm::StringRef name) {
+  for (const Stage &s : kStages)
+    if (s.name == name)
+      return s.stage;
+  return std::nullopt;
+}
+
+void buildOmniPipeline(OpPassManager &pm, PipelineStage last,
+                       bool reportArena) {
+  for (const Stage &s : kStages) {
+    s.addPasses(pm, reportArena);
+    if (s.stage == last)
+      return;
+  }
 }
 
 void registerOmniPasses() {

@@ -3,14 +3,15 @@
 // 1. Parse and verify the input (diagnostics carry file:line:col).
 // 2. Run the omni pipeline (passes/Pipelines.cpp) up to the requested stage;
 //    `--emit=<stage>` prints the IR there and stops.
-// 3. Compile every omni.fusion to native code (compiler/codegen).
+// 3. Compile every omni.fusion to native code for the target
+//    (compiler/codegen, its CodegenResult).
 // 4. Write step.bin (compiler/stepbin), or print it as JSON.
 //
 //===----------------------------------------------------------------------===//
 
 #include "compiler/driver/Compiler.h"
 
-#include "compiler/codegen/CpuCodegen.h"
+#include "compiler/codegen/Codegen.h"
 #include "compiler/driver/RuntimeChecks.h"
 #include "compiler/driver/StepJson.h"
 #include "compiler/stepbin/StepWriter.h"
@@ -24,6 +25,7 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 
@@ -32,14 +34,16 @@ using namespace mlir::omni;
 
 namespace {
 
-std::optional<PipelineStage> parseStage(llvm::StringRef name) {
-  return llvm::StringSwitch<std::optional<PipelineStage>>(name)
-      .Case("cleanup", PipelineStage::Cleanup)
-      .Case("autodiff", PipelineStage::Autodiff)
-      .Case("decompose", PipelineStage::Decompose)
-      .Case("fuse", PipelineStage::Fuse)
-      .Case("plan-memory", PipelineStage::PlanMemory)
-      .Default(std::nullopt);
+/// What --emit accepts besides the pipeline stages.
+constexpr llvm::StringLiteral kEmitBefore[] = {"input"};
+constexpr llvm::StringLiteral kEmitAfter[] = {"kernels", "llvm", "json"};
+
+std::vector<llvm::StringRef> emitValues() {
+  std::vector<llvm::StringRef> values(std::begin(kEmitBefore),
+                                      std::end(kEmitBefore));
+  llvm::append_range(values, pipelineStageNames());
+  values.insert(values.end(), std::begin(kEmitAfter), std::end(kEmitAfter));
+  return values;
 }
 
 /// The source name step.bin's locations carry, whatever the input's path.
@@ -50,8 +54,8 @@ AttrTypeReplacer sourceNameReplacer(MLIRContext *ctx, llvm::StringRef from,
   AttrTypeReplacer replacer;
   StringAttr toAttr = StringAttr::get(ctx, to);
   replacer.addReplacement(
-      [from = from.str(), toAttr](FileLineColRange loc) -> std::optional<
-                                                           Attribute> {
+      [from = from.str(),
+       toAttr](FileLineColRange loc) -> std::optional<Attribute> {
         if (loc.getFilename() != from)
           return std::nullopt;
         return FileLineColRange::get(toAttr, loc.getStartLine(),
@@ -77,6 +81,8 @@ Location replaceSourceName(Location loc, llvm::StringRef from,
 
 } // namespace
 
+std::string mlir::omni::emitChoices() { return llvm::join(emitValues(), ", "); }
+
 int mlir::omni::runCompiler(const CompileOptions &options,
                             llvm::raw_ostream &outs, llvm::raw_ostream &errs) {
   auto fail = [&](const llvm::Twine &message) {
@@ -89,20 +95,27 @@ int mlir::omni::runCompiler(const CompileOptions &options,
   bool emitJson = options.emit == "json";
   if (!options.emit.empty() && options.emit != "input" && !emitKernels &&
       !emitLLVM && !emitJson) {
-    stage = parseStage(options.emit);
-    if (!stage)
-      return fail("--emit=" + options.emit +
-                  ": expected input, cleanup, autodiff, decompose, fuse, "
-                  "plan-memory, kernels, llvm or json");
+    stage = parsePipelineStage(options.emit);
+    if (!stage) {
+      std::vector<llvm::StringRef> values = emitValues();
+      llvm::StringRef last = values.back();
+      values.pop_back();
+      return fail("--emit=" + options.emit + ": expected " +
+                  llvm::join(values, ", ") + " or " + last);
+    }
   }
   if (options.emit.empty() && options.output.empty())
     return fail("no output file: pass -o <file>.bin (or --emit=<stage>)");
-  if (options.optLevel < 0 || options.optLevel > 3)
-    return fail("-O" + llvm::Twine(options.optLevel) + ": expected 0 to 3");
+  CodegenOptions codegenOptions;
+  codegenOptions.target = options.target;
+  codegenOptions.optLevel = options.optLevel;
+  codegenOptions.cpu.cpu = options.targetCpu;
+  if (std::string bad = checkCodegenOptions(codegenOptions); !bad.empty())
+    return fail(bad);
 
   DialectRegistry registry;
   registerOmniDialects(registry);
-  registerCpuCodegenDialects(registry);
+  registerCodegenDialects(registry);
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
   // Errors are one line at a source location; the op's generic form after
@@ -140,14 +153,13 @@ int mlir::omni::runCompiler(const CompileOptions &options,
     return 0;
   }
 
-  CpuTarget target;
-  target.cpu = options.targetCpu;
-  target.optLevel = options.optLevel;
   std::string kernelIR, llvmIR;
-  FailureOr<CpuExecutable> exe =
-      compileFusionsForCpu(*module, target, emitKernels ? &kernelIR : nullptr,
-                           emitLLVM ? &llvmIR : nullptr);
-  if (failed(exe))
+  CodegenDumps dumps;
+  dumps.kernels = emitKernels ? &kernelIR : nullptr;
+  dumps.targetIR = emitLLVM ? &llvmIR : nullptr;
+  FailureOr<CodegenResult> codegen =
+      compileFusions(*module, codegenOptions, dumps);
+  if (failed(codegen))
     return 1;
   if (emitKernels || emitLLVM) {
     outs << (emitKernels ? kernelIR : llvmIR);
@@ -168,7 +180,7 @@ int mlir::omni::runCompiler(const CompileOptions &options,
     return success();
   });
   FailureOr<std::vector<uint8_t>> bytes =
-      writeStepBin(*module, *exe, "omnic (omni 0.1)");
+      writeStepBin(*module, *codegen, "omnic (omni 0.1)");
   if (failed(bytes) ||
       failed(checkStepBinLoads(*bytes, emitJson ? "step.bin" : options.output,
                                errs)))

@@ -2,7 +2,8 @@
 //
 // The library behind the omnic tool: parse and verify an omni program, run
 // the omni pipeline (optionally stopping at a stage and printing it),
-// generate CPU kernels and write step.bin.
+// generate kernels for the target (compiler/codegen) and write step.bin
+// (compiler/stepbin).
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,18 +19,24 @@ namespace mlir::omni {
 struct CompileOptions {
   std::string input;
   std::string output;
-  /// "" (write step.bin), a pipeline stage (input, cleanup, autodiff,
-  /// decompose, fuse, plan-memory), "kernels" (the linalg form of the
-  /// kernels) or "json" (step.bin as JSON).
+  /// "" (write step.bin), "input", a pipeline stage (pipelineStageNames()),
+  /// "kernels" (the linalg form of the kernels), "llvm" (the target's IR)
+  /// or "json" (step.bin as JSON); emitChoices() lists them.
   std::string emit;
+  /// The target kind the kernels are compiled for (codegenTargets()).
+  std::string target = "cpu";
   /// 0: no optimization of the kernels beyond what correctness needs.
   int optLevel = 2;
-  /// The CPU the kernels are compiled for: host (default), x86-64
-  /// (portable) or an LLVM x86 CPU name (CpuTarget::cpu).
+  /// The cpu target's CPU: host (default), x86-64 (portable) or an LLVM x86
+  /// CPU name (CpuTargetOptions::cpu).
   std::string targetCpu = "host";
   /// Print the memory plan's arena size.
   bool reportArena = false;
 };
+
+/// The values of --emit, in order, separated by ", " ("input, cleanup, ...,
+/// json").
+std::string emitChoices();
 
 /// Runs omnic. Returns the process exit code: 0 on success, 1 on any
 /// user-facing error (diagnostics go to `errs` with file:line:col).

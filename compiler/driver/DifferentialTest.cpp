@@ -14,7 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/codegen/CpuCodegen.h"
+#include "compiler/codegen/Codegen.h"
 #include "compiler/reference/Evaluator.h"
 #include "compiler/stepbin/StepWriter.h"
 #include "dialects/omni/OmniOps.h"
@@ -42,7 +42,7 @@ protected:
   DifferentialTest() {
     DialectRegistry registry;
     mlir::omni::registerOmniDialects(registry);
-    mlir::omni::registerCpuCodegenDialects(registry);
+    mlir::omni::registerCodegenDialects(registry);
     context.appendDialectRegistry(registry);
     context.loadAllAvailableDialects();
   }
@@ -54,8 +54,8 @@ protected:
     PassManager pm(&context, ModuleOp::getOperationName());
     mlir::omni::buildOmniPipeline(pm);
     EXPECT_TRUE(succeeded(pm.run(*copy)));
-    FailureOr<mlir::omni::CpuExecutable> exe =
-        mlir::omni::compileFusionsForCpu(*copy, mlir::omni::CpuTarget{});
+    FailureOr<mlir::omni::CodegenResult> exe =
+        mlir::omni::compileFusions(*copy);
     EXPECT_TRUE(succeeded(exe));
     if (failed(exe))
       return nullptr;

@@ -13,7 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/codegen/CpuCodegen.h"
+#include "compiler/codegen/Codegen.h"
 #include "compiler/stepbin/StepWriter.h"
 #include "dialects/omni/OmniOps.h"
 #include "passes/Passes.h"
@@ -57,7 +57,7 @@ using ProgramPtr = std::shared_ptr<const ::omni::loader::Program>;
 ProgramPtr compile(const std::string &path, std::string *bytesOut = nullptr) {
   DialectRegistry registry;
   mlir::omni::registerOmniDialects(registry);
-  mlir::omni::registerCpuCodegenDialects(registry);
+  mlir::omni::registerCodegenDialects(registry);
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
   OwningOpRef<ModuleOp> module =
@@ -68,7 +68,7 @@ ProgramPtr compile(const std::string &path, std::string *bytesOut = nullptr) {
   mlir::omni::buildOmniPipeline(pm);
   if (failed(pm.run(*module)))
     return nullptr;
-  auto exe = mlir::omni::compileFusionsForCpu(*module, {});
+  auto exe = mlir::omni::compileFusions(*module);
   if (failed(exe))
     return nullptr;
   auto bytes = mlir::omni::writeStepBin(*module, *exe, "test");

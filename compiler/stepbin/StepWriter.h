@@ -1,16 +1,21 @@
 //===- StepWriter.h - lower a compiled module to step.bin -------*- C++ -*-===//
 //
 // The last step of omnic: a module after the omni pipeline (fused, memory
-// planned) and CPU code generation becomes step.bin (runtime/schema/
-// step.fbs): the tensor table from the memory plan, one executable with the
-// kernels, embedded constants, and each public function as a command list.
+// planned) and code generation becomes step.bin (runtime/schema/step.fbs):
+// the tensor table from the memory plan, the executables of the codegen
+// result with their kernels' signatures, embedded constants, and each
+// public function as a command list (one Dispatch per omni.fusion, of the
+// kernel the codegen result maps it to). Target-neutral: the format, target
+// and launch of every executable come from the CodegenResult.
+//
+// Thread safety: writeStepBin may run concurrently on different modules.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef OMNI_COMPILER_STEPBIN_STEPWRITER_H
 #define OMNI_COMPILER_STEPBIN_STEPWRITER_H
 
-#include "compiler/codegen/CpuCodegen.h"
+#include "compiler/codegen/CodegenResult.h"
 
 #include "mlir/IR/BuiltinOps.h"
 
@@ -19,11 +24,11 @@
 
 namespace mlir::omni {
 
-/// Serializes `module` with `executable` as step.bin. Emits an error at the
-/// offending op and fails for IR the runtime cannot execute.
-FailureOr<std::vector<uint8_t>> writeStepBin(ModuleOp module,
-                                             const CpuExecutable &executable,
-                                             StringRef producer);
+/// Serializes `module` with the executables of `codegen` (compileFusions
+/// on this module) as step.bin. Emits an error at the offending op and
+/// fails for IR the runtime cannot execute.
+FailureOr<std::vector<uint8_t>>
+writeStepBin(ModuleOp module, const CodegenResult &codegen, StringRef producer);
 
 } // namespace mlir::omni
 

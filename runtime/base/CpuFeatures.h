@@ -2,9 +2,10 @@
 //
 // step.bin executables carry the LLVM feature string they were compiled for
 // ("+avx2,+fma,..."); running them on a CPU without one of those features
-// would die with SIGILL in the middle of a run. The loader therefore checks
-// every required feature against the host before anything executes, using
-// the flags Linux reports in /proc/cpuinfo (which also reflect what the OS
+// would die with SIGILL in the middle of a run. The cpu driver therefore
+// checks every required feature against the host when it loads an
+// executable (CpuExecutable::load), before anything executes, using the
+// flags Linux reports in /proc/cpuinfo (which also reflect what the OS
 // enabled, e.g. AVX-512 state saving). LLVM and the kernel spell features
 // differently ("sse4.2" vs "sse4_2", "sse3" vs "pni"); the table in the .cpp
 // translates. LLVM features that are not instruction-set extensions (tuning

@@ -101,6 +101,7 @@ absl::Status Executor::prepare() {
     spec.format = toHal(exe->format());
     if (exe->data())
       spec.code = absl::MakeConstSpan(exe->data()->data(), exe->data()->size());
+    spec.target = exe->target() ? exe->target()->str() : "";
     for (uint32_t k = 0; k < sizeOf(exe->kernels()); ++k)
       spec.kernels.push_back(exe->kernels()->Get(k)->str());
     std::string path = absl::StrCat("executables[", e, "]");

@@ -4,7 +4,9 @@
 // driver, PTX or a cubin for cuda) loaded onto a Device, with every kernel
 // it exports resolved by name at load time, so that a missing symbol is a
 // load error, never a crash at the first Dispatch. Kernels are referred to
-// by their index in ExecutableSpec::kernels.
+// by their index in ExecutableSpec::kernels. Target checks (CPU features,
+// SM architecture) belong to the driver's loadExecutable, which knows its
+// device.
 //
 // Ownership: returned by Device::loadExecutable as a unique_ptr; the Device
 // must outlive it, and it must outlive every submitted Dispatch that uses it.
@@ -34,6 +36,11 @@ struct ExecutableSpec {
   std::string name;
   ExecutableFormat format = ExecutableFormat::ElfSharedObject;
   absl::Span<const uint8_t> code;
+  /// What the code needs of the device (step.fbs Executable.target): for
+  /// ElfSharedObject the LLVM feature string ("+avx2,+fma"), for Ptx/Cubin
+  /// the SM architecture. The driver checks it in loadExecutable and refuses
+  /// code its device cannot run; the loader does not interpret it.
+  std::string target;
   /// The exported kernel symbols, in Dispatch's index order.
   std::vector<std::string> kernels;
 };

@@ -7,15 +7,16 @@
 // of Verify.cpp, which never trust the file: every cross-reference index is
 // in range, every size and offset is computed with overflow checks, every
 // command's operands have the dtypes and shapes its kind needs, nesting and
-// calls are bounded and acyclic, meshes and collectives are consistent
-// (VerifyCollective.cpp), and the host CPU has every instruction-set
-// feature the executables were compiled for. Every rejection is one line,
+// calls are bounded and acyclic, and meshes and collectives are consistent
+// (VerifyCollective.cpp). What an executable needs of the device (its CPU
+// features, later its SM architecture) is checked by the driver that loads
+// it (hal Device::loadExecutable), not here. Every rejection is one line,
 // "<file>: <field path>: <expected and found>", for example
 //   step.bin: functions[0].commands[3] (Dispatch): operands[1] = 57 but
 //   there are 12 tensors
 //
 // What the loader cannot check: the native code of executables is trusted
-// once its features match (a kernel that writes past its buffers, or a
+// once its driver accepts it (a kernel that writes past its buffers, or a
 // Dispatch grid larger than the kernel's iteration space, is outside what
 // metadata can prove), and offsets computed from index registers at run time
 // are checked by the executor when they are used.
@@ -30,7 +31,6 @@
 #ifndef OMNI_RUNTIME_LOADER_PROGRAM_H
 #define OMNI_RUNTIME_LOADER_PROGRAM_H
 
-#include "runtime/base/CpuFeatures.h"
 #include "runtime/io/HostTensor.h"
 #include "runtime/schema/step_generated.h"
 
@@ -122,8 +122,6 @@ struct LoadOptions {
   /// The name messages start with; empty means the path (loadFile) or
   /// "step.bin" (loadBytes).
   std::string name;
-  /// The CPU executables must run on; nullptr means CpuFeatures::host().
-  const CpuFeatures *cpu = nullptr;
   /// Deepest Loop nesting inside one function.
   int maxLoopDepth = 16;
   /// Longest chain of Calls (a function that calls nothing has depth 1).

@@ -4,8 +4,9 @@
 // nothing the file says is believed yet. The checks go bottom-up: the
 // root's scalars (arena size, target), state slots, tensor slots (dtype,
 // shape, storage and the byte range each storage class implies), executables
-// (format, code, CPU features), then every function and, recursively, its
-// commands, and finally the call graph (no recursion, bounded depth). The
+// (format, code, kernels, signatures; the target is checked by the driver
+// that loads them), then every function and, recursively, its commands, and
+// finally the call graph (no recursion, bounded depth). The
 // tables decoded on the way (TensorInfo, StateInfo) become the Program's,
 // so the executor never decodes or checks a field again. This file holds
 // the tables, the functions and the call graph; VerifyCommands.cpp the rules
@@ -258,10 +259,8 @@ absl::Status ProgramVerifier::checkExecutables() {
                   absl::StrCat("has ", sizeOf(data),
                                " bytes that do not start with the ELF magic "
                                "(7f 45 4c 46)"));
-    absl::Status features = checkLlvmFeatures(str(exe->target()), cpu_);
-    if (!features.ok())
-      return fail(absl::StrCat(path, " ('", str(exe->name()), "').target"),
-                  features.message());
+    // exe->target (CPU features, SM architecture) is the driver's to check
+    // when it loads the executable (hal Device::loadExecutable).
   }
   return absl::OkStatus();
 }

@@ -74,8 +74,7 @@ using flatbuffers::Vector;
 class ProgramVerifier {
 public:
   ProgramVerifier(Program &program, const LoadOptions &options)
-      : program_(program), step_(*program.step_), options_(options),
-        cpu_(options.cpu ? *options.cpu : CpuFeatures::host()) {}
+      : program_(program), step_(*program.step_), options_(options) {}
 
   absl::Status run() {
     OMNI_RETURN_IF_ERROR(checkRoot());
@@ -187,7 +186,6 @@ private:
   Program &program_;
   const step::Step &step_;
   const LoadOptions &options_;
-  const CpuFeatures &cpu_;
   std::vector<FunctionContext> contexts_;
 };
 

@@ -4,6 +4,8 @@
 // RUN: sh -c 'omnic %s; test $? -eq 1' 2>&1 | FileCheck %s --check-prefix=OUT
 // RUN: sh -c 'omnic %s -o %t.bin -O7; test $? -eq 1' 2>&1 | FileCheck %s --check-prefix=OPT
 // RUN: sh -c 'omnic %s -o %t.bin --target-cpu=pentium9; test $? -eq 1' 2>&1 | FileCheck %s --check-prefix=CPU
+// RUN: sh -c 'omnic %s -o %t.bin --target=cuda9; test $? -eq 1' 2>&1 | FileCheck %s --check-prefix=TARGET
+// RUN: sh -c 'omnic %s --emit=kernels --target=; test $? -eq 1' 2>&1 | FileCheck %s --check-prefix=NOTARGET
 // RUN: sh -c 'omnic %s.missing -o %t.bin; test $? -eq 1' 2>&1 | FileCheck %s --check-prefix=MISSING
 // RUN: sh -c 'omnic %s -o %t.bin; test $? -eq 1' 2>&1 | FileCheck %s --check-prefix=ENTRY
 // RUN: sh -c 'omnic %S/Inputs/unverified.mlir -o %t.bin; test $? -eq 1' 2>&1 | FileCheck %s --check-prefix=VERIFY
@@ -12,6 +14,8 @@
 // OUT: omnic: no output file: pass -o <file>.bin (or --emit=<stage>)
 // OPT: omnic: -O7: expected 0 to 3
 // CPU: omnic: --target-cpu=pentium9: unknown CPU; expected host, x86-64 or an LLVM x86 CPU name (haswell, x86-64-v3, skylake-avx512, znver4, ...)
+// TARGET: omnic: --target=cuda9: unknown target; expected cpu{{$}}
+// NOTARGET: omnic: --target=: unknown target; expected cpu{{$}}
 // MISSING: omnic: cannot open input file '{{.*}}errors.mlir.missing'
 // ENTRY: errors.mlir:[[@LINE+1]]:1: error: 'func.func' op argument #1 has type 'index'; public functions are entry points and take tensors only (make helpers private so they are inlined)
 func.func @step(%x: tensor<4xf32>, %i: index) -> tensor<4xf32> {

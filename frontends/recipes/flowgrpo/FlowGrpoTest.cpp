@@ -24,7 +24,7 @@
 
 #include "frontends/recipes/flowgrpo/FlowGrpo.h"
 
-#include "compiler/codegen/CpuCodegen.h"
+#include "compiler/codegen/Codegen.h"
 #include "compiler/reference/Evaluator.h"
 #include "compiler/stepbin/StepWriter.h"
 #include "dialects/omni/OmniOps.h"
@@ -139,7 +139,7 @@ MLIRContext &sharedContext() {
   static MLIRContext *context = [] {
     DialectRegistry registry;
     mlir::omni::registerOmniDialects(registry);
-    mlir::omni::registerCpuCodegenDialects(registry);
+    mlir::omni::registerCodegenDialects(registry);
     auto *c = new MLIRContext(registry);
     c->loadAllAvailableDialects();
     return c;
@@ -574,8 +574,8 @@ protected:
       *error = "omni-pipeline failed";
       return;
     }
-    FailureOr<mlir::omni::CpuExecutable> exe =
-        mlir::omni::compileFusionsForCpu(*copy, mlir::omni::CpuTarget{});
+    FailureOr<mlir::omni::CodegenResult> exe =
+        mlir::omni::compileFusions(*copy);
     if (failed(exe)) {
       *error = "CPU codegen failed";
       return;

@@ -97,6 +97,7 @@ CpuDevice::loadExecutable(const ExecutableSpec &spec) {
     return absl::InvalidArgumentError(absl::StrCat(
         "executable '", spec.name,
         "' is not an ELF shared object; the cpu device runs only those"));
+  // The target check (ISA features of the host) happens in load().
   absl::StatusOr<std::unique_ptr<CpuExecutable>> exe =
       CpuExecutable::load(spec);
   if (!exe.ok())

@@ -32,8 +32,20 @@ absl::Status writeAll(int fd, absl::Span<const uint8_t> bytes) {
 
 } // namespace
 
+absl::Status CpuExecutable::checkTarget(const ExecutableSpec &spec,
+                                        const CpuFeatures &cpu) {
+  absl::Status features = checkLlvmFeatures(spec.target, cpu);
+  if (features.ok())
+    return features;
+  return absl::Status(features.code(), absl::StrCat("executable '", spec.name,
+                                                    "': ", features.message()));
+}
+
 absl::StatusOr<std::unique_ptr<CpuExecutable>>
-CpuExecutable::load(const ExecutableSpec &spec) {
+CpuExecutable::load(const ExecutableSpec &spec, const CpuFeatures *cpu) {
+  absl::Status target = checkTarget(spec, cpu ? *cpu : CpuFeatures::host());
+  if (!target.ok())
+    return target;
   std::unique_ptr<CpuExecutable> exe(new CpuExecutable());
   exe->name_ = spec.name;
   auto fail = [&](absl::string_view message) {

@@ -6,7 +6,10 @@
 // symbol with dlsym. The memfd stays open for the executable's lifetime:
 // glibc identifies loaded objects by path, so a live executable's fd number
 // must not be reused by another one (load() also refuses a path glibc
-// already knows).
+// already knows). Before anything is loaded, the spec's target (the LLVM
+// feature string the code was compiled for) is checked against the CPU's
+// /proc/cpuinfo flags, so that code using an instruction the CPU lacks is a
+// load error, not a SIGILL in the middle of a run.
 //
 // Ownership: owns the dlopen handle and the memfd (closed on destruction).
 // Thread safety: immutable after load.
@@ -16,6 +19,7 @@
 #ifndef OMNI_RUNTIME_HAL_DRIVERS_CPU_CPUEXECUTABLE_H
 #define OMNI_RUNTIME_HAL_DRIVERS_CPU_CPUEXECUTABLE_H
 
+#include "runtime/base/CpuFeatures.h"
 #include "runtime/hal/Executable.h"
 
 #include "absl/status/statusor.h"
@@ -30,8 +34,17 @@ using KernelFn = void (*)(int64_t begin, int64_t end, void **buffers,
 
 class CpuExecutable final : public Executable {
 public:
+  /// Checks the target, then loads the code and resolves every kernel.
+  /// `cpu` is the CPU the code must run on (tests simulate others);
+  /// nullptr means CpuFeatures::host().
   static absl::StatusOr<std::unique_ptr<CpuExecutable>>
-  load(const ExecutableSpec &spec);
+  load(const ExecutableSpec &spec, const CpuFeatures *cpu = nullptr);
+
+  /// Whether `cpu` has every instruction-set feature of `spec.target`:
+  /// FailedPrecondition "executable 'k': needs avx2 (cpuinfo flag avx2),
+  /// which this CPU lacks" otherwise.
+  static absl::Status checkTarget(const ExecutableSpec &spec,
+                                  const CpuFeatures &cpu);
   ~CpuExecutable() override;
 
   const std::string &name() const override { return name_; }

@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/codegen/CpuCodegen.h"
+#include "compiler/codegen/Codegen.h"
 #include "compiler/reference/Evaluator.h"
 #include "dialects/omni/OmniOps.h"
 
@@ -58,7 +58,7 @@ protected:
   CpuCodegenTest() {
     DialectRegistry registry;
     mlir::omni::registerOmniDialects(registry);
-    mlir::omni::registerCpuCodegenDialects(registry);
+    mlir::omni::registerCodegenDialects(registry);
     context.appendDialectRegistry(registry);
     context.loadAllAvailableDialects();
   }
@@ -135,14 +135,24 @@ TEST_P(CpuCodegenTest, MatchesTheEvaluator) {
   auto want = reference::evaluateFunction(*module, "f", args);
   ASSERT_TRUE(want.ok()) << want.status();
 
-  FailureOr<mlir::omni::CpuExecutable> exe =
-      mlir::omni::compileFusionsForCpu(*module, mlir::omni::CpuTarget{});
+  FailureOr<mlir::omni::CodegenResult> exe =
+      mlir::omni::compileFusions(*module);
   ASSERT_TRUE(succeeded(exe)) << c.name;
-  ASSERT_EQ(exe->kernels.size(), 1u);
-  void *handle = loadFromMemory(exe->sharedObject);
+  ASSERT_EQ(exe->executables.size(), 1u);
+  const mlir::omni::CompiledExecutable &so = exe->executables[0];
+  EXPECT_EQ(so.format, mlir::omni::CodeFormat::ElfSharedObject);
+  EXPECT_EQ(so.target.kind, "cpu");
+  ASSERT_EQ(so.kernels.size(), 1u);
+  // The fusion maps to the one kernel, whose signature is the fusion's.
+  ASSERT_EQ(exe->kernelOf.count(fusion), 1u);
+  EXPECT_EQ(exe->kernelOf.lookup(fusion).kernel, 0u);
+  EXPECT_TRUE(
+      llvm::equal(so.kernels[0].operands, fusion.getInputs().getTypes()));
+  EXPECT_TRUE(llvm::equal(so.kernels[0].results, fusion.getResultTypes()));
+  void *handle = loadFromMemory(so.code);
   ASSERT_NE(handle, nullptr) << dlerror();
-  auto kernel = reinterpret_cast<KernelFn>(
-      dlsym(handle, exe->kernels[0].c_str()));
+  auto kernel =
+      reinterpret_cast<KernelFn>(dlsym(handle, so.kernels[0].symbol.c_str()));
   ASSERT_NE(kernel, nullptr);
 
   std::vector<void *> pointers;
@@ -153,7 +163,10 @@ TEST_P(CpuCodegenTest, MatchesTheEvaluator) {
     outs[i].resize(cast<RankedTensorType>(t));
     pointers.push_back(outs[i].data(cast<RankedTensorType>(t)));
   }
-  kernel(0, 1, pointers.data(), nullptr);
+  // Every work item of the launch's grid (flat kernels are split).
+  int64_t grid = mlir::omni::dispatchGrid(so.kernels[0].launch);
+  ASSERT_GE(grid, 1);
+  kernel(0, grid, pointers.data(), nullptr);
 
   for (auto [r, t] : llvm::enumerate(fusion.getResultTypes())) {
     auto tt = cast<RankedTensorType>(t);
@@ -176,7 +189,8 @@ TEST_P(CpuCodegenTest, MatchesTheEvaluator) {
 }
 
 const Case kCases[] = {
-    {"elementwise_chain", R"(func.func @f(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>) -> tensor<4x8xf32> {
+    {"elementwise_chain",
+     R"(func.func @f(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>) -> tensor<4x8xf32> {
       %r = omni.fusion (%a, %b) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32> {
       ^bb0(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>):
         %s = omni.add %x, %y : tensor<4x8xf32>
@@ -197,7 +211,8 @@ const Case kCases[] = {
         omni.yield %o : tensor<4x8xf32>
       }
       return %r : tensor<4x8xf32> })"},
-    {"broadcast_reduce", R"(func.func @f(%a: tensor<4x8xf32>, %b: tensor<8xf32>) -> (tensor<4xf32>, tensor<4x8xf32>, tensor<8xf32>) {
+    {"broadcast_reduce",
+     R"(func.func @f(%a: tensor<4x8xf32>, %b: tensor<8xf32>) -> (tensor<4xf32>, tensor<4x8xf32>, tensor<8xf32>) {
       %r:3 = omni.fusion (%a, %b) : (tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4xf32>, tensor<4x8xf32>, tensor<8xf32>) {
       ^bb0(%x: tensor<4x8xf32>, %w: tensor<8xf32>):
         %wb = omni.broadcast_in_dim %w, dims = [1] : tensor<8xf32> -> tensor<4x8xf32>
@@ -211,7 +226,8 @@ const Case kCases[] = {
         omni.yield %sum, %c, %mx : tensor<4xf32>, tensor<4x8xf32>, tensor<8xf32>
       }
       return %r#0, %r#1, %r#2 : tensor<4xf32>, tensor<4x8xf32>, tensor<8xf32> })"},
-    {"movement", R"(func.func @f(%a: tensor<4x6xf32>) -> (tensor<6x4xf32>, tensor<2x7xf32>, tensor<24xf32>) {
+    {"movement",
+     R"(func.func @f(%a: tensor<4x6xf32>) -> (tensor<6x4xf32>, tensor<2x7xf32>, tensor<24xf32>) {
       %r:3 = omni.fusion (%a) : (tensor<4x6xf32>) -> (tensor<6x4xf32>, tensor<2x7xf32>, tensor<24xf32>) {
       ^bb0(%x: tensor<4x6xf32>):
         %t = omni.transpose %x, permutation = [1, 0] : tensor<4x6xf32> -> tensor<6x4xf32>
@@ -222,7 +238,8 @@ const Case kCases[] = {
         omni.yield %t, %c, %f : tensor<6x4xf32>, tensor<2x7xf32>, tensor<24xf32>
       }
       return %r#0, %r#1, %r#2 : tensor<6x4xf32>, tensor<2x7xf32>, tensor<24xf32> })"},
-    {"compare_select_cast", R"(func.func @f(%a: tensor<16xf32>, %b: tensor<16xf32>, %i: tensor<16xi64>) -> (tensor<16xf32>, tensor<16xi1>, tensor<16xi64>, tensor<16xf32>) {
+    {"compare_select_cast",
+     R"(func.func @f(%a: tensor<16xf32>, %b: tensor<16xf32>, %i: tensor<16xi64>) -> (tensor<16xf32>, tensor<16xi1>, tensor<16xi64>, tensor<16xf32>) {
       %r:4 = omni.fusion (%a, %b, %i) : (tensor<16xf32>, tensor<16xf32>, tensor<16xi64>) -> (tensor<16xf32>, tensor<16xi1>, tensor<16xi64>, tensor<16xf32>) {
       ^bb0(%x: tensor<16xf32>, %y: tensor<16xf32>, %n: tensor<16xi64>):
         %p = omni.compare lt, %x, %y : tensor<16xf32>

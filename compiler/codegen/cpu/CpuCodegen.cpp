@@ -1,36 +1,30 @@
-//===- CpuCodegen.cpp - native x86-64 kernels for omni.fusion -------------===//
+//===- CpuCodegen.cpp - the cpu target: kernels to an x86-64 .so ----------===//
 //
-// 1. Each omni.fusion becomes a func.func on tensors (KernelBuilder) in a
-//    separate kernel module, named `<kernel>_impl`.
+// 1. The kernel set (compiler/codegen/KernelSet.h) holds each distinct
+//    kernel as a func.func on tensors named `<kernel>_impl`.
 // 2. Upstream MLIR fuses the linalg ops, bufferizes (function boundaries,
 //    results turned into out-parameters, temporaries freed), lowers to
 //    loops and to the LLVM dialect.
 // 3. The module is translated to LLVM IR; each kernel gets an exported
 //    wrapper with the runtime's ABI that builds the memref arguments from
 //    the raw buffer pointers. Elementwise kernels over one shape are built
-//    on 1-D dynamic memrefs and split into chunks of elements (the
-//    Dispatch's grid) that the runtime spreads over its threads; the others
+//    on 1-D dynamic memrefs and split into chunks of elements (the kernel's
+//    CpuLaunch grid) that the runtime spreads over its threads; the others
 //    run whole as one work item.
 // 4. LLVM optimizes (-O level) for the target CPU and emits an object file in
 //    process; ld.lld links it into a shared object.
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/codegen/CpuCodegen.h"
-#include "compiler/codegen/KernelBuilder.h"
-
-#include "dialects/omni/OmniOps.h"
+#include "compiler/codegen/cpu/CpuCodegen.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
-#include "mlir/InitAllDialects.h"
-#include "mlir/InitAllExtensions.h"
 #include "mlir/InitAllPasses.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
-#include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/Target/LLVMIR/Export.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Bitcode/BitcodeReader.h"
@@ -61,12 +55,6 @@ using namespace mlir::omni;
 #define OMNI_LLD_PATH "ld.lld"
 #endif
 
-void mlir::omni::registerCpuCodegenDialects(DialectRegistry &registry) {
-  registerAllDialects(registry);
-  registerAllExtensions(registry);
-  registerAllToLLVMIRTranslations(registry);
-}
-
 namespace {
 
 /// One-shot bufferization turns every non-splat constant into a
@@ -92,15 +80,14 @@ void canonicalizeConstantGlobals(ModuleOp kernels) {
     memref::GlobalOp global = it->second;
     auto [slot, inserted] = newName.try_emplace(global.getOperation());
     if (inserted) {
-      slot->second = StringAttr::get(
-          ctx, "omni_constant_" + std::to_string(order.size()));
+      slot->second =
+          StringAttr::get(ctx, "omni_constant_" + std::to_string(order.size()));
       order.push_back(global);
     }
     get.setNameAttr(FlatSymbolRefAttr::get(slot->second));
   });
   for (auto &entry : byName)
-    if (!newName.count(entry.second.getOperation()) &&
-        entry.second.isPrivate())
+    if (!newName.count(entry.second.getOperation()) && entry.second.isPrivate())
       entry.second.erase();
   Block *body = kernels.getBody();
   for (memref::GlobalOp global : llvm::reverse(order)) {
@@ -196,8 +183,8 @@ void addAbiWrapper(llvm::Module &module, StringRef name,
       // pointer instead (i1 elements take one byte).
       Type e = t.getElementType();
       int64_t bytes = e.isInteger(1) ? 1 : e.getIntOrFloatBitWidth() / 8;
-      llvm::Value *q = b.CreateGEP(b.getInt8Ty(), p,
-                                   b.CreateMul(start, b.getInt64(bytes)));
+      llvm::Value *q =
+          b.CreateGEP(b.getInt8Ty(), p, b.CreateMul(start, b.getInt64(bytes)));
       args.append({q, q, b.getInt64(0), count, b.getInt64(1)});
     }
     b.CreateCall(impl, args);
@@ -353,112 +340,73 @@ constexpr unsigned kMinFunctionsToSplit = 16;
 
 } // namespace
 
-FailureOr<CpuExecutable>
-mlir::omni::compileFusionsForCpu(ModuleOp program, const CpuTarget &target,
-                                 std::string *kernelIR, std::string *llvmIR) {
-  MLIRContext *ctx = program.getContext();
-  Location loc = program.getLoc();
-  OwningOpRef<ModuleOp> kernels = ModuleOp::create(loc);
-  CpuExecutable exe;
-  SmallVector<SmallVector<RankedTensorType>> buffers;
-  SmallVector<bool> flat;
-  // Identical fusions (every transformer block, every unrolled step) share
-  // one kernel: the key is the kernel function's text under a fixed name.
-  llvm::StringMap<int64_t> kernelByText;
-  WalkResult walk = program.walk([&](FusionOp fusion) {
-    std::string name = "omni_kernel_" + std::to_string(exe.kernels.size());
-    bool isFlat = isFlatElementwise(fusion);
-    if (failed(isFlat ? buildFlatKernelFunction(fusion, *kernels, "omni_new")
-                      : buildKernelFunction(fusion, *kernels, "omni_new")))
-      return WalkResult::interrupt();
-    auto fn = dyn_cast<func::FuncOp>(kernels->getBody()->back());
-    if (!fn || fn.getSymName() != "omni_new")
-      fn = kernels->lookupSymbol<func::FuncOp>("omni_new");
-    std::string text;
-    {
-      llvm::raw_string_ostream os(text);
-      // Flat kernels take dynamic 1-D buffers: the static types (whose
-      // element counts the ABI wrapper bakes in) are part of the key.
-      os << (isFlat ? "flat" : "whole");
-      for (Type t : fusion->getOperandTypes())
-        os << " " << t;
-      for (Type t : fusion->getResultTypes())
-        os << " " << t;
-      fn->print(os, OpPrintingFlags().useLocalScope());
-    }
-    auto i64 = IntegerType::get(ctx, 64);
+FailureOr<CompiledExecutable>
+mlir::omni::lowerKernelSetForCpu(KernelSet &set, const CodegenOptions &options,
+                                 std::string *llvmIR) {
+  ModuleOp kernels = *set.module;
+  Location loc = kernels.getLoc();
+  CompiledExecutable exe;
+  exe.name = "kernels";
+  exe.format = CodeFormat::ElfSharedObject;
+  exe.target.kind = "cpu";
+  for (const KernelDef &def : set.kernels) {
+    CompiledKernel &k = exe.kernels.emplace_back();
+    k.symbol = def.symbol;
+    k.operands = def.operands;
+    k.results = def.results;
     int64_t grid = 1;
-    if (isFlat) {
-      int64_t n = cast<RankedTensorType>(fusion.getResultTypes()[0])
-                      .getNumElements();
-      grid = std::max<int64_t>(1, (n + kFlatChunk - 1) / kFlatChunk);
-    }
-    fusion->setAttr("omni.grid", IntegerAttr::get(i64, grid));
-    auto [it, inserted] =
-        kernelByText.try_emplace(text, static_cast<int64_t>(exe.kernels.size()));
-    fusion->setAttr("omni.kernel", IntegerAttr::get(i64, it->second));
-    if (!inserted) {
-      fn.erase();
-      return WalkResult::advance();
-    }
-    fn.setSymName(name + "_impl");
-    flat.push_back(isFlat);
-    SmallVector<RankedTensorType> types;
-    for (Type t : fusion.getInputs().getTypes())
-      types.push_back(cast<RankedTensorType>(t));
-    for (Type t : fusion.getResultTypes())
-      types.push_back(cast<RankedTensorType>(t));
-    buffers.push_back(types);
-    exe.kernels.push_back(name);
-    return WalkResult::advance();
-  });
-  if (walk.wasInterrupted())
-    return failure();
-  if (kernelIR) {
-    llvm::raw_string_ostream os(*kernelIR);
-    kernels->print(os);
+    if (def.flat)
+      grid = std::max<int64_t>(1, (def.elements + kFlatChunk - 1) / kFlatChunk);
+    k.launch = CpuLaunch{grid};
   }
-  if (failed(lowerToLLVMDialect(*kernels)))
+  if (failed(lowerToLLVMDialect(kernels)))
     return emitError(loc, "lowering the kernels to LLVM failed");
 
   llvm::LLVMContext llvmContext;
   std::unique_ptr<llvm::Module> module =
-      translateModuleToLLVMIR(*kernels, llvmContext, "omni_kernels");
+      translateModuleToLLVMIR(kernels, llvmContext, "omni_kernels");
   if (!module) {
     if (getenv("OMNI_DEBUG_KERNELS"))
-      kernels->print(llvm::errs());
+      kernels.print(llvm::errs());
     return emitError(loc, "translating the kernels to LLVM IR failed");
   }
-  for (auto [name, types, isFlat] : llvm::zip(exe.kernels, buffers, flat))
-    addAbiWrapper(*module, name, types, isFlat);
+  for (const KernelDef &def : set.kernels) {
+    SmallVector<RankedTensorType> buffers(def.operands.begin(),
+                                          def.operands.end());
+    buffers.append(def.results.begin(), def.results.end());
+    addAbiWrapper(*module, def.symbol, buffers, def.flat);
+  }
 
   llvm::Triple triple(llvm::sys::getDefaultTargetTriple());
   std::string error;
   const llvm::Target *llvmTarget = nativeTarget(triple, error);
   if (!llvmTarget)
     return emitError(loc, error);
-  if (std::string bad = checkTargetCpu(target.cpu); !bad.empty())
+  const std::string &cpu = options.cpu.cpu;
+  if (std::string bad = checkTargetCpu(cpu); !bad.empty())
     return emitError(loc, bad);
-  bool host = target.cpu == "host";
-  exe.cpu = host ? llvm::sys::getHostCPUName().str() : target.cpu;
-  exe.features = featureString(*llvmTarget, triple, host, exe.cpu);
+  bool host = cpu == "host";
+  exe.target.arch = host ? llvm::sys::getHostCPUName().str() : cpu;
+  exe.target.features =
+      featureString(*llvmTarget, triple, host, exe.target.arch);
+  int optLevel = options.optLevel;
   auto makeMachine = [&] {
-    return std::unique_ptr<llvm::TargetMachine>(
-        llvmTarget->createTargetMachine(
-            triple, exe.cpu, exe.features, llvm::TargetOptions(),
-            llvm::Reloc::PIC_, std::nullopt,
-            target.optLevel >= 3   ? llvm::CodeGenOptLevel::Aggressive
-            : target.optLevel == 0 ? llvm::CodeGenOptLevel::None
-                                   : llvm::CodeGenOptLevel::Default));
+    return std::unique_ptr<llvm::TargetMachine>(llvmTarget->createTargetMachine(
+        triple, exe.target.arch, exe.target.features, llvm::TargetOptions(),
+        llvm::Reloc::PIC_, std::nullopt,
+        optLevel >= 3   ? llvm::CodeGenOptLevel::Aggressive
+        : optLevel == 0 ? llvm::CodeGenOptLevel::None
+                        : llvm::CodeGenOptLevel::Default));
   };
   module->setTargetTriple(triple);
   SmallVector<SmallVector<char>> objects;
-  size_t definitions = llvm::count_if(
-      module->functions(), [](llvm::Function &f) { return !f.isDeclaration(); });
+  size_t definitions =
+      llvm::count_if(module->functions(),
+                     [](llvm::Function &f) { return !f.isDeclaration(); });
   if (llvmIR || definitions < kMinFunctionsToSplit) {
     // One module (also what --emit=llvm prints, optimized).
     std::unique_ptr<llvm::TargetMachine> machine = makeMachine();
-    std::string error = optimizeAndEmit(*module, *machine, target.optLevel,
+    std::string error = optimizeAndEmit(*module, *machine, optLevel,
                                         objects.emplace_back(), llvmIR);
     if (!error.empty())
       return emitError(loc, error);
@@ -487,8 +435,7 @@ mlir::omni::compileFusionsForCpu(ModuleOp program, const CpuTarget &target,
         return;
       }
       std::unique_ptr<llvm::TargetMachine> machine = makeMachine();
-      errors[i] =
-          optimizeAndEmit(**part, *machine, target.optLevel, objects[i]);
+      errors[i] = optimizeAndEmit(**part, *machine, optLevel, objects[i]);
     };
     unsigned workers =
         std::max(1u, std::min<unsigned>(bitcode.size(),
@@ -511,8 +458,7 @@ mlir::omni::compileFusionsForCpu(ModuleOp program, const CpuTarget &target,
   FailureOr<std::vector<char>> so = linkSharedObject(loc, objects);
   if (failed(so))
     return failure();
-  exe.sharedObject = std::move(*so);
-  (void)ctx;
+  exe.code = std::move(*so);
   return exe;
 }
 

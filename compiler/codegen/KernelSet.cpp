@@ -1,0 +1,72 @@
+//===- KernelSet.cpp - the distinct kernels of a program ------------------===//
+//
+// Each omni.fusion is built as `omni_new` in the kernel module, printed
+// under that fixed name together with its operand and result types, and
+// the text is the key: a fusion whose key was seen reuses that kernel and
+// its function is erased; a new one is renamed `omni_kernel_<k>_impl`.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/codegen/KernelSet.h"
+#include "compiler/codegen/KernelBuilder.h"
+
+#include "dialects/omni/OmniOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace mlir::omni;
+
+FailureOr<KernelSet> mlir::omni::buildKernelSet(ModuleOp program) {
+  KernelSet set;
+  set.module = ModuleOp::create(program.getLoc());
+  ModuleOp kernels = *set.module;
+  // Identical fusions (every transformer block, every unrolled step) share
+  // one kernel: the key is the kernel function's text under a fixed name.
+  llvm::StringMap<unsigned> kernelByText;
+  WalkResult walk = program.walk([&](FusionOp fusion) {
+    bool isFlat = isFlatElementwise(fusion);
+    if (failed(isFlat ? buildFlatKernelFunction(fusion, kernels, "omni_new")
+                      : buildKernelFunction(fusion, kernels, "omni_new")))
+      return WalkResult::interrupt();
+    auto fn = dyn_cast<func::FuncOp>(kernels.getBody()->back());
+    if (!fn || fn.getSymName() != "omni_new")
+      fn = kernels.lookupSymbol<func::FuncOp>("omni_new");
+    std::string text;
+    {
+      llvm::raw_string_ostream os(text);
+      // Flat kernels take dynamic 1-D buffers: the static types (whose
+      // element counts the targets bake in) are part of the key.
+      os << (isFlat ? "flat" : "whole");
+      for (Type t : fusion->getOperandTypes())
+        os << " " << t;
+      for (Type t : fusion->getResultTypes())
+        os << " " << t;
+      fn->print(os, OpPrintingFlags().useLocalScope());
+    }
+    auto [it, inserted] = kernelByText.try_emplace(
+        text, static_cast<unsigned>(set.kernels.size()));
+    set.kernelOf[fusion] = it->second;
+    if (!inserted) {
+      fn.erase();
+      return WalkResult::advance();
+    }
+    KernelDef def;
+    def.symbol = "omni_kernel_" + std::to_string(set.kernels.size());
+    fn.setSymName(def.symbol + "_impl");
+    def.flat = isFlat;
+    for (Type t : fusion.getInputs().getTypes())
+      def.operands.push_back(cast<RankedTensorType>(t));
+    for (Type t : fusion.getResultTypes())
+      def.results.push_back(cast<RankedTensorType>(t));
+    if (isFlat)
+      def.elements = def.results.front().getNumElements();
+    set.kernels.push_back(std::move(def));
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return failure();
+  return set;
+}

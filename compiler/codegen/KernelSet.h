@@ -1,0 +1,58 @@
+//===- KernelSet.h - the distinct kernels of a program ----------*- C++ -*-===//
+//
+// The target-neutral half of code generation: every omni.fusion of a
+// program becomes a func.func on tensors (KernelBuilder.h) in a separate
+// kernel module, and identical fusions (every transformer block, every
+// unrolled step) share one kernel. Each distinct kernel records its buffer
+// signature and whether it is flat elementwise, which is what a target
+// needs to choose how it is launched. Targets (cpu/, later cuda/) lower the
+// kernel module in place.
+//
+// Ownership: a KernelSet owns its kernel module (in the program's context);
+// `kernelOf` points at the program's fusions.
+// Thread safety: none (one MLIRContext).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OMNI_COMPILER_CODEGEN_KERNELSET_H
+#define OMNI_COMPILER_CODEGEN_KERNELSET_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/DenseMap.h"
+
+#include <string>
+#include <vector>
+
+namespace mlir::omni {
+
+/// One distinct kernel, before target lowering.
+struct KernelDef {
+  /// The symbol the target exports ("omni_kernel_<k>"); its body is the
+  /// kernel module's func.func `<symbol>_impl`.
+  std::string symbol;
+  /// The fusion's inputs and results, in order.
+  std::vector<RankedTensorType> operands, results;
+  /// Elementwise over one shape (isFlatElementwise): the body takes 1-D
+  /// dynamic tensors and may run on any contiguous range of elements.
+  bool flat = false;
+  /// Elements of every buffer of a flat kernel (of its first result).
+  int64_t elements = 0;
+};
+
+struct KernelSet {
+  /// func.func @<symbol>_impl on tensors, one per kernel, in kernel order.
+  OwningOpRef<ModuleOp> module;
+  std::vector<KernelDef> kernels;
+  /// Every omni.fusion of the program -> its index in `kernels`.
+  llvm::DenseMap<Operation *, unsigned> kernelOf;
+};
+
+/// Builds the kernel set of `program`, whose fusions keep their order: the
+/// k-th distinct fusion in program order is kernel k. Emits an error on the
+/// fusion and fails for an op it cannot lower.
+FailureOr<KernelSet> buildKernelSet(ModuleOp program);
+
+} // namespace mlir::omni
+
+#endif // OMNI_COMPILER_CODEGEN_KERNELSET_H

@@ -1,0 +1,135 @@
+//===- WriterImpl.h - the state of one step.bin being written ---*- C++ -*-===//
+//
+// Internal to compiler/stepbin. The Writer walks each public function once,
+// in program order; StepWriter.cpp holds the tables (functions, executables,
+// the root), WriterValues.cpp the mapping of values to tensor slots and
+// index registers, WriterCommands.cpp one emitter per op kind and the
+// table that picks it.
+//
+// Ownership: the Writer borrows the module and the codegen result for its
+// lifetime. Thread safety: none (one per write).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OMNI_COMPILER_STEPBIN_WRITERIMPL_H
+#define OMNI_COMPILER_STEPBIN_WRITERIMPL_H
+
+#include "compiler/codegen/CodegenResult.h"
+
+#include "runtime/schema/step_generated.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mlir::omni::stepbin {
+
+namespace fb = ::flatbuffers;
+namespace st = ::omni::step;
+
+int64_t elementBytes(Type e);
+FailureOr<st::DType> dtypeOf(Type e);
+std::string locationString(Location loc);
+/// The outermost name of a location: a call site's caller before its
+/// callee (inlined model code belongs to the phase that called it), the
+/// first named part of a fused location.
+std::string phaseOf(Location loc);
+
+struct TensorEntry {
+  std::string name;
+  st::DType dtype;
+  std::vector<int64_t> shape;
+  st::Storage storage;
+  int64_t index;
+  st::Role role;
+};
+
+using Commands = std::vector<fb::Offset<st::Command>>;
+
+/// The state of one step.bin being written.
+class Writer {
+public:
+  Writer(ModuleOp module, const CodegenResult &codegen)
+      : module(module), codegen(codegen) {}
+  FailureOr<std::vector<uint8_t>> write(StringRef producer);
+
+  /// An emitter turns one op into zero or more commands appended to `out`
+  /// (WriterCommands.cpp); it emits an error at the op on failure.
+  using Emitter = LogicalResult (Writer::*)(Operation *op, Commands &out);
+
+private:
+  /// A row of the emitter table: the first row whose `matches` holds writes
+  /// the op.
+  struct EmitterRow {
+    bool (*matches)(Operation *op);
+    Emitter emit;
+  };
+  static ArrayRef<EmitterRow> emitters();
+
+  LogicalResult writeFunction(func::FuncOp fn);
+  FailureOr<fb::Offset<fb::Vector<fb::Offset<st::Executable>>>> executables();
+  LogicalResult emitBlock(Block &block, Commands &out);
+  LogicalResult emitOp(Operation *op, Commands &out);
+
+  // One emitter per op kind (WriterCommands.cpp).
+  LogicalResult emitScalarConstant(Operation *op, Commands &out);
+  LogicalResult emitTensorConstant(Operation *op, Commands &out);
+  LogicalResult emitDispatch(Operation *op, Commands &out);
+  LogicalResult emitLibraryCall(Operation *op, Commands &out);
+  LogicalResult emitRandom(Operation *op, Commands &out);
+  LogicalResult emitHostCall(Operation *op, Commands &out);
+  LogicalResult emitAlias(Operation *op, Commands &out);
+  LogicalResult emitScalarArith(Operation *op, Commands &out);
+  LogicalResult emitIndexCast(Operation *op, Commands &out);
+  LogicalResult emitFromElements(Operation *op, Commands &out);
+  LogicalResult emitExtract(Operation *op, Commands &out);
+  LogicalResult emitExtractSlice(Operation *op, Commands &out);
+  LogicalResult emitInsertSlice(Operation *op, Commands &out);
+  LogicalResult emitLoop(Operation *op, Commands &out);
+  LogicalResult emitEmpty(Operation *op, Commands &out);
+  LogicalResult emitNothing(Operation *op, Commands &out);
+
+  // Values to slots and registers (WriterValues.cpp).
+  FailureOr<uint32_t> newTensor(Value v, st::Storage storage, int64_t index,
+                                st::Role role, RankedTensorType type = {});
+  FailureOr<uint32_t> arenaResult(Operation *op, unsigned i);
+  FailureOr<uint32_t> slot(Operation *user, Value v);
+  FailureOr<uint32_t> scalar(Operation *user, Value v);
+  uint32_t newScalar(Value v);
+  int64_t extraBytes(int64_t bytes);
+  bool sameBytes(uint32_t a, uint32_t b) const;
+  fb::Offset<st::Command> command(Operation *op, st::CommandKind kind,
+                                  fb::Offset<void> body);
+  fb::Offset<fb::Vector<uint32_t>> slots(Operation *op, ValueRange values,
+                                         bool &ok);
+  /// A whole-tensor copy is `bytes` 0 with no offsets.
+  LogicalResult copyRange(Operation *op, uint32_t src, uint32_t dst,
+                          int64_t bytes, int64_t srcOffset, int srcScalar,
+                          int64_t srcStride, int64_t dstOffset, int dstScalar,
+                          int64_t dstStride, Commands &out);
+
+  ModuleOp module;
+  const CodegenResult &codegen;
+  fb::FlatBufferBuilder fbb{1 << 16};
+  std::vector<TensorEntry> tensors;
+  std::vector<std::string> scalarNames;
+  std::vector<fb::Offset<st::Constant>> constants;
+  std::vector<fb::Offset<st::Function>> functions;
+  int64_t arenaSize = 0;
+
+  // Per function.
+  DenseMap<Value, uint32_t> tensorOf;
+  DenseMap<Value, uint32_t> scalarOf;
+  /// Returned values an op may write straight into the caller's result
+  /// buffer (argument numInputs + k) instead of the arena.
+  DenseMap<Value, int64_t> resultArgument;
+  int64_t functionArena = 0;
+  int64_t extraTop = 0;
+};
+
+} // namespace mlir::omni::stepbin
+
+#endif // OMNI_COMPILER_STEPBIN_WRITERIMPL_H
