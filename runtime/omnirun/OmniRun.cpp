@@ -1,6 +1,6 @@
 //===- OmniRun.cpp - The omnirun tool as a library --------------*- C++ -*-===//
 
-#include "tools/omnirun/OmniRun.h"
+#include "runtime/omnirun/OmniRun.h"
 
 #include "runtime/executor/Executor.h"
 #include "runtime/train/checkpoint/AtomicFile.h"

@@ -1,10 +1,10 @@
 //===- OmniRunTest.cpp - omnirun, run in-process ----------------*- C++ -*-===//
 
-#include "tools/omnirun/OmniRun.h"
+#include "runtime/omnirun/OmniRun.h"
 
 #include "runtime/io/Npy.h"
 #include "runtime/train/driver/Interrupt.h"
-#include "tools/omnirun/SamplePrograms.h"
+#include "runtime/omnirun/testing/SamplePrograms.h"
 
 #include "gtest/gtest.h"
 
