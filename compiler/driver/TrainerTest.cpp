@@ -27,7 +27,7 @@
 #include "runtime/train/prompts/Prompts.h"
 #include "runtime/train/rewards/RewardFunctions.h"
 #include "runtime/train/rewards/Rewards.h"
-#include "tools/omnirun/OmniRun.h"
+#include "runtime/omnirun/OmniRun.h"
 
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"

@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "tools/omnirun/OmniRun.h"
+#include "runtime/omnirun/OmniRun.h"
 
 #include <iostream>
 

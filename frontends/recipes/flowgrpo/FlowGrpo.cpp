@@ -14,44 +14,14 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Verifier.h"
 
+#include <array>
 #include <cmath>
+#include <variant>
 
 using namespace mlir;
 namespace od = mlir::omni;
 
 namespace omni::fe::flowgrpo {
-
-Config defaultOptions() {
-  return Config{
-      {"prompts_per_iteration", "4"}, // P: distinct prompts per iteration
-      {"group_size", "8"},            // G: samples per prompt
-      {"steps", "10"},                // N: sampler steps
-      {"shift", "3.0"},               // static schedule shift (SD3)
-      {"sde_type", "sde"},            // sde | cps
-      {"noise_level", "0.7"},         // a
-      {"window", "2"},                // W: trained SDE steps (0: all but last)
-      {"window_lo", "0"},             // window start range [lo, hi - W]
-      {"window_hi", "5"},
-      {"guidance_scale", "1.0"},      // CFG (1: one forward, no CFG)
-      {"reward", "jpeg_compressibility"},
-      {"global_std", "true"},
-      {"ddof", "0"},
-      {"norm_by_std", "true"},
-      {"adv_eps", "1e-4"},
-      {"clip_range", "1e-4"},
-      {"adv_clip_max", "5.0"},
-      {"beta", "0.0"},                // KL weight
-      {"kl_form", "reference"},       // reference | exact
-      {"lr", "1e-3"},
-      {"beta1", "0.9"},
-      {"beta2", "0.999"},
-      {"adam_eps", "1e-8"},
-      {"weight_decay", "1e-4"},
-      {"max_grad_norm", "1.0"},
-      {"lora_rank", "0"},             // 0: full fine-tuning
-      {"lora_alpha", "0"},
-  };
-}
 
 std::string describe(const RecipeRequest &r) {
   std::string cmd = "omnigen --model=" + r.model + " --config=" + r.modelConfig;
@@ -72,17 +42,20 @@ std::string describe(const RecipeRequest &r) {
       r.program == "train"
           ? "The FlowGRPO training program (frontends/recipes/flowgrpo, "
             "docs/recipes.md)"
-          : "The @" + r.program + " function of the FlowGRPO recipe "
-            "(frontends/recipes/flowgrpo)";
-  return "// " + what + "\n// of model " +
-         r.model + " (" + r.modelConfig + ")" +
-         (r.decoder.empty() ? "" : " with decoder " + r.decoder + " (" +
-                                       r.decoderConfig + ")") +
+          : "The @" + r.program +
+                " function of the FlowGRPO recipe "
+                "(frontends/recipes/flowgrpo)";
+  return "// " + what + "\n// of model " + r.model + " (" + r.modelConfig +
+         ")" +
+         (r.decoder.empty()
+              ? ""
+              : " with decoder " + r.decoder + " (" + r.decoderConfig + ")") +
          ". Generated; do not edit. Regenerate with:\n//   " + cmd + "\n";
 }
 
 namespace {
 
+/// The recipe's options, parsed (kOptions says what each one is).
 struct Options {
   int64_t prompts, group, steps, window, windowLo, windowHi, ddof, loraRank;
   double shift, noiseLevel, guidance, advEps, clipRange, advClipMax, beta, lr,
@@ -96,88 +69,178 @@ struct Options {
   int64_t trained() const { return window > 0 ? window : steps - 1; }
 };
 
+/// An option whose value is one of two names, stored as an enum.
+struct Choice {
+  std::array<const char *, 2> names;
+  void (*set)(Options &, size_t index);
+};
+
+/// One recipe option: its key, its default (the CPU demo's, flowgrpo.md
+/// section 9) and the field its value goes to; the field's type says how
+/// the value is read (integer, number, true/false, text, or a Choice).
+struct OptionDesc {
+  const char *key;
+  const char *defaultValue;
+  std::variant<int64_t Options::*, double Options::*, bool Options::*,
+               std::string Options::*, Choice>
+      field;
+};
+
+/// Every option of flowgrpo.md sections 1-7. Adding an option is a row here
+/// (and a field in Options); its checks go to kChecks.
+const OptionDesc kOptions[] = {
+    // Sampling.
+    {"prompts_per_iteration", "4", &Options::prompts}, // P: distinct prompts
+    {"group_size", "8", &Options::group},              // G: samples per prompt
+    {"steps", "10", &Options::steps},                  // N: sampler steps
+    {"shift", "3.0", &Options::shift}, // static schedule shift (SD3)
+    {"sde_type", "sde",
+     Choice{{"sde", "cps"},
+            [](Options &o, size_t i) {
+              o.sdeType = i == 0 ? od::SdeType::sde : od::SdeType::cps;
+            }}},
+    {"noise_level", "0.7", &Options::noiseLevel}, // a
+    {"window", "2", &Options::window}, // W: trained SDE steps (0: all but last)
+    {"window_lo", "0", &Options::windowLo}, // window start range [lo, hi - W]
+    {"window_hi", "5", &Options::windowHi},
+    {"guidance_scale", "1.0", &Options::guidance}, // CFG (1: one forward)
+    // Reward and advantages.
+    {"reward", "jpeg_compressibility", &Options::reward},
+    {"global_std", "true", &Options::globalStd},
+    {"ddof", "0", &Options::ddof},
+    {"norm_by_std", "true", &Options::normByStd},
+    {"adv_eps", "1e-4", &Options::advEps},
+    // Loss.
+    {"clip_range", "1e-4", &Options::clipRange},
+    {"adv_clip_max", "5.0", &Options::advClipMax},
+    {"beta", "0.0", &Options::beta}, // KL weight
+    {"kl_form", "reference",
+     Choice{{"reference", "exact"},
+            [](Options &o, size_t i) {
+              o.klForm = i == 0 ? od::KlForm::reference : od::KlForm::exact;
+            }}},
+    // Optimizer.
+    {"lr", "1e-3", &Options::lr},
+    {"beta1", "0.9", &Options::beta1},
+    {"beta2", "0.999", &Options::beta2},
+    {"adam_eps", "1e-8", &Options::adamEps},
+    {"weight_decay", "1e-4", &Options::weightDecay},
+    {"max_grad_norm", "1.0", &Options::maxGradNorm},
+    // LoRA.
+    {"lora_rank", "0", &Options::loraRank},   // 0: full fine-tuning
+    {"lora_alpha", "0", &Options::loraAlpha}, // 0: the rank
+};
+
+/// A check on the parsed options; failing, the error is "flowgrpo option
+/// <what>: expected <expected>", with " (found <found>)" when given.
+struct Check {
+  bool (*ok)(const Options &);
+  const char *what;
+  const char *expected;
+  std::string (*found)(const Options &) = nullptr;
+};
+
+/// The checks, in the order they run (the first that fails is reported).
+const Check kChecks[] = {
+    {[](const Options &o) { return o.prompts >= 1; }, "prompts_per_iteration",
+     ">= 1"},
+    {[](const Options &o) { return o.group >= 1; }, "group_size", ">= 1"},
+    {[](const Options &o) { return o.steps >= 2; }, "steps", ">= 2"},
+    {[](const Options &o) { return o.window >= 0 && o.window <= o.steps - 1; },
+     "window", "0 (all but the last step) or 1..steps-1"},
+    {[](const Options &o) {
+       return o.window == 0 ||
+              (o.windowLo >= 0 && o.windowLo + o.window <= o.windowHi &&
+               o.windowHi <= o.steps - 1);
+     },
+     "window_lo/window_hi",
+     "0 <= window_lo, window_lo + window <= window_hi <= steps - 1",
+     [](const Options &o) {
+       return "lo " + std::to_string(o.windowLo) + ", hi " +
+              std::to_string(o.windowHi) + ", window " +
+              std::to_string(o.window) + ", steps " + std::to_string(o.steps);
+     }},
+    {[](const Options &o) { return o.ddof == 0 || o.ddof == 1; }, "ddof",
+     "0 or 1"},
+    {[](const Options &o) { return o.noiseLevel >= 0; }, "noise_level", ">= 0"},
+    {[](const Options &o) { return o.shift > 0; }, "shift", "> 0"},
+    {[](const Options &o) { return o.guidance >= 1; }, "guidance_scale",
+     ">= 1"},
+    {[](const Options &o) {
+       return o.lr > 0 && o.adamEps > 0 && o.weightDecay >= 0;
+     },
+     "lr/adam_eps/weight_decay", "lr > 0, adam_eps > 0, weight_decay >= 0"},
+    {[](const Options &o) {
+       return o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1;
+     },
+     "beta1/beta2", "in [0, 1)"},
+    {[](const Options &o) { return o.maxGradNorm > 0; }, "max_grad_norm",
+     "> 0"},
+    {[](const Options &o) {
+       return o.clipRange >= 0 && o.advClipMax > 0 && o.beta >= 0;
+     },
+     "clip_range/adv_clip_max/beta",
+     "clip_range >= 0, adv_clip_max > 0, beta >= 0"},
+    {[](const Options &o) { return o.loraRank >= 0; }, "lora_rank", ">= 0"},
+    {[](const Options &o) { return !o.reward.empty(); }, "reward",
+     "a reward name"},
+};
+
 llvm::Error fail(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
 
+/// Reads every option of `given` (key=value over the defaults) into
+/// Options: first the values by their fields' types (a malformed number is
+/// reported first), then the choices, then kChecks.
 llvm::Expected<Options> parseOptions(const std::vector<std::string> &given) {
   Config c = defaultOptions();
   for (const std::string &o : given)
     if (llvm::Error e = c.override(o))
       return fail("flowgrpo option: " + llvm::toString(std::move(e)));
   Options o;
-  o.prompts = c.getInt("prompts_per_iteration");
-  o.group = c.getInt("group_size");
-  o.steps = c.getInt("steps");
-  o.window = c.getInt("window");
-  o.windowLo = c.getInt("window_lo");
-  o.windowHi = c.getInt("window_hi");
-  o.ddof = c.getInt("ddof");
-  o.loraRank = c.getInt("lora_rank");
-  o.shift = c.getDouble("shift");
-  o.noiseLevel = c.getDouble("noise_level");
-  o.guidance = c.getDouble("guidance_scale");
-  o.advEps = c.getDouble("adv_eps");
-  o.clipRange = c.getDouble("clip_range");
-  o.advClipMax = c.getDouble("adv_clip_max");
-  o.beta = c.getDouble("beta");
-  o.lr = c.getDouble("lr");
-  o.beta1 = c.getDouble("beta1");
-  o.beta2 = c.getDouble("beta2");
-  o.adamEps = c.getDouble("adam_eps");
-  o.weightDecay = c.getDouble("weight_decay");
-  o.maxGradNorm = c.getDouble("max_grad_norm");
-  o.loraAlpha = c.getDouble("lora_alpha");
-  o.globalStd = c.getBool("global_std");
-  o.normByStd = c.getBool("norm_by_std");
-  o.reward = c.getString("reward");
-  std::string sde = c.getString("sde_type"), kl = c.getString("kl_form");
+  for (const OptionDesc &d : kOptions) {
+    if (auto *f = std::get_if<int64_t Options::*>(&d.field))
+      o.*(*f) = c.getInt(d.key);
+    else if (auto *f = std::get_if<double Options::*>(&d.field))
+      o.*(*f) = c.getDouble(d.key);
+    else if (auto *f = std::get_if<bool Options::*>(&d.field))
+      o.*(*f) = c.getBool(d.key);
+    else if (auto *f = std::get_if<std::string Options::*>(&d.field))
+      o.*(*f) = c.getString(d.key);
+  }
   if (llvm::Error e = c.takeError())
     return fail("flowgrpo option: " + llvm::toString(std::move(e)));
-  if (sde != "sde" && sde != "cps")
-    return fail("flowgrpo option sde_type: expected sde or cps, found '" + sde +
-                "'");
-  o.sdeType = sde == "sde" ? od::SdeType::sde : od::SdeType::cps;
-  if (kl != "reference" && kl != "exact")
-    return fail("flowgrpo option kl_form: expected reference or exact, "
-                "found '" + kl + "'");
-  o.klForm = kl == "reference" ? od::KlForm::reference : od::KlForm::exact;
-  auto check = [](bool ok, const std::string &what) {
-    return std::make_pair(ok, what);
-  };
-  for (const auto &[ok, what] : std::vector<std::pair<bool, std::string>>{check(o.prompts >= 1, "prompts_per_iteration: expected >= 1"),
-        check(o.group >= 1, "group_size: expected >= 1"),
-        check(o.steps >= 2, "steps: expected >= 2"),
-        check(o.window >= 0 && o.window <= o.steps - 1,
-              "window: expected 0 (all but the last step) or 1..steps-1"),
-        check(o.window == 0 ||
-                  (o.windowLo >= 0 && o.windowLo + o.window <= o.windowHi &&
-                   o.windowHi <= o.steps - 1),
-              "window_lo/window_hi: expected 0 <= window_lo, window_lo + "
-              "window <= window_hi <= steps - 1 (found lo " +
-                  std::to_string(o.windowLo) + ", hi " +
-                  std::to_string(o.windowHi) + ", window " +
-                  std::to_string(o.window) + ", steps " +
-                  std::to_string(o.steps) + ")"),
-        check(o.ddof == 0 || o.ddof == 1, "ddof: expected 0 or 1"),
-        check(o.noiseLevel >= 0, "noise_level: expected >= 0"),
-        check(o.shift > 0, "shift: expected > 0"),
-        check(o.guidance >= 1, "guidance_scale: expected >= 1"),
-        check(o.lr > 0 && o.adamEps > 0 && o.weightDecay >= 0,
-              "lr/adam_eps/weight_decay: expected lr > 0, adam_eps > 0, "
-              "weight_decay >= 0"),
-        check(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1,
-              "beta1/beta2: expected in [0, 1)"),
-        check(o.maxGradNorm > 0, "max_grad_norm: expected > 0"),
-        check(o.clipRange >= 0 && o.advClipMax > 0 && o.beta >= 0,
-              "clip_range/adv_clip_max/beta: expected clip_range >= 0, "
-              "adv_clip_max > 0, beta >= 0"),
-        check(o.loraRank >= 0, "lora_rank: expected >= 0"),
-        check(!o.reward.empty(), "reward: expected a reward name")})
-    if (!ok)
-      return fail("flowgrpo option " + what);
+  for (const OptionDesc &d : kOptions) {
+    const Choice *choice = std::get_if<Choice>(&d.field);
+    if (!choice)
+      continue;
+    std::string value = c.getString(d.key);
+    auto it = llvm::find(choice->names, value);
+    if (it == choice->names.end())
+      return fail("flowgrpo option " + llvm::Twine(d.key) + ": expected " +
+                  choice->names[0] + " or " + choice->names[1] + ", found '" +
+                  value + "'");
+    choice->set(o, static_cast<size_t>(it - choice->names.begin()));
+  }
+  for (const Check &check : kChecks)
+    if (!check.ok(o))
+      return fail("flowgrpo option " + llvm::Twine(check.what) + ": expected " +
+                  check.expected +
+                  (check.found ? " (found " + check.found(o) + ")" : ""));
   return o;
 }
+
+} // namespace
+
+Config defaultOptions() {
+  Config c;
+  for (const OptionDesc &d : kOptions)
+    c.set(d.key, d.defaultValue);
+  return c;
+}
+
+namespace {
 
 /// Emits the recipe's functions into one Graph.
 class Emitter {
@@ -247,14 +310,13 @@ private:
       offsets.push_back(b_.getIndexAttr(0));
       sizes.push_back(b_.getIndexAttr(s[d]));
     }
-    return wrap(tensor::InsertSliceOp::create(b_, loc(), value.value(),
-                                              stack.value(), offsets, sizes,
-                                              strides));
+    return wrap(tensor::InsertSliceOp::create(
+        b_, loc(), value.value(), stack.value(), offsets, sizes, strides));
   }
   /// The timestep of step `i` for every sample: [B].
   Tensor timestepAt(Tensor timesteps, Value i, int64_t batch) {
-    Value t = tensor::ExtractOp::create(b_, loc(), timesteps.value(),
-                                        ValueRange{i});
+    Value t =
+        tensor::ExtractOp::create(b_, loc(), timesteps.value(), ValueRange{i});
     Tensor s = wrap(tensor::FromElementsOp::create(
         b_, loc(), g_.tensorType({}, g_.f32()), ValueRange{t}));
     return s.broadcastInDim({batch}, {});
@@ -262,9 +324,8 @@ private:
   std::pair<Tensor, Tensor> schedule() {
     auto op = od::FlowScheduleOp::create(
         b_, loc(), od::ScheduleKind::static_shift,
-        static_cast<uint64_t>(o_.steps), llvm::APFloat(o_.shift),
-        IntegerAttr(), llvm::APFloat(0.5), llvm::APFloat(0.9), 256, 8192,
-        FloatAttr());
+        static_cast<uint64_t>(o_.steps), llvm::APFloat(o_.shift), IntegerAttr(),
+        llvm::APFloat(0.5), llvm::APFloat(0.9), 256, 8192, FloatAttr());
     return {wrap(op.getSigmas()), wrap(op.getTimesteps())};
   }
   /// Repeats per-prompt conditioning [P, ...] to the batch [P*G, ...].
@@ -281,10 +342,10 @@ private:
     return c.broadcastInDim(wide, dims).reshape(out);
   }
   Tensor select(Tensor pred, Tensor a, Tensor b) {
-    Tensor p = pred.shape() == a.shape() ? pred
-                                         : pred.broadcastInDim(a.shape(), {});
-    return wrap(od::SelectOp::create(b_, loc(), p.value(), a.value(),
-                                     b.value()));
+    Tensor p =
+        pred.shape() == a.shape() ? pred : pred.broadcastInDim(a.shape(), {});
+    return wrap(
+        od::SelectOp::create(b_, loc(), p.value(), a.value(), b.value()));
   }
   Tensor compare(od::CompareDirection d, Tensor a, Tensor b) {
     return wrap(od::CompareOp::create(b_, loc(), d, a.value(), b.value()));
@@ -292,9 +353,7 @@ private:
 
   // The random numbers of iteration n (FlowGrpo.h): counters n*(N+2) for
   // x_0, n*(N+2)+1+i for step i's noise, n*(N+2)+N+1 for the window start.
-  Tensor counterBase(Tensor iteration) {
-    return iteration * i64(o_.steps + 2);
-  }
+  Tensor counterBase(Tensor iteration) { return iteration * i64(o_.steps + 2); }
   Tensor initialNoise(Tensor seed, Tensor base) {
     return random(true, batched(o_.batch()), seed, base);
   }
@@ -319,6 +378,52 @@ private:
   void emitInitState();
   void emitLoss();
   void emitTrainStep();
+
+  /// @train_step's state arguments, in @init_state's order.
+  struct TrainState {
+    std::vector<Tensor> params; // every model parameter (modelParams_)
+    std::vector<Tensor> vaeParams, refs, ms, vs; // refs, ms, vs: trainable
+    Tensor step;
+  };
+  /// The per-prompt conditioning repeated to the batch (null when the
+  /// model takes none).
+  struct Conditioning {
+    Tensor prompt, pooled;
+  };
+  /// What the rollout records for the loss: every x_i ([N+1, B, ...]), the
+  /// old log-probs ([N, B], 0 outside the window), the window [start, end).
+  struct Rollout {
+    Tensor final, xs, oldLogProbs, start, end;
+  };
+  struct Rewards {
+    Tensor images, rewards, advantages;
+  };
+  struct LossAndGrad {
+    Tensor loss, approxKl, clipfrac, kl;
+    SmallVector<Value> grads; // one per trainable parameter
+  };
+  /// The state after the update (unchanged when `finite` is false).
+  struct Update {
+    std::vector<Tensor> params, ms, vs;
+    Tensor step, gradNorm, finite;
+  };
+  TrainState stateArguments(Function &f);
+  Conditioning conditioningArguments(Function &f);
+  Rollout rollout(Tensor seed, Tensor iteration, const Conditioning &c,
+                  const std::vector<Tensor> &params);
+  /// One sampler step inside the rollout loop: (x_{i+1}, old log-prob).
+  std::pair<Tensor, Tensor> rolloutStep(Tensor x, Value i, const Rollout &r,
+                                        Tensor seed, Tensor base, Tensor sigmas,
+                                        Tensor timesteps, const Conditioning &c,
+                                        const std::vector<Tensor> &params);
+  Rewards rewardAndAdvantages(Tensor final,
+                              const std::vector<Tensor> &vaeParams);
+  LossAndGrad lossAndGrad(const TrainState &s, const Rollout &r,
+                          Tensor advantages, const Conditioning &c);
+  Update optimizerStep(const TrainState &s, ArrayRef<Value> grads);
+  /// The metrics and @train_step's results.
+  void returnTrainStep(Function &f, const TrainState &s, const Rewards &rw,
+                       const LossAndGrad &lg, const Update &u);
   std::vector<Tensor> velocityArgs(Tensor x, Tensor t, Tensor prompt,
                                    Tensor pooled,
                                    const std::vector<Tensor> &params);
@@ -537,10 +642,9 @@ void Emitter::emitLoss() {
     Tensor t = timestepAt(timesteps, j, batch);
     Tensor v =
         g_.call(*velocity_, velocityArgs(x, t, prompt, pooled, params))[0];
-    auto step = od::SdeStepOp::create(b_, loc(), o_.sdeType, x.value(),
-                                      v.value(), sigmas.value(), j, Value(),
-                                      next.value(),
-                                      llvm::APFloat(o_.noiseLevel));
+    auto step = od::SdeStepOp::create(
+        b_, loc(), o_.sdeType, x.value(), v.value(), sigmas.value(), j, Value(),
+        next.value(), llvm::APFloat(o_.noiseLevel));
     Value mean, refMean, stdv, dt;
     if (o_.beta > 0) {
       Tensor vr =
@@ -554,8 +658,8 @@ void Emitter::emitLoss() {
       if (o_.klForm == od::KlForm::exact && o_.sdeType == od::SdeType::sde) {
         // dt = sigma_{j+1} - sigma_j (negative); a cps step's std already is
         // its transition std and takes no dt.
-        Value s0 = tensor::ExtractOp::create(b_, loc(), sigmas.value(),
-                                             ValueRange{j});
+        Value s0 =
+            tensor::ExtractOp::create(b_, loc(), sigmas.value(), ValueRange{j});
         Value s1 = tensor::ExtractOp::create(b_, loc(), sigmas.value(),
                                              ValueRange{j1});
         Value d = arith::SubFOp::create(b_, loc(), s1, s0);
@@ -567,8 +671,7 @@ void Emitter::emitLoss() {
         b_, loc(), step.getLogProb(), old.value(), adv.value(), mean, refMean,
         stdv, dt, llvm::APFloat(o_.clipRange), llvm::APFloat(o_.advClipMax),
         llvm::APFloat(o_.beta), o_.klForm, o_.sdeType);
-    Value parts[4] = {l.getLoss(), l.getApproxKl(), l.getClipfrac(),
-                      l.getKl()};
+    Value parts[4] = {l.getLoss(), l.getApproxKl(), l.getClipfrac(), l.getKl()};
     for (int q = 0; q < 4; ++q)
       sum[q] = k == 0 ? wrap(parts[q]) : sum[q] + wrap(parts[q]);
   }
@@ -577,51 +680,92 @@ void Emitter::emitLoss() {
   g_.setLocation("");
 }
 
-void Emitter::emitTrainStep() {
-  int64_t batch = o_.batch();
+// @train_step, phase by phase. Each piece creates its ops in the order the
+// program text shows them: rollout, decode and reward, loss and gradient,
+// optimizer, metrics.
+
+Emitter::TrainState Emitter::stateArguments(Function &f) {
   const auto &specs = modelParams_.specs();
-  Function f(g_, "train_step", /*isPublic=*/true);
-  // State, in @init_state's order.
-  std::vector<Tensor> params(specs.size()), refs, vaeParams, ms, vs;
+  TrainState s;
+  s.params.resize(specs.size());
   for (size_t i = 0; i < specs.size(); ++i)
-    params[i] = f.argument(specs[i].shape, specs[i].name);
+    s.params[i] = f.argument(specs[i].shape, specs[i].name);
   for (const ParamSpec &p : decoderParams_.specs())
-    vaeParams.push_back(f.argument(p.shape, p.name));
+    s.vaeParams.push_back(f.argument(p.shape, p.name));
   if (refCopy_)
     for (size_t i : trainable_)
-      refs.push_back(f.argument(specs[i].shape, "ref." + specs[i].name));
+      s.refs.push_back(f.argument(specs[i].shape, "ref." + specs[i].name));
   for (size_t i : trainable_)
-    ms.push_back(f.argument(specs[i].shape, "adamw.m." + specs[i].name));
+    s.ms.push_back(f.argument(specs[i].shape, "adamw.m." + specs[i].name));
   for (size_t i : trainable_)
-    vs.push_back(f.argument(specs[i].shape, "adamw.v." + specs[i].name));
-  Tensor step = f.argument(g_.tensorType({}, g_.i64()), "adamw.step");
-  Tensor seed = f.argument(g_.tensorType({}, g_.i64()), "seed");
-  Tensor iteration = f.argument(g_.tensorType({}, g_.i64()), "iteration");
+    s.vs.push_back(f.argument(specs[i].shape, "adamw.v." + specs[i].name));
+  s.step = f.argument(g_.tensorType({}, g_.i64()), "adamw.step");
+  return s;
+}
+
+Emitter::Conditioning Emitter::conditioningArguments(Function &f) {
   ConditioningShapes cs = model_.conditioning();
   auto withPrompts = [&](Shape s) {
     s.insert(s.begin(), o_.prompts);
     return s;
   };
-  Tensor prompt = hasPrompt_ ? repeatGroups(f.argument(
-                                   withPrompts(cs.promptEmbeds), "prompt_embeds"))
-                             : Tensor();
-  Tensor pooled = hasPooled_ ? repeatGroups(f.argument(withPrompts(cs.pooled),
-                                                       "pooled_prompt_embeds"))
-                             : Tensor();
+  Conditioning c;
+  if (hasPrompt_)
+    c.prompt =
+        repeatGroups(f.argument(withPrompts(cs.promptEmbeds), "prompt_embeds"));
+  if (hasPooled_)
+    c.pooled = repeatGroups(
+        f.argument(withPrompts(cs.pooled), "pooled_prompt_embeds"));
+  return c;
+}
 
-  // Rollout: N sampler steps as an scf.for; x, the stack of every x_i and
-  // the log-probs are carried.
+std::pair<Tensor, Tensor>
+Emitter::rolloutStep(Tensor x, Value i, const Rollout &r, Tensor seed,
+                     Tensor base, Tensor sigmas, Tensor timesteps,
+                     const Conditioning &c, const std::vector<Tensor> &params) {
+  int64_t batch = o_.batch();
+  Tensor t = timestepAt(timesteps, i, batch);
+  Tensor v =
+      g_.call(*velocity_, velocityArgs(x, t, c.prompt, c.pooled, params))[0];
+  Tensor ii = fromIndex(i);
+  Tensor noise = stepNoise(seed, base, ii);
+  auto sde = od::SdeStepOp::create(b_, loc(), o_.sdeType, x.value(), v.value(),
+                                   sigmas.value(), i, noise.value(), Value(),
+                                   llvm::APFloat(o_.noiseLevel));
+  // Outside the SDE window: the deterministic Euler step.
+  auto euler = od::SdeStepOp::create(
+      b_, loc(), o_.sdeType, x.value(), v.value(), sigmas.value(), i,
+      noise.value(), Value(), llvm::APFloat(0.0));
+  Tensor inWindow = wrap(od::AndOp::create(
+      b_, loc(), compare(od::CompareDirection::ge, ii, r.start).value(),
+      compare(od::CompareDirection::lt, ii, r.end).value()));
+  Tensor next =
+      select(inWindow, wrap(sde.getNextSample()), wrap(euler.getNextSample()));
+  // The old log-prob: the sampling policy's, recorded where it is drawn
+  // (in the window only; the loss reads exactly these steps).
+  Tensor logProb =
+      select(inWindow, wrap(sde.getLogProb()), g_.full({batch}, 0.0));
+  return {next, logProb};
+}
+
+Emitter::Rollout Emitter::rollout(Tensor seed, Tensor iteration,
+                                  const Conditioning &c,
+                                  const std::vector<Tensor> &params) {
+  // N sampler steps as an scf.for; x, the stack of every x_i and the
+  // log-probs are carried.
   g_.setLocation("rollout");
+  int64_t batch = o_.batch();
   auto [sigmas, timesteps] = schedule();
   Tensor base = counterBase(iteration);
   Tensor x0 = initialNoise(seed, base);
-  Tensor start = windowStart(seed, base);
-  Tensor end = o_.window > 0 ? start + i64(o_.window) : i64(o_.steps - 1);
+  Rollout r;
+  r.start = windowStart(seed, base);
+  r.end = o_.window > 0 ? r.start + i64(o_.window) : i64(o_.steps - 1);
   Shape stackShape = batched(batch);
   stackShape.insert(stackShape.begin(), o_.steps + 1);
   // Every entry is written before it is read: no need to zero the stack.
-  Tensor stack0 = wrap(tensor::EmptyOp::create(b_, loc(), stackShape,
-                                               g_.f32()));
+  Tensor stack0 =
+      wrap(tensor::EmptyOp::create(b_, loc(), stackShape, g_.f32()));
   Tensor lps0 = g_.full({o_.steps, batch}, 0.0);
   auto loop = scf::ForOp::create(
       b_, loc(), indexConst(0), indexConst(o_.steps), indexConst(1),
@@ -633,139 +777,166 @@ void Emitter::emitTrainStep() {
     Tensor x = wrap(loop.getRegionIterArgs()[0]);
     Tensor stack = wrap(loop.getRegionIterArgs()[1]);
     Tensor lps = wrap(loop.getRegionIterArgs()[2]);
-    Tensor t = timestepAt(timesteps, i, batch);
-    Tensor v =
-        g_.call(*velocity_, velocityArgs(x, t, prompt, pooled, params))[0];
-    Tensor ii = fromIndex(i);
-    Tensor noise = stepNoise(seed, base, ii);
-    auto sde = od::SdeStepOp::create(b_, loc(), o_.sdeType, x.value(),
-                                     v.value(), sigmas.value(), i,
-                                     noise.value(), Value(),
-                                     llvm::APFloat(o_.noiseLevel));
-    // Outside the SDE window: the deterministic Euler step.
-    auto euler = od::SdeStepOp::create(b_, loc(), o_.sdeType, x.value(),
-                                       v.value(), sigmas.value(), i,
-                                       noise.value(), Value(),
-                                       llvm::APFloat(0.0));
-    Tensor inWindow = wrap(od::AndOp::create(
-        b_, loc(), compare(od::CompareDirection::ge, ii, start).value(),
-        compare(od::CompareDirection::lt, ii, end).value()));
-    Tensor xn = select(inWindow, wrap(sde.getNextSample()),
-                       wrap(euler.getNextSample()));
-    Tensor lp = select(inWindow, wrap(sde.getLogProb()),
-                       g_.full({batch}, 0.0));
+    auto [next, logProb] =
+        rolloutStep(x, i, r, seed, base, sigmas, timesteps, c, params);
     Tensor stack2 = insertAt(stack, x, i);
-    Tensor lps2 = insertAt(lps, lp, i);
-    scf::YieldOp::create(b_, loc(),
-                         ValueRange{xn.value(), stack2.value(), lps2.value()});
+    Tensor lps2 = insertAt(lps, logProb, i);
+    scf::YieldOp::create(
+        b_, loc(), ValueRange{next.value(), stack2.value(), lps2.value()});
   }
-  Tensor final = wrap(loop.getResult(0));
-  Tensor stack = insertAt(wrap(loop.getResult(1)), final,
-                          indexConst(o_.steps));
-  Tensor lps = wrap(loop.getResult(2));
+  r.final = wrap(loop.getResult(0));
+  r.xs = insertAt(wrap(loop.getResult(1)), r.final, indexConst(o_.steps));
+  r.oldLogProbs = wrap(loop.getResult(2));
+  return r;
+}
 
+Emitter::Rewards
+Emitter::rewardAndAdvantages(Tensor final,
+                             const std::vector<Tensor> &vaeParams) {
   // Reward on the decoded images, advantages over the global batch.
   g_.setLocation("decode");
   std::vector<Tensor> decodeArgs{final};
   decodeArgs.insert(decodeArgs.end(), vaeParams.begin(), vaeParams.end());
-  Tensor images = g_.call(*decode_, decodeArgs)[0];
+  Rewards rw;
+  rw.images = g_.call(*decode_, decodeArgs)[0];
   g_.setLocation("reward");
   // Non-finite weights give non-finite pixels, which a reward rejects:
   // they become 0 so the iteration completes, and the non-finite loss and
   // gradient norm skip the update (docs/recipes.md section 8).
-  images = select(wrap(od::IsFiniteOp::create(b_, loc(), images.value())),
-                  images, g_.full(images.shape(), 0.0));
+  rw.images = select(wrap(od::IsFiniteOp::create(b_, loc(), rw.images.value())),
+                     rw.images, g_.full(rw.images.shape(), 0.0));
   auto rewardCall = od::HostCallOp::create(
-      b_, loc(), TypeRange{g_.tensorType({batch}, g_.f32())}, o_.reward,
-      ValueRange{images.value()});
-  Tensor rewards = wrap(rewardCall.getResult(0));
-  Tensor adv = wrap(od::GroupAdvantagesOp::create(
-      b_, loc(), rewards.value(), static_cast<uint64_t>(o_.group),
+      b_, loc(), TypeRange{g_.tensorType({o_.batch()}, g_.f32())}, o_.reward,
+      ValueRange{rw.images.value()});
+  rw.rewards = wrap(rewardCall.getResult(0));
+  rw.advantages = wrap(od::GroupAdvantagesOp::create(
+      b_, loc(), rw.rewards.value(), static_cast<uint64_t>(o_.group),
       o_.globalStd, static_cast<uint64_t>(o_.ddof), llvm::APFloat(o_.advEps),
       o_.normByStd));
+  return rw;
+}
 
-  // Loss and gradient with respect to the trainable parameters.
+Emitter::LossAndGrad Emitter::lossAndGrad(const TrainState &s, const Rollout &r,
+                                          Tensor advantages,
+                                          const Conditioning &c) {
+  // @loss's value and its gradient with respect to the trainable
+  // parameters, in @loss's argument order.
   g_.setLocation("loss");
-  SmallVector<Value> lossArgs;
+  SmallVector<Value> args;
   for (size_t i : trainable_)
-    lossArgs.push_back(params[i].value());
+    args.push_back(s.params[i].value());
   for (size_t i : frozen_)
-    lossArgs.push_back(params[i].value());
-  for (const Tensor &r : refs)
-    lossArgs.push_back(r.value());
-  for (Tensor a : {stack, lps, adv, start})
-    lossArgs.push_back(a.value());
+    args.push_back(s.params[i].value());
+  for (const Tensor &ref : s.refs)
+    args.push_back(ref.value());
+  for (Tensor a : {r.xs, r.oldLogProbs, advantages, r.start})
+    args.push_back(a.value());
   if (hasPrompt_)
-    lossArgs.push_back(prompt.value());
+    args.push_back(c.prompt.value());
   if (hasPooled_)
-    lossArgs.push_back(pooled.value());
+    args.push_back(c.pooled.value());
   SmallVector<Type> resultTypes(4, g_.tensorType({}, g_.f32()));
   SmallVector<int64_t> wrt;
   for (size_t k = 0; k < trainable_.size(); ++k) {
     wrt.push_back(static_cast<int64_t>(k));
-    resultTypes.push_back(params[trainable_[k]].type());
+    resultTypes.push_back(s.params[trainable_[k]].type());
   }
   auto vg = od::ValueAndGradOp::create(
-      b_, loc(), resultTypes, SymbolRefAttr::get(&g_.context(), "loss"),
-      lossArgs, b_.getDenseI64ArrayAttr(wrt));
-  SmallVector<Value> grads(vg.getResults().begin() + 4, vg.getResults().end());
+      b_, loc(), resultTypes, SymbolRefAttr::get(&g_.context(), "loss"), args,
+      b_.getDenseI64ArrayAttr(wrt));
+  LossAndGrad lg;
+  lg.loss = wrap(vg.getResult(0));
+  lg.approxKl = wrap(vg.getResult(1));
+  lg.clipfrac = wrap(vg.getResult(2));
+  lg.kl = wrap(vg.getResult(3));
+  lg.grads.assign(vg.getResults().begin() + 4, vg.getResults().end());
+  return lg;
+}
 
-  // Global grad-norm clip; a non-finite norm skips the update.
+Emitter::Update Emitter::optimizerStep(const TrainState &s,
+                                       ArrayRef<Value> grads) {
+  // Global grad-norm clip, then AdamW; a non-finite norm skips the update
+  // (every state tensor keeps its value).
   g_.setLocation("update");
   auto clip = od::ClipGradNormOp::create(b_, loc(), grads,
                                          llvm::APFloat(o_.maxGradNorm));
-  Tensor norm = wrap(clip.getNorm());
-  Tensor finite = wrap(od::IsFiniteOp::create(b_, loc(), norm.value()));
-  Tensor step1 = step + i64(1);
-  std::vector<Tensor> newParams = params, newMs, newVs;
+  Update u;
+  u.gradNorm = wrap(clip.getNorm());
+  u.finite = wrap(od::IsFiniteOp::create(b_, loc(), u.gradNorm.value()));
+  Tensor step1 = s.step + i64(1);
+  u.params = s.params;
   for (size_t k = 0; k < trainable_.size(); ++k) {
     size_t i = trainable_[k];
     auto upd = od::AdamWOp::create(
-        b_, loc(), params[i].value(), clip.getClipped()[k], ms[k].value(),
-        vs[k].value(), step1.value(), llvm::APFloat(o_.lr),
+        b_, loc(), s.params[i].value(), clip.getClipped()[k], s.ms[k].value(),
+        s.vs[k].value(), step1.value(), llvm::APFloat(o_.lr),
         llvm::APFloat(o_.beta1), llvm::APFloat(o_.beta2),
         llvm::APFloat(o_.adamEps), llvm::APFloat(o_.weightDecay));
-    newParams[i] = select(finite, wrap(upd.getNewParam()), params[i]);
-    newMs.push_back(select(finite, wrap(upd.getNewM()), ms[k]));
-    newVs.push_back(select(finite, wrap(upd.getNewV()), vs[k]));
+    u.params[i] = select(u.finite, wrap(upd.getNewParam()), s.params[i]);
+    u.ms.push_back(select(u.finite, wrap(upd.getNewM()), s.ms[k]));
+    u.vs.push_back(select(u.finite, wrap(upd.getNewV()), s.vs[k]));
   }
-  Tensor newStep = select(finite, step1, step);
+  u.step = select(u.finite, step1, s.step);
+  return u;
+}
 
+void Emitter::returnTrainStep(Function &f, const TrainState &s,
+                              const Rewards &rw, const LossAndGrad &lg,
+                              const Update &u) {
+  // The metrics, then @train_step's results: the new state in
+  // @init_state's order, the metrics, the images.
   g_.setLocation("metrics");
-  Tensor rewardMean = rewards.mean({0});
-  Tensor centered = rewards - rewardMean;
+  Tensor rewardMean = rw.rewards.mean({0});
+  Tensor centered = rw.rewards - rewardMean;
   Tensor rewardStd = sqrt((centered * centered).mean({0}));
-  Tensor skipped = select(finite, g_.scalar(0.0), g_.scalar(1.0));
+  Tensor skipped = select(u.finite, g_.scalar(0.0), g_.scalar(1.0));
+  Tensor advantageMean = rw.advantages.mean({0});
 
+  const auto &specs = modelParams_.specs();
   std::vector<Tensor> out;
   std::vector<std::string> names;
-  auto emit = [&](Tensor t, const std::string &name) {
+  auto result = [&](Tensor t, const std::string &name) {
     out.push_back(t);
     names.push_back(name);
   };
   for (size_t i = 0; i < specs.size(); ++i)
-    emit(newParams[i], specs[i].name);
-  for (size_t i = 0; i < vaeParams.size(); ++i)
-    emit(vaeParams[i], decoderParams_.specs()[i].name);
-  for (size_t k = 0; k < refs.size(); ++k)
-    emit(refs[k], "ref." + specs[trainable_[k]].name);
-  for (size_t k = 0; k < newMs.size(); ++k)
-    emit(newMs[k], "adamw.m." + specs[trainable_[k]].name);
-  for (size_t k = 0; k < newVs.size(); ++k)
-    emit(newVs[k], "adamw.v." + specs[trainable_[k]].name);
-  emit(newStep, "adamw.step");
-  emit(wrap(vg.getResult(0)), "loss");
-  emit(wrap(vg.getResult(1)), "approx_kl");
-  emit(wrap(vg.getResult(2)), "clipfrac");
-  emit(wrap(vg.getResult(3)), "kl");
-  emit(rewardMean, "reward_mean");
-  emit(rewardStd, "reward_std");
-  emit(adv.mean({0}), "advantage_mean");
-  emit(norm, "grad_norm");
-  emit(skipped, "skipped");
-  emit(images, "images");
+    result(u.params[i], specs[i].name);
+  for (size_t i = 0; i < s.vaeParams.size(); ++i)
+    result(s.vaeParams[i], decoderParams_.specs()[i].name);
+  for (size_t k = 0; k < s.refs.size(); ++k)
+    result(s.refs[k], "ref." + specs[trainable_[k]].name);
+  for (size_t k = 0; k < u.ms.size(); ++k)
+    result(u.ms[k], "adamw.m." + specs[trainable_[k]].name);
+  for (size_t k = 0; k < u.vs.size(); ++k)
+    result(u.vs[k], "adamw.v." + specs[trainable_[k]].name);
+  result(u.step, "adamw.step");
+  result(lg.loss, "loss");
+  result(lg.approxKl, "approx_kl");
+  result(lg.clipfrac, "clipfrac");
+  result(lg.kl, "kl");
+  result(rewardMean, "reward_mean");
+  result(rewardStd, "reward_std");
+  result(advantageMean, "advantage_mean");
+  result(u.gradNorm, "grad_norm");
+  result(skipped, "skipped");
+  result(rw.images, "images");
   g_.setLocation("");
   f.returns(out, names);
+}
+
+void Emitter::emitTrainStep() {
+  // @train_step(state..., seed, iteration, [prompt_embeds],
+  //             [pooled_prompt_embeds]) -> (state'..., metrics..., images)
+  Function f(g_, "train_step", /*isPublic=*/true);
+  TrainState state = stateArguments(f);
+  Tensor seed = f.argument(g_.tensorType({}, g_.i64()), "seed");
+  Tensor iteration = f.argument(g_.tensorType({}, g_.i64()), "iteration");
+  Conditioning c = conditioningArguments(f);
+  Rollout r = rollout(seed, iteration, c, state.params);
+  Rewards rw = rewardAndAdvantages(r.final, state.vaeParams);
+  LossAndGrad lg = lossAndGrad(state, r, rw.advantages, c);
+  Update u = optimizerStep(state, lg.grads);
+  returnTrainStep(f, state, rw, lg, u);
 }
 
 llvm::Error Emitter::emit(const std::string &program) {
@@ -789,9 +960,9 @@ llvm::Error Emitter::emit(const std::string &program) {
 
 } // namespace
 
-llvm::Expected<OwningOpRef<ModuleOp>>
-buildProgram(MLIRContext &context, const RecipeRequest &request,
-             const Registry &registry) {
+llvm::Expected<OwningOpRef<ModuleOp>> buildProgram(MLIRContext &context,
+                                                   const RecipeRequest &request,
+                                                   const Registry &registry) {
   if (request.program != "train" && request.program != "velocity" &&
       request.program != "decode")
     return fail("flowgrpo: program '" + request.program +
@@ -801,8 +972,8 @@ buildProgram(MLIRContext &context, const RecipeRequest &request,
   auto options = parseOptions(request.options);
   if (!options)
     return options.takeError();
-  auto modelConfig =
-      registry.config(request.model, request.modelConfig, request.modelOverrides);
+  auto modelConfig = registry.config(request.model, request.modelConfig,
+                                     request.modelOverrides);
   if (!modelConfig)
     return modelConfig.takeError();
   auto model = registry.makeVelocity(request.model, *modelConfig);
@@ -848,7 +1019,8 @@ buildProgram(MLIRContext &context, const RecipeRequest &request,
       std::string fix =
           latent.size() == 3 && latent[1] == latent[2] && latent[0] == want[0]
               ? "; leave out --decoder-set=latent_size (it follows the "
-                "model) or set it to " + std::to_string(latent[1])
+                "model) or set it to " +
+                    std::to_string(latent[1])
               : "";
       return fail("flowgrpo: model " + request.model + " makes latents " +
                   str(latent) + " but decoder " + request.decoder +
@@ -857,7 +1029,8 @@ buildProgram(MLIRContext &context, const RecipeRequest &request,
   }
   if (!decoder && (*model)->latentShape()[0] < 3)
     return fail("flowgrpo: without a decoder the image is the latent's first "
-                "3 channels, but model " + request.model + " has " +
+                "3 channels, but model " +
+                request.model + " has " +
                 std::to_string((*model)->latentShape()[0]));
   context.loadDialect<od::OmniDialect, func::FuncDialect, scf::SCFDialect,
                       tensor::TensorDialect, arith::ArithDialect>();

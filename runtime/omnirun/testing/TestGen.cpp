@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "tools/omnirun/SamplePrograms.h"
+#include "runtime/omnirun/testing/SamplePrograms.h"
 
 #include <fstream>
 #include <iostream>

@@ -1,18 +1,18 @@
 //===- OmniRunTest.cpp - omnirun, run in-process ----------------*- C++ -*-===//
 
-#include "tools/omnirun/OmniRun.h"
+#include "runtime/omnirun/OmniRun.h"
 
 #include "runtime/io/Npy.h"
+#include "runtime/omnirun/testing/SamplePrograms.h"
 #include "runtime/train/driver/Interrupt.h"
-#include "tools/omnirun/SamplePrograms.h"
 
 #include "gtest/gtest.h"
 
 #include <csignal>
 #include <cstdlib>
 #include <fstream>
-#include <unistd.h>
 #include <sstream>
+#include <unistd.h>
 
 namespace omni::omnirun {
 namespace {
@@ -29,7 +29,8 @@ Result omnirun(std::vector<std::string> args) {
 }
 
 std::string writeTemp(const std::string &name, const std::string &bytes) {
-  std::string path = ::testing::TempDir() + "/" + std::to_string(::getpid()) + "." + name;
+  std::string path =
+      ::testing::TempDir() + "/" + std::to_string(::getpid()) + "." + name;
   std::ofstream(path, std::ios::binary) << bytes;
   return path;
 }
@@ -69,11 +70,13 @@ TEST_F(OmniRunTest, RunsAndPrints) {
 }
 
 TEST_F(OmniRunTest, ReadsAndWritesNpy) {
-  std::string a = ::testing::TempDir() + "/" + std::to_string(::getpid()) + ".omnirun_a.npy";
+  std::string a = ::testing::TempDir() + "/" + std::to_string(::getpid()) +
+                  ".omnirun_a.npy";
   ASSERT_TRUE(writeNpyFile(a, HostTensor::fromDoubles(DType::F32, {2, 3},
                                                       {1, 2, 3, 4, 5, 6}))
                   .ok());
-  std::string c = ::testing::TempDir() + "/" + std::to_string(::getpid()) + ".omnirun_c.npy";
+  std::string c = ::testing::TempDir() + "/" + std::to_string(::getpid()) +
+                  ".omnirun_c.npy";
   Result r = omnirun({*matmulBin, "--function=matmul", "--input=@" + a,
                       "--input=3x2xf32=1,0,0,1,1,1", "--output=@" + c});
   EXPECT_EQ(r.code, 0) << r.err;
@@ -118,11 +121,13 @@ TEST_F(OmniRunTest, OneLineErrors) {
        "train, or --list to list them\n"},
       // Training options (the programs here have no @train_step).
       {{add, "--steps=2"},
-       "omnirun: " + add + ": no function @train_step (the training step; "
-       "see omnirun --list)\n"},
+       "omnirun: " + add +
+           ": no function @train_step (the training step; "
+           "see omnirun --list)\n"},
       {{add, "--train"},
-       "omnirun: " + add + ": no function @train_step (the training step; "
-       "see omnirun --list)\n"},
+       "omnirun: " + add +
+           ": no function @train_step (the training step; "
+           "see omnirun --list)\n"},
       {{add, "--function=add", "--seed=3"},
        "omnirun: --seed is a training option and cannot be combined with "
        "--function\n"},
@@ -144,6 +149,26 @@ TEST_F(OmniRunTest, OneLineErrors) {
       {{"--list"}, "omnirun: no step.bin given (see --help)\n"},
       {{add, "--bogus"}, "omnirun: unknown option '--bogus' (see --help)\n"},
       {{add, "--function"}, "omnirun: --function needs a value\n"},
+      {{add, "--function=add", "--input"}, "omnirun: --input needs a value\n"},
+      // A flag without a value takes no `=value`; a prefix is no flag.
+      {{add, "--list=yes"},
+       "omnirun: unknown option '--list=yes' (see --help)\n"},
+      {{add, "--train=1"},
+       "omnirun: unknown option '--train=1' (see --help)\n"},
+      {{add, "--resumes"},
+       "omnirun: unknown option '--resumes' (see --help)\n"},
+      {{add, "--init-skipx=a"},
+       "omnirun: unknown option '--init-skipx=a' (see --help)\n"},
+      // The exclusion is found before the missing folder.
+      {{add, "--resume", "--resume-if-present="},
+       "omnirun: --resume and --resume-if-present exclude each other, "
+       "expected one of them\n"},
+      {{add, "--checkpoint-every=-2"},
+       "omnirun: --checkpoint-every expects a non-negative integer, found "
+       "'-2'\n"},
+      {{add, "--function=add", "--checkpoint-dir", "d"},
+       "omnirun: --checkpoint-dir is a training option and cannot be "
+       "combined with --function\n"},
       {{add, "--list", "--threads=x"},
        "omnirun: --threads expects an integer from 0 to 1024, found 'x'\n"},
       // Beyond the bound the workers' stacks alone need gigabytes.
@@ -219,6 +244,25 @@ TEST_F(OmniRunTest, Help) {
         "--keep-last=<n>", "--resume-if-present[=<dir>]",
         "--allow-program-change"})
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
+  // Generated from the flag table: every line fits 76 columns, each flag
+  // starts one line (its help beside or below it), -h is --help.
+  std::istringstream lines(r.out);
+  std::string line;
+  while (std::getline(lines, line))
+    EXPECT_LE(line.size(), 76u) << line;
+  for (const char *row :
+       {"\n  --list                 print the functions",
+        "\n  --resume-if-present[=<dir>]\n                         --resume "
+        "when",
+        "\n  --train                train with the defaults above\n",
+        "\n  --checkpoint-dir=<dir>, --checkpoint-every=<k>: old names of "
+        "--out "
+        "and\n                         --save-every\n"})
+    EXPECT_NE(r.out.find(row), std::string::npos) << row;
+  EXPECT_EQ(r.out.find("-h "), std::string::npos);
+  Result h = omnirun({"-h"});
+  EXPECT_EQ(h.code, 0);
+  EXPECT_EQ(h.out, r.out);
   // What running a step.bin means.
   EXPECT_NE(r.out.find("A step.bin\ncontains native code that omnirun loads "
                        "and executes: run only step.bin\nfiles you would run "

@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef OMNI_TOOLS_OMNIRUN_SAMPLEPROGRAMS_H
-#define OMNI_TOOLS_OMNIRUN_SAMPLEPROGRAMS_H
+#ifndef OMNI_RUNTIME_OMNIRUN_TESTING_SAMPLEPROGRAMS_H
+#define OMNI_RUNTIME_OMNIRUN_TESTING_SAMPLEPROGRAMS_H
 
 #include "runtime/loader/testing/StepBuilder.h"
 
@@ -78,4 +78,4 @@ inline std::string badOperand() {
 
 } // namespace omni::omnirun::samples
 
-#endif // OMNI_TOOLS_OMNIRUN_SAMPLEPROGRAMS_H
+#endif // OMNI_RUNTIME_OMNIRUN_TESTING_SAMPLEPROGRAMS_H

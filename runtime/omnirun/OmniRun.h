@@ -21,8 +21,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef OMNI_TOOLS_OMNIRUN_OMNIRUN_H
-#define OMNI_TOOLS_OMNIRUN_OMNIRUN_H
+#ifndef OMNI_RUNTIME_OMNIRUN_OMNIRUN_H
+#define OMNI_RUNTIME_OMNIRUN_OMNIRUN_H
 
 #include <ostream>
 #include <string>
@@ -38,4 +38,4 @@ int run(const std::vector<std::string> &args, std::ostream &out,
 
 } // namespace omni::omnirun
 
-#endif // OMNI_TOOLS_OMNIRUN_OMNIRUN_H
+#endif // OMNI_RUNTIME_OMNIRUN_OMNIRUN_H

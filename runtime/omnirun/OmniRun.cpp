@@ -1,0 +1,558 @@
+//===- OmniRun.cpp - The omnirun tool as a library --------------*- C++ -*-===//
+//
+// The command line is one table, kFlags: each row names a flag, how it
+// takes its value, its mode (general or training), its help text and the
+// setter that applies it. parse() and --help (usage()) read the table, so a
+// new flag is one row. The rest runs what the options ask for: --list, one
+// function, or training (runtime/train/driver/Trainer.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/omnirun/OmniRun.h"
+
+#include "runtime/executor/Executor.h"
+#include "runtime/hal/drivers/Drivers.h"
+#include "runtime/hal/drivers/cpu/CpuDriver.h"
+#include "runtime/io/Npy.h"
+#include "runtime/io/TensorText.h"
+#include "runtime/loader/Program.h"
+#include "runtime/train/checkpoint/AtomicFile.h"
+#include "runtime/train/driver/Interrupt.h"
+#include "runtime/train/driver/Trainer.h"
+#include "runtime/train/rewards/RewardFunctions.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+#include <cstring>
+#include <optional>
+#include <sys/stat.h>
+
+namespace omni::omnirun {
+namespace {
+
+struct Options {
+  std::string file;
+  bool list = false;
+  std::optional<std::string> function;
+  std::vector<std::string> inputs;
+  std::vector<std::string> outputs;
+  int threads = 0;
+  std::string device = "cpu";
+  bool help = false;
+  /// Training mode: --train or any training option (the first one seen).
+  bool train = false;
+  std::string trainingOption;
+
+  train::TrainOptions training;
+};
+
+/// How a flag takes its value.
+enum class Arg {
+  None,   // --name
+  Value,  // --name=V or --name V
+  Folder, // --name, --name=DIR or --name DIR (DIR is taken when the
+          // step.bin came first or DIR is an existing folder)
+};
+
+/// Where a flag belongs: any flag of Mode::Train makes omnirun train (and
+/// --help lists it under "Training").
+enum class Mode { General, Train };
+
+/// Applies a flag to the options: `name` as the table spells it, `value`
+/// what was given (none for Arg::None, and for Arg::Folder without a
+/// value). Returns an error line.
+using Setter =
+    std::optional<std::string> (*)(Options &, const std::string &name,
+                                   const std::optional<std::string> &value);
+
+struct Flag {
+  const char *name;
+  Arg arg;
+  Mode mode;
+  /// The value's name in --help (`--steps=<n>`); "" for Arg::None.
+  const char *valueName;
+  /// Help text, wrapped by usage(); nullptr: an alias --help leaves out.
+  const char *help;
+  Setter set;
+  /// For an old name, the flag it is the old name of (--help lists old
+  /// names in one line at the end).
+  const char *oldNameOf = nullptr;
+};
+
+/// Parses a non-negative integer flag value.
+std::optional<std::string> parseCount(const std::string &name,
+                                      const std::string &value, int64_t &out) {
+  if (!absl::SimpleAtoi(value, &out) || out < 0)
+    return absl::StrCat(name, " expects a non-negative integer, found '", value,
+                        "'");
+  return std::nullopt;
+}
+
+/// Parses an --init value: FILE or PREFIX=FILE (a PREFIX has no '/').
+std::optional<std::string> parseInit(const std::string &value,
+                                     train::InitFile &out) {
+  size_t eq = value.find('=');
+  if (eq != std::string::npos &&
+      value.substr(0, eq).find('/') == std::string::npos) {
+    out.prefix = value.substr(0, eq);
+    out.path = value.substr(eq + 1);
+  } else {
+    out.path = value;
+  }
+  if (out.prefix.empty() || out.path.empty())
+    return absl::StrCat("--init expects <file> or <prefix>=<file>, found '",
+                        value, "'");
+  return std::nullopt;
+}
+
+bool isFolder(const std::string &path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// Setters shared by several rows.
+
+template <int64_t train::TrainOptions::*Field>
+std::optional<std::string> setCount(Options &o, const std::string &name,
+                                    const std::optional<std::string> &value) {
+  return parseCount(name, *value, o.training.*Field);
+}
+
+template <std::string train::TrainOptions::*Field>
+std::optional<std::string> setText(Options &o, const std::string &,
+                                   const std::optional<std::string> &value) {
+  o.training.*Field = *value;
+  return std::nullopt;
+}
+
+/// --resume and --resume-if-present, which exclude each other.
+template <bool train::TrainOptions::*Field>
+std::optional<std::string> setResume(Options &o, const std::string &name,
+                                     const std::optional<std::string> &value) {
+  train::TrainOptions &t = o.training;
+  t.*Field = true;
+  if (t.resume && t.resumeIfPresent)
+    return std::string("--resume and --resume-if-present exclude each "
+                       "other, expected one of them");
+  if (value && value->empty())
+    return absl::StrCat(name, "= needs a folder");
+  if (value)
+    t.resumeDir = *value;
+  return std::nullopt;
+}
+
+/// Every flag, in --help's order.
+const Flag kFlags[] = {
+    {"--list", Arg::None, Mode::General, "",
+     "print the functions (with their input and output types) and the "
+     "state slots, then exit",
+     [](Options &o, const std::string &,
+        const std::optional<std::string> &) -> std::optional<std::string> {
+       o.list = true;
+       return std::nullopt;
+     }},
+    {"--function", Arg::Value, Mode::General, "<name>", "the function to run",
+     [](Options &o, const std::string &,
+        const std::optional<std::string> &v) -> std::optional<std::string> {
+       o.function = *v;
+       return std::nullopt;
+     }},
+    {"--input", Arg::Value, Mode::General, "<tensor>",
+     "an argument, in order: @file.npy or an inline literal such as "
+     "2x3xf32=1,2,3,4,5,6 or i64=7",
+     [](Options &o, const std::string &,
+        const std::optional<std::string> &v) -> std::optional<std::string> {
+       o.inputs.push_back(*v);
+       return std::nullopt;
+     }},
+    {"--output", Arg::Value, Mode::General, "<target>",
+     "where result i goes, in order: @file.npy, or - to print it (the "
+     "default when no --output is given)",
+     [](Options &o, const std::string &,
+        const std::optional<std::string> &v) -> std::optional<std::string> {
+       o.outputs.push_back(*v);
+       return std::nullopt;
+     }},
+    {"--threads", Arg::Value, Mode::General, "<n>",
+     "worker threads of the cpu device, at most 1024 (default: one per core)",
+     [](Options &o, const std::string &,
+        const std::optional<std::string> &v) -> std::optional<std::string> {
+       if (!absl::SimpleAtoi(*v, &o.threads) || o.threads < 0 ||
+           o.threads > hal::cpu::kMaxThreads)
+         return absl::StrCat("--threads expects an integer from 0 to ",
+                             hal::cpu::kMaxThreads, ", found '", *v, "'");
+       return std::nullopt;
+     }},
+    {"--device", Arg::Value, Mode::General, "<driver>",
+     "the hal driver (default: cpu)",
+     [](Options &o, const std::string &,
+        const std::optional<std::string> &v) -> std::optional<std::string> {
+       o.device = *v;
+       return std::nullopt;
+     }},
+    {"--help", Arg::None, Mode::General, "", "print this help",
+     [](Options &o, const std::string &,
+        const std::optional<std::string> &) -> std::optional<std::string> {
+       o.help = true;
+       return std::nullopt;
+     }},
+    {"-h", Arg::None, Mode::General, "", nullptr,
+     [](Options &o, const std::string &,
+        const std::optional<std::string> &) -> std::optional<std::string> {
+       o.help = true;
+       return std::nullopt;
+     }},
+
+    {"--steps", Arg::Value, Mode::Train, "<n>",
+     "iterations to reach (default 1); 0 with --out writes the initial "
+     "state as step-0.safetensors",
+     setCount<&train::TrainOptions::steps>},
+    {"--seed", Arg::Value, Mode::Train, "<n>",
+     "the run's seed (default 0; a resumed run takes the checkpoint's, and a "
+     "different --seed is an error)",
+     [](Options &o, const std::string &name,
+        const std::optional<std::string> &v) -> std::optional<std::string> {
+       int64_t seed = 0;
+       if (std::optional<std::string> error = parseCount(name, *v, seed))
+         return error;
+       o.training.seed = seed;
+       return std::nullopt;
+     }},
+    {"--out", Arg::Value, Mode::Train, "<dir>",
+     "the run's folder: step-<n>.safetensors checkpoints, metrics.jsonl, "
+     "samples/iter-<n>.png",
+     setText<&train::TrainOptions::outDir>},
+    {"--save-every", Arg::Value, Mode::Train, "<k>",
+     "also save a checkpoint every k iterations (default: at the end only; "
+     "Ctrl-C or SIGTERM saves too, then exits with 130 or 143; a second "
+     "signal exits at once)",
+     setCount<&train::TrainOptions::saveEvery>},
+    {"--keep-last", Arg::Value, Mode::Train, "<n>",
+     "keep only the n newest checkpoints (default: all)",
+     setCount<&train::TrainOptions::keepLast>},
+    {"--resume", Arg::Folder, Mode::Train, "<dir>",
+     "continue from the latest checkpoint in <dir> (also --resume <dir>; "
+     "default: --out); --out defaults to <dir>; no checkpoint there is an "
+     "error. Cuts metrics.jsonl back to the checkpoint's iteration",
+     setResume<&train::TrainOptions::resume>},
+    {"--resume-if-present", Arg::Folder, Mode::Train, "<dir>",
+     "--resume when <dir> has a checkpoint, else start from @init_state",
+     setResume<&train::TrainOptions::resumeIfPresent>},
+    {"--allow-program-change", Arg::None, Mode::Train, "",
+     "resume a checkpoint that another step.bin wrote (checkpoints record "
+     "the program's fingerprint)",
+     [](Options &o, const std::string &,
+        const std::optional<std::string> &) -> std::optional<std::string> {
+       o.training.allowProgramChange = true;
+       return std::nullopt;
+     }},
+    {"--sample-every", Arg::Value, Mode::Train, "<k>",
+     "write the step's `images` every k iterations (default: --save-every, "
+     "or 10)",
+     setCount<&train::TrainOptions::sampleEvery>},
+    {"--prompts", Arg::Value, Mode::Train, "<file>",
+     "the prompt set: a safetensors file with prompt_embeds [N, L, D] and "
+     "pooled_prompt_embeds [N, Dp] (default: 16 synthetic prompts)",
+     setText<&train::TrainOptions::promptsPath>},
+    {"--init", Arg::Value, Mode::Train, "[<prefix>=]<file>",
+     "after @init_state, set state <prefix>.X (and ref.<prefix>.X) from each "
+     "tensor X of the safetensors file (prefix default: transformer; "
+     "f16/bf16 widen to f32); repeatable",
+     [](Options &o, const std::string &,
+        const std::optional<std::string> &v) -> std::optional<std::string> {
+       train::InitFile init;
+       if (std::optional<std::string> error = parseInit(*v, init))
+         return error;
+       o.training.inits.push_back(init);
+       return std::nullopt;
+     }},
+    {"--init-skip", Arg::Value, Mode::Train, "<name>",
+     "ignore tensor <name> of the --init files (a buffer the program "
+     "computes, e.g. SD3's pos_embed.pos_embed; a trailing * matches a "
+     "prefix, e.g. encoder.*); repeatable",
+     [](Options &o, const std::string &,
+        const std::optional<std::string> &v) -> std::optional<std::string> {
+       o.training.initSkip.push_back(*v);
+       return std::nullopt;
+     }},
+    {"--reward", Arg::Value, Mode::Train, "<name>",
+     "run this reward wherever the program calls one",
+     setText<&train::TrainOptions::reward>},
+    {"--metrics", Arg::Value, Mode::Train, "<file>",
+     "append the JSON metrics lines here instead",
+     setText<&train::TrainOptions::metricsPath>},
+    {"--train", Arg::None, Mode::Train, "", "train with the defaults above",
+     [](Options &, const std::string &, const std::optional<std::string> &)
+         -> std::optional<std::string> { return std::nullopt; }},
+    {"--checkpoint-dir", Arg::Value, Mode::Train, "<dir>", nullptr,
+     setText<&train::TrainOptions::outDir>, "--out"},
+    {"--checkpoint-every", Arg::Value, Mode::Train, "<k>", nullptr,
+     setCount<&train::TrainOptions::saveEvery>, "--save-every"},
+};
+
+constexpr const char *kIntro = R"(usage: omnirun <step.bin> [options]
+
+Runs a function of a compiled omni program (step.bin). A step.bin
+contains native code that omnirun loads and executes: run only step.bin
+files you would run as programs.
+
+)";
+
+constexpr const char *kTrainingIntro = R"(
+Training (the program follows the convention of runtime/train/driver/
+Trainer.h: @init_state(seed) and @train_step(state..., seed, iteration,
+[prompt_embeds], [pooled_prompt_embeds]); any of these options trains):
+)";
+
+/// `--name`, `--name=<v>` or `--name[=<v>]`, as --help shows a flag.
+std::string spelling(const Flag &flag) {
+  switch (flag.arg) {
+  case Arg::None:
+    return flag.name;
+  case Arg::Value:
+    return absl::StrCat(flag.name, "=", flag.valueName);
+  case Arg::Folder:
+    return absl::StrCat(flag.name, "[=", flag.valueName, "]");
+  }
+  return flag.name;
+}
+
+constexpr size_t kHelpColumn = 25, kHelpWidth = 76;
+
+/// Appends `line` and then the words of `text` to `out`, wrapping at
+/// kHelpWidth columns with continuation lines indented to kHelpColumn.
+void appendWrapped(std::string &out, std::string line, absl::string_view text) {
+  for (absl::string_view word : absl::StrSplit(text, ' ')) {
+    size_t column = line.size() - (line.rfind('\n') + 1);
+    if (column > kHelpColumn && column + 1 + word.size() > kHelpWidth)
+      line += "\n" + std::string(kHelpColumn, ' ');
+    else if (column > kHelpColumn)
+      line += " ";
+    absl::StrAppend(&line, word);
+  }
+  out += line + "\n";
+}
+
+/// --help: the flags of kFlags in two sections, each flag's help beside it
+/// (or below it, when the flag is long).
+std::string usage() {
+  std::string out = kIntro;
+  auto section = [&](Mode mode) {
+    std::vector<std::string> oldNames, newNames;
+    for (const Flag &flag : kFlags) {
+      if (flag.mode != mode)
+        continue;
+      if (flag.oldNameOf) {
+        oldNames.push_back(spelling(flag));
+        newNames.push_back(flag.oldNameOf);
+      }
+      if (!flag.help)
+        continue;
+      std::string line = "  " + spelling(flag);
+      line += line.size() + 1 > kHelpColumn
+                  ? "\n" + std::string(kHelpColumn, ' ')
+                  : std::string(kHelpColumn - line.size(), ' ');
+      appendWrapped(out, line, flag.help);
+    }
+    if (!oldNames.empty())
+      appendWrapped(out, "  " + absl::StrJoin(oldNames, ", ") + ":",
+                    "old names of " + absl::StrJoin(newNames, " and "));
+  };
+  section(Mode::General);
+  out += kTrainingIntro;
+  section(Mode::Train);
+  return out;
+}
+
+/// The row for `arg` (`--name` or `--name=...` when the flag takes a
+/// value), or nullptr.
+const Flag *findFlag(const std::string &arg) {
+  for (const Flag &flag : kFlags) {
+    if (arg == flag.name)
+      return &flag;
+    if (flag.arg != Arg::None && absl::StartsWith(arg, flag.name) &&
+        arg.size() > std::strlen(flag.name) &&
+        arg[std::strlen(flag.name)] == '=')
+      return &flag;
+  }
+  return nullptr;
+}
+
+/// Parses `args` with kFlags; returns an error line on failure.
+std::optional<std::string> parse(const std::vector<std::string> &args,
+                                 Options &options) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string &arg = args[i];
+    if (!absl::StartsWith(arg, "-") || arg == "-") {
+      if (!options.file.empty())
+        return absl::StrCat("expected one step.bin but found '", options.file,
+                            "' and '", arg, "'");
+      options.file = arg;
+      continue;
+    }
+    const Flag *flag = findFlag(arg);
+    if (!flag)
+      return absl::StrCat("unknown option '", arg, "' (see --help)");
+    std::string name = flag->name;
+    std::optional<std::string> value;
+    if (arg.size() > name.size()) {
+      value = arg.substr(name.size() + 1);
+    } else if (flag->arg == Arg::Value) {
+      if (i + 1 == args.size())
+        return absl::StrCat(name, " needs a value");
+      value = args[++i];
+    } else if (flag->arg == Arg::Folder && i + 1 < args.size() &&
+               !absl::StartsWith(args[i + 1], "-") &&
+               (!options.file.empty() || isFolder(args[i + 1]))) {
+      value = args[++i];
+    }
+    if (flag->mode == Mode::Train) {
+      options.train = true;
+      if (options.trainingOption.empty())
+        options.trainingOption = name;
+    }
+    if (std::optional<std::string> error = flag->set(options, name, value))
+      return error;
+  }
+  return std::nullopt;
+}
+
+void list(const loader::Program &program, std::ostream &out) {
+  for (uint32_t f = 0; f < program.numFunctions(); ++f)
+    out << "@" << program.step().functions()->Get(f)->name()->str()
+        << program.functionSignature(f) << "\n";
+  for (const loader::StateInfo &slot : program.state())
+    out << "state '" << slot.name
+        << "': " << loader::tensorTypeString(slot.dtype, slot.shape) << " ("
+        << step::EnumNameRole(slot.role) << ")\n";
+}
+
+} // namespace
+
+int run(const std::vector<std::string> &args, std::ostream &out,
+        std::ostream &err) {
+  auto fail = [&](absl::string_view message) {
+    err << "omnirun: " << message << "\n";
+    return 1;
+  };
+  Options options;
+  if (std::optional<std::string> error = parse(args, options))
+    return fail(*error);
+  if (options.help) {
+    out << usage();
+    return 0;
+  }
+  if (options.file.empty())
+    return fail("no step.bin given (see --help)");
+  if (!options.list && !options.function && !options.train)
+    return fail("give --function=<name> to run a function, --steps=<n> to "
+                "train, or --list to list them");
+  if (options.function && options.train)
+    return fail(absl::StrCat(options.trainingOption,
+                             " is a training option and cannot be combined "
+                             "with --function"));
+  if (options.training.resume && options.training.resumeDir.empty() &&
+      options.training.outDir.empty())
+    return fail("--resume needs a folder: --resume DIR, --out DIR or "
+                "--checkpoint-dir DIR");
+
+  absl::StatusOr<std::shared_ptr<const loader::Program>> program =
+      loader::Program::loadFile(options.file);
+  if (!program.ok())
+    return fail(program.status().message());
+  if (options.list) {
+    list(**program, out);
+    return 0;
+  }
+  if (options.train) {
+    hal::DeviceOptions deviceOptions;
+    deviceOptions.threads = options.threads;
+    absl::StatusOr<std::unique_ptr<hal::Device>> device =
+        hal::builtinDrivers().createDevice(options.device, deviceOptions);
+    if (!device.ok())
+      return fail(device.status().message());
+    train::TrainOptions &training = options.training;
+    absl::StatusOr<std::string> hash =
+        checkpoint::fingerprintFile(options.file);
+    if (!hash.ok())
+      return fail(hash.status().message());
+    training.programHash = *hash;
+    // Ctrl-C / SIGTERM: finish the iteration, save, exit 128 + signal.
+    train::InterruptHandler interrupts;
+    training.stopRequested = [] { return train::InterruptHandler::pending(); };
+    absl::Status trained = train::train(*program, **device, training, out);
+    if (trained.ok())
+      return 0;
+    fail(trained.message());
+    int signal = train::InterruptHandler::pending();
+    return absl::IsCancelled(trained) && signal ? 128 + signal : 1;
+  }
+  std::optional<uint32_t> function =
+      (*program)->findFunction(*options.function);
+  if (!function) {
+    std::vector<std::string> names;
+    for (uint32_t f = 0; f < (*program)->numFunctions(); ++f)
+      names.push_back((*program)->step().functions()->Get(f)->name()->str());
+    return fail(
+        absl::StrCat(options.file, " has no function '", *options.function,
+                     "' (functions: ", absl::StrJoin(names, ", "), ")"));
+  }
+
+  std::vector<HostTensor> inputs;
+  for (size_t i = 0; i < options.inputs.size(); ++i) {
+    absl::StatusOr<HostTensor> input = parseTensorArgument(options.inputs[i]);
+    if (!input.ok())
+      return fail(absl::StrCat("--input #", i, ": ", input.status().message()));
+    inputs.push_back(std::move(*input));
+  }
+  const step::Function *fn = (*program)->step().functions()->Get(*function);
+  size_t numOutputs = fn->outputs() ? fn->outputs()->size() : 0;
+  if (!options.outputs.empty() && options.outputs.size() != numOutputs)
+    return fail(absl::StrCat("@", *options.function, " returns ", numOutputs,
+                             " results but ", options.outputs.size(),
+                             " --output were given"));
+  for (size_t i = 0; i < options.outputs.size(); ++i) {
+    const std::string &target = options.outputs[i];
+    if (target != "-" && !(target.size() > 1 && target[0] == '@'))
+      return fail(absl::StrCat(
+          "--output #", i, " must be @file.npy or -, found '", target, "'"));
+  }
+
+  hal::DeviceOptions deviceOptions;
+  deviceOptions.threads = options.threads;
+  absl::StatusOr<std::unique_ptr<hal::Device>> device =
+      hal::builtinDrivers().createDevice(options.device, deviceOptions);
+  if (!device.ok())
+    return fail(device.status().message());
+  executor::ExecutorOptions executorOptions;
+  rewards::registerRewards(executorOptions.hostFunctions);
+  absl::StatusOr<std::unique_ptr<executor::Executor>> executor =
+      executor::Executor::create(*program, **device,
+                                 std::move(executorOptions));
+  if (!executor.ok())
+    return fail(executor.status().message());
+  absl::StatusOr<std::vector<HostTensor>> results =
+      (*executor)->run(*function, inputs);
+  if (!results.ok())
+    return fail(results.status().message());
+
+  for (size_t i = 0; i < results->size(); ++i) {
+    const HostTensor &result = (*results)[i];
+    std::string target = options.outputs.empty() ? "-" : options.outputs[i];
+    if (target == "-") {
+      int digits = result.dtype() == DType::F64 ? 17 : 9;
+      out << "result[" << i << "]: " << formatTensor(result, digits) << "\n";
+      continue;
+    }
+    absl::Status written = writeNpyFile(target.substr(1), result);
+    if (!written.ok())
+      return fail(written.message());
+  }
+  return 0;
+}
+
+} // namespace omni::omnirun
