@@ -97,7 +97,7 @@ protected:
     ASSERT_TRUE(want.ok()) << want.status();
     auto executor = compile(module);
     ASSERT_TRUE(executor);
-    auto got = executor->run(function, args);
+    auto got = ::omni::executor::runHostTensors(*executor, function, args);
     ASSERT_TRUE(got.ok()) << got.status();
     ASSERT_EQ(got->size(), want->size());
     for (size_t r = 0; r < want->size(); ++r) {
@@ -313,7 +313,7 @@ protected:
     EXPECT_TRUE(executor);
     if (!executor)
       return {};
-    auto got = executor->run("f", args);
+    auto got = ::omni::executor::runHostTensors(*executor, "f", args);
     EXPECT_TRUE(got.ok()) << got.status();
     return got.ok() ? *got : std::vector<HostTensor>{};
   }
@@ -436,7 +436,7 @@ TEST_F(LongReductionTest, SdeStepLogProbOfAnSd3LatentMatchesFloat64) {
   // The `next` cases read x_{t+1}: the float32 sample the rollout wrote.
   auto executor = compile(*module);
   ASSERT_TRUE(executor);
-  auto got = executor->run("f", args);
+  auto got = ::omni::executor::runHostTensors(*executor, "f", args);
   ASSERT_TRUE(got.ok()) << got.status();
   ASSERT_EQ(got->size(), 4u);
   for (size_t r = 0; r < 4; ++r)

@@ -76,9 +76,9 @@ protected:
     EXPECT_TRUE(executor.ok()) << executor.status();
     if (!executor.ok())
       return {};
-    auto results = (*executor)->run(function, inputs);
+    auto results = (*executor)->run(function, toTyped(inputs));
     EXPECT_TRUE(results.ok()) << results.status();
-    return results.ok() ? *results : std::vector<HostTensor>{};
+    return results.ok() ? toHost(*results) : std::vector<HostTensor>{};
   }
 
   std::unique_ptr<hal::Device> device_;
@@ -124,7 +124,7 @@ TEST_F(ExecutorTest, DispatchRunsTheEmbeddedKernel) {
     auto out = (*executor)->run("add", {x, y});
     ASSERT_TRUE(out.ok()) << out.status();
     for (int64_t i = 0; i < n; ++i)
-      ASSERT_EQ(out->at(0).floats()[i],
+      ASSERT_EQ(out->at(0).span<float>()[i],
                 double(float(x.floats()[i]) + float(y.floats()[i])));
   }
 }

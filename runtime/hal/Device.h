@@ -53,6 +53,11 @@ public:
   /// Default: false.
   virtual bool supportsLibrary(Library library, DType dtype) const;
 
+  /// Optional: the bytes of this device's buffers that are allocated and
+  /// not yet freed (what `allocate` counts against its limit), for
+  /// reporting (omnirun --stats). Default: -1, not counted.
+  virtual int64_t bytesInUse() const;
+
   /// Optional: a channel over the ranks of this process group. Default:
   /// Unimplemented.
   virtual absl::StatusOr<std::unique_ptr<Channel>> createChannel();

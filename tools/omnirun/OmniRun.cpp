@@ -388,10 +388,11 @@ int run(const std::vector<std::string> &args, std::ostream &out,
       executor::Executor::create(*program, **device);
   if (!executor.ok())
     return fail(executor.status().message());
-  absl::StatusOr<std::vector<HostTensor>> results =
-      (*executor)->run(*function, inputs);
-  if (!results.ok())
-    return fail(results.status().message());
+  absl::StatusOr<std::vector<TypedTensor>> typed =
+      (*executor)->run(*function, toTyped(inputs));
+  if (!typed.ok())
+    return fail(typed.status().message());
+  std::optional<std::vector<HostTensor>> results = toHost(*typed);
 
   for (size_t i = 0; i < results->size(); ++i) {
     const HostTensor &result = (*results)[i];
