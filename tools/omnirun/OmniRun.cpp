@@ -44,7 +44,8 @@ files you would run as programs.
 
 Training (the program follows the convention of runtime/train/driver/
 Trainer.h: @init_state(seed) and @train_step(state..., seed, iteration,
-[prompt_embeds], [pooled_prompt_embeds]); any of these options trains):
+[prompt_embeds], [pooled_prompt_embeds]), the state in omni.state slots;
+any of these options trains):
   --steps=<n>            iterations to reach (default 1); 0 with --out
                          writes the initial state as step-0.safetensors
   --seed=<n>             the run's seed (default 0; a resumed run takes the
@@ -65,6 +66,9 @@ Trainer.h: @init_state(seed) and @train_step(state..., seed, iteration,
                          from @init_state
   --allow-program-change resume a checkpoint that another step.bin wrote
                          (checkpoints record the program's fingerprint)
+  --stats                per iteration, the bytes copied to and from the
+                         device and the device memory in use (progress
+                         line and metrics.jsonl)
   --sample-every=<k>     write the step's `images` every k iterations
                          (default: --save-every, or 10)
   --prompts=<file>       the prompt set: a safetensors file with
@@ -148,7 +152,7 @@ std::optional<std::string> parse(const std::vector<std::string> &args,
       "--save-every",   "--checkpoint-every", "--metrics", "--sample-every",
       "--prompts",      "--init",         "--init-skip", "--reward",
       "--resume",       "--train",        "--keep-last",
-      "--resume-if-present", "--allow-program-change"};
+      "--resume-if-present", "--allow-program-change", "--stats"};
   auto trainingOption = [&](const std::string &name) {
     if (std::find(std::begin(training), std::end(training), name) ==
         std::end(training))
@@ -167,10 +171,13 @@ std::optional<std::string> parse(const std::vector<std::string> &args,
       options.help = true;
       continue;
     }
-    if (arg == "--train" || arg == "--allow-program-change") {
+    if (arg == "--train" || arg == "--allow-program-change" ||
+        arg == "--stats") {
       trainingOption(arg);
       if (arg == "--allow-program-change")
         options.training.allowProgramChange = true;
+      if (arg == "--stats")
+        options.training.stats = true;
       continue;
     }
     // --resume, --resume=DIR, or --resume DIR (DIR taken when the step.bin
