@@ -35,10 +35,10 @@
 #ifndef OMNI_RUNTIME_EXECUTOR_EXECUTOR_H
 #define OMNI_RUNTIME_EXECUTOR_EXECUTOR_H
 
-#include "runtime/train/hostfn/HostFunctions.h"
 #include "runtime/hal/Device.h"
 #include "runtime/io/TypedTensor.h"
 #include "runtime/loader/Program.h"
+#include "runtime/train/hostfn/HostFunctions.h"
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"

@@ -163,9 +163,8 @@ void TypedTensor::reshape(std::vector<int64_t> shape) {
 
 bool TypedTensor::operator==(const TypedTensor &other) const {
   return dtype_ == other.dtype_ && shape_ == other.shape_ &&
-         (byteSize_ == 0 ||
-          std::memcmp(data(), other.data(), static_cast<size_t>(byteSize_)) ==
-              0);
+         (byteSize_ == 0 || std::memcmp(data(), other.data(),
+                                        static_cast<size_t>(byteSize_)) == 0);
 }
 
 std::vector<TypedTensor> toTyped(absl::Span<const HostTensor> tensors) {

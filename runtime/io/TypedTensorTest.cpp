@@ -30,8 +30,8 @@ TEST(TypedTensorTest, ZeroFilledWithTheDTypesSize) {
 }
 
 TEST(TypedTensorTest, BytesAreLittleEndianElements) {
-  TypedTensor t = TypedTensor::of<float>(DType::F32, {2},
-                                         std::vector<float>{1.0f, -2.0f});
+  TypedTensor t =
+      TypedTensor::of<float>(DType::F32, {2}, std::vector<float>{1.0f, -2.0f});
   // 1.0f = 0x3f800000, -2.0f = 0xc0000000.
   std::vector<uint8_t> want = {0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x00, 0xc0};
   EXPECT_EQ(std::vector<uint8_t>(t.bytes().begin(), t.bytes().end()), want);
@@ -82,8 +82,8 @@ TEST(TypedTensorTest, HostRoundTripIsExactForEveryDType) {
 }
 
 TEST(TypedTensorTest, EqualityIsBitForBit) {
-  TypedTensor a = TypedTensor::of<float>(DType::F32, {2},
-                                         std::vector<float>{0.0f, 1.0f});
+  TypedTensor a =
+      TypedTensor::of<float>(DType::F32, {2}, std::vector<float>{0.0f, 1.0f});
   TypedTensor b = a;
   EXPECT_EQ(a, b);
   b.span<float>()[0] = -0.0f; // equal as numbers, not as bits

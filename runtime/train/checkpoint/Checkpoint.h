@@ -62,7 +62,8 @@ absl::Status
 saveCheckpointTyped(const std::string &dir, int64_t step,
                     const std::vector<NamedTypedTensor> &tensors,
                     const std::map<std::string, std::string> &metadata = {});
-absl::StatusOr<TypedCheckpoint> loadLatestCheckpointTyped(const std::string &dir);
+absl::StatusOr<TypedCheckpoint>
+loadLatestCheckpointTyped(const std::string &dir);
 
 /// The steps of the `step-<N>.safetensors` files in `dir`, ascending (none
 /// when `dir` is missing).

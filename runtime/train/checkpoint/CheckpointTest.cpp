@@ -709,7 +709,8 @@ TEST(Checkpoint, SaveLoadLatest) {
 std::vector<NamedTensor> everyDType() {
   const double inf = std::numeric_limits<double>::infinity();
   return {
-      {"a.f32", HostTensor::fromDoubles(DType::F32, {2, 2}, {1.5, -0.0, inf, 3e-7})},
+      {"a.f32",
+       HostTensor::fromDoubles(DType::F32, {2, 2}, {1.5, -0.0, inf, 3e-7})},
       {"b.f64", HostTensor::fromDoubles(DType::F64, {3}, {0.1, -inf, 1e300})},
       {"c.f16", HostTensor::fromDoubles(DType::F16, {2}, {65504, -6e-8})},
       {"d.bf16", HostTensor::fromDoubles(DType::BF16, {2}, {-3, 1e38})},
@@ -739,8 +740,7 @@ TEST(SafetensorsTyped, SameFileBytesAsTheHostTensorWriter) {
   for (size_t i = 0; i < host.size(); ++i) {
     EXPECT_EQ(back->tensors[i].name, host[i].name);
     EXPECT_EQ(back->tensors[i].tensor, typed[i].tensor) << host[i].name;
-    EXPECT_EQ(back->tensors[i].tensor.toHost(), host[i].tensor)
-        << host[i].name;
+    EXPECT_EQ(back->tensors[i].tensor.toHost(), host[i].tensor) << host[i].name;
   }
   // A float32 element is its 4 bytes in the file (1.5f = 0x3fc00000).
   EXPECT_EQ(back->tensors[0].tensor.bytes()[3], 0x3f);

@@ -515,9 +515,8 @@ absl::StatusOr<Layout> parseLayout(absl::string_view bytes,
 }
 
 /// The name checks of serializeSafetensors on names sorted ascending.
-absl::Status
-checkNames(const std::vector<const std::string *> &sorted,
-           const std::map<std::string, std::string> &metadata) {
+absl::Status checkNames(const std::vector<const std::string *> &sorted,
+                        const std::map<std::string, std::string> &metadata) {
   for (size_t i = 0; i < sorted.size(); ++i) {
     const std::string &name = *sorted[i];
     if (name == "__metadata__")
@@ -606,11 +605,11 @@ parseSafetensorsTyped(absl::string_view bytes, absl::string_view fileName) {
               " of BOOL is byte ", static_cast<unsigned char>(data[i]) + 0u,
               ", expected 0 or 1"));
     contents.tensors.push_back(
-        {e.name, TypedTensor::fromBytes(
-                     e.dtype->dtype, e.shape,
-                     absl::MakeConstSpan(
-                         reinterpret_cast<const uint8_t *>(data.data()),
-                         data.size()))});
+        {e.name,
+         TypedTensor::fromBytes(
+             e.dtype->dtype, e.shape,
+             absl::MakeConstSpan(reinterpret_cast<const uint8_t *>(data.data()),
+                                 data.size()))});
   }
   return contents;
 }

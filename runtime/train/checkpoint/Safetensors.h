@@ -108,10 +108,9 @@ parseSafetensorsTyped(absl::string_view bytes, absl::string_view fileName);
 
 /// serializeSafetensors of typed tensors: the same bytes for the same
 /// tensors.
-absl::StatusOr<std::string>
-serializeSafetensorsTyped(const std::vector<NamedTypedTensor> &tensors,
-                          const std::map<std::string, std::string> &metadata =
-                              {});
+absl::StatusOr<std::string> serializeSafetensorsTyped(
+    const std::vector<NamedTypedTensor> &tensors,
+    const std::map<std::string, std::string> &metadata = {});
 
 /// parseSafetensorsTyped on the contents of `path` (NotFound when it cannot
 /// be opened).

@@ -89,11 +89,11 @@ absl::Status applyInit(executor::Executor &executor, const InitFile &init,
     std::string target = prefix + t.name;
     const loader::StateInfo *want = sig.findState(target);
     if (!want)
-      return absl::InvalidArgumentError(absl::StrCat(
-          init.path, ": tensor ", checkpoint::json::quoted(t.name),
-          " would set state '", target, "', which @", stepName,
-          " does not have (--init-skip=", t.name,
-          " ignores a buffer the program computes)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(init.path, ": tensor ", checkpoint::json::quoted(t.name),
+                       " would set state '", target, "', which @", stepName,
+                       " does not have (--init-skip=", t.name,
+                       " ignores a buffer the program computes)"));
     const TypedTensor *value = &t.tensor;
     if ((value->dtype() == DType::F16 || value->dtype() == DType::BF16) &&
         want->dtype == DType::F32 && value->shape() == want->shape) {
@@ -113,8 +113,11 @@ absl::Status applyInit(executor::Executor &executor, const InitFile &init,
           continue;
         return absl::InvalidArgumentError(absl::StrCat(
             init.path, ": tensor ", checkpoint::json::quoted(t.name), " has ",
-            std::isnan(x) ? "NaN" : x > 0 ? "+inf" : "-inf", " at element ", i,
-            " of ", value->numElements(), ", expected finite initial weights"));
+            std::isnan(x) ? "NaN"
+            : x > 0       ? "+inf"
+                          : "-inf",
+            " at element ", i, " of ", value->numElements(),
+            ", expected finite initial weights"));
       }
     writes.push_back({target, value});
     given.insert(target);
@@ -148,8 +151,7 @@ absl::Status applyInit(executor::Executor &executor, const InitFile &init,
 
 /// Resumes from `ckpt`: checks its metadata, sets every slot.
 absl::StatusOr<Start> restore(executor::Executor &executor,
-                              const Signature &sig,
-                              const TrainOptions &options,
+                              const Signature &sig, const TrainOptions &options,
                               const std::string &resumeFrom,
                               const checkpoint::TypedCheckpoint &ckpt,
                               std::ostream &log) {
@@ -166,9 +168,9 @@ absl::StatusOr<Start> restore(executor::Executor &executor,
         absl::StrCat(where, ": metadata 'seed' is '", recordedSeed->second,
                      "', expected an integer"));
   if (options.seed && *options.seed != trainedSeed)
-    return absl::InvalidArgumentError(absl::StrCat(
-        resumeFrom, ": the checkpoint was trained with seed ",
-        recordedSeed->second, " but --seed is ", *options.seed));
+    return absl::InvalidArgumentError(
+        absl::StrCat(resumeFrom, ": the checkpoint was trained with seed ",
+                     recordedSeed->second, " but --seed is ", *options.seed));
   start.seed = trainedSeed;
   auto iteration = ckpt.metadata.find("iteration");
   if (iteration != ckpt.metadata.end() &&
@@ -181,11 +183,11 @@ absl::StatusOr<Start> restore(executor::Executor &executor,
                       !options.programHash.empty() &&
                       hash->second != options.programHash;
   if (otherProgram && !options.allowProgramChange)
-    return absl::FailedPreconditionError(absl::StrCat(
-        where, ": written by another step.bin (program_hash ", hash->second,
-        ", this one is ", options.programHash,
-        "); resume with the step.bin that wrote it, or pass "
-        "--allow-program-change"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(where, ": written by another step.bin (program_hash ",
+                     hash->second, ", this one is ", options.programHash,
+                     "); resume with the step.bin that wrote it, or pass "
+                     "--allow-program-change"));
   std::map<std::string, const TypedTensor *> byName;
   for (const checkpoint::NamedTypedTensor &t : ckpt.tensors)
     byName[t.name] = &t.tensor;
@@ -237,8 +239,7 @@ absl::StatusOr<Start> initialState(executor::Executor &executor,
       return ckpt.status();
     if (!options.resumeIfPresent) {
       struct stat st;
-      bool folder =
-          ::stat(resumeFrom.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+      bool folder = ::stat(resumeFrom.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
       return absl::NotFoundError(absl::StrCat(
           "--resume ", resumeFrom, ": ",
           folder ? "no checkpoint there (no 'latest' file)" : "no such folder",
@@ -253,8 +254,8 @@ absl::StatusOr<Start> initialState(executor::Executor &executor,
   start.seed = options.seed.value_or(0);
   // The init function writes the state slots; results it returns besides
   // are not the training state.
-  absl::StatusOr<std::vector<TypedTensor>> init = executor.run(
-      options.initFunction, {TypedTensor::scalarI64(start.seed)});
+  absl::StatusOr<std::vector<TypedTensor>> init =
+      executor.run(options.initFunction, {TypedTensor::scalarI64(start.seed)});
   if (!init.ok())
     return init.status();
   for (const InitFile &file : options.inits)

@@ -52,8 +52,12 @@ residentProgram(bool failFromIteration2 = false) {
   uint32_t iteration = b.argument(sd::DType::I64, {}, 1, "iteration");
   uint32_t embeds = b.argument(sd::DType::F32, {1, 1, 4}, 2, "prompt_embeds");
   // The prompt as a flat [4] view of the same argument.
-  uint32_t flat = b.tensor({"prompt_flat", sd::DType::F32, {4},
-                            sd::Storage::Argument, 2, sd::Role::Input});
+  uint32_t flat = b.tensor({"prompt_flat",
+                            sd::DType::F32,
+                            {4},
+                            sd::Storage::Argument,
+                            2,
+                            sd::Role::Input});
   uint32_t loss = b.arena(sd::DType::F32, {}, "loss");
   StepBuilder::CopySpec first;
   first.source = w;
@@ -181,11 +185,12 @@ TEST_F(ResidentTrainerTest, ResumeWritesTheSlotsAndIsBitExact) {
 
 TEST_F(ResidentTrainerTest, InitWritesTheSlotAndTypesAreChecked) {
   std::string path = (dir / "init.safetensors").string();
-  ASSERT_TRUE(checkpoint::writeSafetensorsTyped(
-                  path, {{"w", TypedTensor::of<float>(
-                                   DType::F32, {4},
-                                   std::vector<float>{10, 20, 30, 40})}})
-                  .ok());
+  ASSERT_TRUE(
+      checkpoint::writeSafetensorsTyped(
+          path,
+          {{"w", TypedTensor::of<float>(DType::F32, {4},
+                                        std::vector<float>{10, 20, 30, 40})}})
+          .ok());
   TrainOptions options;
   options.steps = 0;
   options.outDir = (dir / "zero").string();

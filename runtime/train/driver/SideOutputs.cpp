@@ -92,8 +92,8 @@ std::string byteCount(int64_t bytes) {
 
 /// The console order: these first (reward_mean/reward_std as "reward m ±
 /// s"), then every other metric in the program's order.
-constexpr const char *kConsoleOrder[] = {"loss",      "approx_kl", "clipfrac",
-                                         "kl",        "grad_norm", "skipped"};
+constexpr const char *kConsoleOrder[] = {"loss", "approx_kl", "clipfrac",
+                                         "kl",   "grad_norm", "skipped"};
 
 } // namespace
 
@@ -136,8 +136,7 @@ std::string progressLine(int64_t steps, const Signature &sig,
     absl::StrAppend(&line, "  to device ", byteCount(r.transfers->hostToDevice),
                     ", from device ", byteCount(r.transfers->deviceToHost));
     if (r.peakDeviceBytes >= 0)
-      absl::StrAppend(&line, ", device memory ",
-                      byteCount(r.peakDeviceBytes));
+      absl::StrAppend(&line, ", device memory ", byteCount(r.peakDeviceBytes));
   }
   return line;
 }
@@ -165,8 +164,8 @@ std::string metricsLine(const Signature &sig, const IterationResult &r) {
     absl::StrAppend(&json, "}");
   }
   if (r.transfers) {
-    absl::StrAppend(&json, ", \"host_to_device_bytes\": ",
-                    r.transfers->hostToDevice,
+    absl::StrAppend(&json,
+                    ", \"host_to_device_bytes\": ", r.transfers->hostToDevice,
                     ", \"device_to_host_bytes\": ", r.transfers->deviceToHost);
     if (r.peakDeviceBytes >= 0)
       absl::StrAppend(&json, ", \"device_bytes\": ", r.peakDeviceBytes);

@@ -42,16 +42,14 @@ absl::StatusOr<Signature> checkStep(const loader::Program &program,
                                     const std::string &name) {
   std::optional<uint32_t> f = program.findFunction(name);
   if (!f)
-    return absl::NotFoundError(absl::StrCat(
-        program.name(), ": no function @", name,
-        " (the training step; see omnirun --list)"));
+    return absl::NotFoundError(
+        absl::StrCat(program.name(), ": no function @", name,
+                     " (the training step; see omnirun --list)"));
   const step::Function *fn = program.step().functions()->Get(*f);
   uint32_t numIn = fn->inputs() ? fn->inputs()->size() : 0;
   uint32_t numOut = fn->outputs() ? fn->outputs()->size() : 0;
   auto in = [&](uint32_t i) { return &program.tensor(fn->inputs()->Get(i)); };
-  auto out = [&](uint32_t i) {
-    return &program.tensor(fn->outputs()->Get(i));
-  };
+  auto out = [&](uint32_t i) { return &program.tensor(fn->outputs()->Get(i)); };
   auto isI64Scalar = [](const loader::TensorInfo *t) {
     return t->dtype == DType::I64 && t->shape.empty();
   };
@@ -192,11 +190,11 @@ trainingHostFunctions(const loader::Program &program, uint32_t step,
       if (isReward(c))
         rebound.push_back(c);
     if (rebound.empty())
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--reward ", reward, ": @", stepName,
-          " calls no reward to rebind (its host calls: ",
-          callees.empty() ? "none" : absl::StrJoin(callees, ", "),
-          "; known rewards: ", absl::StrJoin(known, ", "), ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--reward ", reward, ": @", stepName,
+                       " calls no reward to rebind (its host calls: ",
+                       callees.empty() ? "none" : absl::StrJoin(callees, ", "),
+                       "; known rewards: ", absl::StrJoin(known, ", "), ")"));
     log << "reward: " << absl::StrJoin(rebound, ", ") << " -> " << reward
         << "\n";
   }

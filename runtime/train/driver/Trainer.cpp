@@ -47,9 +47,9 @@ absl::StatusOr<RunPaths> checkOptions(const TrainOptions &options) {
     return absl::InvalidArgumentError(
         absl::StrCat("--steps must be >= 0, found ", options.steps));
   if (options.saveEvery < 0 || options.sampleEvery < 0)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--save-every and --sample-every must be >= 0, found ",
-        options.saveEvery, " and ", options.sampleEvery));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--save-every and --sample-every must be >= 0, found ",
+                     options.saveEvery, " and ", options.sampleEvery));
   if (options.keepLast < 0)
     return absl::InvalidArgumentError(
         absl::StrCat("--keep-last must be >= 0, found ", options.keepLast));
@@ -77,8 +77,8 @@ public:
   Checkpointer(executor::Executor &executor, const Signature &sig,
                const TrainOptions &options, std::string out, int64_t seed,
                int64_t saved)
-      : executor_(executor), sig_(sig), options_(options),
-        out_(std::move(out)), seed_(seed), saved_(saved) {}
+      : executor_(executor), sig_(sig), options_(options), out_(std::move(out)),
+        seed_(seed), saved_(saved) {}
 
   int64_t saved() const { return saved_; }
 
@@ -113,8 +113,8 @@ public:
       return " (no --out: the training state is not saved)";
     if (saved_ != step)
       if (absl::Status s = save(step); !s.ok())
-        return absl::StrCat(" (saving the training state failed too: ",
-                            s.message(), ")");
+        return absl::StrCat(
+            " (saving the training state failed too: ", s.message(), ")");
     return absl::StrCat(" (training state of iteration ", step, " saved in ",
                         checkpoint::checkpointPath(out_, step), ")");
   }
@@ -147,8 +147,8 @@ private:
 /// state is updated in place in its slots.
 absl::StatusOr<IterationResult>
 runIteration(executor::Executor &executor, const Signature &sig,
-             const std::optional<PromptSet> &prompts, int64_t seed,
-             int64_t it, std::atomic<int64_t> &rewardNanos, bool stats) {
+             const std::optional<PromptSet> &prompts, int64_t seed, int64_t it,
+             std::atomic<int64_t> &rewardNanos, bool stats) {
   IterationResult r;
   r.iteration = it;
   executor::TransferStats before = executor.transfers();
@@ -171,9 +171,9 @@ runIteration(executor::Executor &executor, const Signature &sig,
   r.computeSeconds = std::max(0.0, r.totalSeconds - r.rewardSeconds);
   if (stats) {
     executor::TransferStats after = executor.transfers();
-    r.transfers = executor::TransferStats{
-        after.hostToDevice - before.hostToDevice,
-        after.deviceToHost - before.deviceToHost};
+    r.transfers =
+        executor::TransferStats{after.hostToDevice - before.hostToDevice,
+                                after.deviceToHost - before.deviceToHost};
     r.peakDeviceBytes = executor.takePeakDeviceBytes();
   }
   // Phases of the program (omnigen's recipe names rollout, reward, loss,
@@ -314,23 +314,22 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
   bool warnedImages = false;
   for (int64_t it = start->iteration; it < options.steps; ++it) {
     if (int signal = options.stopRequested ? options.stopRequested() : 0) {
-      std::string what = absl::StrCat("interrupted by ", signalName(signal),
-                                      " after iteration ", it, " of ",
-                                      options.steps);
+      std::string what =
+          absl::StrCat("interrupted by ", signalName(signal),
+                       " after iteration ", it, " of ", options.steps);
       if (paths.out.empty())
         return absl::CancelledError(
             absl::StrCat(what, "; nothing saved (no --out)"));
       if (checkpoints.saved() != it)
         if (absl::Status s = checkpoints.save(it); !s.ok())
-          return absl::Status(s.code(), absl::StrCat(what, "; saving failed: ",
-                                                     s.message()));
+          return absl::Status(
+              s.code(), absl::StrCat(what, "; saving failed: ", s.message()));
       return absl::CancelledError(absl::StrCat(
           what, ": saved ", checkpoint::checkpointPath(paths.out, it),
           "; continue with --resume ", paths.out));
     }
-    absl::StatusOr<IterationResult> r =
-        runIteration(executor, *sig, prompts, start->seed, it, *rewardNanos,
-                     options.stats);
+    absl::StatusOr<IterationResult> r = runIteration(
+        executor, *sig, prompts, start->seed, it, *rewardNanos, options.stats);
     if (!r.ok())
       return absl::Status(r.status().code(),
                           absl::StrCat("iteration ", it, ": ",
@@ -348,9 +347,9 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
     // saved.
     if (absl::Status side = writeSideOutputs(*sig, *r, options, paths, metrics);
         !side.ok())
-      return absl::Status(side.code(),
-                          absl::StrCat(side.message(),
-                                       checkpoints.keepState(it + 1)));
+      return absl::Status(
+          side.code(),
+          absl::StrCat(side.message(), checkpoints.keepState(it + 1)));
     bool last = it + 1 == options.steps;
     bool due = options.saveEvery > 0 && (it + 1) % options.saveEvery == 0;
     if (!paths.out.empty() && (last || due))
