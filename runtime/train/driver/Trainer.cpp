@@ -209,13 +209,20 @@ absl::Status writeSideOutputs(const Signature &sig, const IterationResult &r,
   return absl::OkStatus();
 }
 
-/// Prepares the out folder: creates it and removes what a run killed while
-/// writing left behind.
-absl::Status prepareOutDir(const std::string &out, std::ostream &log) {
-  if (absl::Status s = checkpoint::makeDirectories(out); !s.ok())
-    return s;
+/// Prepares the side outputs of a run starting at iteration `start`: the
+/// out folder (created; what a run killed while writing left behind is
+/// removed) and the metrics file (cut back to `start` when resuming,
+/// opened for appending).
+absl::Status openOutputs(const RunPaths &paths, int64_t start,
+                         MetricsFile &metrics, std::ostream &log) {
+  const std::string &out = paths.out;
+  if (!out.empty())
+    if (absl::Status s = checkpoint::makeDirectories(out); !s.ok())
+      return s;
   int stale = 0;
   for (const std::string &folder : {out, out + "/samples"}) {
+    if (out.empty())
+      break;
     absl::StatusOr<int> removed = checkpoint::removeStaleTemporaries(folder);
     if (!removed.ok())
       return removed.status();
@@ -224,7 +231,73 @@ absl::Status prepareOutDir(const std::string &out, std::ostream &log) {
   if (stale)
     log << "removed " << stale << " temporary file" << (stale == 1 ? "" : "s")
         << " of writes an earlier run did not finish in " << out << "\n";
-  return absl::OkStatus();
+  if (paths.metricsPath.empty())
+    return absl::OkStatus();
+  // A resumed run redoes the iterations after its checkpoint (all of them
+  // when there was none).
+  if (paths.resume)
+    if (absl::Status s = cutMetrics(paths.metricsPath, start, log); !s.ok())
+      return s;
+  return metrics.open(paths.metricsPath);
+}
+
+/// The executor with the training host functions (rewards timed into
+/// `rewardNanos`, rebound by --reward), timing phases.
+absl::StatusOr<std::unique_ptr<executor::Executor>> makeExecutor(
+    std::shared_ptr<const loader::Program> program, hal::Device &device,
+    const Signature &sig, const TrainOptions &options,
+    std::shared_ptr<std::atomic<int64_t>> rewardNanos, std::ostream &log) {
+  absl::StatusOr<HostFunctionRegistry> hostFunctions =
+      trainingHostFunctions(*program, sig.function, options.stepFunction,
+                            options.reward, std::move(rewardNanos), log);
+  if (!hostFunctions.ok())
+    return hostFunctions.status();
+  executor::ExecutorOptions executorOptions;
+  executorOptions.hostFunctions = std::move(*hostFunctions);
+  absl::StatusOr<std::unique_ptr<executor::Executor>> created =
+      executor::Executor::create(program, device, std::move(executorOptions));
+  if (created.ok())
+    (*created)->setPhaseTiming(true);
+  return created;
+}
+
+/// The prompt set the step's data inputs are filled from (none when it
+/// takes none).
+absl::StatusOr<std::optional<PromptSet>>
+loadPrompts(const Signature &sig, const TrainOptions &options,
+            std::ostream &log) {
+  std::optional<PromptSet> prompts;
+  if (!options.promptsPath.empty()) {
+    absl::StatusOr<PromptSet> loaded =
+        PromptSet::load(options.promptsPath, sig.prompts);
+    if (!loaded.ok())
+      return loaded.status();
+    prompts = std::move(*loaded);
+  } else if (sig.prompts.embeds || sig.prompts.pooled) {
+    prompts = PromptSet::synthetic(sig.prompts);
+  }
+  if (prompts)
+    log << "prompts: " << prompts->size() << " from " << prompts->source()
+        << ", " << sig.prompts.perIteration << " per iteration\n";
+  return prompts;
+}
+
+/// A stop request before iteration `it`: saves its state and says where.
+absl::Status stopAndSave(int signal, int64_t it, const TrainOptions &options,
+                         const RunPaths &paths, Checkpointer &checkpoints) {
+  std::string what =
+      absl::StrCat("interrupted by ", signalName(signal), " after iteration ",
+                   it, " of ", options.steps);
+  if (paths.out.empty())
+    return absl::CancelledError(
+        absl::StrCat(what, "; nothing saved (no --out)"));
+  if (checkpoints.saved() != it)
+    if (absl::Status s = checkpoints.save(it); !s.ok())
+      return absl::Status(s.code(),
+                          absl::StrCat(what, "; saving failed: ", s.message()));
+  return absl::CancelledError(
+      absl::StrCat(what, ": saved ", checkpoint::checkpointPath(paths.out, it),
+                   "; continue with --resume ", paths.out));
 }
 
 } // namespace
@@ -253,32 +326,15 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
 
   // 2. Host functions, the executor and the prompt set.
   auto rewardNanos = std::make_shared<std::atomic<int64_t>>(0);
-  absl::StatusOr<HostFunctionRegistry> hostFunctions =
-      trainingHostFunctions(*program, sig->function, options.stepFunction,
-                            options.reward, rewardNanos, log);
-  if (!hostFunctions.ok())
-    return hostFunctions.status();
-  executor::ExecutorOptions executorOptions;
-  executorOptions.hostFunctions = std::move(*hostFunctions);
   absl::StatusOr<std::unique_ptr<executor::Executor>> created =
-      executor::Executor::create(program, device, std::move(executorOptions));
+      makeExecutor(program, device, *sig, options, rewardNanos, log);
   if (!created.ok())
     return created.status();
   executor::Executor &executor = **created;
-  executor.setPhaseTiming(true);
-  std::optional<PromptSet> prompts;
-  if (!options.promptsPath.empty()) {
-    absl::StatusOr<PromptSet> loaded =
-        PromptSet::load(options.promptsPath, sig->prompts);
-    if (!loaded.ok())
-      return loaded.status();
-    prompts = std::move(*loaded);
-  } else if (sig->prompts.embeds || sig->prompts.pooled) {
-    prompts = PromptSet::synthetic(sig->prompts);
-  }
-  if (prompts)
-    log << "prompts: " << prompts->size() << " from " << prompts->source()
-        << ", " << sig->prompts.perIteration << " per iteration\n";
+  absl::StatusOr<std::optional<PromptSet>> prompts =
+      loadPrompts(*sig, options, log);
+  if (!prompts.ok())
+    return prompts.status();
 
   // 3. The initial state, in the slots.
   absl::StatusOr<Start> start = initialState(
@@ -286,19 +342,10 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
   if (!start.ok())
     return start.status();
 
-  if (!paths.out.empty())
-    if (absl::Status s = prepareOutDir(paths.out, log); !s.ok())
-      return s;
-  // A resumed run redoes the iterations after its checkpoint (all of them
-  // when there was none).
-  if (paths.resume && !paths.metricsPath.empty())
-    if (absl::Status s = cutMetrics(paths.metricsPath, start->iteration, log);
-        !s.ok())
-      return s;
   MetricsFile metrics;
-  if (!paths.metricsPath.empty())
-    if (absl::Status s = metrics.open(paths.metricsPath); !s.ok())
-      return s;
+  if (absl::Status s = openOutputs(paths, start->iteration, metrics, log);
+      !s.ok())
+    return s;
   Checkpointer checkpoints(
       executor, *sig, options, paths.out, start->seed,
       start->resumed && paths.resumeFrom == paths.out ? start->iteration : -1);
@@ -313,23 +360,10 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
   // 4. Iterations.
   bool warnedImages = false;
   for (int64_t it = start->iteration; it < options.steps; ++it) {
-    if (int signal = options.stopRequested ? options.stopRequested() : 0) {
-      std::string what =
-          absl::StrCat("interrupted by ", signalName(signal),
-                       " after iteration ", it, " of ", options.steps);
-      if (paths.out.empty())
-        return absl::CancelledError(
-            absl::StrCat(what, "; nothing saved (no --out)"));
-      if (checkpoints.saved() != it)
-        if (absl::Status s = checkpoints.save(it); !s.ok())
-          return absl::Status(
-              s.code(), absl::StrCat(what, "; saving failed: ", s.message()));
-      return absl::CancelledError(absl::StrCat(
-          what, ": saved ", checkpoint::checkpointPath(paths.out, it),
-          "; continue with --resume ", paths.out));
-    }
+    if (int signal = options.stopRequested ? options.stopRequested() : 0)
+      return stopAndSave(signal, it, options, paths, checkpoints);
     absl::StatusOr<IterationResult> r = runIteration(
-        executor, *sig, prompts, start->seed, it, *rewardNanos, options.stats);
+        executor, *sig, *prompts, start->seed, it, *rewardNanos, options.stats);
     if (!r.ok())
       return absl::Status(r.status().code(),
                           absl::StrCat("iteration ", it, ": ",
