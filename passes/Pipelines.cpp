@@ -28,6 +28,7 @@ void buildOmniPipeline(OpPassManager &pm, PipelineStage last,
                        bool reportArena) {
   // 1. Clean up frontend output: inline model calls, fold constants (the
   //    sigma schedule folds here), share common subexpressions.
+  pm.addPass(createOmniResidentStatePass()); // state slots (before inlining)
   pm.addPass(createInlinerPass());
   addCleanup(pm);
   if (last == PipelineStage::Cleanup)

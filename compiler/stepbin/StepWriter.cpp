@@ -16,7 +16,9 @@
 //
 // Every tensor value maps to an entry of the tensor table whose storage is
 // the memory plan's arena offset (omni.offsets), a caller argument, a
-// donated argument, or a constant. Scalars (index and i64 values) map to
+// donated argument, a constant, or a state slot. Arguments and results
+// with `omni.state` (omni-resident-state) are not inputs and outputs: they
+// read the slot and are stored into it on return (emitReturn). Scalars (index and i64 values) map to
 // index registers.
 //
 //===----------------------------------------------------------------------===//
@@ -31,6 +33,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
@@ -95,6 +99,25 @@ struct TensorEntry {
   st::Role role;
 };
 
+/// A persistent state slot: every `omni.state` name of the module.
+struct StateEntry {
+  std::string name;
+  RankedTensorType type;
+  st::Role role;
+};
+
+/// Optimizer state: a name under an optimizer's prefix (`adamw.m.<p>`) or
+/// a step counter (`step`, `<prefix>.step`); everything else is a
+/// parameter (model weights, frozen copies, LoRA adapters).
+st::Role stateRole(StringRef name) {
+  for (StringRef prefix : {"adamw.", "adam.", "sgd.", "lion.", "optimizer."})
+    if (name.starts_with(prefix))
+      return st::Role::OptimizerState;
+  if (name == "step" || name.ends_with(".step"))
+    return st::Role::OptimizerState;
+  return st::Role::Parameter;
+}
+
 /// The state of one step.bin being written.
 class Writer {
 public:
@@ -102,7 +125,11 @@ public:
   FailureOr<std::vector<uint8_t>> write(StringRef producer);
 
 private:
+  LogicalResult collectState();
   LogicalResult writeFunction(func::FuncOp fn);
+  LogicalResult emitReturn(func::FuncOp fn, func::ReturnOp ret,
+                           uint32_t numInputs, std::vector<uint32_t> &outputs,
+                           std::vector<fb::Offset<st::Command>> &out);
   FailureOr<fb::Offset<fb::Vector<fb::Offset<st::KernelSignature>>>>
   kernelSignatures();
   LogicalResult emitBlock(Block &block, std::vector<fb::Offset<st::Command>> &out);
@@ -132,6 +159,8 @@ private:
   std::vector<std::string> scalarNames;
   std::vector<fb::Offset<st::Constant>> constants;
   std::vector<fb::Offset<st::Function>> functions;
+  std::vector<StateEntry> state;
+  llvm::StringMap<uint32_t> stateIndex;
   int64_t arenaSize = 0;
 
   // Per function.
@@ -140,6 +169,8 @@ private:
   /// Returned values an op may write straight into the caller's result
   /// buffer (argument numInputs + k) instead of the arena.
   DenseMap<Value, int64_t> resultArgument;
+  /// The tensor of each argument (an input or a state slot), by position.
+  std::vector<uint32_t> argumentTensor;
   int64_t functionArena = 0;
   int64_t extraTop = 0;
 };
@@ -182,10 +213,14 @@ FailureOr<uint32_t> Writer::arenaResult(Operation *op, unsigned i) {
   int64_t offset = offsets[i];
   if (offset < 0) {
     auto donated = op->getAttrOfType<DenseI64ArrayAttr>("omni.donated_args");
-    if (!donated || donated.size() <= i || donated[i] < 0)
+    if (!donated || donated.size() <= i || donated[i] < 0 ||
+        donated[i] >= static_cast<int64_t>(argumentTensor.size()))
       return op->emitOpError("result #") << i << " has no buffer in the plan";
-    return newTensor(op->getResult(i), st::Storage::Argument, donated[i],
-                     st::Role::Transient);
+    // The argument's input buffer, or its state slot.
+    const TensorEntry &arg = tensors[argumentTensor[donated[i]]];
+    return newTensor(op->getResult(i), arg.storage, arg.index,
+                     arg.storage == st::Storage::State ? arg.role
+                                                       : st::Role::Transient);
   }
   return newTensor(op->getResult(i), st::Storage::Arena, offset,
                    st::Role::Transient);
@@ -633,6 +668,46 @@ LogicalResult Writer::emitOp(Operation *op,
   return op->emitOpError("cannot be executed by the runtime yet");
 }
 
+/// The state table: every `omni.state` name of the public functions, in
+/// order of first appearance. omni-resident-state has checked them; a
+/// module that did not run it gets the same checks here.
+LogicalResult Writer::collectState() {
+  for (auto fn : module.getOps<func::FuncOp>()) {
+    if (fn.isExternal() || fn.isPrivate())
+      continue;
+    auto visit = [&](Attribute a, Type t) -> LogicalResult {
+      if (!a)
+        return success();
+      auto name = dyn_cast<StringAttr>(a);
+      auto type = dyn_cast<RankedTensorType>(t);
+      if (!name || name.getValue().empty() || !type ||
+          failed(dtypeOf(type.getElementType())))
+        return fn.emitOpError("has omni.state = ")
+               << a << " on a value of type " << t
+               << "; expected a non-empty name on a tensor step.bin can hold";
+      auto [it, inserted] =
+          stateIndex.try_emplace(name.getValue(), state.size());
+      if (inserted)
+        state.push_back({name.str(), type, stateRole(name.getValue())});
+      else if (state[it->second].type != type)
+        return fn.emitOpError("has state '")
+               << name.getValue() << "' of type " << t
+               << " but another function has it as "
+               << state[it->second].type;
+      return success();
+    };
+    for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+      if (failed(visit(fn.getArgAttr(i, "omni.state"),
+                       fn.getArgumentTypes()[i])))
+        return failure();
+    for (unsigned i = 0; i < fn.getNumResults(); ++i)
+      if (failed(visit(fn.getResultAttr(i, "omni.state"),
+                       fn.getResultTypes()[i])))
+        return failure();
+  }
+  return success();
+}
+
 LogicalResult Writer::writeFunction(func::FuncOp fn) {
   tensorOf.clear();
   scalarOf.clear();
@@ -644,6 +719,7 @@ LogicalResult Writer::writeFunction(func::FuncOp fn) {
   extraTop = llvm::alignTo(arena.getInt(), 64);
   arenaSize = std::max(arenaSize, extraTop);
   std::vector<uint32_t> inputs, outputs;
+  argumentTensor.clear();
   Block &entry = fn.getBody().front();
   for (auto [i, arg] : llvm::enumerate(entry.getArguments())) {
     if (!isa<RankedTensorType>(arg.getType()))
@@ -651,37 +727,48 @@ LogicalResult Writer::writeFunction(func::FuncOp fn) {
              << i << " has type " << arg.getType()
              << "; public functions are entry points and take tensors only "
                 "(make helpers private so they are inlined)";
+    // A state argument reads its slot; the other arguments are the inputs,
+    // numbered without the state.
+    auto stateName = fn.getArgAttrOfType<StringAttr>(i, "omni.state");
+    uint32_t slotIndex = stateName ? stateIndex.lookup(stateName.getValue()) : 0;
     FailureOr<uint32_t> t =
-        newTensor(arg, st::Storage::Argument, i, st::Role::Input);
+        stateName ? newTensor(arg, st::Storage::State, slotIndex,
+                              state[slotIndex].role)
+                  : newTensor(arg, st::Storage::Argument, inputs.size(),
+                              st::Role::Input);
     if (failed(t))
       return failure();
-    // `omni.name` names state for checkpoints (diffusers parameter names).
-    if (auto name = fn.getArgAttrOfType<StringAttr>(i, "omni.name"))
-      tensors[*t].name = name.str();
-    inputs.push_back(*t);
+    // State is named by its slot, inputs by `omni.name`.
+    if (stateName) {
+      tensors[*t].name = stateName.str();
+    } else {
+      if (auto name = fn.getArgAttrOfType<StringAttr>(i, "omni.name"))
+        tensors[*t].name = name.str();
+      inputs.push_back(*t);
+    }
+    argumentTensor.push_back(*t);
   }
-  // A value returned once, and computed in the function body, is written
-  // directly into its result buffer: no copy on return.
+  // A value returned once as an output (not stored into a state slot), and
+  // computed in the function body, is written directly into its result
+  // buffer: no copy on return.
   auto ret = cast<func::ReturnOp>(entry.getTerminator());
   DenseMap<Value, int> uses;
   for (Value v : ret.getOperands())
     ++uses[v];
-  for (auto [k, v] : llvm::enumerate(ret.getOperands()))
+  int64_t numOutputs = 0;
+  for (auto [k, v] : llvm::enumerate(ret.getOperands())) {
+    if (fn.getResultAttr(k, "omni.state"))
+      continue;
     if (Operation *def = v.getDefiningOp();
         def && uses[v] == 1 && def->getBlock() == &entry &&
         def->getAttrOfType<DenseI64ArrayAttr>("omni.offsets"))
-      resultArgument[v] = entry.getNumArguments() + k;
-  std::vector<fb::Offset<st::Command>> commands;
-  if (failed(emitBlock(entry, commands)))
-    return failure();
-  for (auto [k, v] : llvm::enumerate(ret.getOperands())) {
-    FailureOr<uint32_t> s = slot(ret, v);
-    if (failed(s))
-      return failure();
-    if (auto name = fn.getResultAttrOfType<StringAttr>(k, "omni.name"))
-      tensors[*s].name = name.str();
-    outputs.push_back(*s);
+      resultArgument[v] = inputs.size() + numOutputs;
+    ++numOutputs;
   }
+  std::vector<fb::Offset<st::Command>> commands;
+  if (failed(emitBlock(entry, commands)) ||
+      failed(emitReturn(fn, ret, inputs.size(), outputs, commands)))
+    return failure();
   functions.push_back(st::CreateFunction(
       fbb, fbb.CreateString(fn.getSymName().str()), fbb.CreateVector(inputs),
       fbb.CreateVector(outputs), fbb.CreateVector(commands),
@@ -689,7 +776,100 @@ LogicalResult Writer::writeFunction(func::FuncOp fn) {
   return success();
 }
 
+/// The end of a function: its outputs, then the stores into state slots.
+/// A store whose value already is its slot (computed into it by donation,
+/// or the slot's unchanged read) costs nothing; the others are Copies into
+/// the slot, after every command of the body, so every read in the body
+/// saw the old value. The Copies must not clobber what is still to be
+/// read: an output that reads a slot a Copy overwrites is copied into its
+/// result buffer first, and a store whose value is such a slot (a swap)
+/// goes through scratch space.
+LogicalResult Writer::emitReturn(func::FuncOp fn, func::ReturnOp ret,
+                                 uint32_t numInputs,
+                                 std::vector<uint32_t> &outputs,
+                                 std::vector<fb::Offset<st::Command>> &out) {
+  struct Store {
+    uint32_t source, slot;
+    RankedTensorType type;
+  };
+  SmallVector<Store> stores;
+  DenseSet<int64_t> overwritten;
+  SmallVector<uint32_t> values;
+  for (auto [k, v] : llvm::enumerate(ret.getOperands())) {
+    FailureOr<uint32_t> s = slot(ret, v);
+    if (failed(s))
+      return failure();
+    values.push_back(*s);
+    auto name = fn.getResultAttrOfType<StringAttr>(k, "omni.state");
+    if (!name)
+      continue;
+    uint32_t index = stateIndex.lookup(name.getValue());
+    if (tensors[*s].storage == st::Storage::State &&
+        tensors[*s].index == index)
+      continue;
+    stores.push_back({*s, index, cast<RankedTensorType>(v.getType())});
+    overwritten.insert(index);
+  }
+  auto readsOverwritten = [&](uint32_t t) {
+    return tensors[t].storage == st::Storage::State &&
+           overwritten.contains(tensors[t].index);
+  };
+  for (auto [k, v] : llvm::enumerate(ret.getOperands())) {
+    if (fn.getResultAttr(k, "omni.state"))
+      continue;
+    uint32_t t = values[k];
+    auto type = cast<RankedTensorType>(v.getType());
+    auto name = fn.getResultAttrOfType<StringAttr>(k, "omni.name");
+    if (readsOverwritten(t)) {
+      FailureOr<uint32_t> buffer =
+          newTensor(Value(), st::Storage::Argument, numInputs + outputs.size(),
+                    st::Role::Output, type);
+      if (failed(buffer))
+        return failure();
+      (void)copyRange(ret, t, *buffer, 0, 0, -1, 0, 0, -1, 0, out);
+      t = *buffer;
+    } else if (name && tensors[t].storage == st::Storage::State) {
+      // An output named apart from the slot it reads: an alias entry.
+      TensorEntry e = tensors[t];
+      FailureOr<uint32_t> alias =
+          newTensor(Value(), e.storage, e.index, e.role, type);
+      if (failed(alias))
+        return failure();
+      t = *alias;
+    }
+    if (name)
+      tensors[t].name = name.str();
+    outputs.push_back(t);
+  }
+  for (Store &store : stores) {
+    if (!readsOverwritten(store.source))
+      continue;
+    int64_t bytes = store.type.getNumElements() *
+                    elementBytes(store.type.getElementType());
+    FailureOr<uint32_t> tmp =
+        newTensor(Value(), st::Storage::Arena, functionArena + extraBytes(bytes),
+                  st::Role::Transient, store.type);
+    if (failed(tmp))
+      return failure();
+    (void)copyRange(ret, store.source, *tmp, 0, 0, -1, 0, 0, -1, 0, out);
+    store.source = *tmp;
+  }
+  for (const Store &store : stores) {
+    FailureOr<uint32_t> slotTensor =
+        newTensor(Value(), st::Storage::State, store.slot,
+                  state[store.slot].role, store.type);
+    if (failed(slotTensor))
+      return failure();
+    tensors[*slotTensor].name = state[store.slot].name;
+    (void)copyRange(ret, store.source, *slotTensor, 0, 0, -1, 0, 0, -1, 0,
+                    out);
+  }
+  return success();
+}
+
 FailureOr<std::vector<uint8_t>> Writer::write(StringRef producer) {
+  if (failed(collectState()))
+    return failure();
   for (auto fn : module.getOps<func::FuncOp>()) {
     if (fn.isExternal() || fn.isPrivate())
       continue;
@@ -719,6 +899,11 @@ FailureOr<std::vector<uint8_t>> Writer::write(StringRef producer) {
     tensorOffsets.push_back(st::CreateTensor(
         fbb, fbb.CreateString(t.name), t.dtype, fbb.CreateVector(t.shape),
         t.storage, t.index, t.role));
+  std::vector<fb::Offset<st::StateSlot>> stateSlots;
+  for (const StateEntry &e : state)
+    stateSlots.push_back(st::CreateStateSlot(
+        fbb, fbb.CreateString(e.name), *dtypeOf(e.type.getElementType()),
+        fbb.CreateVector(std::vector<int64_t>(e.type.getShape())), e.role));
   std::vector<fb::Offset<st::Scalar>> scalars;
   for (const std::string &s : scalarNames)
     scalars.push_back(st::CreateScalar(fbb, fbb.CreateString(s)));
@@ -735,7 +920,7 @@ FailureOr<std::vector<uint8_t>> Writer::write(StringRef producer) {
       fbb, /*version=*/1, fbb.CreateString(producer.str()), target,
       fbb.CreateVector(tensorOffsets), fbb.CreateVector(scalars), arenaSize,
       fbb.CreateVector(executables), fbb.CreateVector(constants),
-      fbb.CreateVector(std::vector<fb::Offset<st::StateSlot>>{}),
+      fbb.CreateVector(stateSlots),
       fbb.CreateVector(functions), integrity);
   st::FinishStepBuffer(fbb, root);
   std::vector<uint8_t> bytes(fbb.GetBufferPointer(),
