@@ -871,7 +871,9 @@ TEST_F(DataTrainerTest, ConventionErrors) {
   };
   const Case cases[] = {
       {"step_unnamed_data",
-       "@step_unnamed_data: input #2 (tensor<2x2xf32>) follows seed and "
+       // Outside the convention (the unnamed input), so its state stays
+       // inputs #0-#4 and seed and iteration are #5 and #6.
+       "@step_unnamed_data: input #7 (tensor<2x2xf32>) follows seed and "
        "iteration but is not a data input: expected omni.name "
        "\"prompt_embeds\" or \"pooled_prompt_embeds\""},
       {"step_bad_embeds",

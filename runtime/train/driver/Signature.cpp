@@ -57,13 +57,28 @@ absl::StatusOr<Signature> checkStep(const loader::Program &program,
     return n == kEmbeds || n == kPooled;
   };
 
-  // Seed and iteration first, then only data inputs.
-  if (numIn < 2 || !isI64Scalar(in(0)) || !isI64Scalar(in(1)))
+  // Seed and iteration first, then only data inputs. A function that
+  // still takes its state as arguments is outside the convention omnic
+  // turns into state slots; when that is because of an input after seed
+  // and iteration, that input is the error.
+  if (numIn < 2 || !isI64Scalar(in(0)) || !isI64Scalar(in(1))) {
+    // The last pair of i64 scalars before the trailing data inputs.
+    uint32_t numData = 0;
+    while (numData < numIn && isData(in(numIn - 1 - numData)->name))
+      ++numData;
+    for (uint32_t k = numIn - numData; k-- > 2;)
+      if (isI64Scalar(in(k - 2)) && isI64Scalar(in(k - 1)))
+        return absl::InvalidArgumentError(absl::StrCat(
+            "@", name, ": ", describeInput(in(k), k),
+            " follows seed and iteration but is not a data input: expected "
+            "omni.name \"",
+            kEmbeds, "\" or \"", kPooled, "\""));
     return absl::InvalidArgumentError(absl::StrCat(
         "@", name, program.functionSignature(*f),
         ": expected seed and iteration as tensor<i64>, then the data inputs (",
         kEmbeds, ", ", kPooled,
         "), with the training state in state slots (omni.state)"));
+  }
   for (uint32_t i = 2; i < numIn; ++i)
     if (!isData(in(i)->name))
       return absl::InvalidArgumentError(absl::StrCat(
