@@ -195,7 +195,7 @@ int main() {
       return 1;
     std::vector<HostTensor> args = {HostTensor::scalarInt(DType::I64, 7),
                                     HostTensor::scalarInt(DType::I64, 0)};
-    double compiled = medianSeconds(9, [&] { (void)c.executor->run("main", args); });
+    double compiled = medianSeconds(9, [&] { (void)c.executor->run("main", ::omni::toTyped(args)); });
     double evaluator = medianSeconds(3, [&] {
       (void)::omni::reference::evaluateFunction(*module, "main", args);
     });

@@ -12,6 +12,54 @@
 include "mlir/Pass/PassBase.td"
 
 //===----------------------------------------------------------------------===//
+// Resident state
+//===----------------------------------------------------------------------===//
+
+def OmniResidentStatePass
+    : Pass<"omni-resident-state", "::mlir::ModuleOp"> {
+  let summary = "mark the training state as persistent state slots";
+  let description = [{
+    An argument of a public function with `omni.state = "<name>"` reads
+    state slot <name>; a result with it is stored into the slot when the
+    function returns. The step.bin writer makes them Storage::State tensors
+    (not inputs or outputs), so parameters and optimizer state stay in
+    device buffers across calls (docs/backend.md, "Resident state").
+
+    The pass infers the attributes for the training convention
+    (docs/backend.md, "Training"):
+    - a public function `(state..., seed: tensor<i64>, iteration:
+      tensor<i64>, data...) -> (state'..., results...)` whose state
+      arguments are all named by `omni.name` (data are trailing arguments
+      named `prompt_embeds` / `pooled_prompt_embeds`) and whose leading
+      results have the state's types gets `omni.state = <omni.name>` on
+      the state arguments and on those results;
+    - a public function `(seed: tensor<i64>) -> (T...)` whose result types
+      are such a state list (`@init_state`) gets the list's names on its
+      results (when its results carry `omni.name`, those must be the
+      names).
+    A function that already has `omni.state` attributes is kept as
+    written; other functions are unchanged. Errors (one line, at the
+    function): a state slot with two tensor types in the module, a slot
+    read or stored twice by one function, an initializer that matches the
+    state of steps with different names, an `omni.state` that is not a
+    non-empty string.
+
+    Before:
+    ```mlir
+    func.func @train_step(%w: tensor<4xf32> {omni.name = "w"},
+                          %seed: tensor<i64>, %iteration: tensor<i64>)
+        -> (tensor<4xf32>, tensor<f32> {omni.name = "loss"})
+    ```
+    After:
+    ```mlir
+    func.func @train_step(%w: tensor<4xf32> {omni.name = "w", omni.state = "w"},
+                          %seed: tensor<i64>, %iteration: tensor<i64>)
+        -> (tensor<4xf32> {omni.state = "w"}, tensor<f32> {omni.name = "loss"})
+    ```
+  }];
+}
+
+//===----------------------------------------------------------------------===//
 // Autodiff
 //===----------------------------------------------------------------------===//
 
@@ -187,9 +235,11 @@ def OmniPlanMemoryPass : Pass<"omni-plan-memory", "::mlir::func::FuncOp"> {
     A loop keeps each carried tensor in one slot (the init's buffer when
     the init dies at the loop) shared by the iter_arg, the loop result and
     only the value yielded back into that slot. An argument marked
-    `omni.donate` (parameters, optimizer state) gives its buffer to a
-    function result computed from it by rule (a) at its last use: an
-    AdamW update writes over the old parameters and moments.
+    `omni.donate` gives its buffer to a function result computed from it
+    by rule (a) at its last use; a state argument (`omni.state`, from
+    omni-resident-state) gives its slot likewise, but only to the result
+    stored back into the same slot: an AdamW update writes over the old
+    parameters and moments in their state slots.
 
     The plan is recorded as attributes: `omni.offsets` on each allocating
     op (one entry per result: the arena offset, or -1 for a non-tensor

@@ -29,6 +29,7 @@ void addCleanup(OpPassManager &pm) {
 // 1. Clean up frontend output: inline model calls, fold constants (the
 //    sigma schedule folds here), share common subexpressions.
 void addCleanupStage(OpPassManager &pm, bool) {
+  pm.addPass(createOmniResidentStatePass()); // state slots (before inlining)
   pm.addPass(createInlinerPass());
   addCleanup(pm);
 }

@@ -5,7 +5,7 @@
 // never during a step. Values that are never live at the same time share
 // bytes; a result may overwrite an operand that dies at its op (in place),
 // a loop keeps each carried tensor in one slot, and a donated argument's
-// buffer takes the result that replaces it. The plan is attributes the
+// buffer (or a state argument's slot) takes the result that replaces it. The plan is attributes the
 // step.bin writer reads: `omni.offsets` per allocating op and
 // `omni.arena_size` per function (docs/fusion.md, "Memory plan").
 //
@@ -119,8 +119,10 @@ struct Buffer {
   Operation *loop = nullptr;
   unsigned iterIndex = 0;
   int64_t innerEnd = 0;
-  /// Donated: the function argument.
+  /// Donated: the function argument, and its state slot (`omni.state`)
+  /// when it is one.
   unsigned argIndex = 0;
+  StringAttr state;
   bool released = false;
 };
 
@@ -298,9 +300,13 @@ Buffer *Planner::inPlaceBuffer(Operation *op, OpResult r,
           yield->getOperand(b->iterIndex) == r)
         return b;
     } else if (b->kind == Buffer::Donated) {
-      // Only a result of the function replaces a donated argument.
-      bool returned = llvm::any_of(r.getUsers(), [](Operation *user) {
-        return isa<func::ReturnOp>(user);
+      // Only a result of the function replaces a donated argument; a state
+      // slot only the value stored back into that slot.
+      bool returned = llvm::any_of(r.getUses(), [&](OpOperand &use) {
+        return isa<func::ReturnOp>(use.getOwner()) &&
+               (!b->state ||
+                func.getResultAttr(use.getOperandNumber(), "omni.state") ==
+                    b->state);
       });
       if (b->end == t && returned && fusion)
         return b;
@@ -421,11 +427,13 @@ LogicalResult Planner::run() {
   computeLiveness();
   for (auto [i, arg] : llvm::enumerate(func.getArguments())) {
     auto type = dyn_cast<RankedTensorType>(arg.getType());
-    if (!type || !func.getArgAttr(i, "omni.donate"))
+    auto state = func.getArgAttrOfType<StringAttr>(i, "omni.state");
+    if (!type || (!state && !func.getArgAttr(i, "omni.donate")))
       continue;
     Buffer &b = buffers.emplace_back();
     b.kind = Buffer::Donated;
     b.argIndex = i;
+    b.state = state;
     b.size = allocationSize(type);
     bind(arg, &b);
   }
@@ -450,8 +458,9 @@ struct OmniPlanMemoryPass
   ///    use inside a loop that does not contain the definition counts as
   ///    a use at the loop's end. A value and its reshapes form one class
   ///    living as long as its longest member.
-  /// 3. Donated arguments (`omni.donate`) become buffers outside the
-  ///    arena that die with the argument.
+  /// 3. Donated arguments (`omni.donate`) and state slots (`omni.state`)
+  ///    become buffers outside the arena that die with the argument; a
+  ///    slot is taken only by the value stored back into it.
   /// 4. Linear scan in program order: at each op, first return to the
   ///    free list every buffer whose values all died before it, then give
   ///    each tensor result a buffer: the buffer of an operand dying at

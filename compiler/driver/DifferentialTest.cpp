@@ -24,10 +24,12 @@
 #include "runtime/loader/Program.h"
 #include "runtime/train/rewards/RewardFunctions.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 
 #include <gtest/gtest.h>
+#include <map>
 #include <random>
 
 using namespace mlir;
@@ -101,7 +103,7 @@ protected:
     ASSERT_TRUE(want.ok()) << want.status();
     auto executor = compile(module);
     ASSERT_TRUE(executor);
-    auto got = executor->run(function, args);
+    auto got = ::omni::executor::runHostTensors(*executor, function, args);
     ASSERT_TRUE(got.ok()) << got.status();
     ASSERT_EQ(got->size(), want->size());
     for (size_t r = 0; r < want->size(); ++r) {
@@ -117,6 +119,57 @@ protected:
           ASSERT_EQ(g.ints()[i], w.ints()[i])
               << function << " result " << r << " element " << i;
       }
+    }
+  }
+
+  /// Runs `function` `calls` times both ways: the evaluator takes the state
+  /// (`omni.state`, explicit or inferred by omni-resident-state) as
+  /// arguments and returns it as results; the compiled program keeps it in
+  /// its slots, set once with setState and read with getState after each
+  /// call. `state` holds the slots' initial values, `inputs` the other
+  /// arguments. Every value must match exactly.
+  void compareResident(const char *source, const char *function,
+                       std::map<std::string, HostTensor> state,
+                       const std::vector<HostTensor> &inputs, int calls) {
+    OwningOpRef<ModuleOp> module =
+        parseSourceString<ModuleOp>(source, ParserConfig(&context));
+    ASSERT_TRUE(module);
+    PassManager pm(&context, ModuleOp::getOperationName());
+    pm.addPass(mlir::omni::createOmniResidentStatePass());
+    ASSERT_TRUE(succeeded(pm.run(*module)));
+    auto fn = module->lookupSymbol<func::FuncOp>(function);
+    ASSERT_TRUE(fn);
+    auto executor = compile(*module);
+    ASSERT_TRUE(executor);
+    for (const auto &[name, value] : state)
+      ASSERT_TRUE(executor->setState(name, value).ok()) << name;
+    for (int call = 0; call < calls; ++call) {
+      std::vector<HostTensor> args;
+      size_t next = 0;
+      for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+        if (auto slot = fn.getArgAttrOfType<StringAttr>(i, "omni.state"))
+          args.push_back(state.at(slot.str()));
+        else
+          args.push_back(inputs.at(next++));
+      auto want = reference::evaluateFunction(*module, function, args);
+      ASSERT_TRUE(want.ok()) << want.status();
+      auto got = executor->run(function, inputs);
+      ASSERT_TRUE(got.ok()) << got.status();
+      size_t out = 0;
+      for (unsigned k = 0; k < fn.getNumResults(); ++k) {
+        const HostTensor &w = (*want)[k];
+        if (auto slot = fn.getResultAttrOfType<StringAttr>(k, "omni.state")) {
+          auto g = executor->getState(slot.str());
+          ASSERT_TRUE(g.ok()) << g.status();
+          EXPECT_EQ(*g, w) << "call " << call << " state '" << slot.str()
+                           << "'";
+          state[slot.str()] = w;
+        } else {
+          ASSERT_LT(out, got->size()) << "call " << call;
+          EXPECT_EQ((*got)[out++], w) << "call " << call << " result " << k;
+        }
+      }
+      EXPECT_EQ(out, got->size()) << "call " << call;
     }
   }
 
@@ -327,7 +380,7 @@ protected:
     EXPECT_TRUE(executor);
     if (!executor)
       return {};
-    auto got = executor->run("f", args);
+    auto got = ::omni::executor::runHostTensors(*executor, "f", args);
     EXPECT_TRUE(got.ok()) << got.status();
     return got.ok() ? *got : std::vector<HostTensor>{};
   }
@@ -450,7 +503,7 @@ TEST_F(LongReductionTest, SdeStepLogProbOfAnSd3LatentMatchesFloat64) {
   // The `next` cases read x_{t+1}: the float32 sample the rollout wrote.
   auto executor = compile(*module);
   ASSERT_TRUE(executor);
-  auto got = executor->run("f", args);
+  auto got = ::omni::executor::runHostTensors(*executor, "f", args);
   ASSERT_TRUE(got.ok()) << got.status();
   ASSERT_EQ(got->size(), 4u);
   for (size_t r = 0; r < 4; ++r)
@@ -459,6 +512,99 @@ TEST_F(LongReductionTest, SdeStepLogProbOfAnSd3LatentMatchesFloat64) {
       EXPECT_NEAR(g, w, 1e-6 * std::abs(w)) << "result " << r << " sample "
                                             << b;
     }
+}
+
+//===----------------------------------------------------------------------===//
+// Resident state
+//===----------------------------------------------------------------------===//
+
+// The stores into state slots happen when the function returns; what the
+// body and the other results read is the state before the call. Here x'
+// is computed before a matmul reads the old x (so x' cannot be computed
+// into its slot), y' is computed into its slot (its last use), a and b
+// swap (each store reads a slot another store overwrites), and plain
+// results return the old x and a and the new y. Small integers and halves
+// keep every value exact, so both ways must agree bit for bit, call after
+// call.
+TEST_F(DifferentialTest, StateReadsSeeTheValueBeforeTheCall) {
+  const char *source = R"(
+    func.func @step(%x: tensor<4xf32> {omni.state = "x"},
+                    %y: tensor<4xf32> {omni.state = "y"},
+                    %a: tensor<4x4xf32> {omni.state = "a"},
+                    %b: tensor<4x4xf32> {omni.state = "b"},
+                    %d: tensor<4xf32>)
+        -> (tensor<4xf32> {omni.state = "x"}, tensor<4xf32> {omni.state = "y"},
+            tensor<4x4xf32> {omni.state = "a"},
+            tensor<4x4xf32> {omni.state = "b"},
+            tensor<4xf32>, tensor<4x4xf32>, tensor<4xf32>) {
+      %xn = omni.add %x, %d : tensor<4xf32>
+      %xm = omni.reshape %x : tensor<4xf32> -> tensor<1x4xf32>
+      %p = omni.matmul %xm, %a : tensor<1x4xf32>, tensor<4x4xf32> -> tensor<1x4xf32>
+      %pr = omni.reshape %p : tensor<1x4xf32> -> tensor<4xf32>
+      %yn = omni.add %y, %pr : tensor<4xf32>
+      return %xn, %yn, %b, %a, %x, %a, %yn
+          : tensor<4xf32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x4xf32>,
+            tensor<4xf32>, tensor<4x4xf32>, tensor<4xf32>
+    })";
+  auto matrix = [](double first) {
+    std::vector<double> v(16);
+    for (int i = 0; i < 16; ++i)
+      v[i] = first + (i % 5) - 2;
+    return HostTensor::fromDoubles(DType::F32, {4, 4}, v);
+  };
+  compareResident(
+      source, "step",
+      {{"x", HostTensor::fromDoubles(DType::F32, {4}, {1, -2, 0.5, 3})},
+       {"y", HostTensor::fromDoubles(DType::F32, {4}, {0, 1, 2, -1})},
+       {"a", matrix(0)},
+       {"b", matrix(1)}},
+      {HostTensor::fromDoubles(DType::F32, {4}, {0.5, 1, -1, 0})},
+      /*calls=*/3);
+}
+
+// A training step in the convention (omni.state inferred) shares its slots
+// with its initializer: @init_state's results are stored, @train_step
+// reads and updates them and returns only its metrics.
+TEST_F(DifferentialTest, InferredStateIsSharedByInitAndStep) {
+  const char *source = R"(
+    func.func @init_state(%seed: tensor<i64>) -> (tensor<3xf32>, tensor<i64>) {
+      %w = omni.constant dense<[1.0, 2.0, -4.0]> : tensor<3xf32>
+      %t = omni.constant dense<0> : tensor<i64>
+      return %w, %t : tensor<3xf32>, tensor<i64>
+    }
+    func.func @train_step(%w: tensor<3xf32> {omni.name = "w"},
+                          %t: tensor<i64> {omni.name = "step"},
+                          %seed: tensor<i64>, %iteration: tensor<i64>)
+        -> (tensor<3xf32>, tensor<i64>, tensor<f32> {omni.name = "loss"}) {
+      %half = omni.constant dense<0.5> : tensor<3xf32>
+      %wn = omni.mul %w, %half : tensor<3xf32>
+      %one = omni.constant dense<1> : tensor<i64>
+      %tn = omni.add %t, %one : tensor<i64>
+      %l = omni.reduce sum %w dims = [0] : tensor<3xf32> -> tensor<f32>
+      return %wn, %tn, %l : tensor<3xf32>, tensor<i64>, tensor<f32>
+    })";
+  OwningOpRef<ModuleOp> module =
+      parseSourceString<ModuleOp>(source, ParserConfig(&context));
+  ASSERT_TRUE(module);
+  auto executor = compile(*module);
+  ASSERT_TRUE(executor);
+  EXPECT_EQ(executor->stateNames(), (std::vector<std::string>{"w", "step"}));
+  auto init = executor->run("init_state", {HostTensor::scalarInt(DType::I64, 1)});
+  ASSERT_TRUE(init.ok()) << init.status();
+  EXPECT_TRUE(init->empty());
+  for (int64_t i = 0; i < 3; ++i) {
+    auto loss = executor->run("train_step", {HostTensor::scalarInt(DType::I64, 1),
+                                             HostTensor::scalarInt(DType::I64, i)});
+    ASSERT_TRUE(loss.ok()) << loss.status();
+    ASSERT_EQ(loss->size(), 1u);
+    // w halves every step: sum(w) = -1 / 2^i before step i.
+    EXPECT_EQ((*loss)[0].floats()[0], -1.0 / (1 << i)) << "step " << i;
+  }
+  auto w = executor->getState("w");
+  auto t = executor->getState("step");
+  ASSERT_TRUE(w.ok() && t.ok());
+  EXPECT_EQ(*w, HostTensor::fromDoubles(DType::F32, {3}, {0.125, 0.25, -0.5}));
+  EXPECT_EQ(t->intAt(0), 3);
 }
 
 class ToyDifferentialTest : public DifferentialTest {
@@ -492,6 +638,61 @@ TEST_F(ToyDifferentialTest, IterationMatches) {
                 {HostTensor::scalarInt(DType::I64, 7),
                  HostTensor::scalarInt(DType::I64, 0)},
                 /*rel=*/1e-4, /*abs=*/1e-5);
+}
+
+// The toy's @train_step with resident state computes exactly what the same
+// program computes with the state as arguments and results (its state
+// unnamed, so omni-resident-state leaves it alone): the same kernels on
+// the same values; only where the bytes live differs. Three iterations,
+// starting from @init_state on each side.
+TEST_F(ToyDifferentialTest, ResidentTrainStepMatchesStateAsArguments) {
+  OwningOpRef<ModuleOp> plainModule = toy->clone();
+  auto plainStep = plainModule->lookupSymbol<func::FuncOp>("train_step");
+  ASSERT_TRUE(plainStep);
+  std::vector<std::string> names;
+  auto nameAttr = StringAttr::get(&context, "omni.name");
+  for (unsigned i = 0; i < 13; ++i) {
+    auto name = plainStep.getArgAttrOfType<StringAttr>(i, nameAttr);
+    ASSERT_TRUE(name);
+    names.push_back(name.str());
+    plainStep.removeArgAttr(i, nameAttr);
+  }
+  auto resident = compile(*toy);
+  auto plain = compile(*plainModule);
+  ASSERT_TRUE(resident && plain);
+  EXPECT_EQ(resident->stateNames(), names);
+  EXPECT_TRUE(plain->stateNames().empty());
+
+  HostTensor seed = HostTensor::scalarInt(DType::I64, 7);
+  auto state = plain->run("init_state", {seed});
+  ASSERT_TRUE(state.ok()) << state.status();
+  ASSERT_EQ(state->size(), 13u);
+  auto none = resident->run("init_state", {seed});
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->empty());
+  for (int64_t it = 0; it <= 3; ++it) {
+    for (size_t i = 0; i < names.size(); ++i) {
+      auto slot = resident->getState(names[i]);
+      ASSERT_TRUE(slot.ok()) << slot.status();
+      ASSERT_EQ(*slot, (*state)[i]) << names[i] << " before iteration " << it;
+    }
+    if (it == 3)
+      break;
+    std::vector<HostTensor> args = *state;
+    args.push_back(seed);
+    args.push_back(HostTensor::scalarInt(DType::I64, it));
+    auto want = plain->run("train_step", args);
+    ASSERT_TRUE(want.ok()) << want.status();
+    auto got = resident->run("train_step",
+                             {seed, HostTensor::scalarInt(DType::I64, it)});
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_EQ(want->size(), 16u);
+    ASSERT_EQ(got->size(), 3u);
+    for (size_t j = 0; j < 3; ++j)
+      EXPECT_EQ((*got)[j], (*want)[13 + j]) << "metric " << j << " of "
+                                            << "iteration " << it;
+    state->assign(want->begin(), want->begin() + 13);
+  }
 }
 
 } // namespace

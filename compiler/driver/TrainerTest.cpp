@@ -46,6 +46,7 @@ using namespace mlir;
 namespace fs = std::filesystem;
 using ::omni::DType;
 using ::omni::HostTensor;
+using ::omni::TypedTensor;
 using ::omni::checkpoint::NamedTensor;
 using ::omni::train::TrainOptions;
 
@@ -671,8 +672,9 @@ TEST_F(DataTrainerTest, SamplesArePngGridsOfTheImages) {
   auto executor =
       ::omni::executor::Executor::create(*program, *device, executorOptions);
   ASSERT_TRUE(executor.ok());
-  auto state = (*executor)->run("init_state", {HostTensor::scalarInt(DType::I64, 9)});
-  ASSERT_TRUE(state.ok());
+  // The state stays in the executor's slots between the runs.
+  auto init = (*executor)->run("init_state", {TypedTensor::scalarI64(9)});
+  ASSERT_TRUE(init.ok()) << init.status();
   ::omni::train::PromptRequest request;
   request.perIteration = 2;
   request.embeds = request.pooled = true;
@@ -680,19 +682,16 @@ TEST_F(DataTrainerTest, SamplesArePngGridsOfTheImages) {
   request.dim = 4;
   request.pooledDim = 2;
   auto prompts = ::omni::train::PromptSet::synthetic(request);
-  std::vector<HostTensor> outs;
+  std::vector<TypedTensor> outs;
   for (int64_t it = 0; it < 2; ++it) {
-    std::vector<HostTensor> in(state->begin(), state->begin() + 5);
-    in.push_back(HostTensor::scalarInt(DType::I64, 9));
-    in.push_back(HostTensor::scalarInt(DType::I64, it));
-    in.push_back(prompts.embeds(it));
-    in.push_back(prompts.pooled(it));
+    std::vector<TypedTensor> in = {TypedTensor::scalarI64(9),
+                                   TypedTensor::scalarI64(it),
+                                   prompts.embeds(it), prompts.pooled(it)};
     auto r = (*executor)->run("train_step", in);
     ASSERT_TRUE(r.ok()) << r.status();
     outs = *r;
-    state = std::vector<HostTensor>(outs.begin(), outs.begin() + 5);
   }
-  const HostTensor &images = outs.back();
+  const TypedTensor &images = outs.back();
   ASSERT_EQ(images.shape(), (std::vector<int64_t>{4, 3, 2, 2}));
   auto grid = ::omni::image::decodePng(readText(samples / "iter-2.png"));
   ASSERT_TRUE(grid.ok()) << grid.status();
@@ -702,7 +701,7 @@ TEST_F(DataTrainerTest, SamplesArePngGridsOfTheImages) {
     for (int c = 0; c < 3; ++c)
       for (int y = 0; y < 2; ++y)
         for (int x = 0; x < 2; ++x) {
-          double v = images.floats()[((n * 3 + c) * 2 + y) * 2 + x];
+          double v = images.doubleAt(((n * 3 + c) * 2 + y) * 2 + x);
           ASSERT_GT(v, 0.0);
           ASSERT_LT(v, 1.0);
           int px = (n % 2) * 4 + x, py = (n / 2) * 4 + y;
@@ -876,27 +875,29 @@ TEST_F(DataTrainerTest, ConventionErrors) {
   };
   const Case cases[] = {
       {"step_unnamed_data",
+       // Outside the convention (the unnamed input), so its state stays
+       // inputs #0-#4 and seed and iteration are #5 and #6.
        "@step_unnamed_data: input #7 (tensor<2x2xf32>) follows seed and "
        "iteration but is not a data input: expected omni.name "
        "\"prompt_embeds\" or \"pooled_prompt_embeds\""},
       {"step_bad_embeds",
-       "@step_bad_embeds: input #7 'prompt_embeds' (tensor<2x12xf32>): "
+       "@step_bad_embeds: input #2 'prompt_embeds' (tensor<2x12xf32>): "
        "expected f32 [P, L, D] with every dimension >= 1"},
       {"step_prompt_counts",
-       "@step_prompt_counts: input #8 'pooled_prompt_embeds' "
+       "@step_prompt_counts: input #3 'pooled_prompt_embeds' "
        "(tensor<3x2xf32>) takes 3 prompts, expected 2 as the other data input "
        "takes"},
       {"step_bad_images",
-       "@step_bad_images: result #5 'images' is tensor<2x4x3x2xf32>, "
+       "@step_bad_images: result #0 'images' is tensor<2x4x3x2xf32>, "
        "expected a float tensor [B, 3, H, W]"},
       {"step_twice",
-       "@step_twice: input #8 'prompt_embeds' (tensor<2x3x4xf32>): data "
+       "@step_twice: input #3 'prompt_embeds' (tensor<2x3x4xf32>): data "
        "input 'prompt_embeds' is taken twice, expected once"},
       {"step_no_iteration",
        "@step_no_iteration(tensor<12x4xf32>, tensor<i64>) -> "
-       "(tensor<12x4xf32>): expected the state, then seed and iteration as "
-       "tensor<i64>, then the data inputs (prompt_embeds, "
-       "pooled_prompt_embeds)"},
+       "(tensor<12x4xf32>): expected seed and iteration as tensor<i64>, then "
+       "the data inputs (prompt_embeds, pooled_prompt_embeds), with the "
+       "training state in state slots (omni.state)"},
   };
   for (const Case &c : cases) {
     TrainOptions options;
@@ -907,7 +908,60 @@ TEST_F(DataTrainerTest, ConventionErrors) {
   }
 }
 
+// The state stays on the device: an iteration moves exactly its inputs
+// (seed, iteration, the prompts), its results (10 f32 metrics, the images)
+// and the reward host call's operand (the images) and result (4 rewards).
+TEST_F(DataTrainerTest, StatsCountOnlyTheIterationsOwnTransfers) {
+  TrainOptions options;
+  options.steps = 3;
+  options.seed = 2;
+  options.stats = true;
+  options.outDir = (dir / "out").string();
+  options.saveEvery = 1; // checkpoints between iterations are not counted
+  auto metrics = trainMetrics(options, "stats");
+  ASSERT_EQ(metrics.size(), 3u);
+  const double f32 = 4, scalarI64 = 8;
+  const double embeds = 2 * 3 * 4 * f32, pooled = 2 * 2 * f32;
+  const double images = 4 * 3 * 2 * 2 * f32, rewards = 4 * f32;
+  const double metricsBytes = 10 * f32;
+  for (const auto &m : metrics) {
+    EXPECT_EQ(m.at("host_to_device_bytes"),
+              2 * scalarI64 + embeds + pooled + rewards);
+    EXPECT_EQ(m.at("device_to_host_bytes"), metricsBytes + images + images);
+    // Arena, constants, the five slots and the run's buffers.
+    EXPECT_GT(m.at("device_bytes"),
+              2 * 48 * f32 + 12 * f32 + 8 * f32 + scalarI64);
+    EXPECT_EQ(m.at("device_bytes"), metrics[0].at("device_bytes"));
+  }
+  // The same run without --stats writes no such fields.
+  options.stats = false;
+  options.outDir = (dir / "plain").string();
+  auto plain = trainMetrics(options, "plain");
+  ASSERT_EQ(plain.size(), 3u);
+  EXPECT_EQ(plain[0].count("host_to_device_bytes"), 0u);
+  EXPECT_EQ(plain[0].count("device_bytes"), 0u);
+}
+
+TEST_F(DataTrainerTest, AProgramWithoutStateIsRefused) {
+  fs::path source = dir / "stateless.mlir";
+  std::ofstream(source) << "func.func @train_step(%seed: tensor<i64>, %it: "
+                           "tensor<i64>) -> tensor<f32> {\n"
+                           "  %c = omni.constant dense<1.0> : tensor<f32>\n"
+                           "  return %c : tensor<f32>\n}\n";
+  ProgramPtr stateless = compile(source.string());
+  ASSERT_TRUE(stateless);
+  std::string log;
+  absl::Status s = TrainerTestBase::train(stateless, TrainOptions(), log);
+  EXPECT_EQ(s.message(),
+            "@train_step(tensor<i64>, tensor<i64>) -> (tensor<f32>): step.bin "
+            "has no state slots, expected the training state (parameters, "
+            "optimizer state) as omni.state slots");
+}
+
 TEST_F(DataTrainerTest, InitChecksTheReferenceCopyToo) {
+  ProgramPtr badRef =
+      compile(OMNI_SOURCE_DIR "/test/train/Inputs/bad-ref-program.mlir");
+  ASSERT_TRUE(badRef);
   std::string path = writeTensors(
       "init.safetensors", {{"proj.weight", HostTensor(DType::F32, {12, 4})},
                            {"proj.bias", HostTensor(DType::F32, {12})}});
@@ -916,7 +970,7 @@ TEST_F(DataTrainerTest, InitChecksTheReferenceCopyToo) {
   options.stepFunction = "step_bad_ref";
   options.inits.push_back({"transformer", path});
   std::string log;
-  absl::Status s = train(options, log);
+  absl::Status s = TrainerTestBase::train(badRef, options, log);
   EXPECT_EQ(s.message(), path + ": tensor 'proj.weight' is "
                                 "tensor<12x4xf32>, expected tensor<4x12xf32> "
                                 "as state 'ref.transformer.proj.weight' is");

@@ -3,8 +3,10 @@
 // The tables of step.bin: each public function (its inputs, outputs and
 // command list, from WriterCommands.cpp's emitters), the executables and
 // kernel signatures from the CodegenResult, the tensor table, the target,
-// and the checksums. Values map to tensor slots and index registers in
-// WriterValues.cpp.
+// the state table and the checksums. Arguments and results with
+// `omni.state` (omni-resident-state) are not inputs and outputs: they read
+// the slot and are stored into it on return (emitReturn). Values map to
+// tensor slots and index registers in WriterValues.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,9 +15,62 @@
 
 #include "runtime/schema/Integrity.h"
 
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/MathExtras.h"
 
 namespace mlir::omni::stepbin {
+
+/// Optimizer state: a name under an optimizer's prefix (`adamw.m.<p>`) or
+/// a step counter (`step`, `<prefix>.step`); everything else is a
+/// parameter (model weights, frozen copies, LoRA adapters).
+st::Role stateRole(StringRef name) {
+  for (StringRef prefix : {"adamw.", "adam.", "sgd.", "lion.", "optimizer."})
+    if (name.starts_with(prefix))
+      return st::Role::OptimizerState;
+  if (name == "step" || name.ends_with(".step"))
+    return st::Role::OptimizerState;
+  return st::Role::Parameter;
+}
+
+/// The state table: every `omni.state` name of the public functions, in
+/// order of first appearance. omni-resident-state has checked them; a
+/// module that did not run it gets the same checks here.
+LogicalResult Writer::collectState() {
+  for (auto fn : module.getOps<func::FuncOp>()) {
+    if (fn.isExternal() || fn.isPrivate())
+      continue;
+    auto visit = [&](Attribute a, Type t) -> LogicalResult {
+      if (!a)
+        return success();
+      auto name = dyn_cast<StringAttr>(a);
+      auto type = dyn_cast<RankedTensorType>(t);
+      if (!name || name.getValue().empty() || !type ||
+          failed(dtypeOf(type.getElementType())))
+        return fn.emitOpError("has omni.state = ")
+               << a << " on a value of type " << t
+               << "; expected a non-empty name on a tensor step.bin can hold";
+      auto [it, inserted] =
+          stateIndex.try_emplace(name.getValue(), state.size());
+      if (inserted)
+        state.push_back({name.str(), type, stateRole(name.getValue())});
+      else if (state[it->second].type != type)
+        return fn.emitOpError("has state '")
+               << name.getValue() << "' of type " << t
+               << " but another function has it as "
+               << state[it->second].type;
+      return success();
+    };
+    for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+      if (failed(visit(fn.getArgAttr(i, "omni.state"),
+                       fn.getArgumentTypes()[i])))
+        return failure();
+    for (unsigned i = 0; i < fn.getNumResults(); ++i)
+      if (failed(visit(fn.getResultAttr(i, "omni.state"),
+                       fn.getResultTypes()[i])))
+        return failure();
+  }
+  return success();
+}
 
 LogicalResult Writer::writeFunction(func::FuncOp fn) {
   tensorOf.clear();
@@ -28,6 +83,7 @@ LogicalResult Writer::writeFunction(func::FuncOp fn) {
   extraTop = llvm::alignTo(arena.getInt(), 64);
   arenaSize = std::max(arenaSize, extraTop);
   std::vector<uint32_t> inputs, outputs;
+  argumentTensor.clear();
   Block &entry = fn.getBody().front();
   for (auto [i, arg] : llvm::enumerate(entry.getArguments())) {
     if (!isa<RankedTensorType>(arg.getType()))
@@ -35,45 +91,149 @@ LogicalResult Writer::writeFunction(func::FuncOp fn) {
              << i << " has type " << arg.getType()
              << "; public functions are entry points and take tensors only "
                 "(make helpers private so they are inlined)";
+    // A state argument reads its slot; the other arguments are the inputs,
+    // numbered without the state.
+    auto stateName = fn.getArgAttrOfType<StringAttr>(i, "omni.state");
+    uint32_t slotIndex = stateName ? stateIndex.lookup(stateName.getValue()) : 0;
     FailureOr<uint32_t> t =
-        newTensor(arg, st::Storage::Argument, i, st::Role::Input);
+        stateName ? newTensor(arg, st::Storage::State, slotIndex,
+                              state[slotIndex].role)
+                  : newTensor(arg, st::Storage::Argument, inputs.size(),
+                              st::Role::Input);
     if (failed(t))
       return failure();
-    // `omni.name` names state for checkpoints (diffusers parameter names).
-    if (auto name = fn.getArgAttrOfType<StringAttr>(i, "omni.name"))
-      tensors[*t].name = name.str();
-    inputs.push_back(*t);
+    // State is named by its slot, inputs by `omni.name`.
+    if (stateName) {
+      tensors[*t].name = stateName.str();
+    } else {
+      if (auto name = fn.getArgAttrOfType<StringAttr>(i, "omni.name"))
+        tensors[*t].name = name.str();
+      inputs.push_back(*t);
+    }
+    argumentTensor.push_back(*t);
   }
-  // A value returned once, and computed in the function body, is written
-  // directly into its result buffer: no copy on return.
+  // A value returned once as an output (not stored into a state slot), and
+  // computed in the function body, is written directly into its result
+  // buffer: no copy on return.
   auto ret = cast<func::ReturnOp>(entry.getTerminator());
   DenseMap<Value, int> uses;
   for (Value v : ret.getOperands())
     ++uses[v];
-  for (auto [k, v] : llvm::enumerate(ret.getOperands()))
+  int64_t numOutputs = 0;
+  for (auto [k, v] : llvm::enumerate(ret.getOperands())) {
+    if (fn.getResultAttr(k, "omni.state"))
+      continue;
     if (Operation *def = v.getDefiningOp();
         def && uses[v] == 1 && def->getBlock() == &entry &&
         def->getAttrOfType<DenseI64ArrayAttr>("omni.offsets"))
-      resultArgument[v] = entry.getNumArguments() + k;
+      resultArgument[v] = inputs.size() + numOutputs;
+    ++numOutputs;
+  }
   std::vector<fb::Offset<st::Command>> commands;
-  if (failed(emitBlock(entry, commands)))
+  if (failed(emitBlock(entry, commands)) ||
+      failed(emitReturn(fn, ret, inputs.size(), outputs, commands)))
     return failure();
+  functions.push_back(st::CreateFunction(
+      fbb, fbb.CreateString(fn.getSymName().str()), fbb.CreateVector(inputs),
+      fbb.CreateVector(outputs), fbb.CreateVector(commands),
+      scalarNames.size()));
+  return success();
+}
+
+/// The end of a function: its outputs, then the stores into state slots.
+/// A store whose value already is its slot (computed into it by donation,
+/// or the slot's unchanged read) costs nothing; the others are Copies into
+/// the slot, after every command of the body, so every read in the body
+/// saw the old value. The Copies must not clobber what is still to be
+/// read: an output that reads a slot a Copy overwrites is copied into its
+/// result buffer first, and a store whose value is such a slot (a swap)
+/// goes through scratch space.
+LogicalResult Writer::emitReturn(func::FuncOp fn, func::ReturnOp ret,
+                                 uint32_t numInputs,
+                                 std::vector<uint32_t> &outputs,
+                                 std::vector<fb::Offset<st::Command>> &out) {
+  struct Store {
+    uint32_t source, slot;
+    RankedTensorType type;
+  };
+  SmallVector<Store> stores;
+  DenseSet<int64_t> overwritten;
+  SmallVector<uint32_t> values;
   for (auto [k, v] : llvm::enumerate(ret.getOperands())) {
     FailureOr<uint32_t> s = slot(ret, v);
     if (failed(s))
       return failure();
-    if (auto name = fn.getResultAttrOfType<StringAttr>(k, "omni.name"))
-      tensors[*s].name = name.str();
-    outputs.push_back(*s);
+    values.push_back(*s);
+    auto name = fn.getResultAttrOfType<StringAttr>(k, "omni.state");
+    if (!name)
+      continue;
+    uint32_t index = stateIndex.lookup(name.getValue());
+    if (tensors[*s].storage == st::Storage::State &&
+        tensors[*s].index == index)
+      continue;
+    stores.push_back({*s, index, cast<RankedTensorType>(v.getType())});
+    overwritten.insert(index);
   }
-  functions.push_back(
-      st::CreateFunction(fbb, fbb.CreateString(fn.getSymName().str()),
-                         fbb.CreateVector(inputs), fbb.CreateVector(outputs),
-                         fbb.CreateVector(commands), scalarNames.size()));
+  auto readsOverwritten = [&](uint32_t t) {
+    return tensors[t].storage == st::Storage::State &&
+           overwritten.contains(tensors[t].index);
+  };
+  for (auto [k, v] : llvm::enumerate(ret.getOperands())) {
+    if (fn.getResultAttr(k, "omni.state"))
+      continue;
+    uint32_t t = values[k];
+    auto type = cast<RankedTensorType>(v.getType());
+    auto name = fn.getResultAttrOfType<StringAttr>(k, "omni.name");
+    if (readsOverwritten(t)) {
+      FailureOr<uint32_t> buffer =
+          newTensor(Value(), st::Storage::Argument, numInputs + outputs.size(),
+                    st::Role::Output, type);
+      if (failed(buffer))
+        return failure();
+      (void)copyRange(ret, t, *buffer, 0, 0, -1, 0, 0, -1, 0, out);
+      t = *buffer;
+    } else if (name && tensors[t].storage == st::Storage::State) {
+      // An output named apart from the slot it reads: an alias entry.
+      TensorEntry e = tensors[t];
+      FailureOr<uint32_t> alias =
+          newTensor(Value(), e.storage, e.index, e.role, type);
+      if (failed(alias))
+        return failure();
+      t = *alias;
+    }
+    if (name)
+      tensors[t].name = name.str();
+    outputs.push_back(t);
+  }
+  for (Store &store : stores) {
+    if (!readsOverwritten(store.source))
+      continue;
+    int64_t bytes = store.type.getNumElements() *
+                    elementBytes(store.type.getElementType());
+    FailureOr<uint32_t> tmp =
+        newTensor(Value(), st::Storage::Arena, functionArena + extraBytes(bytes),
+                  st::Role::Transient, store.type);
+    if (failed(tmp))
+      return failure();
+    (void)copyRange(ret, store.source, *tmp, 0, 0, -1, 0, 0, -1, 0, out);
+    store.source = *tmp;
+  }
+  for (const Store &store : stores) {
+    FailureOr<uint32_t> slotTensor =
+        newTensor(Value(), st::Storage::State, store.slot,
+                  state[store.slot].role, store.type);
+    if (failed(slotTensor))
+      return failure();
+    tensors[*slotTensor].name = state[store.slot].name;
+    (void)copyRange(ret, store.source, *slotTensor, 0, 0, -1, 0, 0, -1, 0,
+                    out);
+  }
   return success();
 }
 
 FailureOr<std::vector<uint8_t>> Writer::write(StringRef producer) {
+  if (failed(collectState()))
+    return failure();
   for (auto fn : module.getOps<func::FuncOp>()) {
     if (fn.isExternal() || fn.isPrivate())
       continue;
@@ -91,6 +251,11 @@ FailureOr<std::vector<uint8_t>> Writer::write(StringRef producer) {
     tensorOffsets.push_back(st::CreateTensor(fbb, fbb.CreateString(t.name),
                                              t.dtype, fbb.CreateVector(t.shape),
                                              t.storage, t.index, t.role));
+  std::vector<fb::Offset<st::StateSlot>> stateSlots;
+  for (const StateEntry &e : state)
+    stateSlots.push_back(st::CreateStateSlot(
+        fbb, fbb.CreateString(e.name), *dtypeOf(e.type.getElementType()),
+        fbb.CreateVector(std::vector<int64_t>(e.type.getShape())), e.role));
   std::vector<fb::Offset<st::Scalar>> scalars;
   for (const std::string &s : scalarNames)
     scalars.push_back(st::CreateScalar(fbb, fbb.CreateString(s)));
@@ -112,8 +277,7 @@ FailureOr<std::vector<uint8_t>> Writer::write(StringRef producer) {
       fbb, /*version=*/1, fbb.CreateString(producer.str()), target,
       fbb.CreateVector(tensorOffsets), fbb.CreateVector(scalars), arenaSize,
       *executables, fbb.CreateVector(constants),
-      fbb.CreateVector(std::vector<fb::Offset<st::StateSlot>>{}),
-      fbb.CreateVector(functions), integrity);
+      fbb.CreateVector(stateSlots), fbb.CreateVector(functions), integrity);
   st::FinishStepBuffer(fbb, root);
   std::vector<uint8_t> bytes(fbb.GetBufferPointer(),
                              fbb.GetBufferPointer() + fbb.GetSize());

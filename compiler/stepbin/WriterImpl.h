@@ -20,6 +20,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringMap.h"
 
 #include <cstdint>
 #include <string>
@@ -47,6 +48,13 @@ struct TensorEntry {
   st::Role role;
 };
 
+/// A persistent state slot: every `omni.state` name of the module.
+struct StateEntry {
+  std::string name;
+  RankedTensorType type;
+  st::Role role;
+};
+
 using Commands = std::vector<fb::Offset<st::Command>>;
 
 /// The state of one step.bin being written.
@@ -69,7 +77,11 @@ private:
   };
   static ArrayRef<EmitterRow> emitters();
 
+  LogicalResult collectState();
   LogicalResult writeFunction(func::FuncOp fn);
+  LogicalResult emitReturn(func::FuncOp fn, func::ReturnOp ret,
+                           uint32_t numInputs, std::vector<uint32_t> &outputs,
+                           Commands &out);
   FailureOr<fb::Offset<fb::Vector<fb::Offset<st::Executable>>>> executables();
   LogicalResult emitBlock(Block &block, Commands &out);
   LogicalResult emitOp(Operation *op, Commands &out);
@@ -118,6 +130,8 @@ private:
   std::vector<std::string> scalarNames;
   std::vector<fb::Offset<st::Constant>> constants;
   std::vector<fb::Offset<st::Function>> functions;
+  std::vector<StateEntry> state;
+  llvm::StringMap<uint32_t> stateIndex;
   int64_t arenaSize = 0;
 
   // Per function.
@@ -126,6 +140,8 @@ private:
   /// Returned values an op may write straight into the caller's result
   /// buffer (argument numInputs + k) instead of the arena.
   DenseMap<Value, int64_t> resultArgument;
+  /// The tensor of each argument (an input or a state slot), by position.
+  std::vector<uint32_t> argumentTensor;
   int64_t functionArena = 0;
   int64_t extraTop = 0;
 };

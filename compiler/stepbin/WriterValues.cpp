@@ -2,7 +2,7 @@
 //
 // Every tensor value maps to an entry of the tensor table whose storage is
 // the memory plan's arena offset (omni.offsets), a caller argument, a
-// donated argument, or a constant. Scalars (index and i64 values) map to
+// donated argument, a constant, or a state slot. Scalars (index and i64 values) map to
 // index registers. Also the helpers every emitter uses to build a command.
 //
 //===----------------------------------------------------------------------===//
@@ -95,10 +95,14 @@ FailureOr<uint32_t> Writer::arenaResult(Operation *op, unsigned i) {
   int64_t offset = offsets[i];
   if (offset < 0) {
     auto donated = op->getAttrOfType<DenseI64ArrayAttr>("omni.donated_args");
-    if (!donated || donated.size() <= i || donated[i] < 0)
+    if (!donated || donated.size() <= i || donated[i] < 0 ||
+        donated[i] >= static_cast<int64_t>(argumentTensor.size()))
       return op->emitOpError("result #") << i << " has no buffer in the plan";
-    return newTensor(op->getResult(i), st::Storage::Argument, donated[i],
-                     st::Role::Transient);
+    // The argument's input buffer, or its state slot.
+    const TensorEntry &arg = tensors[argumentTensor[donated[i]]];
+    return newTensor(op->getResult(i), arg.storage, arg.index,
+                     arg.storage == st::Storage::State ? arg.role
+                                                       : st::Role::Transient);
   }
   return newTensor(op->getResult(i), st::Storage::Arena, offset,
                    st::Role::Transient);

@@ -11,11 +11,11 @@
 
 #include "runtime/base/Logging.h"
 #include "runtime/base/Status.h"
-#include "runtime/executor/TensorBytes.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -144,7 +144,7 @@ absl::Status Executor::prepare() {
                           allocate(bytes, absl::StrCat("constants[", c, "]")));
     if (bytes && constant->repeat() == 1)
       OMNI_RETURN_IF_ERROR(
-          stream_->writeBuffer(data->data(), hal::BufferRef::all(*buffer)));
+          toDevice(data->data(), hal::BufferRef::all(*buffer)));
     else if (bytes)
       OMNI_RETURN_IF_ERROR(stream_->fill(
           hal::BufferRef::all(*buffer),
@@ -157,6 +157,7 @@ absl::Status Executor::prepare() {
         allocate(p.state()[i].bytes, absl::StrCat("state[", i, "]")));
     state_.push_back(std::move(buffer));
   }
+  peakDeviceBytes_ = device_.bytesInUse();
   return stream_->synchronize();
 }
 
@@ -205,8 +206,9 @@ Executor::prepareCommands(const Vector<Offset<step::Command>> *commands,
 // Host-facing entry points
 //===----------------------------------------------------------------------===//
 
-absl::StatusOr<std::vector<HostTensor>>
-Executor::run(absl::string_view function, absl::Span<const HostTensor> inputs) {
+absl::StatusOr<std::vector<TypedTensor>>
+Executor::run(absl::string_view function,
+              absl::Span<const TypedTensor> inputs) {
   std::optional<uint32_t> index = program_->findFunction(function);
   if (!index) {
     std::vector<std::string> names;
@@ -219,8 +221,8 @@ Executor::run(absl::string_view function, absl::Span<const HostTensor> inputs) {
   return run(*index, inputs);
 }
 
-absl::StatusOr<std::vector<HostTensor>>
-Executor::run(uint32_t function, absl::Span<const HostTensor> inputs) {
+absl::StatusOr<std::vector<TypedTensor>>
+Executor::run(uint32_t function, absl::Span<const TypedTensor> inputs) {
   if (function >= program_->numFunctions())
     return absl::InvalidArgumentError(
         absl::StrCat("function index ", function, " but ", program_->name(),
@@ -237,16 +239,15 @@ Executor::run(uint32_t function, absl::Span<const HostTensor> inputs) {
   std::vector<hal::BufferRef> refs;
   for (uint32_t i = 0; i < numInputs; ++i) {
     const TensorInfo &info = program_->tensor(fn->inputs()->Get(i));
-    const HostTensor &input = inputs[i];
+    const TypedTensor &input = inputs[i];
     if (input.dtype() != info.dtype || input.shape() != info.shape)
       return absl::InvalidArgumentError(
           absl::StrCat("input ", i, " of @", name, " is ", info.typeString(),
                        " but the argument is ",
                        loader::tensorTypeString(input.dtype(), input.shape())));
     OMNI_ASSIGN_OR_RETURN(auto buffer, device_.allocate(info.bytes));
-    std::vector<uint8_t> bytes = packTensor(input);
     OMNI_RETURN_IF_ERROR(
-        stream_->writeBuffer(bytes.data(), hal::BufferRef::all(*buffer)));
+        toDevice(input.bytes().data(), hal::BufferRef::all(*buffer)));
     refs.push_back(hal::BufferRef::all(*buffer));
     buffers.push_back(std::move(buffer));
   }
@@ -256,21 +257,18 @@ Executor::run(uint32_t function, absl::Span<const HostTensor> inputs) {
     refs.push_back(hal::BufferRef::all(*buffer));
     buffers.push_back(std::move(buffer));
   }
+  notePeakDeviceBytes();
   commandsRun_ = 0;
   OMNI_RETURN_IF_ERROR(runFunction(function, refs, nullptr));
 
-  std::vector<std::vector<uint8_t>> bytes(numOutputs);
-  for (uint32_t k = 0; k < numOutputs; ++k) {
-    bytes[k].resize(static_cast<size_t>(refs[numInputs + k].length));
-    OMNI_RETURN_IF_ERROR(
-        stream_->readBuffer(refs[numInputs + k], bytes[k].data()));
-  }
-  OMNI_RETURN_IF_ERROR(stream_->synchronize());
-  std::vector<HostTensor> results;
+  std::vector<TypedTensor> results;
   for (uint32_t k = 0; k < numOutputs; ++k) {
     const TensorInfo &info = program_->tensor(fn->outputs()->Get(k));
-    results.push_back(unpackTensor(info.dtype, info.shape, bytes[k]));
+    results.emplace_back(info.dtype, info.shape);
+    OMNI_RETURN_IF_ERROR(
+        toHost(refs[numInputs + k], results.back().bytes().data()));
   }
+  OMNI_RETURN_IF_ERROR(stream_->synchronize());
   return results;
 }
 
@@ -304,8 +302,37 @@ absl::Status Executor::runOnDevice(uint32_t function,
           " bytes) but the buffer has ", args[i].buffer ? args[i].length : 0,
           " bytes"));
   }
+  notePeakDeviceBytes();
   commandsRun_ = 0;
   return runFunction(function, args, nullptr);
+}
+
+//===----------------------------------------------------------------------===//
+// Transfers and memory
+//===----------------------------------------------------------------------===//
+
+absl::Status Executor::toDevice(const void *host, hal::BufferRef dst) {
+  OMNI_RETURN_IF_ERROR(stream_->writeBuffer(host, dst));
+  transfers_.hostToDevice += dst.length;
+  return absl::OkStatus();
+}
+
+absl::Status Executor::toHost(hal::BufferRef src, void *host) {
+  OMNI_RETURN_IF_ERROR(stream_->readBuffer(src, host));
+  transfers_.deviceToHost += src.length;
+  return absl::OkStatus();
+}
+
+void Executor::notePeakDeviceBytes() {
+  int64_t now = device_.bytesInUse();
+  if (now >= 0)
+    peakDeviceBytes_ = std::max(peakDeviceBytes_, now);
+}
+
+int64_t Executor::takePeakDeviceBytes() {
+  int64_t peak = peakDeviceBytes_;
+  peakDeviceBytes_ = device_.bytesInUse();
+  return std::max(peak, peakDeviceBytes_);
 }
 
 //===----------------------------------------------------------------------===//
@@ -328,18 +355,24 @@ absl::StatusOr<uint32_t> Executor::stateIndex(absl::string_view name) const {
   return *index;
 }
 
-absl::StatusOr<HostTensor> Executor::getState(absl::string_view name) {
+absl::StatusOr<const loader::StateInfo *>
+Executor::stateInfo(absl::string_view name) const {
+  OMNI_ASSIGN_OR_RETURN(uint32_t index, stateIndex(name));
+  return &program_->state()[index];
+}
+
+absl::StatusOr<TypedTensor> Executor::getState(absl::string_view name) {
   OMNI_ASSIGN_OR_RETURN(uint32_t index, stateIndex(name));
   const loader::StateInfo &slot = program_->state()[index];
-  std::vector<uint8_t> bytes(static_cast<size_t>(slot.bytes));
+  TypedTensor value(slot.dtype, slot.shape);
   OMNI_RETURN_IF_ERROR(
-      stream_->readBuffer(hal::BufferRef::all(*state_[index]), bytes.data()));
+      toHost(hal::BufferRef::all(*state_[index]), value.bytes().data()));
   OMNI_RETURN_IF_ERROR(stream_->synchronize());
-  return unpackTensor(slot.dtype, slot.shape, bytes);
+  return value;
 }
 
 absl::Status Executor::setState(absl::string_view name,
-                                const HostTensor &value) {
+                                const TypedTensor &value) {
   OMNI_ASSIGN_OR_RETURN(uint32_t index, stateIndex(name));
   const loader::StateInfo &slot = program_->state()[index];
   if (value.dtype() != slot.dtype || value.shape() != slot.shape)
@@ -347,9 +380,8 @@ absl::Status Executor::setState(absl::string_view name,
         "state slot '", name, "' is ",
         loader::tensorTypeString(slot.dtype, slot.shape), " but the value is ",
         loader::tensorTypeString(value.dtype(), value.shape())));
-  std::vector<uint8_t> bytes = packTensor(value);
   OMNI_RETURN_IF_ERROR(
-      stream_->writeBuffer(bytes.data(), hal::BufferRef::all(*state_[index])));
+      toDevice(value.bytes().data(), hal::BufferRef::all(*state_[index])));
   return stream_->synchronize();
 }
 
@@ -357,6 +389,14 @@ absl::StatusOr<hal::BufferRef>
 Executor::stateBuffer(absl::string_view name) const {
   OMNI_ASSIGN_OR_RETURN(uint32_t index, stateIndex(name));
   return hal::BufferRef::all(*state_[index]);
+}
+
+absl::StatusOr<std::vector<HostTensor>>
+runHostTensors(Executor &executor, absl::string_view function,
+               absl::Span<const HostTensor> inputs) {
+  OMNI_ASSIGN_OR_RETURN(std::vector<TypedTensor> results,
+                        executor.run(function, toTyped(inputs)));
+  return toHost(results);
 }
 
 } // namespace omni::executor

@@ -20,6 +20,12 @@
 //
 // Errors name the command: "functions[0].commands[2].body[1] (Copy): ...".
 //
+// Host tensors are TypedTensors (the dtype's own bytes), so a host<->device
+// move is one copy. Every such move goes through toDevice/toHost, which
+// count the bytes (transfers(): run inputs and outputs, HostCall operands
+// and results, scalar reads and writes, state access, constants); the
+// training driver reports them per iteration (omnirun --stats).
+//
 // Ownership: the executor shares the Program (shared_ptr) and owns its
 // buffers, executables and stream; the Device must outlive it. Thread
 // safety: one call at a time (runs, state access); distinct executors may
@@ -33,6 +39,7 @@
 #include "runtime/hal/Device.h"
 #include "runtime/hostfn/HostFunctions.h"
 #include "runtime/io/HostTensor.h"
+#include "runtime/io/TypedTensor.h"
 #include "runtime/loader/Program.h"
 
 #include "absl/status/statusor.h"
@@ -66,6 +73,13 @@ struct ExecutorOptions {
   hal::Channel *channel = nullptr;
 };
 
+/// Bytes moved between the host and the device by an executor since it was
+/// created (preparation included).
+struct TransferStats {
+  int64_t hostToDevice = 0;
+  int64_t deviceToHost = 0;
+};
+
 class Executor {
 public:
   static absl::StatusOr<std::unique_ptr<Executor>>
@@ -79,11 +93,12 @@ public:
 
   /// Runs `function` on host tensors: checks their number, dtypes and
   /// shapes against the function's inputs (InvalidArgument, one line),
-  /// copies them to the device, runs, and returns the outputs.
-  absl::StatusOr<std::vector<HostTensor>>
-  run(absl::string_view function, absl::Span<const HostTensor> inputs);
-  absl::StatusOr<std::vector<HostTensor>>
-  run(uint32_t function, absl::Span<const HostTensor> inputs);
+  /// copies them to the device, runs, and returns the outputs. State slots
+  /// the function reads or writes stay on the device.
+  absl::StatusOr<std::vector<TypedTensor>>
+  run(absl::string_view function, absl::Span<const TypedTensor> inputs);
+  absl::StatusOr<std::vector<TypedTensor>>
+  run(uint32_t function, absl::Span<const TypedTensor> inputs);
 
   /// Runs `function` on device buffers without host copies: `inputs[i]`
   /// and `results[k]` must be exactly as large as the function's input i
@@ -99,14 +114,23 @@ public:
   void setPhaseTiming(bool enabled) { timePhases_ = enabled; }
   std::vector<std::pair<std::string, double>> takePhaseTimes();
 
-  //===--- Persistent state (parameters, optimizer state)
-  //------------------===//
+  /// Host<->device bytes so far (see the file comment).
+  TransferStats transfers() const { return transfers_; }
+  /// The most device memory in use (hal::Device::bytesInUse, sampled when
+  /// a run has allocated its buffers) since the last call, then restarts
+  /// from the memory in use now; -1 when the device does not count.
+  int64_t takePeakDeviceBytes();
+
+  //===--- Persistent state (parameters, optimizer state) ----------------===//
 
   /// The state slots' names, in step.bin order.
   std::vector<std::string> stateNames() const;
-  absl::StatusOr<HostTensor> getState(absl::string_view name);
+  /// The slot's type as step.bin declares it.
+  absl::StatusOr<const loader::StateInfo *>
+  stateInfo(absl::string_view name) const;
+  absl::StatusOr<TypedTensor> getState(absl::string_view name);
   /// `value` must have the slot's dtype and shape.
-  absl::Status setState(absl::string_view name, const HostTensor &value);
+  absl::Status setState(absl::string_view name, const TypedTensor &value);
   /// The slot's device buffer, for drivers that move state without the host.
   absl::StatusOr<hal::BufferRef> stateBuffer(absl::string_view name) const;
 
@@ -146,6 +170,10 @@ private:
 
   hal::BufferRef resolve(const Frame &frame, uint32_t tensor) const;
   absl::StatusOr<HostTensor> readTensor(const Frame &frame, uint32_t tensor);
+  /// The only host<->device copies of the executor; they count transfers_.
+  absl::Status toDevice(const void *host, hal::BufferRef dst);
+  absl::Status toHost(hal::BufferRef src, void *host);
+  void notePeakDeviceBytes();
 
   std::shared_ptr<const loader::Program> program_;
   hal::Device &device_;
@@ -166,7 +194,16 @@ private:
       collectiveChannels_;
   std::vector<std::unique_ptr<hal::Channel>> subChannels_;
   std::unique_ptr<hal::Buffer> collectiveScratch_;
+  TransferStats transfers_;
+  int64_t peakDeviceBytes_ = -1;
 };
+
+/// Executor::run for callers that speak HostTensor (omnirun --function,
+/// the differential tests against the reference evaluator): converts the
+/// inputs and the results.
+absl::StatusOr<std::vector<HostTensor>>
+runHostTensors(Executor &executor, absl::string_view function,
+               absl::Span<const HostTensor> inputs);
 
 } // namespace omni::executor
 

@@ -55,8 +55,7 @@ absl::StatusOr<HostTensor> Executor::readTensor(const Frame &frame,
                                                 uint32_t tensor) {
   const TensorInfo &info = program_->tensor(tensor);
   std::vector<uint8_t> bytes(static_cast<size_t>(info.bytes));
-  OMNI_RETURN_IF_ERROR(
-      stream_->readBuffer(resolve(frame, tensor), bytes.data()));
+  OMNI_RETURN_IF_ERROR(toHost(resolve(frame, tensor), bytes.data()));
   OMNI_RETURN_IF_ERROR(stream_->synchronize());
   return unpackTensor(info.dtype, info.shape, bytes);
 }
@@ -352,8 +351,8 @@ absl::Status Executor::runHostCall(Frame &frame, const step::HostCall &h) {
     if (value.dtype() != info.dtype)
       value.retype(info.dtype);
     std::vector<uint8_t> bytes = packTensor(value);
-    OMNI_RETURN_IF_ERROR(stream_->writeBuffer(
-        bytes.data(), resolve(frame, h.results()->Get(i))));
+    OMNI_RETURN_IF_ERROR(
+        toDevice(bytes.data(), resolve(frame, h.results()->Get(i))));
   }
   return absl::OkStatus();
 }
@@ -380,8 +379,8 @@ absl::Status Executor::runScalarOp(Frame &frame, const step::ScalarOp &op) {
     hal::BufferRef whole = resolve(frame, op.a());
     int64_t size = loader::dtypeSize(info.dtype);
     uint8_t bytes[8] = {};
-    OMNI_RETURN_IF_ERROR(stream_->readBuffer(
-        hal::BufferRef{whole.buffer, whole.offset, size}, bytes));
+    OMNI_RETURN_IF_ERROR(
+        toHost(hal::BufferRef{whole.buffer, whole.offset, size}, bytes));
     OMNI_RETURN_IF_ERROR(stream_->synchronize());
     regs[op.dest()] =
         unpackTensor(info.dtype, {}, absl::MakeConstSpan(bytes, size))
@@ -393,7 +392,7 @@ absl::Status Executor::runScalarOp(Frame &frame, const step::ScalarOp &op) {
     HostTensor value =
         HostTensor::fromInts(info.dtype, info.shape, {regs[op.a()]});
     std::vector<uint8_t> bytes = packTensor(value);
-    return stream_->writeBuffer(bytes.data(), resolve(frame, op.dest()));
+    return toDevice(bytes.data(), resolve(frame, op.dest()));
   }
   }
   return absl::InternalError("unverified scalar op");

@@ -77,9 +77,9 @@ protected:
     EXPECT_TRUE(executor.ok()) << executor.status();
     if (!executor.ok())
       return {};
-    auto results = (*executor)->run(function, inputs);
+    auto results = (*executor)->run(function, toTyped(inputs));
     EXPECT_TRUE(results.ok()) << results.status();
-    return results.ok() ? *results : std::vector<HostTensor>{};
+    return results.ok() ? toHost(*results) : std::vector<HostTensor>{};
   }
 
   std::unique_ptr<hal::Device> device_;
@@ -125,7 +125,7 @@ TEST_F(ExecutorTest, DispatchRunsTheEmbeddedKernel) {
     auto out = (*executor)->run("add", {x, y});
     ASSERT_TRUE(out.ok()) << out.status();
     for (int64_t i = 0; i < n; ++i)
-      ASSERT_EQ(out->at(0).floats()[i],
+      ASSERT_EQ(out->at(0).span<float>()[i],
                 double(float(x.floats()[i]) + float(y.floats()[i])));
   }
 }
@@ -581,6 +581,46 @@ TEST_F(ExecutorTest, RejectsWrongInputs) {
       "tensor<2x2xf32>");
   EXPECT_EQ(e.run("sub", {}).status().message(),
             "step.bin has no function 'sub' (functions: add)");
+}
+
+// Every host<->device copy is counted once, with its exact size; state
+// read and written on the device is not a transfer.
+TEST_F(ExecutorTest, TransfersCountEveryHostDeviceCopy) {
+  auto executor = load(addProgram(4));
+  ASSERT_TRUE(executor.ok());
+  Executor &e = **executor;
+  EXPECT_EQ(e.transfers().hostToDevice, 0);
+  EXPECT_EQ(e.transfers().deviceToHost, 0);
+  TypedTensor x(DType::F32, {4});
+  ASSERT_TRUE(e.run("add", {x, x}).ok());
+  EXPECT_EQ(e.transfers().hostToDevice, 2 * 16);
+  EXPECT_EQ(e.transfers().deviceToHost, 16);
+  // The arena (z: 16 bytes) and the run's three buffers of 16 bytes.
+  EXPECT_EQ(e.takePeakDeviceBytes(), 16 + 3 * 16);
+  EXPECT_EQ(e.takePeakDeviceBytes(), 16); // the run's buffers are freed
+
+  StepBuilder b;
+  uint32_t exe = b.executable(testKernels());
+  uint32_t w = b.stateTensor("w", sd::DType::F32, {3});
+  uint32_t one =
+      b.constant(sd::DType::F32, {3}, omni::testing::bytesOf<float>({1, 1, 1}));
+  b.function("step", {}, {}, {b.dispatch(exe, 0, 3, {w, one}, {w})});
+  auto stateful = load(b.finish());
+  ASSERT_TRUE(stateful.ok()) << stateful.status();
+  Executor &s = **stateful;
+  // Preparation uploads the constant (12 bytes).
+  EXPECT_EQ(s.transfers().hostToDevice, 12);
+  ASSERT_TRUE(s.setState("w", TypedTensor(DType::F32, {3})).ok());
+  EXPECT_EQ(s.transfers().hostToDevice, 24);
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(s.run("step", {}).ok());
+  EXPECT_EQ(s.transfers().hostToDevice, 24);
+  EXPECT_EQ(s.transfers().deviceToHost, 0);
+  auto value = s.getState("w");
+  ASSERT_TRUE(value.ok());
+  EXPECT_EQ(*value, TypedTensor::of<float>(DType::F32, {3},
+                                           std::vector<float>{3, 3, 3}));
+  EXPECT_EQ(s.transfers().deviceToHost, 12);
 }
 
 TEST_F(ExecutorTest, RunsOnDeviceBuffers) {

@@ -205,7 +205,7 @@ public:
         ++skippedRuns;
         continue;
       }
-      auto results = (*executor)->run(f, inputs);
+      auto results = (*executor)->run(f, toTyped(inputs));
       if (results.ok()) {
         ++ran;
       } else {

@@ -55,6 +55,11 @@ public:
   /// Default: false.
   virtual bool supportsLibrary(Library library, DType dtype) const;
 
+  /// Optional: the bytes of this device's buffers that are allocated and
+  /// not yet freed (what `allocate` counts against its limit), for
+  /// reporting (omnirun --stats). Default: -1, not counted.
+  virtual int64_t bytesInUse() const;
+
   /// Optional: this rank's channel of the group `spec` describes
   /// (Channel.h). Fails with InvalidArgument for a spec that
   /// validateChannelSpec refuses or whose rank already has a channel, and

@@ -32,6 +32,8 @@ absl::Status Stream::attention(const AttentionParams &, BufferRef, BufferRef,
 
 bool Device::supportsLibrary(Library, DType) const { return false; }
 
+int64_t Device::bytesInUse() const { return -1; }
+
 absl::StatusOr<std::unique_ptr<Channel>>
 Device::createChannel(const ChannelSpec &) {
   return absl::UnimplementedError(

@@ -250,6 +250,14 @@ const Flag kFlags[] = {
        o.training.allowProgramChange = true;
        return std::nullopt;
      }},
+    {"--stats", Arg::None, Mode::Train, "",
+     "per iteration, the bytes copied to and from the device and the device "
+     "memory in use (progress line and metrics.jsonl)",
+     [](Options &o, const std::string &,
+        const std::optional<std::string> &) -> std::optional<std::string> {
+       o.training.stats = true;
+       return std::nullopt;
+     }},
     {"--sample-every", Arg::Value, Mode::Train, "<k>",
      "write the step's `images` every k iterations (default: --save-every, "
      "or 10)",
@@ -305,7 +313,8 @@ files you would run as programs.
 constexpr const char *kTrainingIntro = R"(
 Training (the program follows the convention of runtime/train/driver/
 Trainer.h: @init_state(seed) and @train_step(state..., seed, iteration,
-[prompt_embeds], [pooled_prompt_embeds]); any of these options trains):
+[prompt_embeds], [pooled_prompt_embeds]), the state in omni.state slots;
+any of these options trains):
 )";
 
 /// `--name`, `--name=<v>` or `--name[=<v>]`, as --help shows a flag.
@@ -535,10 +544,11 @@ int run(const std::vector<std::string> &args, std::ostream &out,
                                  std::move(executorOptions));
   if (!executor.ok())
     return fail(executor.status().message());
-  absl::StatusOr<std::vector<HostTensor>> results =
-      (*executor)->run(*function, inputs);
-  if (!results.ok())
-    return fail(results.status().message());
+  absl::StatusOr<std::vector<TypedTensor>> typed =
+      (*executor)->run(*function, toTyped(inputs));
+  if (!typed.ok())
+    return fail(typed.status().message());
+  std::optional<std::vector<HostTensor>> results = toHost(*typed);
 
   for (size_t i = 0; i < results->size(); ++i) {
     const HostTensor &result = (*results)[i];

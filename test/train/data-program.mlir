@@ -232,23 +232,6 @@ func.func @step_no_iteration(%w: !w {omni.name = "transformer.proj.weight"},
   return %w : !w
 }
 
-/// A reference copy whose type differs from the parameter's (with its own
-/// init function, so only --init can notice).
-func.func @init_bad_ref(%seed: tensor<i64>) -> (!w, tensor<12xf32>, tensor<4x12xf32>) {
-  %w = omni.constant dense<0.0> : !w
-  %b = omni.constant dense<0.0> : tensor<12xf32>
-  %r = omni.constant dense<0.0> : tensor<4x12xf32>
-  return %w, %b, %r : !w, tensor<12xf32>, tensor<4x12xf32>
-}
-
-func.func @step_bad_ref(%w: !w {omni.name = "transformer.proj.weight"},
-                        %b: tensor<12xf32> {omni.name = "transformer.proj.bias"},
-                        %rw: tensor<4x12xf32> {omni.name = "ref.transformer.proj.weight"},
-                        %seed: tensor<i64>, %iteration: tensor<i64>)
-    -> (!w, tensor<12xf32>, tensor<4x12xf32>) {
-  return %w, %b, %rw : !w, tensor<12xf32>, tensor<4x12xf32>
-}
-
 /// Images 1 and 3 of 4 are not finite (NaN, +inf): the driver reports
 /// them as nonfinite_images.
 func.func @step_nan_images(%w: !w {omni.name = "transformer.proj.weight"},

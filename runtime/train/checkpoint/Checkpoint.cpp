@@ -19,6 +19,7 @@
 #include <cerrno>
 #include <cstring>
 #include <dirent.h>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <sys/stat.h>
@@ -51,24 +52,25 @@ std::string checkpointPath(const std::string &dir, int64_t step) {
   return absl::StrCat(dir, "/step-", step, ".safetensors");
 }
 
+namespace {
+
+/// saveCheckpoint with `write` writing the step file.
 absl::Status
-saveCheckpoint(const std::string &dir, int64_t step,
-               const std::vector<NamedTensor> &tensors,
-               const std::map<std::string, std::string> &metadata) {
+saveWith(const std::string &dir, int64_t step,
+         const std::function<absl::Status(const std::string &)> &write) {
   if (step < 0)
     return absl::InvalidArgumentError(absl::StrCat(
         dir, ": checkpoint step is ", step, ", expected a non-negative step"));
   if (absl::Status s = makeDirectories(dir); !s.ok())
     return s;
-  if (absl::Status s =
-          writeSafetensors(checkpointPath(dir, step), tensors, metadata);
-      !s.ok())
+  if (absl::Status s = write(checkpointPath(dir, step)); !s.ok())
     return s;
   return writeFileAtomically(absl::StrCat(dir, "/latest"),
                              absl::StrCat(step, "\n"));
 }
 
-absl::StatusOr<Checkpoint> loadLatestCheckpoint(const std::string &dir) {
+/// The step `<dir>/latest` names (loadLatestCheckpoint's errors).
+absl::StatusOr<int64_t> latestStep(const std::string &dir) {
   std::string latestPath = absl::StrCat(dir, "/latest");
   absl::StatusOr<std::string> text = readWholeFile(latestPath, 64);
   if (!text.ok()) {
@@ -99,18 +101,65 @@ absl::StatusOr<Checkpoint> loadLatestCheckpoint(const std::string &dir) {
   int64_t step = 0;
   for (char c : digits)
     step = step * 10 + (c - '0');
+  return step;
+}
 
-  std::string path = checkpointPath(dir, step);
+/// A step file that is missing although `latest` names it is data loss.
+absl::Status missingStepFile(const std::string &dir, int64_t step,
+                             const absl::Status &status) {
+  if (!absl::IsNotFound(status))
+    return status;
+  return absl::DataLossError(absl::StrCat(dir, "/latest: names step ", step,
+                                          " but ", checkpointPath(dir, step),
+                                          " does not exist"));
+}
+
+} // namespace
+
+absl::Status
+saveCheckpoint(const std::string &dir, int64_t step,
+               const std::vector<NamedTensor> &tensors,
+               const std::map<std::string, std::string> &metadata) {
+  return saveWith(dir, step, [&](const std::string &path) {
+    return writeSafetensors(path, tensors, metadata);
+  });
+}
+
+absl::Status
+saveCheckpointTyped(const std::string &dir, int64_t step,
+                    const std::vector<NamedTypedTensor> &tensors,
+                    const std::map<std::string, std::string> &metadata) {
+  return saveWith(dir, step, [&](const std::string &path) {
+    return writeSafetensorsTyped(path, tensors, metadata);
+  });
+}
+
+absl::StatusOr<Checkpoint> loadLatestCheckpoint(const std::string &dir) {
+  absl::StatusOr<int64_t> step = latestStep(dir);
+  if (!step.ok())
+    return step.status();
   absl::StatusOr<SafetensorsContents> contents =
-      readSafetensorsWithMetadata(path);
-  if (!contents.ok()) {
-    if (absl::IsNotFound(contents.status()))
-      return absl::DataLossError(absl::StrCat(
-          latestPath, ": names step ", step, " but ", path, " does not exist"));
-    return contents.status();
-  }
+      readSafetensorsWithMetadata(checkpointPath(dir, *step));
+  if (!contents.ok())
+    return missingStepFile(dir, *step, contents.status());
   Checkpoint checkpoint;
-  checkpoint.step = step;
+  checkpoint.step = *step;
+  checkpoint.tensors = std::move(contents->tensors);
+  checkpoint.metadata = std::move(contents->metadata);
+  return checkpoint;
+}
+
+absl::StatusOr<TypedCheckpoint>
+loadLatestCheckpointTyped(const std::string &dir) {
+  absl::StatusOr<int64_t> step = latestStep(dir);
+  if (!step.ok())
+    return step.status();
+  absl::StatusOr<TypedSafetensorsContents> contents =
+      readSafetensorsTyped(checkpointPath(dir, *step));
+  if (!contents.ok())
+    return missingStepFile(dir, *step, contents.status());
+  TypedCheckpoint checkpoint;
+  checkpoint.step = *step;
   checkpoint.tensors = std::move(contents->tensors);
   checkpoint.metadata = std::move(contents->metadata);
   return checkpoint;

@@ -48,6 +48,23 @@ saveCheckpoint(const std::string &dir, int64_t step,
 /// the safetensors errors when that file is invalid.
 absl::StatusOr<Checkpoint> loadLatestCheckpoint(const std::string &dir);
 
+/// The typed twins of Checkpoint, saveCheckpoint and loadLatestCheckpoint:
+/// tensors as their dtype's bytes (no widening to doubles), so saving or
+/// loading the training state holds one host copy of it. Same files, same
+/// errors.
+struct TypedCheckpoint {
+  int64_t step = 0;
+  /// Sorted by name.
+  std::vector<NamedTypedTensor> tensors;
+  std::map<std::string, std::string> metadata;
+};
+absl::Status
+saveCheckpointTyped(const std::string &dir, int64_t step,
+                    const std::vector<NamedTypedTensor> &tensors,
+                    const std::map<std::string, std::string> &metadata = {});
+absl::StatusOr<TypedCheckpoint>
+loadLatestCheckpointTyped(const std::string &dir);
+
 /// The steps of the `step-<N>.safetensors` files in `dir`, ascending (none
 /// when `dir` is missing).
 absl::StatusOr<std::vector<int64_t>> listCheckpoints(const std::string &dir);

@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -698,6 +699,105 @@ TEST(Checkpoint, SaveLoadLatest) {
   std::string listing =
       absl::StrCat("ls '", dir, "' | grep -c tmp > /dev/null");
   EXPECT_NE(std::system(listing.c_str()), 0);
+}
+
+//===----------------------------------------------------------------------===//
+// Typed tensors: the same files, no widening
+//===----------------------------------------------------------------------===//
+
+/// One tensor of every dtype, with values that exercise each encoding.
+std::vector<NamedTensor> everyDType() {
+  const double inf = std::numeric_limits<double>::infinity();
+  return {
+      {"a.f32",
+       HostTensor::fromDoubles(DType::F32, {2, 2}, {1.5, -0.0, inf, 3e-7})},
+      {"b.f64", HostTensor::fromDoubles(DType::F64, {3}, {0.1, -inf, 1e300})},
+      {"c.f16", HostTensor::fromDoubles(DType::F16, {2}, {65504, -6e-8})},
+      {"d.bf16", HostTensor::fromDoubles(DType::BF16, {2}, {-3, 1e38})},
+      {"e.bool", HostTensor::fromInts(DType::I1, {3}, {1, 0, 1})},
+      {"f.i32", HostTensor::fromInts(DType::I32, {2}, {-7, 1 << 30})},
+      {"g.i64", HostTensor::fromInts(DType::I64, {}, {(1LL << 53) + 1})},
+      {"h.empty", HostTensor(DType::F32, {0, 3})},
+  };
+}
+
+TEST(SafetensorsTyped, SameFileBytesAsTheHostTensorWriter) {
+  std::vector<NamedTensor> host = everyDType();
+  std::vector<NamedTypedTensor> typed;
+  for (const NamedTensor &t : host)
+    typed.push_back({t.name, TypedTensor::fromHost(t.tensor)});
+  std::map<std::string, std::string> metadata = {{"seed", "3"}};
+  absl::StatusOr<std::string> a = serializeSafetensors(host, metadata);
+  absl::StatusOr<std::string> b = serializeSafetensorsTyped(typed, metadata);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(*a, *b);
+
+  absl::StatusOr<TypedSafetensorsContents> back =
+      parseSafetensorsTyped(*b, "typed");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->metadata, metadata);
+  ASSERT_EQ(back->tensors.size(), host.size());
+  for (size_t i = 0; i < host.size(); ++i) {
+    EXPECT_EQ(back->tensors[i].name, host[i].name);
+    EXPECT_EQ(back->tensors[i].tensor, typed[i].tensor) << host[i].name;
+    EXPECT_EQ(back->tensors[i].tensor.toHost(), host[i].tensor) << host[i].name;
+  }
+  // A float32 element is its 4 bytes in the file (1.5f = 0x3fc00000).
+  EXPECT_EQ(back->tensors[0].tensor.bytes()[3], 0x3f);
+  EXPECT_EQ(back->tensors[0].tensor.bytes()[2], 0xc0);
+}
+
+TEST(SafetensorsTyped, SameChecksAsTheHostTensorReader) {
+  std::string bad = oneTensor("\"dtype\":\"BOOL\",\"shape\":[2],"
+                              "\"data_offsets\":[0,2]",
+                              std::string("\x01\x02", 2));
+  absl::StatusOr<SafetensorsContents> host = parseSafetensors(bad, "f");
+  absl::StatusOr<TypedSafetensorsContents> typed =
+      parseSafetensorsTyped(bad, "f");
+  ASSERT_FALSE(host.ok());
+  ASSERT_FALSE(typed.ok());
+  EXPECT_EQ(typed.status().message(), host.status().message());
+  std::string shortFile = makeFile("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],"
+                                   "\"data_offsets\":[0,4]}}",
+                                   std::string(4, '\0'));
+  EXPECT_EQ(parseSafetensorsTyped(shortFile, "f").status().message(),
+            parseSafetensors(shortFile, "f").status().message());
+  TypedTensor t = TypedTensor::scalarF32(1);
+  absl::StatusOr<std::string> dup =
+      serializeSafetensorsTyped({{"a", t}, {"a", t}});
+  ASSERT_FALSE(dup.ok());
+  EXPECT_EQ(dup.status().message(),
+            "tensor 'a' appears twice, expected unique names");
+  EXPECT_FALSE(serializeSafetensorsTyped({{"__metadata__", t}}).ok());
+}
+
+TEST(Checkpoint, TypedSaveLoadLatest) {
+  std::string dir = freshDir("typed") + "/run";
+  std::vector<NamedTypedTensor> state;
+  for (const NamedTensor &t : everyDType())
+    state.push_back({t.name, TypedTensor::fromHost(t.tensor)});
+  ASSERT_TRUE(saveCheckpointTyped(dir, 4, state, {{"seed", "1"}}).ok());
+  // The same checkpoint loads untyped (tools) and typed (the trainer).
+  absl::StatusOr<Checkpoint> host = loadLatestCheckpoint(dir);
+  ASSERT_TRUE(host.ok()) << host.status();
+  EXPECT_EQ(host->step, 4);
+  absl::StatusOr<TypedCheckpoint> typed = loadLatestCheckpointTyped(dir);
+  ASSERT_TRUE(typed.ok()) << typed.status();
+  EXPECT_EQ(typed->step, 4);
+  EXPECT_EQ(typed->metadata.at("seed"), "1");
+  ASSERT_EQ(typed->tensors.size(), state.size());
+  for (size_t i = 0; i < state.size(); ++i) {
+    EXPECT_EQ(typed->tensors[i].tensor, state[i].tensor) << state[i].name;
+    EXPECT_EQ(host->tensors[i].tensor, state[i].tensor.toHost());
+  }
+  // Missing files and folders fail as loadLatestCheckpoint does.
+  std::remove(checkpointPath(dir, 4).c_str());
+  absl::StatusOr<TypedCheckpoint> lost = loadLatestCheckpointTyped(dir);
+  EXPECT_EQ(lost.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(lost.status().message(),
+            loadLatestCheckpoint(dir).status().message());
+  EXPECT_EQ(loadLatestCheckpointTyped(dir + "/none").status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 TEST(Checkpoint, RejectsNegativeStep) {

@@ -13,6 +13,7 @@
 
 #include "runtime/train/checkpoint/Safetensors.h"
 
+#include "runtime/base/Status.h"
 #include "runtime/io/ElementCodec.h"
 #include "runtime/train/checkpoint/AtomicFile.h"
 #include "runtime/train/checkpoint/Json.h"
@@ -370,8 +371,18 @@ absl::Status decodeElements(absl::string_view fileName, const Entry &e,
 // Public API
 //===----------------------------------------------------------------------===//
 
-absl::StatusOr<SafetensorsContents>
-parseSafetensors(absl::string_view bytes, absl::string_view fileName) {
+namespace {
+
+/// The validated header of a safetensors file: its entries sorted by name,
+/// its metadata, and the data buffer the entries' offsets index.
+struct Layout {
+  std::vector<Entry> entries;
+  std::map<std::string, std::string> metadata;
+  absl::string_view buffer;
+};
+
+absl::StatusOr<Layout> parseLayout(absl::string_view bytes,
+                                   absl::string_view fileName) {
   auto error = [&](absl::string_view message) {
     return absl::InvalidArgumentError(absl::StrCat(fileName, ": ", message));
   };
@@ -402,25 +413,164 @@ parseSafetensors(absl::string_view bytes, absl::string_view fileName) {
   if (!json::parseJson(header, root, jsonError))
     return error(jsonError);
 
-  absl::string_view buffer = bytes.substr(8 + headerLength);
-  std::vector<Entry> entries;
-  SafetensorsContents contents;
-  HeaderChecker checker(fileName, buffer.size());
-  if (absl::Status s = checker.check(root, entries, contents.metadata); !s.ok())
+  Layout layout;
+  layout.buffer = bytes.substr(8 + headerLength);
+  HeaderChecker checker(fileName, layout.buffer.size());
+  if (absl::Status s = checker.check(root, layout.entries, layout.metadata);
+      !s.ok())
     return s;
-
-  std::sort(entries.begin(), entries.end(),
+  std::sort(layout.entries.begin(), layout.entries.end(),
             [](const Entry &a, const Entry &b) { return a.name < b.name; });
-  contents.tensors.reserve(entries.size());
-  for (const Entry &e : entries) {
+  return layout;
+}
+
+/// The name checks of serializeSafetensors on names sorted ascending.
+absl::Status checkNames(const std::vector<const std::string *> &sorted,
+                        const std::map<std::string, std::string> &metadata) {
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    const std::string &name = *sorted[i];
+    if (name == "__metadata__")
+      return absl::InvalidArgumentError(
+          "tensor name '__metadata__' is reserved for the metadata map");
+    if (i > 0 && *sorted[i - 1] == name)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor ", quoted(name), " appears twice, expected unique names"));
+    if (!isValidUtf8(name))
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor name ", quoted(name), " is not valid UTF-8"));
+  }
+  for (const auto &[key, value] : metadata)
+    if (!isValidUtf8(key) || !isValidUtf8(value))
+      return absl::InvalidArgumentError(absl::StrCat(
+          "metadata key ", quoted(key), " or its value is not valid UTF-8"));
+  return absl::OkStatus();
+}
+
+/// The header: metadata, then each tensor's entry at consecutive offsets.
+std::string headerOf(const std::vector<const NamedTypedTensor *> &sorted,
+                     const std::map<std::string, std::string> &metadata) {
+  std::string header = "{";
+  if (!metadata.empty()) {
+    header += "\"__metadata__\":{";
+    bool first = true;
+    for (const auto &[key, value] : metadata) {
+      if (!first)
+        header += ',';
+      first = false;
+      appendJsonString(header, key);
+      header += ':';
+      appendJsonString(header, value);
+    }
+    header += '}';
+  }
+  uint64_t offset = 0;
+  for (const NamedTypedTensor *t : sorted) {
+    uint64_t begin = offset;
+    offset += static_cast<uint64_t>(t->tensor.byteSize());
+    if (header.size() > 1)
+      header += ',';
+    appendJsonString(header, t->name);
+    absl::StrAppend(&header, ":{\"dtype\":\"",
+                    stDTypeOf(t->tensor.dtype()).name, "\",\"shape\":[",
+                    absl::StrJoin(t->tensor.shape(), ","),
+                    "],\"data_offsets\":[", begin, ",", offset, "]}");
+  }
+  header += '}';
+  header.append((8 - header.size() % 8) % 8, ' ');
+  return header;
+}
+
+} // namespace
+
+absl::StatusOr<SafetensorsContents>
+parseSafetensors(absl::string_view bytes, absl::string_view fileName) {
+  OMNI_ASSIGN_OR_RETURN(Layout layout, parseLayout(bytes, fileName));
+  SafetensorsContents contents;
+  contents.metadata = std::move(layout.metadata);
+  contents.tensors.reserve(layout.entries.size());
+  for (const Entry &e : layout.entries) {
     HostTensor t(e.dtype->dtype, e.shape);
     if (absl::Status s = decodeElements(
-            fileName, e, buffer.substr(e.begin, e.end - e.begin), t);
+            fileName, e, layout.buffer.substr(e.begin, e.end - e.begin), t);
         !s.ok())
       return s;
     contents.tensors.push_back({e.name, std::move(t)});
   }
   return contents;
+}
+
+absl::StatusOr<TypedSafetensorsContents>
+parseSafetensorsTyped(absl::string_view bytes, absl::string_view fileName) {
+  OMNI_ASSIGN_OR_RETURN(Layout layout, parseLayout(bytes, fileName));
+  TypedSafetensorsContents contents;
+  contents.metadata = std::move(layout.metadata);
+  contents.tensors.reserve(layout.entries.size());
+  for (const Entry &e : layout.entries) {
+    absl::string_view data = layout.buffer.substr(e.begin, e.end - e.begin);
+    if (e.dtype->dtype == DType::I1)
+      for (size_t i = 0; i < data.size(); ++i)
+        if (static_cast<unsigned char>(data[i]) > 1)
+          return absl::InvalidArgumentError(absl::StrCat(
+              fileName, ": tensor ", quoted(e.name), ": element ", i,
+              " of BOOL is byte ", static_cast<unsigned char>(data[i]) + 0u,
+              ", expected 0 or 1"));
+    contents.tensors.push_back(
+        {e.name,
+         TypedTensor::fromBytes(
+             e.dtype->dtype, e.shape,
+             absl::MakeConstSpan(reinterpret_cast<const uint8_t *>(data.data()),
+                                 data.size()))});
+  }
+  return contents;
+}
+
+absl::StatusOr<std::string>
+serializeSafetensorsTyped(const std::vector<NamedTypedTensor> &tensors,
+                          const std::map<std::string, std::string> &metadata) {
+  std::vector<const NamedTypedTensor *> sorted;
+  for (const NamedTypedTensor &t : tensors)
+    sorted.push_back(&t);
+  std::sort(sorted.begin(), sorted.end(),
+            [](const NamedTypedTensor *a, const NamedTypedTensor *b) {
+              return a->name < b->name;
+            });
+  std::vector<const std::string *> names;
+  for (const NamedTypedTensor *t : sorted)
+    names.push_back(&t->name);
+  OMNI_RETURN_IF_ERROR(checkNames(names, metadata));
+  std::string header = headerOf(sorted, metadata);
+  size_t dataBytes = 0;
+  for (const NamedTypedTensor *t : sorted)
+    dataBytes += static_cast<size_t>(t->tensor.byteSize());
+  std::string out;
+  out.reserve(8 + header.size() + dataBytes);
+  uint64_t length = header.size();
+  char lengthBytes[8];
+  std::memcpy(lengthBytes, &length, 8);
+  out.append(lengthBytes, 8);
+  out += header;
+  for (const NamedTypedTensor *t : sorted)
+    out.append(reinterpret_cast<const char *>(t->tensor.bytes().data()),
+               t->tensor.bytes().size());
+  return out;
+}
+
+absl::StatusOr<TypedSafetensorsContents>
+readSafetensorsTyped(const std::string &path) {
+  OMNI_ASSIGN_OR_RETURN(std::string bytes, readWholeFile(path));
+  return parseSafetensorsTyped(bytes, path);
+}
+
+absl::Status
+writeSafetensorsTyped(const std::string &path,
+                      const std::vector<NamedTypedTensor> &tensors,
+                      const std::map<std::string, std::string> &metadata) {
+  absl::StatusOr<std::string> bytes =
+      serializeSafetensorsTyped(tensors, metadata);
+  if (!bytes.ok())
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": ", bytes.status().message()));
+  return writeFileAtomically(path, *bytes);
 }
 
 absl::StatusOr<std::string>

@@ -22,6 +22,7 @@
 #define OMNI_RUNTIME_TRAIN_CHECKPOINT_SAFETENSORS_H
 
 #include "runtime/io/HostTensor.h"
+#include "runtime/io/TypedTensor.h"
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -80,6 +81,48 @@ absl::Status
 writeSafetensors(const std::string &path,
                  const std::vector<NamedTensor> &tensors,
                  const std::map<std::string, std::string> &metadata = {});
+
+//===--- Typed tensors: the file's bytes, no widening ---------------------===//
+//
+// The same format and checks, with each tensor kept as its dtype's bytes
+// (TypedTensor): reading copies each tensor's bytes out of the file once,
+// writing copies each tensor's bytes into the file image once. The training
+// driver's checkpoints use these.
+
+/// One tensor of a safetensors file, as bytes. Owns its elements.
+struct NamedTypedTensor {
+  std::string name;
+  TypedTensor tensor;
+};
+
+struct TypedSafetensorsContents {
+  /// Sorted by name.
+  std::vector<NamedTypedTensor> tensors;
+  std::map<std::string, std::string> metadata;
+};
+
+/// parseSafetensors, keeping the elements' bytes (BOOL bytes are checked to
+/// be 0 or 1 as there).
+absl::StatusOr<TypedSafetensorsContents>
+parseSafetensorsTyped(absl::string_view bytes, absl::string_view fileName);
+
+/// serializeSafetensors of typed tensors: the same bytes for the same
+/// tensors.
+absl::StatusOr<std::string> serializeSafetensorsTyped(
+    const std::vector<NamedTypedTensor> &tensors,
+    const std::map<std::string, std::string> &metadata = {});
+
+/// parseSafetensorsTyped on the contents of `path` (NotFound when it cannot
+/// be opened).
+absl::StatusOr<TypedSafetensorsContents>
+readSafetensorsTyped(const std::string &path);
+
+/// Writes serializeSafetensorsTyped(tensors, metadata) to `path`
+/// atomically.
+absl::Status
+writeSafetensorsTyped(const std::string &path,
+                      const std::vector<NamedTypedTensor> &tensors,
+                      const std::map<std::string, std::string> &metadata = {});
 
 } // namespace omni::checkpoint
 

@@ -7,6 +7,9 @@
 //   @train_step(state_0, ..., state_{K-1}, seed: tensor<i64>,
 //               iteration: tensor<i64>, data...)
 //       -> (state'_0, ..., state'_{K-1}, results...)
+// in MLIR; in step.bin the state arguments and results are state slots, so
+// @init_state(seed) writes the slots and @train_step(seed, iteration,
+// data...) -> (results...) reads and updates them in place.
 // - State (parameters, optimizer moments, step count) is named by the
 //   program's `omni.name` argument attributes (diffusers parameter names:
 //   `transformer.<name>`, a frozen KL reference copy `ref.transformer.
@@ -25,10 +28,18 @@
 // Every iteration's random numbers are keyed on (seed, iteration), so a run
 // resumed from a checkpoint continues bit for bit; checkpoints record both,
 // and the program's fingerprint (a resume with another step.bin is refused).
-// Work is not lost silently: a requested stop (Ctrl-C, SIGTERM), a failed
-// metrics or sample write and a failed iteration all save the state first;
-// a resume cuts metrics.jsonl back to the checkpoint and removes the
-// temporaries of writes a killed run left behind.
+// The state lives in the executor's state slots for the whole run (the
+// program's step.bin state table, which omnic's omni-resident-state pass
+// makes of the convention's state arguments and results): per iteration
+// only the seed, the iteration and the prompts go to the device and only
+// the results (metrics, images) and the reward host calls' traffic come
+// back. The state comes to the host only for a checkpoint; --init and
+// resume write it with setState.
+// Work is not lost silently: a requested stop (Ctrl-C, SIGTERM) and a
+// failed metrics or sample write save the state first; a failed iteration
+// cannot (the slots may hold part of its update) and says which checkpoint
+// to resume from; a resume cuts metrics.jsonl back to the checkpoint and
+// removes the temporaries of writes a killed run left behind.
 // MLIR-free.
 //
 //===----------------------------------------------------------------------===//
@@ -103,6 +114,10 @@ struct TrainOptions {
   std::vector<std::string> initSkip;
   /// The reward the program's reward host calls run; empty: their own.
   std::string reward;
+  /// Measure each iteration's host<->device bytes and device memory
+  /// (progress line and metrics.jsonl: host_to_device_bytes,
+  /// device_to_host_bytes, device_bytes).
+  bool stats = false;
   /// Polled before each iteration: a non-zero value (the signal number of
   /// a Ctrl-C or SIGTERM, see Interrupt.h) ends the run after a checkpoint
   /// of the last completed iteration, with a Cancelled status that says
@@ -117,7 +132,10 @@ struct TrainOptions {
 /// compute 0.11 s)"). Errors are one line naming what, where, the expected
 /// and the found. When a side output fails after an iteration (the metrics
 /// line, a sample grid), the state is saved first and the error says
-/// where; a failed iteration saves the state before it the same way.
+/// where; a failed iteration names the checkpoint to resume from (its
+/// partial update of the slots is not saved). With `stats` the line ends
+/// with the iteration's transfers and device memory ("to device 1.2 KiB,
+/// from device 3.4 KiB, device memory 5.6 MiB").
 absl::Status train(std::shared_ptr<const loader::Program> program,
                    hal::Device &device, const TrainOptions &options,
                    std::ostream &log);

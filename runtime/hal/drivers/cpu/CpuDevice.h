@@ -59,6 +59,9 @@ public:
   loadExecutable(const ExecutableSpec &spec) override;
   absl::StatusOr<std::unique_ptr<Stream>> createStream() override;
   bool supportsLibrary(Library library, DType dtype) const override;
+  int64_t bytesInUse() const override {
+    return allocated_.load(std::memory_order_relaxed);
+  }
   absl::StatusOr<std::unique_ptr<Channel>>
   createChannel(const ChannelSpec &spec) override;
 

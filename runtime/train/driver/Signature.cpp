@@ -1,0 +1,234 @@
+//===- Signature.cpp - the step function against the convention ----------===//
+//
+// Step 1 of train(): the step function's inputs are seed, iteration and the
+// data inputs; its results are metrics, images and anything else; the
+// training state is the program's state slots (omnic's omni-resident-state
+// pass makes them of the convention's leading state arguments and
+// results). Also the host functions the executor gets: every registered
+// reward, timed, and rebound by --reward.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/train/driver/TrainerSteps.h"
+
+#include "runtime/train/rewards/RewardFunctions.h"
+#include "runtime/train/rewards/Rewards.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+#include <algorithm>
+#include <set>
+
+namespace omni::train::detail {
+
+const loader::StateInfo *Signature::findState(const std::string &name) const {
+  for (const loader::StateInfo *s : state)
+    if (s->name == name)
+      return s;
+  return nullptr;
+}
+
+namespace {
+
+std::string describeInput(const loader::TensorInfo *t, uint32_t i) {
+  return absl::StrCat("input #", i,
+                      t->name.empty() ? "" : absl::StrCat(" '", t->name, "'"),
+                      " (", t->typeString(), ")");
+}
+
+} // namespace
+
+absl::StatusOr<Signature> checkStep(const loader::Program &program,
+                                    const std::string &name) {
+  std::optional<uint32_t> f = program.findFunction(name);
+  if (!f)
+    return absl::NotFoundError(
+        absl::StrCat(program.name(), ": no function @", name,
+                     " (the training step; see omnirun --list)"));
+  const step::Function *fn = program.step().functions()->Get(*f);
+  uint32_t numIn = fn->inputs() ? fn->inputs()->size() : 0;
+  uint32_t numOut = fn->outputs() ? fn->outputs()->size() : 0;
+  auto in = [&](uint32_t i) { return &program.tensor(fn->inputs()->Get(i)); };
+  auto out = [&](uint32_t i) { return &program.tensor(fn->outputs()->Get(i)); };
+  auto isI64Scalar = [](const loader::TensorInfo *t) {
+    return t->dtype == DType::I64 && t->shape.empty();
+  };
+  auto isData = [](const std::string &n) {
+    return n == kEmbeds || n == kPooled;
+  };
+
+  // Seed and iteration first, then only data inputs. A function that
+  // still takes its state as arguments is outside the convention omnic
+  // turns into state slots; when that is because of an input after seed
+  // and iteration, that input is the error.
+  if (numIn < 2 || !isI64Scalar(in(0)) || !isI64Scalar(in(1))) {
+    // The last pair of i64 scalars before the trailing data inputs.
+    uint32_t numData = 0;
+    while (numData < numIn && isData(in(numIn - 1 - numData)->name))
+      ++numData;
+    for (uint32_t k = numIn - numData; k-- > 2;)
+      if (isI64Scalar(in(k - 2)) && isI64Scalar(in(k - 1)))
+        return absl::InvalidArgumentError(absl::StrCat(
+            "@", name, ": ", describeInput(in(k), k),
+            " follows seed and iteration but is not a data input: expected "
+            "omni.name \"",
+            kEmbeds, "\" or \"", kPooled, "\""));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "@", name, program.functionSignature(*f),
+        ": expected seed and iteration as tensor<i64>, then the data inputs (",
+        kEmbeds, ", ", kPooled,
+        "), with the training state in state slots (omni.state)"));
+  }
+  for (uint32_t i = 2; i < numIn; ++i)
+    if (!isData(in(i)->name))
+      return absl::InvalidArgumentError(absl::StrCat(
+          "@", name, ": ", describeInput(in(i), i),
+          " follows seed and iteration but is not a data input: expected "
+          "omni.name \"",
+          kEmbeds, "\" or \"", kPooled, "\""));
+  if (program.state().empty())
+    return absl::InvalidArgumentError(absl::StrCat(
+        "@", name, program.functionSignature(*f), ": ", program.name(),
+        " has no state slots, expected the training state (parameters, "
+        "optimizer state) as omni.state slots"));
+  Signature sig;
+  sig.function = *f;
+  sig.prompts.function = name;
+  for (const loader::StateInfo &slot : program.state())
+    sig.state.push_back(&slot);
+
+  // Data inputs.
+  std::optional<int64_t> prompts;
+  for (uint32_t i = 2; i < numIn; ++i) {
+    const loader::TensorInfo *t = in(i);
+    if (std::find(sig.data.begin(), sig.data.end(), t->name) != sig.data.end())
+      return absl::InvalidArgumentError(
+          absl::StrCat("@", name, ": ", describeInput(t, i), ": data input '",
+                       t->name, "' is taken twice, expected once"));
+    bool embeds = t->name == kEmbeds;
+    size_t rank = embeds ? 3 : 2;
+    bool positive = std::all_of(t->shape.begin(), t->shape.end(),
+                                [](int64_t d) { return d > 0; });
+    if (t->dtype != DType::F32 || t->shape.size() != rank || !positive)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "@", name, ": ", describeInput(t, i), ": expected f32 ",
+          embeds ? "[P, L, D]" : "[P, Dp]", " with every dimension >= 1"));
+    if (prompts && *prompts != t->shape[0])
+      return absl::InvalidArgumentError(absl::StrCat(
+          "@", name, ": ", describeInput(t, i), " takes ", t->shape[0],
+          " prompts, expected ", *prompts, " as the other data input takes"));
+    prompts = t->shape[0];
+    sig.prompts.perIteration = t->shape[0];
+    if (embeds) {
+      sig.prompts.embeds = true;
+      sig.prompts.tokens = t->shape[1];
+      sig.prompts.dim = t->shape[2];
+    } else {
+      sig.prompts.pooled = true;
+      sig.prompts.pooledDim = t->shape[1];
+    }
+    sig.data.push_back(t->name);
+  }
+
+  // Results: metrics and images.
+  for (uint32_t j = 0; j < numOut; ++j) {
+    const loader::TensorInfo *r = out(j);
+    if (r->name == kImages) {
+      const std::vector<int64_t> &s = r->shape;
+      if (!isFloatDType(r->dtype) || s.size() != 4 || s[1] != 3 || s[0] < 1 ||
+          s[2] < 1 || s[3] < 1)
+        return absl::InvalidArgumentError(absl::StrCat(
+            "@", name, ": result #", j, " 'images' is ", r->typeString(),
+            ", expected a float tensor [B, 3, H, W]"));
+      sig.images = j;
+    } else if (r->numElements == 1) {
+      sig.metrics.push_back(
+          {j, r->name.empty() ? absl::StrCat("metric.", j) : r->name});
+    }
+  }
+  return sig;
+}
+
+//===----------------------------------------------------------------------===//
+// Host functions: timed rewards, rebound by --reward
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The host functions `function` calls, directly or through Calls.
+void collectHostCalls(const loader::Program &program, uint32_t function,
+                      std::set<uint32_t> &visited,
+                      std::set<std::string> &names) {
+  if (!visited.insert(function).second)
+    return;
+  std::vector<const flatbuffers::Vector<flatbuffers::Offset<step::Command>> *>
+      lists = {program.step().functions()->Get(function)->commands()};
+  while (!lists.empty()) {
+    auto *commands = lists.back();
+    lists.pop_back();
+    if (!commands)
+      continue;
+    for (const step::Command *c : *commands) {
+      if (c->kind_type() == step::CommandKind::HostCall)
+        names.insert(c->kind_as_HostCall()->name()->str());
+      else if (c->kind_type() == step::CommandKind::Loop)
+        lists.push_back(c->kind_as_Loop()->body());
+      else if (c->kind_type() == step::CommandKind::Call)
+        collectHostCalls(program, c->kind_as_Call()->function(), visited,
+                         names);
+    }
+  }
+}
+
+} // namespace
+
+absl::StatusOr<HostFunctionRegistry>
+trainingHostFunctions(const loader::Program &program, uint32_t step,
+                      const std::string &stepName, const std::string &reward,
+                      std::shared_ptr<std::atomic<int64_t>> nanos,
+                      std::ostream &log) {
+  HostFunctionRegistry base = rewards::rewardHostFunctions();
+  std::vector<std::string> known = rewards::registeredRewards();
+  auto isReward = [&](const std::string &n) {
+    return std::find(known.begin(), known.end(), n) != known.end();
+  };
+  if (!reward.empty()) {
+    if (!isReward(reward) || !base.lookup(reward))
+      return absl::InvalidArgumentError(
+          absl::StrCat("--reward: unknown reward '", reward,
+                       "' (known rewards: ", absl::StrJoin(known, ", "), ")"));
+    std::set<std::string> callees;
+    std::set<uint32_t> visited;
+    collectHostCalls(program, step, visited, callees);
+    std::vector<std::string> rebound;
+    for (const std::string &c : callees)
+      if (isReward(c))
+        rebound.push_back(c);
+    if (rebound.empty())
+      return absl::InvalidArgumentError(
+          absl::StrCat("--reward ", reward, ": @", stepName,
+                       " calls no reward to rebind (its host calls: ",
+                       callees.empty() ? "none" : absl::StrJoin(callees, ", "),
+                       "; known rewards: ", absl::StrJoin(known, ", "), ")"));
+    log << "reward: " << absl::StrJoin(rebound, ", ") << " -> " << reward
+        << "\n";
+  }
+  HostFunctionRegistry registry;
+  for (const std::string &name : base.names()) {
+    const std::string &target =
+        !reward.empty() && isReward(name) ? reward : name;
+    HostFunction fn = *base.lookup(target);
+    registry.add(name, [fn, nanos](absl::Span<const HostTensor> args) {
+      auto start = std::chrono::steady_clock::now();
+      absl::StatusOr<std::vector<HostTensor>> results = fn(args);
+      *nanos += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                    std::chrono::steady_clock::now() - start)
+                    .count();
+      return results;
+    });
+  }
+  return registry;
+}
+
+} // namespace omni::train::detail

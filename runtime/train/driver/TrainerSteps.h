@@ -1,0 +1,160 @@
+//===- TrainerSteps.h - the named steps of train() --------------*- C++ -*-===//
+//
+// What Trainer.cpp's train() is made of, one file per step:
+//   Signature.cpp     the step function against the convention of Trainer.h
+//                     (inputs, results, the program's state slots) and the
+//                     host functions (timed rewards, --reward);
+//   InitialState.cpp  the state slots from the latest checkpoint, or from
+//                     the init function and the --init files;
+//   SideOutputs.cpp   the progress line, metrics.jsonl and sample grids;
+//   Trainer.cpp       options, one iteration, checkpoints, the loop.
+// The training state stays in the executor's state slots the whole run;
+// only checkpoints (getState) and --init/resume (setState) move it.
+// Internal to runtime/train/driver. MLIR-free.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OMNI_RUNTIME_TRAIN_DRIVER_TRAINERSTEPS_H
+#define OMNI_RUNTIME_TRAIN_DRIVER_TRAINERSTEPS_H
+
+#include "runtime/executor/Executor.h"
+#include "runtime/hostfn/HostFunctions.h"
+#include "runtime/loader/Program.h"
+#include "runtime/train/driver/Trainer.h"
+#include "runtime/train/prompts/Prompts.h"
+
+#include "absl/status/statusor.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace omni::train::detail {
+
+constexpr const char *kEmbeds = "prompt_embeds";
+constexpr const char *kPooled = "pooled_prompt_embeds";
+constexpr const char *kImages = "images";
+
+//===--- Signature.cpp ----------------------------------------------------===//
+
+/// The step function as the driver uses it.
+struct Signature {
+  uint32_t function = 0;
+  /// The training state: every state slot of the program, in step.bin order
+  /// (names and types from the state table).
+  std::vector<const loader::StateInfo *> state;
+  /// The data inputs after seed and iteration, in the function's order
+  /// (kEmbeds / kPooled).
+  std::vector<std::string> data;
+  PromptRequest prompts;
+  /// Scalar metrics: output index and name, in the function's order.
+  std::vector<std::pair<size_t, std::string>> metrics;
+  std::optional<size_t> images;
+
+  /// The state slot `name`, if the program has it.
+  const loader::StateInfo *findState(const std::string &name) const;
+};
+
+/// Checks `name` against the convention: (seed, iteration, data...) ->
+/// (results...) over the program's state slots. One-line errors.
+absl::StatusOr<Signature> checkStep(const loader::Program &program,
+                                    const std::string &name);
+
+/// The executor's host functions: every registered one, timed into
+/// `nanos`; with `reward`, every reward runs `reward` (and the step must
+/// call at least one).
+absl::StatusOr<HostFunctionRegistry>
+trainingHostFunctions(const loader::Program &program, uint32_t step,
+                      const std::string &stepName, const std::string &reward,
+                      std::shared_ptr<std::atomic<int64_t>> nanos,
+                      std::ostream &log);
+
+//===--- InitialState.cpp -------------------------------------------------===//
+
+/// Where the run starts.
+struct Start {
+  int64_t iteration = 0;
+  int64_t seed = 0;
+  /// From a checkpoint (else from the init function).
+  bool resumed = false;
+};
+
+/// Sets every state slot: from the latest checkpoint of `resumeFrom` when
+/// `resume` (and one exists, or !resumeIfPresent makes its absence an
+/// error), else by running the init function on the seed and applying the
+/// --init files. Says what it did on `log`.
+absl::StatusOr<Start> initialState(executor::Executor &executor,
+                                   const Signature &sig,
+                                   const TrainOptions &options, bool resume,
+                                   const std::string &resumeFrom,
+                                   std::ostream &log);
+
+//===--- SideOutputs.cpp --------------------------------------------------===//
+
+/// What the step function returned, as the driver reports it.
+struct IterationResult {
+  int64_t iteration = 0;
+  std::vector<TypedTensor> outputs;
+  double totalSeconds = 0, rewardSeconds = 0, computeSeconds = 0;
+  /// Named phases, or {reward, compute} for a program without names.
+  std::vector<std::pair<std::string, double>> phases;
+  bool namedPhases = false;
+  int64_t badImages = 0, numImages = 0;
+  /// With --stats: host<->device bytes and peak device memory of the
+  /// iteration (-1: the device does not count).
+  std::optional<executor::TransferStats> transfers;
+  int64_t peakDeviceBytes = -1;
+};
+
+std::string format(const char *spec, double v);
+double seconds(std::chrono::steady_clock::duration d);
+
+/// The images of `images` ([B, ...]) with a non-finite element.
+int64_t nonFiniteImages(const TypedTensor &images);
+
+/// "iter 3/10  reward 0.51 ± 0.02  loss ...  time 0.12 s (...)" (and the
+/// stats when measured).
+std::string progressLine(int64_t steps, const Signature &sig,
+                         const IterationResult &r);
+
+/// The metrics.jsonl line of an iteration (with its newline).
+std::string metricsLine(const Signature &sig, const IterationResult &r);
+
+/// Writes outDir/samples/iter-<N>.png, the grid of the images result.
+absl::Status writeSampleGrid(const std::string &outDir,
+                             const TypedTensor &images, int64_t iteration);
+
+/// metrics.jsonl, appended one whole line per write: a failed write is cut
+/// off again, so the file never ends in half a JSON line (where the file
+/// can be truncated at all).
+class MetricsFile {
+public:
+  MetricsFile() = default;
+  MetricsFile(const MetricsFile &) = delete;
+  MetricsFile &operator=(const MetricsFile &) = delete;
+  ~MetricsFile();
+
+  bool isOpen() const { return fd_ >= 0; }
+  absl::Status open(const std::string &path);
+  absl::Status append(const std::string &line);
+
+private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+/// A resumed run repeats the iterations after its checkpoint: drops their
+/// lines (written by the run that was interrupted) and a partial last line,
+/// so every iteration appears once. Only regular files are cut.
+absl::Status cutMetrics(const std::string &path, int64_t start,
+                        std::ostream &log);
+
+} // namespace omni::train::detail
+
+#endif // OMNI_RUNTIME_TRAIN_DRIVER_TRAINERSTEPS_H
