@@ -5,9 +5,9 @@
 // never during a step. Values that are never live at the same time share
 // bytes; a result may overwrite an operand that dies at its op (in place),
 // a loop keeps each carried tensor in one slot, and a donated argument's
-// buffer (or a state argument's slot) takes the result that replaces it. The plan is attributes the
-// step.bin writer reads: `omni.offsets` per allocating op and
-// `omni.arena_size` per function (docs/fusion.md, "Memory plan").
+// buffer (or a state argument's slot) takes the result that replaces it. The
+// plan is attributes the step.bin writer reads: `omni.offsets` per allocating
+// op and `omni.arena_size` per function (docs/fusion.md, "Memory plan").
 //
 //===----------------------------------------------------------------------===//
 
@@ -304,9 +304,8 @@ Buffer *Planner::inPlaceBuffer(Operation *op, OpResult r,
       // slot only the value stored back into that slot.
       bool returned = llvm::any_of(r.getUses(), [&](OpOperand &use) {
         return isa<func::ReturnOp>(use.getOwner()) &&
-               (!b->state ||
-                func.getResultAttr(use.getOperandNumber(), "omni.state") ==
-                    b->state);
+               (!b->state || func.getResultAttr(use.getOperandNumber(),
+                                                "omni.state") == b->state);
       });
       if (b->end == t && returned && fusion)
         return b;

@@ -74,9 +74,8 @@ std::optional<unsigned> stepStateCount(func::FuncOp fn) {
   FunctionType type = fn.getFunctionType();
   unsigned numIn = type.getNumInputs();
   unsigned numData = 0;
-  while (numData < numIn &&
-         isDataName(fn.getArgAttrOfType<StringAttr>(numIn - 1 - numData,
-                                                    kName)))
+  while (numData < numIn && isDataName(fn.getArgAttrOfType<StringAttr>(
+                                numIn - 1 - numData, kName)))
     ++numData;
   unsigned k = numIn - numData;
   if (k < 3 || !isI64Scalar(type.getInput(k - 2)) ||
@@ -134,10 +133,9 @@ struct OmniResidentStatePass
         auto s = dyn_cast_or_null<StringAttr>(a);
         if (!a || (s && !s.getValue().empty()))
           return success();
-        return fn.emitError("@")
-               << fn.getSymName() << ": " << what << " #" << i
-               << " has omni.state = " << a
-               << "; expected a non-empty state slot name";
+        return fn.emitError("@") << fn.getSymName() << ": " << what << " #" << i
+                                 << " has omni.state = " << a
+                                 << "; expected a non-empty state slot name";
       };
       for (unsigned i = 0; i < fn.getNumArguments(); ++i)
         if (failed(check(fn.getArgAttr(i, kState), "argument", i)))
@@ -190,8 +188,7 @@ struct OmniResidentStatePass
         if (match) {
           fn.emitError("@")
               << fn.getSymName() << ": its results match the state of @"
-              << match->fn.getSymName() << " and of @"
-              << list.fn.getSymName()
+              << match->fn.getSymName() << " and of @" << list.fn.getSymName()
               << ", which name it differently; expected omni.state (or "
                  "omni.name) attributes on its results";
           return signalPassFailure();
@@ -226,13 +223,12 @@ struct OmniResidentStatePass
                  << fn.getSymName() << ": " << what << "s #" << it->second
                  << " and #" << i << " are both state '" << name.getValue()
                  << "'; expected each slot at most once";
-        auto [slot, first] =
-            slots.try_emplace(name.getValue(), Use{type, fn});
+        auto [slot, first] = slots.try_emplace(name.getValue(), Use{type, fn});
         if (!first && slot->second.type != type)
           return fn.emitError("@")
-                 << fn.getSymName() << ": state '" << name.getValue()
-                 << "' is " << type << " here but " << slot->second.type
-                 << " in @" << slot->second.fn.getSymName()
+                 << fn.getSymName() << ": state '" << name.getValue() << "' is "
+                 << type << " here but " << slot->second.type << " in @"
+                 << slot->second.fn.getSymName()
                  << "; expected one type per state slot";
         return success();
       };

@@ -39,6 +39,15 @@ namespace reference = ::omni::reference;
 
 namespace {
 
+/// A tensor as text for failure messages: its type and values.
+std::string text(const HostTensor &t) {
+  std::string s = t.typeString() + "=[";
+  for (int64_t i = 0; i < t.numElements(); ++i)
+    s += (i ? " " : "") + (t.isFloat() ? std::to_string(t.doubleAt(i))
+                                       : std::to_string(t.intAt(i)));
+  return s + "]";
+}
+
 class DifferentialTest : public ::testing::Test {
 protected:
   DifferentialTest() {
@@ -161,12 +170,15 @@ protected:
         if (auto slot = fn.getResultAttrOfType<StringAttr>(k, "omni.state")) {
           auto g = executor->getState(slot.str());
           ASSERT_TRUE(g.ok()) << g.status();
-          EXPECT_EQ(*g, w) << "call " << call << " state '" << slot.str()
-                           << "'";
+          EXPECT_TRUE(*g == w) << "call " << call << " state '" << slot.str()
+                               << "': " << text(*g) << ", expected " << text(w);
           state[slot.str()] = w;
         } else {
           ASSERT_LT(out, got->size()) << "call " << call;
-          EXPECT_EQ((*got)[out++], w) << "call " << call << " result " << k;
+          EXPECT_TRUE((*got)[out] == w)
+              << "call " << call << " result " << k << ": " << text((*got)[out])
+              << ", expected " << text(w);
+          ++out;
         }
       }
       EXPECT_EQ(out, got->size()) << "call " << call;
@@ -589,12 +601,14 @@ TEST_F(DifferentialTest, InferredStateIsSharedByInitAndStep) {
   auto executor = compile(*module);
   ASSERT_TRUE(executor);
   EXPECT_EQ(executor->stateNames(), (std::vector<std::string>{"w", "step"}));
-  auto init = executor->run("init_state", {HostTensor::scalarInt(DType::I64, 1)});
+  auto init =
+      executor->run("init_state", {HostTensor::scalarInt(DType::I64, 1)});
   ASSERT_TRUE(init.ok()) << init.status();
   EXPECT_TRUE(init->empty());
   for (int64_t i = 0; i < 3; ++i) {
-    auto loss = executor->run("train_step", {HostTensor::scalarInt(DType::I64, 1),
-                                             HostTensor::scalarInt(DType::I64, i)});
+    auto loss =
+        executor->run("train_step", {HostTensor::scalarInt(DType::I64, 1),
+                                     HostTensor::scalarInt(DType::I64, i)});
     ASSERT_TRUE(loss.ok()) << loss.status();
     ASSERT_EQ(loss->size(), 1u);
     // w halves every step: sum(w) = -1 / 2^i before step i.
@@ -603,7 +617,9 @@ TEST_F(DifferentialTest, InferredStateIsSharedByInitAndStep) {
   auto w = executor->getState("w");
   auto t = executor->getState("step");
   ASSERT_TRUE(w.ok() && t.ok());
-  EXPECT_EQ(*w, HostTensor::fromDoubles(DType::F32, {3}, {0.125, 0.25, -0.5}));
+  EXPECT_TRUE(*w ==
+              HostTensor::fromDoubles(DType::F32, {3}, {0.125, 0.25, -0.5}))
+      << text(*w);
   EXPECT_EQ(t->intAt(0), 3);
 }
 
@@ -674,7 +690,9 @@ TEST_F(ToyDifferentialTest, ResidentTrainStepMatchesStateAsArguments) {
     for (size_t i = 0; i < names.size(); ++i) {
       auto slot = resident->getState(names[i]);
       ASSERT_TRUE(slot.ok()) << slot.status();
-      ASSERT_EQ(*slot, (*state)[i]) << names[i] << " before iteration " << it;
+      ASSERT_TRUE(*slot == (*state)[i])
+          << names[i] << " before iteration " << it << ": " << text(*slot)
+          << ", expected " << text((*state)[i]);
     }
     if (it == 3)
       break;
@@ -689,8 +707,9 @@ TEST_F(ToyDifferentialTest, ResidentTrainStepMatchesStateAsArguments) {
     ASSERT_EQ(want->size(), 16u);
     ASSERT_EQ(got->size(), 3u);
     for (size_t j = 0; j < 3; ++j)
-      EXPECT_EQ((*got)[j], (*want)[13 + j]) << "metric " << j << " of "
-                                            << "iteration " << it;
+      EXPECT_TRUE((*got)[j] == (*want)[13 + j])
+          << "metric " << j << " of iteration " << it << ": " << text((*got)[j])
+          << ", expected " << text((*want)[13 + j]);
     state->assign(want->begin(), want->begin() + 13);
   }
 }
