@@ -39,6 +39,15 @@ namespace reference = ::omni::reference;
 
 namespace {
 
+/// A state slot read back as a HostTensor, to compare with the evaluator.
+absl::StatusOr<HostTensor> hostState(::omni::executor::Executor &executor,
+                                     const std::string &name) {
+  absl::StatusOr<::omni::TypedTensor> t = executor.getState(name);
+  if (!t.ok())
+    return t.status();
+  return t->toHost();
+}
+
 /// A tensor as text for failure messages: its type and values.
 std::string text(const HostTensor &t) {
   std::string s = t.typeString() + "=[";
@@ -162,13 +171,13 @@ protected:
           args.push_back(inputs.at(next++));
       auto want = reference::evaluateFunction(*module, function, args);
       ASSERT_TRUE(want.ok()) << want.status();
-      auto got = executor->run(function, inputs);
+      auto got = ::omni::executor::runHostTensors(*executor, function, inputs);
       ASSERT_TRUE(got.ok()) << got.status();
       size_t out = 0;
       for (unsigned k = 0; k < fn.getNumResults(); ++k) {
         const HostTensor &w = (*want)[k];
         if (auto slot = fn.getResultAttrOfType<StringAttr>(k, "omni.state")) {
-          auto g = executor->getState(slot.str());
+          auto g = hostState(*executor, slot.str());
           ASSERT_TRUE(g.ok()) << g.status();
           EXPECT_TRUE(*g == w) << "call " << call << " state '" << slot.str()
                                << "': " << text(*g) << ", expected " << text(w);
@@ -602,20 +611,20 @@ TEST_F(DifferentialTest, InferredStateIsSharedByInitAndStep) {
   ASSERT_TRUE(executor);
   EXPECT_EQ(executor->stateNames(), (std::vector<std::string>{"w", "step"}));
   auto init =
-      executor->run("init_state", {HostTensor::scalarInt(DType::I64, 1)});
+      ::omni::executor::runHostTensors(*executor, "init_state", {HostTensor::scalarInt(DType::I64, 1)});
   ASSERT_TRUE(init.ok()) << init.status();
   EXPECT_TRUE(init->empty());
   for (int64_t i = 0; i < 3; ++i) {
     auto loss =
-        executor->run("train_step", {HostTensor::scalarInt(DType::I64, 1),
+        ::omni::executor::runHostTensors(*executor, "train_step", {HostTensor::scalarInt(DType::I64, 1),
                                      HostTensor::scalarInt(DType::I64, i)});
     ASSERT_TRUE(loss.ok()) << loss.status();
     ASSERT_EQ(loss->size(), 1u);
     // w halves every step: sum(w) = -1 / 2^i before step i.
     EXPECT_EQ((*loss)[0].floats()[0], -1.0 / (1 << i)) << "step " << i;
   }
-  auto w = executor->getState("w");
-  auto t = executor->getState("step");
+  auto w = hostState(*executor, "w");
+  auto t = hostState(*executor, "step");
   ASSERT_TRUE(w.ok() && t.ok());
   EXPECT_TRUE(*w ==
               HostTensor::fromDoubles(DType::F32, {3}, {0.125, 0.25, -0.5}))
@@ -680,15 +689,15 @@ TEST_F(ToyDifferentialTest, ResidentTrainStepMatchesStateAsArguments) {
   EXPECT_TRUE(plain->stateNames().empty());
 
   HostTensor seed = HostTensor::scalarInt(DType::I64, 7);
-  auto state = plain->run("init_state", {seed});
+  auto state = ::omni::executor::runHostTensors(*plain, "init_state", {seed});
   ASSERT_TRUE(state.ok()) << state.status();
   ASSERT_EQ(state->size(), 13u);
-  auto none = resident->run("init_state", {seed});
+  auto none = ::omni::executor::runHostTensors(*resident, "init_state", {seed});
   ASSERT_TRUE(none.ok()) << none.status();
   EXPECT_TRUE(none->empty());
   for (int64_t it = 0; it <= 3; ++it) {
     for (size_t i = 0; i < names.size(); ++i) {
-      auto slot = resident->getState(names[i]);
+      auto slot = hostState(*resident, names[i]);
       ASSERT_TRUE(slot.ok()) << slot.status();
       ASSERT_TRUE(*slot == (*state)[i])
           << names[i] << " before iteration " << it << ": " << text(*slot)
@@ -699,9 +708,9 @@ TEST_F(ToyDifferentialTest, ResidentTrainStepMatchesStateAsArguments) {
     std::vector<HostTensor> args = *state;
     args.push_back(seed);
     args.push_back(HostTensor::scalarInt(DType::I64, it));
-    auto want = plain->run("train_step", args);
+    auto want = ::omni::executor::runHostTensors(*plain, "train_step", args);
     ASSERT_TRUE(want.ok()) << want.status();
-    auto got = resident->run("train_step",
+    auto got = ::omni::executor::runHostTensors(*resident, "train_step",
                              {seed, HostTensor::scalarInt(DType::I64, it)});
     ASSERT_TRUE(got.ok()) << got.status();
     ASSERT_EQ(want->size(), 16u);

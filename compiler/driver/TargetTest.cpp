@@ -102,7 +102,7 @@ TEST(Target, PortableCodeRunsHere) {
   ASSERT_TRUE(device.ok()) << device.status();
   auto executor = omni::executor::Executor::create(*program, **device);
   ASSERT_TRUE(executor.ok()) << executor.status();
-  auto out = (*executor)->run(
+  auto out = omni::executor::runHostTensors(**executor, 
       "main",
       {omni::HostTensor::fromDoubles(omni::DType::F32, {4}, {0.5, 1, 2, 3})});
   ASSERT_TRUE(out.ok()) << out.status();

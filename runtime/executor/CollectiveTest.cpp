@@ -127,7 +127,7 @@ TEST(Collective, FourRanksOnATwoByTwoMesh) {
     for (int i = 0; i < 2; ++i)
       for (int j = 0; j < 4; ++j)
         input.push_back(x(r, i, j));
-    auto outputs = (*executor)->run(
+    auto outputs = runHostTensors(**executor, 
         "f", {HostTensor::fromDoubles(DType::F32, {2, 4}, input)});
     ASSERT_TRUE(outputs.ok()) << outputs.status();
     const int dp = r / 2, tp = r % 2;
@@ -189,7 +189,7 @@ TEST(Collective, TwoThreeAndFourRanksOnALine) {
       std::vector<double> fv;
       for (int k = 0; k < 2 * n; ++k)
         fv.push_back(r * 0.5 + k);
-      auto outputs = (*executor)->run(
+      auto outputs = runHostTensors(**executor, 
           "f", {HostTensor::fromDoubles(DType::F32, {2 * n}, fv),
                 HostTensor::fromInts(DType::I64, {3},
                                      {r, -r, int64_t(1) << (40 + r)}),
@@ -255,7 +255,7 @@ TEST(Collective, NeedsAChannelOfTheMeshSize) {
   auto single = load(allReduceProgram(1));
   auto executor = Executor::create(single, *device, options);
   ASSERT_TRUE(executor.ok()) << executor.status();
-  auto outputs = (*executor)->run(
+  auto outputs = runHostTensors(**executor, 
       "f", {HostTensor::fromDoubles(DType::F32, {4}, {1, 2, 3, 4})});
   ASSERT_TRUE(outputs.ok()) << outputs.status();
   EXPECT_EQ((*outputs)[0],

@@ -318,7 +318,7 @@ TEST_F(ExecutorTest, HostCallsComputeRewards) {
   rewards::registerRewards(options.hostFunctions);
   auto executor = load(b.finish(), std::move(options));
   ASSERT_TRUE(executor.ok()) << executor.status();
-  auto run = (*executor)->run("reward", {x});
+  auto run = runHostTensors(**executor, "reward", {x});
   ASSERT_TRUE(run.ok()) << run.status();
   std::vector<HostTensor> results = std::move(*run);
   ASSERT_EQ(results.size(), 2u);

@@ -241,6 +241,15 @@ void encodeInts(DType dtype, absl::Span<const int64_t> values,
   }
 }
 
+absl::Status checkI1Bytes(absl::Span<const uint8_t> in) {
+  for (size_t i = 0; i < in.size(); ++i)
+    if (in[i] > 1)
+      return absl::InvalidArgumentError(
+          absl::StrCat("element ", i, " of i1 is byte ",
+                       static_cast<unsigned>(in[i]), ", expected 0 or 1"));
+  return absl::OkStatus();
+}
+
 absl::Status decodeInts(DType dtype, absl::Span<const uint8_t> in,
                         absl::Span<int64_t> values) {
   assert(!isFloatDType(dtype) && "decodeInts needs an integer dtype");
@@ -248,19 +257,10 @@ absl::Status decodeInts(DType dtype, absl::Span<const uint8_t> in,
          "byte count does not match the element count");
   const uint8_t *p = in.data();
   switch (dtype) {
-  case DType::I1: {
-    int64_t bad = -1;
-    for (size_t i = 0; i < values.size(); ++i) {
-      if (p[i] > 1 && bad < 0)
-        bad = static_cast<int64_t>(i);
+  case DType::I1:
+    for (size_t i = 0; i < values.size(); ++i)
       values[i] = p[i] & 1;
-    }
-    if (bad >= 0)
-      return absl::InvalidArgumentError(
-          absl::StrCat("element ", bad, " of i1 is byte ",
-                       static_cast<unsigned>(p[bad]), ", expected 0 or 1"));
-    return absl::OkStatus();
-  }
+    return checkI1Bytes(in);
   case DType::I32:
     for (int64_t &v : values)
       v = load<int32_t>(p), p += 4;

@@ -105,6 +105,10 @@ void encodeInts(DType dtype, absl::Span<const int64_t> values,
 /// byte other than 0 or 1 gives InvalidArgument "element 3 of i1 is byte 2,
 /// expected 0 or 1" (the first such element; every element is still
 /// decoded, see the file comment).
+/// OK when every byte of `in` is 0 or 1 (valid i1 elements); otherwise
+/// InvalidArgument naming the first other byte, as decodeInts does.
+absl::Status checkI1Bytes(absl::Span<const uint8_t> in);
+
 absl::Status decodeInts(DType dtype, absl::Span<const uint8_t> in,
                         absl::Span<int64_t> values);
 

@@ -1,40 +1,20 @@
 //===- TypedTensor.cpp - A dense tensor in its own dtype's bytes ----------===//
 //
-// The container and its exact conversions to and from HostTensor. The
-// per-dtype element coding here (f16 through HostTensor's half helpers,
-// bf16 by truncating a float that is already a bfloat16 value) is meant to
-// move into the shared element codec (runtime/io/ElementCodec) when it
-// lands.
+// The container and its exact conversions to and from HostTensor. Every
+// element conversion goes through the one element codec
+// (runtime/io/ElementCodec.h), so TypedTensor rounds, keeps NaNs and
+// stores i1 exactly as .npy, safetensors and the executor do.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/io/TypedTensor.h"
 
+#include "runtime/io/ElementCodec.h"
+
 #include <cmath>
 #include <cstring>
 
 namespace omni {
-namespace {
-
-uint16_t bf16BitsOf(double value) {
-  double r = roundToDType(value, DType::BF16);
-  if (std::isnan(r))
-    return std::signbit(r) ? 0xffc0 : 0x7fc0;
-  // r is a bfloat16 value: a float whose low 16 bits are 0.
-  float f = static_cast<float>(r);
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  return static_cast<uint16_t>(bits >> 16);
-}
-
-double fromBf16Bits(uint16_t bits) {
-  uint32_t word = static_cast<uint32_t>(bits) << 16;
-  float f;
-  std::memcpy(&f, &word, 4);
-  return f;
-}
-
-} // namespace
 
 TypedTensor::TypedTensor(DType dtype, std::vector<int64_t> shape)
     : dtype_(dtype), shape_(std::move(shape)),
@@ -65,57 +45,23 @@ TypedTensor TypedTensor::scalarF32(float value) {
 
 TypedTensor TypedTensor::fromHost(const HostTensor &h) {
   TypedTensor t(h.dtype(), h.shape());
-  const int64_t n = t.numElements();
-  switch (h.dtype()) {
-  case DType::F32: {
-    absl::Span<float> out = t.span<float>();
-    for (int64_t i = 0; i < n; ++i)
-      out[i] = static_cast<float>(h.floats()[i]);
-    break;
-  }
-  case DType::F64:
-    std::copy(h.floats().begin(), h.floats().end(), t.span<double>().begin());
-    break;
-  case DType::F16: {
-    absl::Span<uint16_t> out = t.span<uint16_t>();
-    for (int64_t i = 0; i < n; ++i)
-      out[i] = halfBitsFromDouble(h.floats()[i]);
-    break;
-  }
-  case DType::BF16: {
-    absl::Span<uint16_t> out = t.span<uint16_t>();
-    for (int64_t i = 0; i < n; ++i)
-      out[i] = bf16BitsOf(h.floats()[i]);
-    break;
-  }
-  case DType::I1: {
-    absl::Span<uint8_t> out = t.span<uint8_t>();
-    for (int64_t i = 0; i < n; ++i)
-      out[i] = h.ints()[i] != 0;
-    break;
-  }
-  case DType::I32: {
-    absl::Span<int32_t> out = t.span<int32_t>();
-    for (int64_t i = 0; i < n; ++i)
-      out[i] = static_cast<int32_t>(h.ints()[i]);
-    break;
-  }
-  case DType::I64:
-    std::copy(h.ints().begin(), h.ints().end(), t.span<int64_t>().begin());
-    break;
-  }
+  absl::Span<uint8_t> out(t.data(), static_cast<size_t>(t.byteSize()));
+  if (h.isFloat())
+    encodeFloats(h.dtype(), h.floats(), out);
+  else
+    encodeInts(h.dtype(), h.ints(), out);
   return t;
 }
 
 HostTensor TypedTensor::toHost() const {
   HostTensor h(dtype_, shape_);
-  const int64_t n = numElements_;
+  absl::Span<const uint8_t> in(data(), static_cast<size_t>(byteSize_));
   if (isFloat())
-    for (int64_t i = 0; i < n; ++i)
-      h.floats()[i] = doubleAt(i);
+    decodeFloats(dtype_, in, h.floats());
   else
-    for (int64_t i = 0; i < n; ++i)
-      h.ints()[i] = intAt(i);
+    // An i1 byte other than 0 or 1 reads as its low bit, as a kernel reads
+    // it (the codec reports it; device bytes are not a file to refuse).
+    (void)decodeInts(dtype_, in, h.ints());
   return h;
 }
 
@@ -129,7 +75,7 @@ double TypedTensor::doubleAt(int64_t i) const {
   case DType::F16:
     return doubleFromHalfBits(span<uint16_t>()[i]);
   case DType::BF16:
-    return fromBf16Bits(span<uint16_t>()[i]);
+    return doubleFromBf16Bits(span<uint16_t>()[i]);
   default:
     return static_cast<double>(intAt(i));
   }

@@ -621,6 +621,50 @@ protected:
     ASSERT_TRUE(executor) << "compiling the recipe's program: " << *error;
   }
 
+  /// The compiled program keeps the training state in its state slots
+  /// (omni-resident-state): @init_state fills them, @train_step takes only
+  /// seed, iteration and prompts. These run the compiled functions with the
+  /// evaluator's convention, the state passed in and returned as values
+  /// (in the order of @init_state's results), so both can be compared.
+  static absl::StatusOr<std::vector<HostTensor>> stateOfSlots() {
+    std::vector<HostTensor> state;
+    for (const std::string &name : resultNames(program->fn("init_state"))) {
+      absl::StatusOr<::omni::TypedTensor> t = executor->getState(name);
+      if (!t.ok())
+        return t.status();
+      state.push_back(t->toHost());
+    }
+    return state;
+  }
+  static absl::StatusOr<std::vector<HostTensor>> compiledInit(int64_t seed) {
+    absl::StatusOr<std::vector<HostTensor>> out =
+        ::omni::executor::runHostTensors(*executor, "init_state", {i64(seed)});
+    if (!out.ok())
+      return out.status();
+    if (!out->empty())
+      return absl::InternalError("@init_state returned more than the state");
+    return stateOfSlots();
+  }
+  static absl::StatusOr<std::vector<HostTensor>>
+  compiledStep(const std::vector<HostTensor> &args) {
+    std::vector<std::string> names = resultNames(program->fn("init_state"));
+    if (args.size() < names.size())
+      return absl::InvalidArgumentError("fewer arguments than state");
+    for (size_t i = 0; i < names.size(); ++i)
+      if (absl::Status s = executor->setState(names[i], args[i]); !s.ok())
+        return s;
+    std::vector<HostTensor> rest(args.begin() + names.size(), args.end());
+    absl::StatusOr<std::vector<HostTensor>> results =
+        ::omni::executor::runHostTensors(*executor, "train_step", rest);
+    if (!results.ok())
+      return results.status();
+    absl::StatusOr<std::vector<HostTensor>> out = stateOfSlots();
+    if (!out.ok())
+      return out.status();
+    out->insert(out->end(), results->begin(), results->end());
+    return out;
+  }
+
   static inline Program *program = nullptr;
   static inline ::omni::hal::Device *device = nullptr;
   static inline ::omni::executor::Executor *executor = nullptr;
@@ -633,15 +677,15 @@ TEST_F(CompiledRecipeTest, OneIterationMatchesTheFloat32Evaluator) {
   Named named;
   ASSERT_NO_FATAL_FAILURE(init(p, state, named, reference::Precision::F32));
   // Random numbers: the initial state is bit-identical.
-  ASSERT_OK_AND_ASSIGN(compiledInit, executor->run("init_state", {i64(kSeed)}));
-  ASSERT_EQ(compiledInit.size(), state.size());
+  ASSERT_OK_AND_ASSIGN(compiled, compiledInit(kSeed));
+  ASSERT_EQ(compiled.size(), state.size());
   for (size_t i = 0; i < state.size(); ++i)
-    EXPECT_TRUE(bitEqual(compiledInit[i], state[i])) << "state " << i;
+    EXPECT_TRUE(bitEqual(compiled[i], state[i])) << "state " << i;
 
   std::vector<HostTensor> args = trainArgs(state, 0, promptsOf(p.setup));
   ASSERT_OK_AND_ASSIGN(want, evaluate(p, "train_step", args,
                                       reference::Precision::F32));
-  ASSERT_OK_AND_ASSIGN(got, executor->run("train_step", args));
+  ASSERT_OK_AND_ASSIGN(got, compiledStep(args));
   ASSERT_EQ(got.size(), want.size());
   std::vector<std::string> names = resultNames(p.fn("train_step"));
   Named w = byName(p.fn("train_step"), want);
@@ -748,7 +792,7 @@ TEST_F(CompiledRecipeTest, NonFiniteGradientNormSkipsTheUpdate) {
        }},
       {"compiled",
        [&](const std::vector<HostTensor> &a) {
-         return executor->run("train_step", a);
+         return compiledStep(a);
        }}};
   for (size_t target : {ref, trained})
   for (double poison : {std::numeric_limits<double>::quiet_NaN(),

@@ -507,19 +507,14 @@ parseSafetensorsTyped(absl::string_view bytes, absl::string_view fileName) {
   contents.tensors.reserve(layout.entries.size());
   for (const Entry &e : layout.entries) {
     absl::string_view data = layout.buffer.substr(e.begin, e.end - e.begin);
+    auto in = absl::MakeConstSpan(
+        reinterpret_cast<const uint8_t *>(data.data()), data.size());
     if (e.dtype->dtype == DType::I1)
-      for (size_t i = 0; i < data.size(); ++i)
-        if (static_cast<unsigned char>(data[i]) > 1)
-          return absl::InvalidArgumentError(absl::StrCat(
-              fileName, ": tensor ", quoted(e.name), ": element ", i,
-              " of BOOL is byte ", static_cast<unsigned char>(data[i]) + 0u,
-              ", expected 0 or 1"));
+      if (absl::Status s = checkI1Bytes(in); !s.ok())
+        return absl::InvalidArgumentError(absl::StrCat(
+            fileName, ": tensor ", quoted(e.name), ": ", s.message()));
     contents.tensors.push_back(
-        {e.name,
-         TypedTensor::fromBytes(
-             e.dtype->dtype, e.shape,
-             absl::MakeConstSpan(reinterpret_cast<const uint8_t *>(data.data()),
-                                 data.size()))});
+        {e.name, TypedTensor::fromBytes(e.dtype->dtype, e.shape, in)});
   }
   return contents;
 }

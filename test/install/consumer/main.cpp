@@ -49,7 +49,7 @@ int main(int argc, char **argv) {
       return fail(std::string(input.status().message()));
     inputs.push_back(*input);
   }
-  auto results = (*executor)->run("f", inputs);
+  auto results = omni::executor::runHostTensors(**executor, "f", inputs);
   if (!results.ok())
     return fail(std::string(results.status().message()));
   if (results->size() != 1)
