@@ -2,7 +2,7 @@
 //
 // The omni-decompose patterns of flow_schedule, sde_step, group_advantages,
 // grpo_loss, adamw and clip_grad_norm, written literally after
-// shared/docs/flowgrpo.md (sections 1, 2, 5, 6 and 7), and of attention
+// docs/flowgrpo-math.md (sections 1, 2, 5, 6 and 7), and of attention
 // (kept for libraries unless the pass's decompose-library-ops option asks).
 // The reference evaluator checks each against the op it replaces.
 //

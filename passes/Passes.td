@@ -1,6 +1,6 @@
 //===- Passes.td - omni passes ------------------------------*- tablegen -*-===//
 //
-// Every omni pass, grouped by pipeline phase (design.md section 2). The
+// Every omni pass, grouped by pipeline phase (docs/architecture.md section 2). The
 // pipeline that runs them in order is buildOmniPipeline() in Pipelines.cpp,
 // registered as `omni-pipeline` so lit can run exactly what omnic runs.
 //

@@ -108,7 +108,7 @@ void registerOmniPasses() {
   registerOmniTransformsPasses();
   PassPipelineRegistration<>(
       "omni-pipeline",
-      "the omni compilation pipeline omnic runs (design.md section 2)",
+      "the omni compilation pipeline omnic runs (docs/architecture.md section 2)",
       [](OpPassManager &pm) { buildOmniPipeline(pm); });
 }
 

@@ -75,7 +75,7 @@ PHASES = ("rollout", "decode", "reward", "loss", "update")
 
 def sde_step_with_logprob(sigmas, v, x, i, noise_level, prev_sample=None,
                           noise=None):
-    """flow_grpo's sde_step_with_logprob (flowgrpo.md section 2, "sde"),
+    """flow_grpo's sde_step_with_logprob (docs/flowgrpo-math.md section 2, "sde"),
     with the integer step index i. Returns x', log_prob [B], mean, std_dev.
     `noise` replaces the randn_like draw (to replay another run's noise)."""
     v, x = v.float(), x.float()

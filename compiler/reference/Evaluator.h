@@ -1,6 +1,6 @@
 //===- Evaluator.h - Reference evaluator of omni programs -------*- C++ -*-===//
 //
-// The oracle of design.md section 4: evaluates a function of a verified omni
+// The oracle of docs/architecture.md section 4: evaluates a function of a verified omni
 // module on host tensors, op by op, with no code generation. Every backend is
 // differentially tested against it and gradient checks run through it, so
 // it favours being obviously right over being fast: each op is computed in

@@ -76,7 +76,7 @@ TEST_F(FlowGrpoToyTest, OnPolicyIterationSatisfiesTheIdentities) {
     expected -= std::clamp(a, -5.0, 5.0) / 8.0;
   EXPECT_NEAR(loss, expected, 1e-6);
 
-  // The advantages are the group-normalized rewards (flowgrpo.md 5).
+  // The advantages are the group-normalized rewards (docs/flowgrpo-math.md 5).
   std::vector<float> rewards32(rewards.begin(), rewards.end());
   ::omni::flowgrpo::AdvantageOptions options;
   options.groupSize = 4;

@@ -24,7 +24,7 @@ def Omni_Dialect : Dialect {
   let description = [{
     The omni dialect expresses a whole FlowGRPO training iteration: tensor
     primitives, composite ops with documented decompositions, the diffusion
-    RL ops whose math is normative in `shared/docs/flowgrpo.md`, and
+    RL ops whose math is normative in `docs/flowgrpo-math.md`, and
     structure ops (autodiff markers, fusion regions, host calls, meshes,
     sharding and collectives). Values are statically shaped builtin tensors
     of f32, bf16, f16, f64, i1, i32 or i64; functions and loops reuse `func`
@@ -86,18 +86,18 @@ def Omni_GeluApproximationAttr
     : Omni_EnumAttr<Omni_GeluApproximation, "gelu_approximation">;
 
 def Omni_ScheduleKind : Omni_I32Enum<"ScheduleKind",
-    "sigma schedule (flowgrpo.md section 1)", [
+    "sigma schedule (docs/flowgrpo-math.md section 1)", [
   I32EnumAttrCase<"static_shift", 0>, I32EnumAttrCase<"dynamic_shift", 1>]>;
 def Omni_ScheduleKindAttr : Omni_EnumAttr<Omni_ScheduleKind, "schedule_kind">;
 
 def Omni_SdeType : Omni_I32Enum<"SdeType",
-    "stochastic sampler step (flowgrpo.md section 2)", [
+    "stochastic sampler step (docs/flowgrpo-math.md section 2)", [
   I32EnumAttrCase<"sde", 0>, I32EnumAttrCase<"cps", 1>,
   I32EnumAttrCase<"ode", 2>]>;
 def Omni_SdeTypeAttr : Omni_EnumAttr<Omni_SdeType, "sde_type">;
 
 def Omni_KlForm : Omni_I32Enum<"KlForm",
-    "KL estimate of grpo_loss (flowgrpo.md section 6)", [
+    "KL estimate of grpo_loss (docs/flowgrpo-math.md section 6)", [
   I32EnumAttrCase<"reference", 0>, I32EnumAttrCase<"exact", 1>]>;
 def Omni_KlFormAttr : Omni_EnumAttr<Omni_KlForm, "kl_form">;
 

@@ -3,7 +3,7 @@
 // What lit cannot reach: building IR through the C++ API (the builder API of
 // frontends relies on these inferred-type builders), shape inference called
 // directly, folding through OpBuilder::createOrFold, and the schedule folder
-// giving the flowgrpo.md numbers.
+// giving the docs/flowgrpo-math.md numbers.
 //
 //===----------------------------------------------------------------------===//
 
@@ -112,7 +112,7 @@ TEST_F(OmniDialectTest, FlowScheduleFoldsToTheSd35Table) {
   ASSERT_TRUE(succeeded(op->fold(folded)));
   ASSERT_EQ(folded.size(), 2u);
   auto timesteps = cast<DenseElementsAttr>(cast<Attribute>(folded[1]));
-  // flowgrpo.md section 8, SD3.5 schedule, shift 3, N = 10.
+  // docs/flowgrpo-math.md section 8, SD3.5 schedule, shift 3, N = 10.
   const float expected[] = {1000.0f,     960.1293335f, 913.3489990f,
                             857.6923218f, 790.3682861f, 707.2785034f,
                             602.1505737f, 464.8760376f, 278.0487976f,

@@ -18,7 +18,7 @@
 
 namespace mlir::omni {
 
-/// The per-step scalars of omni.sde_step (flowgrpo.md section 2), as 0-D
+/// The per-step scalars of omni.sde_step (docs/flowgrpo-math.md section 2), as 0-D
 /// tensors of the latents' element type: the transition mean is
 /// `cx * x + cv * v`, the next sample `mean + q * noise`, and `std` is the
 /// op's std result. `euler` marks type ode or noise level 0 (no density).

@@ -1,6 +1,6 @@
 //===- OmniOps.td - omni dialect operations ----------------*- tablegen -*-===//
 //
-// Every op of the omni dialect, grouped as design.md section 3 groups them:
+// Every op of the omni dialect, grouped as docs/architecture.md section 3 groups them:
 // primitives, composites, diffusion RL ops and structure ops. Each op states
 // its semantics and numbered constraints (C1..Cn); the verifier checks carry
 // the same labels and each has a case in test/dialects/omni/invalid.mlir.
@@ -635,7 +635,7 @@ def Omni_LinearOp : Omni_Op<"linear", [VJP, Pure, InferTypeOpAdaptor]> {
 }
 
 //===----------------------------------------------------------------------===//
-// Diffusion RL (normative math: shared/docs/flowgrpo.md)
+// Diffusion RL (normative math: docs/flowgrpo-math.md)
 //===----------------------------------------------------------------------===//
 
 def Omni_FlowScheduleOp : Omni_Op<"flow_schedule",
@@ -643,7 +643,7 @@ def Omni_FlowScheduleOp : Omni_Op<"flow_schedule",
   let summary = "sigmas and timesteps of a flow-matching sampler";
   let description = [{
     Produces `sigmas` (N+1 values, decreasing from 1 to 0) and `timesteps`
-    (N values, `1000 * sigma`) as flowgrpo.md section 1 defines them, with a
+    (N values, `1000 * sigma`) as docs/flowgrpo-math.md section 1 defines them, with a
     static shift (SD3/SD3.5, `shift`) or a dynamic, resolution-dependent
     shift (Qwen-Image; `image_seq_len`, `base_shift`, `max_shift`,
     `base_seq_len`, `max_seq_len`, optional `shift_terminal`). The op folds
@@ -685,7 +685,7 @@ def Omni_SdeStepOp : Omni_Op<"sde_step",
   let summary = "one sampler step with its Gaussian log-probability";
   let description = [{
     Maps `x` at step `step` to the next sample with velocity `v` and the
-    schedule `sigmas` (flowgrpo.md section 2). In rollout the op is given
+    schedule `sigmas` (docs/flowgrpo-math.md section 2). In rollout the op is given
     `noise` e and returns `next = mean + q e`; in training it is given the
     stored `next` sample and recomputes its log-probability. Results: the
     next sample, `log_prob` (the mean of the elementwise log-density over
@@ -743,7 +743,7 @@ def Omni_GroupAdvantagesOp : Omni_Op<"group_advantages",
     `A_i = (r_i - mean_group(i)) / (std + eps)` over consecutive groups of
     `group_size` rewards; `std` over the whole batch (`global_std`, default)
     or the group, with `ddof` 0 (default) or 1; `norm_by_std = false` gives
-    `r_i - mean`. See flowgrpo.md section 5.
+    `r_i - mean`. See docs/flowgrpo-math.md section 5.
 
     Constraints:
     - (C1) rewards are 1-D and their count is a multiple of `group_size`;
@@ -781,7 +781,7 @@ def Omni_GrpoLossOp : Omni_Op<"grpo_loss",
     the exact form reads it. Results: `loss`,
     `approx_kl = mean((lp - old_lp)^2) / 2`, `clipfrac` (fraction with
     `|r - 1| > clip_range`) and `kl` (0 without KL operands). See
-    flowgrpo.md section 6.
+    docs/flowgrpo-math.md section 6.
 
     Constraints:
     - (C1) `log_prob`, `old_log_prob`, `advantages` are 1-D of one type;

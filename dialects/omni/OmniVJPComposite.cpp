@@ -227,7 +227,7 @@ LogicalResult AttentionOp::buildVJP(OpBuilder &b, ArrayRef<Value> g,
 
 LogicalResult SdeStepOp::buildVJP(OpBuilder &b, ArrayRef<Value> g,
                                   SmallVectorImpl<Value> &out) {
-  // mean = cx x + cv v with scalar coefficients of the step (flowgrpo.md
+  // mean = cx x + cv v with scalar coefficients of the step (docs/flowgrpo-math.md
   // section 2); log_prob is a row mean of a function of (next - mean).
   Emitter e = begin(*this, b, out);
   Location loc = getLoc();

@@ -1,5 +1,5 @@
 // A complete FlowGRPO iteration on a toy problem, written by hand in the
-// omni dialect (flowgrpo.md sections 1-6).
+// omni dialect (docs/flowgrpo-math.md sections 1-6).
 //
 // - policy: a two-layer MLP velocity model v(x, t) on flattened 3x8x8
 //   latents (192 features), time fed as t/1000;

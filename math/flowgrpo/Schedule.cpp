@@ -100,7 +100,7 @@ double dynamicShiftMu(int64_t imageSeqLen, const DynamicShiftOptions &options) {
   return static_cast<double>(imageSeqLen) * m + b;
 }
 
-// Derivation of the dynamic schedule from the code flowgrpo.md section 1
+// Derivation of the dynamic schedule from the code docs/flowgrpo-math.md section 1
 // paraphrases (diffusers QwenImagePipeline.__call__ and
 // FlowMatchEulerDiscreteScheduler.set_timesteps with use_dynamic_shifting and
 // time_shift_type "exponential"):
@@ -110,13 +110,13 @@ double dynamicShiftMu(int64_t imageSeqLen, const DynamicShiftOptions &options) {
 //     sigmas = math.exp(mu) / (math.exp(mu) + (1 / sigmas - 1) ** 1.0)
 //       numpy rounds the Python float e^mu to float32 once, then
 //       a = 1 / s (f32), a - 1 (f32), ** 1.0 (identity), E + (f32), E / (f32);
-//       this is flowgrpo.md's sigma <- e^mu / (e^mu + (1/sigma - 1)).
+//       this is docs/flowgrpo-math.md's sigma <- e^mu / (e^mu + (1/sigma - 1)).
 //     if shift_terminal z:  (stretch_shift_to_terminal)
 //       one_minus_z = 1 - sigmas                    (f32)
 //       scale = one_minus_z[-1] / (1 - z)           np.float32 / Python float:
 //         float32 under NEP 50, with 1 - z rounded to float32 first
 //       sigmas = 1 - one_minus_z / scale            (f32)
-//       this is flowgrpo.md's u / (u_last / (1 - z)); the last sigma
+//       this is docs/flowgrpo-math.md's u / (u_last / (1 - z)); the last sigma
 //       becomes z (up to rounding).
 //     sigmas = torch.from_numpy(sigmas).float(); cat([sigmas, 0])
 // numpy < 2 computes `scale` in float64 and rounds it to float32 only in the

@@ -5,7 +5,7 @@
 // mix of float32 and float64 operations (diffusers' FlowMatchEuler
 // scheduler). A one-ulp difference in a sigma changes every later sample, so
 // these functions reproduce that arithmetic operation by operation
-// (flowgrpo.md section 1) instead of evaluating the formulas in one
+// (docs/flowgrpo-math.md section 1) instead of evaluating the formulas in one
 // precision. omni.flow_schedule folds with them (dialects/omni) and the
 // reference evaluator evaluates them; the library lives outside runtime/ and
 // dialects/ so that both sides can use it without including the other.
@@ -35,7 +35,7 @@ absl::StatusOr<std::vector<float>> staticShiftSigmas(int64_t numSteps,
                                                      double shift = 3.0);
 
 /// Parameters of the resolution-dependent shift (Qwen-Image style); the
-/// defaults are flowgrpo.md's.
+/// defaults are docs/flowgrpo-math.md's.
 struct DynamicShiftOptions {
   double baseShift = 0.5;
   double maxShift = 0.9;

@@ -1,6 +1,6 @@
 //===- Advantages.h - GRPO group-normalized advantages ----------*- C++ -*-===//
 //
-// group_advantages (flowgrpo.md section 5): GRPO replaces a value function by
+// group_advantages (docs/flowgrpo-math.md section 5): GRPO replaces a value function by
 // comparing each image's reward with the other images generated for the same
 // prompt. Groups are consecutive runs of group_size samples of the GLOBAL
 // batch (data-parallel ranks gather rewards before calling this). Everything

@@ -1,6 +1,6 @@
 //===- AdvantagesTest.cpp - Tests for group_advantages ----------*- C++ -*-===//
 //
-// flowgrpo.md section 8's three option sets, the ddof = 1 variant, the
+// docs/flowgrpo-math.md section 8's three option sets, the ddof = 1 variant, the
 // degenerate groups (size 1, zero spread, eps 0) that must give 0 rather than
 // NaN, and every user error.
 //

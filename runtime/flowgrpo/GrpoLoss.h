@@ -1,6 +1,6 @@
 //===- GrpoLoss.h - Clipped GRPO policy loss --------------------*- C++ -*-===//
 //
-// grpo_loss (flowgrpo.md section 6): the PPO-style clipped ratio objective on
+// grpo_loss (docs/flowgrpo-math.md section 6): the PPO-style clipped ratio objective on
 // per-sample step log-probabilities, an optional KL penalty towards the
 // frozen reference model measured on the sde_step means, and the metrics the
 // training driver logs. The 1 / (micro-batches * trained steps) scaling that

@@ -1,6 +1,6 @@
 //===- GrpoLossTest.cpp - Tests for grpo_loss -------------------*- C++ -*-===//
 //
-// flowgrpo.md section 8's clipped-loss example, the on-policy identity, the
+// docs/flowgrpo-math.md section 8's clipped-loss example, the on-policy identity, the
 // metrics, both KL forms on hand-computed inputs, NaN propagation, and every
 // user error.
 //

@@ -1,6 +1,6 @@
 //===- Optim.h - AdamW and global gradient-norm clipping --------*- C++ -*-===//
 //
-// The update of flowgrpo.md section 7 with PyTorch semantics, because the
+// The update of docs/flowgrpo-math.md section 7 with PyTorch semantics, because the
 // reference trainers use torch.optim.AdamW and
 // torch.nn.utils.clip_grad_norm_ and omni must land on the same weights:
 // decoupled weight decay applied before the moment update, bias correction
@@ -22,7 +22,7 @@
 
 namespace omni::flowgrpo {
 
-/// AdamW hyper-parameters; the defaults are flowgrpo.md's LoRA recipe
+/// AdamW hyper-parameters; the defaults are docs/flowgrpo-math.md's LoRA recipe
 /// (torch's own defaults are lr 1e-3 and weight decay 1e-2).
 struct AdamWOptions {
   double lr = 3e-4;
@@ -65,7 +65,7 @@ template <typename T> struct ClipGradNormResult {
 /// sqrt of the sum of squares of every element of every array (accumulated
 /// in double), the factor is min(1, maxNorm / (norm + 1e-6)) in T and is
 /// applied when it is below 1. Unlike torch, a non-finite norm zeroes the
-/// gradients (flowgrpo.md section 7). Fails if maxNorm is not positive and
+/// gradients (docs/flowgrpo-math.md section 7). Fails if maxNorm is not positive and
 /// finite. Instantiated for float and double.
 template <typename T>
 absl::StatusOr<ClipGradNormResult<T>>

@@ -56,7 +56,7 @@ TYPED_TEST(OptimTypedTest, AdamWTwoStepsByHand) {
 
 TYPED_TEST(OptimTypedTest, AdamWFirstStepMovesByLr) {
   // Bias correction makes the first update lr * g / |g| (up to eps), with the
-  // recipe defaults of flowgrpo.md section 7.
+  // recipe defaults of docs/flowgrpo-math.md section 7.
   using T = TypeParam;
   AdamWOptions options;
   std::vector<T> param = {0.5, 0.5, 0.5}, m(3, T(0)), v(3, T(0));

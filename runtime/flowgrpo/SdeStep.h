@@ -1,6 +1,6 @@
 //===- SdeStep.h - One stochastic denoising step with log-prob --*- C++ -*-===//
 //
-// sde_step (flowgrpo.md section 2): from x_i and the model velocity v, the
+// sde_step (docs/flowgrpo-math.md section 2): from x_i and the model velocity v, the
 // Gaussian transition to x_{i+1} of the FlowGRPO SDE ("sde"), of the
 // coefficients-preserving sampler ("cps"), or the deterministic Euler step
 // ("ode", or any type with noise level 0), plus the per-row log-probability

@@ -1,6 +1,6 @@
 //===- SdeStepTest.cpp - Tests for sde_step ---------------------*- C++ -*-===//
 //
-// The per-step and one-step numbers of flowgrpo.md section 8 (SD3.5
+// The per-step and one-step numbers of docs/flowgrpo-math.md section 8 (SD3.5
 // schedule, shift 3, N = 10) in both instantiations, the Euler special cases
 // (no NaN, no inf), rollout/training consistency, and every user error.
 //
@@ -161,7 +161,7 @@ TYPED_TEST(SdeStepTypedTest, NoiseLevelZeroIsEuler) {
 }
 
 TYPED_TEST(SdeStepTypedTest, CpsStepTwoNoiseZeroEqualsEuler) {
-  // flowgrpo.md section 8: "step 2, cps, a = 0: mu equals the Euler step".
+  // docs/flowgrpo-math.md section 8: "step 2, cps, a = 0: mu equals the Euler step".
   using T = TypeParam;
   std::vector<float> sigmas = sd35Sigmas();
   std::vector<T> x = as<T>(kX), v = as<T>(kV), e = as<T>(kE);

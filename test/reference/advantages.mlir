@@ -2,7 +2,7 @@
 // RUN: omni-eval %s --function=advantages --input=4xf32=1,3,0,2 --precision=f64 \
 // RUN:   | FileCheck %s --check-prefix=F64
 
-// group_advantages against flowgrpo.md section 8: rewards [1, 3, 0, 2] in
+// group_advantages against docs/flowgrpo-math.md section 8: rewards [1, 3, 0, 2] in
 // groups [a, a, b, b].
 
 // Tests the three option sets in float32 and, with more digits, in the

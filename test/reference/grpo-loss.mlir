@@ -2,7 +2,7 @@
 // RUN: omni-eval %s --function=on_policy --input=4xf32=-1.5,0.25,-3,0.7 \
 // RUN:   --input=4xf32=1,-1,6,0.5 | FileCheck %s --check-prefix=ONPOLICY
 
-// grpo_loss against flowgrpo.md section 8: A = [1, -1, 6, 0.5] (6 clamps to
+// grpo_loss against docs/flowgrpo-math.md section 8: A = [1, -1, 6, 0.5] (6 clamps to
 // 5), lp - old_lp = [1e-3, 1e-3, -1e-3, 0], eps_c = 1e-4.
 
 // The loss of a batch of one sample is that sample's policy term.

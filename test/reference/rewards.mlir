@@ -1,6 +1,6 @@
 // RUN: omni-eval %s --function=jpeg --input=i64=3 | FileCheck %s
 
-// The JPEG rewards through omni.host_call (flowgrpo.md section 4). Byte
+// The JPEG rewards through omni.host_call (docs/flowgrpo-math.md section 4). Byte
 // counts depend on the libjpeg-turbo build, so this checks the formulas
 // exactly instead: compressibility = -bytes / 500000 and incompressibility
 // = bytes / 1000 describe the same whole number of bytes.

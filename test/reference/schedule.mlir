@@ -2,7 +2,7 @@
 // RUN: omni-eval %s --function=sd35_n40 | FileCheck %s --check-prefix=N40
 // RUN: omni-eval %s --function=last_timesteps | FileCheck %s --check-prefix=LAST
 
-// The SD3.5 schedule (static shift 3) of flowgrpo.md section 8. The checks
+// The SD3.5 schedule (static shift 3) of docs/flowgrpo-math.md section 8. The checks
 // pin the float32 values exactly (9 significant digits identify a float32);
 // the documented values, which they match to about 1e-7, are in the
 // comments.

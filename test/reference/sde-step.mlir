@@ -20,7 +20,7 @@
 // RUN: not omni-eval %s --function=cps_std --input=i64=10 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=RANGE
 
-// sde_step against the numbers of flowgrpo.md section 8 (SD3.5 schedule,
+// sde_step against the numbers of docs/flowgrpo-math.md section 8 (SD3.5 schedule,
 // N = 10). Printed values are float32 (9 digits); the documented values,
 // good to about 1e-6 relative, are in the comments.
 

@@ -75,7 +75,7 @@ struct Choice {
   void (*set)(Options &, size_t index);
 };
 
-/// One recipe option: its key, its default (the CPU demo's, flowgrpo.md
+/// One recipe option: its key, its default (the CPU demo's, docs/flowgrpo-math.md
 /// section 9) and the field its value goes to; the field's type says how
 /// the value is read (integer, number, true/false, text, or a Choice).
 struct OptionDesc {
@@ -86,7 +86,7 @@ struct OptionDesc {
       field;
 };
 
-/// Every option of flowgrpo.md sections 1-7. Adding an option is a row here
+/// Every option of docs/flowgrpo-math.md sections 1-7. Adding an option is a row here
 /// (and a field in Options); its checks go to kChecks.
 const OptionDesc kOptions[] = {
     // Sampling.

@@ -1,6 +1,6 @@
 //===- FlowGrpo.h - the FlowGRPO training recipe ----------------*- C++ -*-===//
 //
-// Emits the whole FlowGRPO training program (shared/docs/flowgrpo.md)
+// Emits the whole FlowGRPO training program (docs/flowgrpo-math.md)
 // around any registered velocity model and image decoder, in the
 // convention `omnirun` trains (runtime/train/driver/Trainer.h):
 //
@@ -36,7 +36,7 @@
 
 namespace omni::fe::flowgrpo {
 
-/// Every option of flowgrpo.md sections 1-7, with the CPU demo's defaults
+/// Every option of docs/flowgrpo-math.md sections 1-7, with the CPU demo's defaults
 /// (section 9). Held as a Config so the tool can take `key=value`.
 Config defaultOptions();
 

@@ -1,7 +1,7 @@
 //===- FlowGrpoTest.cpp - the FlowGRPO recipe's program, end to end -------===//
 //
 // Checks the training program buildProgram emits (docs/recipes.md,
-// shared/docs/flowgrpo.md) on a small `dit` without a decoder:
+// docs/flowgrpo-math.md) on a small `dit` without a decoder:
 //
 // - Layout: @init_state, @train_step's state arguments and results, the
 //   metrics, @velocity's and @loss's parameters agree by name and order.
@@ -9,7 +9,7 @@
 //   equals the float32 reference evaluator.
 // - Math: against a rollout rebuilt in this file from @velocity and
 //   runtime/flowgrpo (Philox noise, the schedule, sde_step), the rewards of
-//   runtime/train/rewards and the formulas of flowgrpo.md: the images, the
+//   runtime/train/rewards and the formulas of docs/flowgrpo-math.md: the images, the
 //   SDE window, reward/advantage metrics and the on-policy loss.
 // - Gradients: the value_and_grad of @loss @train_step calls equals central
 //   finite differences (float64), with and without KL, with LoRA.
@@ -297,7 +297,7 @@ bool bitEqual(const HostTensor &a, const HostTensor &b) {
 }
 
 //===----------------------------------------------------------------------===//
-// An independent rollout (flowgrpo.md section 3, docs/recipes.md section 4)
+// An independent rollout (docs/flowgrpo-math.md section 3, docs/recipes.md section 4)
 //===----------------------------------------------------------------------===//
 
 /// The window start the recipe draws: lo + floor(u (hi - W - lo + 1)),
@@ -848,7 +848,7 @@ void checkIteration(const Program &p, const std::vector<HostTensor> &state,
   ASSERT_OK_AND_ASSIGN(r, rollout(p, named, prompts, iteration, start));
   EXPECT_LE(relativeError(images, r.images), 1e-12);
 
-  // Rewards: the registered reward on the images, then flowgrpo.md 5.
+  // Rewards: the registered reward on the images, then docs/flowgrpo-math.md 5.
   std::vector<float> pixels(images.floats().begin(), images.floats().end());
   ::omni::rewards::ImageBatch batch{pixels.data(), images.shape()};
   ASSERT_OK_AND_ASSIGN(rewards, ::omni::rewards::computeReward(s.reward, batch));
@@ -1040,7 +1040,7 @@ TEST_F(RecipeTest, NoiseLevelZeroIsDeterministicWithZeroLogProbs) {
 // 4. Gradients against finite differences
 //===----------------------------------------------------------------------===//
 
-/// @loss's four results by flowgrpo.md section 6, from @velocity and
+/// @loss's four results by docs/flowgrpo-math.md section 6, from @velocity and
 /// runtime/flowgrpo's sde_step: (loss, approx_kl, clipfrac, kl). The KL
 /// reference is `ref.<name>` where the state has it, else the weights with
 /// every lora_B zero.

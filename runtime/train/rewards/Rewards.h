@@ -1,7 +1,7 @@
 //===- Rewards.h - Named image rewards --------------------------*- C++ -*-===//
 //
 // FlowGRPO scores each final sample with a reward: a host function that takes
-// a batch of decoded images and returns one float per image (flowgrpo.md
+// a batch of decoded images and returns one float per image (docs/flowgrpo-math.md
 // section 4). This header declares the image batch view, the built-in rewards
 // (jpeg_compressibility, jpeg_incompressibility, brightness) and a registry
 // keyed by name, so that the reference evaluator, the compiler's host calls

@@ -134,7 +134,7 @@ func.func @select_folds(%a: tensor<4xf32>, %b: tensor<4xf32>, %p: tensor<4xi1>) 
 
 // -----
 
-// Tests that the SD3.5 sigma schedule folds to its table (flowgrpo.md
+// Tests that the SD3.5 sigma schedule folds to its table (docs/flowgrpo-math.md
 // section 8: shift 3, N = 10).
 // CHECK-LABEL: func.func @schedule
 // CHECK-DAG: omni.constant dense<[1.000000e+00, 0.96012932, 0.913348972, 0.857692301, 0.790368258, 0.70727849, 0.602150559, 0.464876026, 0.278048784, 0.00892857183, 0.000000e+00]> : tensor<11xf32>

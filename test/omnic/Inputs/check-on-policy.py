@@ -7,7 +7,7 @@ mean(mean_b((lp - old_lp)^2) / 2) in float32; a difference of one ulp of
 a log-probability near 1 squares to ~1e-14, far above float32's underflow,
 so approx_kl is exactly 0 if and only if every pair is bit-identical, and
 then clipfrac is 0 too. With --exact-loss (beta = 0) the clipped
-policy-gradient term is then exactly -mean(A) (flowgrpo.md section 6,
+policy-gradient term is then exactly -mean(A) (docs/flowgrpo-math.md section 6,
 "on-policy check"): loss must be the exact negation of advantage_mean.
 metrics.jsonl prints floats with 9 significant digits, which round-trips
 float32, so comparing the printed values compares the bits.
