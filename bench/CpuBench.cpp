@@ -73,7 +73,8 @@ Compiled compile(MLIRContext &ctx, ModuleOp module) {
   auto bytes = mlir::omni::writeStepBin(*copy, *exe, "bench");
   if (failed(bytes))
     return c;
-  c.compileSeconds = std::chrono::duration<double>(Clock::now() - start).count();
+  c.compileSeconds =
+      std::chrono::duration<double>(Clock::now() - start).count();
   auto program = ::omni::loader::Program::loadBytes(absl::string_view(
       reinterpret_cast<const char *>(bytes->data()), bytes->size()));
   if (!program.ok())
@@ -90,8 +91,7 @@ Compiled compile(MLIRContext &ctx, ModuleOp module) {
 
 HostTensor filled(std::vector<int64_t> shape, double v) {
   return HostTensor::fromDoubles(
-      DType::F32, shape,
-      std::vector<double>(::omni::numElementsOf(shape), v));
+      DType::F32, shape, std::vector<double>(::omni::numElementsOf(shape), v));
 }
 
 } // namespace
@@ -130,7 +130,8 @@ int main() {
     // Device-resident run: buffers stay on the device across repetitions.
     auto &dev = *c.device;
     const int64_t bytes = n * 4;
-    auto a = dev.allocate(bytes), b = dev.allocate(bytes), r = dev.allocate(bytes);
+    auto a = dev.allocate(bytes), b = dev.allocate(bytes),
+         r = dev.allocate(bytes);
     if (!a.ok() || !b.ok() || !r.ok())
       return 1;
     std::vector<::omni::hal::BufferRef> ins = {{a->get(), 0, bytes},
@@ -166,7 +167,8 @@ int main() {
       return 1;
     auto &dev = *c.device;
     const int64_t bytes = int64_t(m) * m * 4;
-    auto a = dev.allocate(bytes), b = dev.allocate(bytes), r = dev.allocate(bytes);
+    auto a = dev.allocate(bytes), b = dev.allocate(bytes),
+         r = dev.allocate(bytes);
     std::vector<::omni::hal::BufferRef> ins = {{a->get(), 0, bytes},
                                                {b->get(), 0, bytes}};
     std::vector<::omni::hal::BufferRef> outs = {{r->get(), 0, bytes}};
@@ -180,8 +182,8 @@ int main() {
                   x.data(), m, y.data(), m, 0.0f, z.data(), m);
     });
     std::printf("%-44s %10.3f ms %10.3f ms %7.2fx\n",
-                "matmul 512^3 f32 (vs direct OpenBLAS)", omni * 1e3,
-                blas * 1e3, blas / omni);
+                "matmul 512^3 f32 (vs direct OpenBLAS)", omni * 1e3, blas * 1e3,
+                blas / omni);
   }
 
   // 3 and 4. The toy FlowGRPO iteration: compiled vs evaluator; compile time.
@@ -195,7 +197,8 @@ int main() {
       return 1;
     std::vector<HostTensor> args = {HostTensor::scalarInt(DType::I64, 7),
                                     HostTensor::scalarInt(DType::I64, 0)};
-    double compiled = medianSeconds(9, [&] { (void)c.executor->run("main", ::omni::toTyped(args)); });
+    double compiled = medianSeconds(
+        9, [&] { (void)c.executor->run("main", ::omni::toTyped(args)); });
     double evaluator = medianSeconds(3, [&] {
       (void)::omni::reference::evaluateFunction(*module, "main", args);
     });

@@ -52,8 +52,8 @@ struct DecomposeGelu : OpRewritePattern<GeluOp> {
       // sqrt(2/pi) * (x + 0.044715 x^3)
       Value x3 = e.mul(e.mul(x, x), x);
       Value poly = e.add(x, e.scale(x3, 0.044715));
-      inner = TanhOp::create(r, op.getLoc(),
-                             e.scale(poly, std::sqrt(2.0 / M_PI)));
+      inner =
+          TanhOp::create(r, op.getLoc(), e.scale(poly, std::sqrt(2.0 / M_PI)));
     }
     Value onePlus = e.add(inner, e.splatLike(x, 1.0));
     r.replaceOp(op, e.mul(e.scale(x, 0.5), onePlus));
@@ -81,10 +81,9 @@ struct DecomposeSoftmax : OpRewritePattern<SoftmaxOp> {
 static Value normalizeLast(Emitter &e, Value centered, double eps) {
   RankedTensorType t = Emitter::typeOf(centered);
   int64_t last = t.getRank() - 1;
-  Value meanSq =
-      e.reduce(ReduceKind::mean, e.mul(centered, centered), {last});
-  Value inv = RsqrtOp::create(
-      e.b, e.loc, e.add(meanSq, e.splatLike(meanSq, eps)));
+  Value meanSq = e.reduce(ReduceKind::mean, e.mul(centered, centered), {last});
+  Value inv =
+      RsqrtOp::create(e.b, e.loc, e.add(meanSq, e.splatLike(meanSq, eps)));
   return e.mul(centered, e.unreduce(inv, t, last));
 }
 
@@ -153,12 +152,12 @@ struct DecomposeCfgCombine : OpRewritePattern<CfgCombineOp> {
     SmallVector<int64_t> start(t.getRank(), 0), limit(t.getShape()),
         strides(t.getRank(), 1);
     limit[0] = half;
-    Value uncond = SliceOp::create(r, op.getLoc(), op.getOperand(), start,
-                                   limit, strides);
+    Value uncond =
+        SliceOp::create(r, op.getLoc(), op.getOperand(), start, limit, strides);
     start[0] = half;
     limit[0] = t.getDimSize(0);
-    Value cond = SliceOp::create(r, op.getLoc(), op.getOperand(), start, limit,
-                                 strides);
+    Value cond =
+        SliceOp::create(r, op.getLoc(), op.getOperand(), start, limit, strides);
     double g = op.getGuidanceScale().convertToDouble();
     r.replaceOp(op, e.add(uncond, e.scale(e.sub(cond, uncond), g)));
     return success();

@@ -102,7 +102,8 @@ struct DecomposeGroupAdvantages : OpRewritePattern<GroupAdvantagesOp> {
     auto grouped = RankedTensorType::get({n / g, g}, f64);
     Value r64 = r.createOrFold<CastOp>(loc, t64, rewards);
     Value rg = ReshapeOp::create(r, loc, grouped, r64);
-    Value groupMean = e.unreduce(e.reduce(ReduceKind::mean, rg, {1}), grouped, 1);
+    Value groupMean =
+        e.unreduce(e.reduce(ReduceKind::mean, rg, {1}), grouped, 1);
     Value centered = e.sub(rg, groupMean);
     auto finish = [&](Value adv) {
       Value flat = ReshapeOp::create(r, loc, t64, adv);
@@ -123,18 +124,19 @@ struct DecomposeGroupAdvantages : OpRewritePattern<GroupAdvantagesOp> {
         std = e.fill(SqrtOp::create(r, loc, var), grouped);
       }
     } else {
-      Value var = e.div(e.reduce(ReduceKind::sum, e.mul(centered, centered), {1}),
-                        e.splat(RankedTensorType::get({n / g}, f64),
-                                static_cast<double>(g - ddof)));
+      Value var =
+          e.div(e.reduce(ReduceKind::sum, e.mul(centered, centered), {1}),
+                e.splat(RankedTensorType::get({n / g}, f64),
+                        static_cast<double>(g - ddof)));
       std = e.unreduce(SqrtOp::create(r, loc, var), grouped, 1);
     }
     double eps = op.getEps().convertToDouble();
     Value denom = e.add(std, e.splat(grouped, eps));
     Value adv = e.div(centered, denom);
     if (eps == 0.0)
-      adv = e.select(e.compare(CompareDirection::eq, denom,
-                               e.splat(grouped, 0.0)),
-                     e.splat(grouped, 0.0), adv);
+      adv = e.select(
+          e.compare(CompareDirection::eq, denom, e.splat(grouped, 0.0)),
+          e.splat(grouped, 0.0), adv);
     return finish(adv);
   }
 };
@@ -161,14 +163,13 @@ struct DecomposeGrpoLoss : OpRewritePattern<GrpoLossOp> {
         r, loc, MinOp::create(r, loc, ratio, e.splat(t, 1.0 + clip)),
         e.splat(t, 1.0 - clip));
     Value negAdv = NegOp::create(r, loc, adv);
-    Value pg = MaxOp::create(r, loc, e.mul(negAdv, ratio),
-                             e.mul(negAdv, clipped));
+    Value pg =
+        MaxOp::create(r, loc, e.mul(negAdv, ratio), e.mul(negAdv, clipped));
     Value loss = e.meanAll(pg);
     Value approxKl = e.scale(e.meanAll(e.mul(logRatio, logRatio)), 0.5);
     Value outside = CompareOp::create(
         r, loc, CompareDirectionAttr::get(r.getContext(), CompareDirection::gt),
-        AbsOp::create(r, loc, e.sub(ratio, e.splat(t, 1.0))),
-        e.splat(t, clip));
+        AbsOp::create(r, loc, e.sub(ratio, e.splat(t, 1.0))), e.splat(t, clip));
     Value clipfrac = e.meanAll(CastOp::create(r, loc, t, outside));
 
     Value kl = e.scalar(elt, 0.0);
@@ -192,8 +193,7 @@ struct DecomposeGrpoLoss : OpRewritePattern<GrpoLossOp> {
 
 struct DecomposeAdamW : OpRewritePattern<AdamWOp> {
   using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(AdamWOp op,
-                                PatternRewriter &r) const override {
+  LogicalResult matchAndRewrite(AdamWOp op, PatternRewriter &r) const override {
     Emitter e(r, op.getLoc());
     Location loc = op.getLoc();
     Value p = op.getParam(), g = op.getGrad();
@@ -253,8 +253,8 @@ struct DecomposeClipGradNorm : OpRewritePattern<ClipGradNormOp> {
     auto coefFor = [&](Type elt) {
       Value &coef = coefs[elt];
       if (!coef) {
-        Value n = r.createOrFold<CastOp>(loc, RankedTensorType::get({}, elt),
-                                         norm64);
+        Value n =
+            r.createOrFold<CastOp>(loc, RankedTensorType::get({}, elt), norm64);
         coef = MinOp::create(
             r, loc,
             e.div(e.scalar(elt, op.getMaxNorm().convertToDouble()),
@@ -317,12 +317,12 @@ struct DecomposeAttention : OpRewritePattern<AttentionOp> {
 } // namespace
 
 void mlir::omni::populateDecomposeRLPatterns(RewritePatternSet &patterns) {
-  patterns.add<DecomposeFlowSchedule, DecomposeSdeStep,
-               DecomposeGroupAdvantages, DecomposeGrpoLoss, DecomposeAdamW,
-               DecomposeClipGradNorm>(patterns.getContext());
+  patterns
+      .add<DecomposeFlowSchedule, DecomposeSdeStep, DecomposeGroupAdvantages,
+           DecomposeGrpoLoss, DecomposeAdamW, DecomposeClipGradNorm>(
+          patterns.getContext());
 }
 
-void mlir::omni::populateDecomposeLibraryPatterns(
-    RewritePatternSet &patterns) {
+void mlir::omni::populateDecomposeLibraryPatterns(RewritePatternSet &patterns) {
   patterns.add<DecomposeAttention>(patterns.getContext());
 }

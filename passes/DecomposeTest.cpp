@@ -55,12 +55,10 @@ protected:
         std::vector<double> v(tt.getNumElements());
         for (double &x : v)
           x = dist(rng);
-        args.push_back(
-            HostTensor::fromDoubles(DType::F64, shape, v));
+        args.push_back(HostTensor::fromDoubles(DType::F64, shape, v));
       } else {
         args.push_back(HostTensor::fromInts(
-            DType::I64, shape,
-            std::vector<int64_t>(tt.getNumElements(), 2)));
+            DType::I64, shape, std::vector<int64_t>(tt.getNumElements(), 2)));
       }
     }
     return args;
@@ -110,37 +108,45 @@ const Case kCases[] = {
     {"silu", R"(func.func @f(%x: tensor<3x5xf64>) -> tensor<3x5xf64> {
       %y = omni.silu %x : tensor<3x5xf64>
       return %y : tensor<3x5xf64> })"},
-    {"gelu", R"(func.func @f(%x: tensor<3x5xf64>) -> (tensor<3x5xf64>, tensor<3x5xf64>) {
+    {"gelu",
+     R"(func.func @f(%x: tensor<3x5xf64>) -> (tensor<3x5xf64>, tensor<3x5xf64>) {
       %a = omni.gelu tanh %x : tensor<3x5xf64>
       %b = omni.gelu erf %x : tensor<3x5xf64>
       return %a, %b : tensor<3x5xf64>, tensor<3x5xf64> })"},
-    {"softmax", R"(func.func @f(%x: tensor<3x5xf64>) -> (tensor<3x5xf64>, tensor<3x5xf64>) {
+    {"softmax",
+     R"(func.func @f(%x: tensor<3x5xf64>) -> (tensor<3x5xf64>, tensor<3x5xf64>) {
       %a = omni.softmax %x, dim = 1 : tensor<3x5xf64>
       %b = omni.softmax %x, dim = 0 : tensor<3x5xf64>
       return %a, %b : tensor<3x5xf64>, tensor<3x5xf64> })"},
-    {"layer_norm", R"(func.func @f(%x: tensor<2x3x8xf64>, %w: tensor<8xf64>, %b: tensor<8xf64>) -> (tensor<2x3x8xf64>, tensor<2x3x8xf64>) {
+    {"layer_norm",
+     R"(func.func @f(%x: tensor<2x3x8xf64>, %w: tensor<8xf64>, %b: tensor<8xf64>) -> (tensor<2x3x8xf64>, tensor<2x3x8xf64>) {
       %a = omni.layer_norm %x weight %w bias %b {eps = 1.0e-6} : (tensor<2x3x8xf64>, tensor<8xf64>, tensor<8xf64>) -> tensor<2x3x8xf64>
       %c = omni.layer_norm %x : (tensor<2x3x8xf64>) -> tensor<2x3x8xf64>
       return %a, %c : tensor<2x3x8xf64>, tensor<2x3x8xf64> })"},
-    {"rms_norm", R"(func.func @f(%x: tensor<2x8xf64>, %w: tensor<8xf64>) -> tensor<2x8xf64> {
+    {"rms_norm",
+     R"(func.func @f(%x: tensor<2x8xf64>, %w: tensor<8xf64>) -> tensor<2x8xf64> {
       %a = omni.rms_norm %x weight %w : (tensor<2x8xf64>, tensor<8xf64>) -> tensor<2x8xf64>
       return %a : tensor<2x8xf64> })"},
-    {"linear", R"(func.func @f(%x: tensor<2x3x8xf64>, %w: tensor<4x8xf64>, %b: tensor<4xf64>, %v: tensor<8xf64>) -> (tensor<2x3x4xf64>, tensor<4xf64>) {
+    {"linear",
+     R"(func.func @f(%x: tensor<2x3x8xf64>, %w: tensor<4x8xf64>, %b: tensor<4xf64>, %v: tensor<8xf64>) -> (tensor<2x3x4xf64>, tensor<4xf64>) {
       %a = omni.linear %x, %w bias %b : (tensor<2x3x8xf64>, tensor<4x8xf64>, tensor<4xf64>) -> tensor<2x3x4xf64>
       %c = omni.linear %v, %w : (tensor<8xf64>, tensor<4x8xf64>) -> tensor<4xf64>
       return %a, %c : tensor<2x3x4xf64>, tensor<4xf64> })"},
-    {"lora_linear", R"(func.func @f(%x: tensor<2x8xf64>, %w: tensor<4x8xf64>, %b: tensor<4xf64>, %la: tensor<2x8xf64>, %lb: tensor<4x2xf64>) -> tensor<2x4xf64> {
+    {"lora_linear",
+     R"(func.func @f(%x: tensor<2x8xf64>, %w: tensor<4x8xf64>, %b: tensor<4xf64>, %la: tensor<2x8xf64>, %lb: tensor<4x2xf64>) -> tensor<2x4xf64> {
       %a = omni.lora_linear %x, %w bias %b lora(%la, %lb) {scale = 2.0} : (tensor<2x8xf64>, tensor<4x8xf64>, tensor<4xf64>, tensor<2x8xf64>, tensor<4x2xf64>) -> tensor<2x4xf64>
       return %a : tensor<2x4xf64> })"},
     {"cfg_combine", R"(func.func @f(%v: tensor<4x6xf64>) -> tensor<2x6xf64> {
       %a = omni.cfg_combine %v {guidance_scale = 4.5} : tensor<4x6xf64> -> tensor<2x6xf64>
       return %a : tensor<2x6xf64> })"},
-    {"attention", R"(func.func @f(%q: tensor<1x2x3x4xf64>, %k: tensor<1x2x5x4xf64>, %v: tensor<1x2x5x6xf64>, %m: tensor<1x1x3x5xf64>) -> (tensor<1x2x3x6xf64>, tensor<1x2x3x6xf64>) {
+    {"attention",
+     R"(func.func @f(%q: tensor<1x2x3x4xf64>, %k: tensor<1x2x5x4xf64>, %v: tensor<1x2x5x6xf64>, %m: tensor<1x1x3x5xf64>) -> (tensor<1x2x3x6xf64>, tensor<1x2x3x6xf64>) {
       %a = omni.attention %q, %k, %v : (tensor<1x2x3x4xf64>, tensor<1x2x5x4xf64>, tensor<1x2x5x6xf64>) -> tensor<1x2x3x6xf64>
       %b = omni.attention %q, %k, %v mask %m {scale = 0.3} : (tensor<1x2x3x4xf64>, tensor<1x2x5x4xf64>, tensor<1x2x5x6xf64>, tensor<1x1x3x5xf64>) -> tensor<1x2x3x6xf64>
       return %a, %b : tensor<1x2x3x6xf64>, tensor<1x2x3x6xf64> })",
      /*libraryOps=*/true},
-    {"sde_step", R"(func.func @f(%x: tensor<2x4xf64>, %v: tensor<2x4xf64>, %e: tensor<2x4xf64>) -> (tensor<2x4xf64>, tensor<2xf64>, tensor<2x4xf64>, tensor<f64>, tensor<2xf64>, tensor<2x4xf64>, tensor<2xf64>, tensor<2xf64>, tensor<2x4xf64>) {
+    {"sde_step",
+     R"(func.func @f(%x: tensor<2x4xf64>, %v: tensor<2x4xf64>, %e: tensor<2x4xf64>) -> (tensor<2x4xf64>, tensor<2xf64>, tensor<2x4xf64>, tensor<f64>, tensor<2xf64>, tensor<2x4xf64>, tensor<2xf64>, tensor<2xf64>, tensor<2x4xf64>) {
       %s, %t = omni.flow_schedule static_shift steps = 10 : tensor<11xf32>, tensor<10xf32>
       %i0 = arith.constant 0 : index
       %i3 = arith.constant 3 : index
@@ -149,19 +155,23 @@ const Case kCases[] = {
       %n3, %lp3, %mu3, %std3 = omni.sde_step sde %x, %v, %s[%i3] next %e : tensor<2x4xf64>, tensor<11xf32>
       %n4, %lp4, %mu4, %std4 = omni.sde_step ode %x, %v, %s[%i3] noise %e : tensor<2x4xf64>, tensor<11xf32>
       return %n, %lp, %mu, %std, %lp2, %mu2, %lp3, %lp4, %n4 : tensor<2x4xf64>, tensor<2xf64>, tensor<2x4xf64>, tensor<f64>, tensor<2xf64>, tensor<2x4xf64>, tensor<2xf64>, tensor<2xf64>, tensor<2x4xf64> })"},
-    {"group_advantages", R"(func.func @f(%r: tensor<6xf64>) -> (tensor<6xf64>, tensor<6xf64>, tensor<6xf64>) {
+    {"group_advantages",
+     R"(func.func @f(%r: tensor<6xf64>) -> (tensor<6xf64>, tensor<6xf64>, tensor<6xf64>) {
       %a = omni.group_advantages %r {group_size = 3} : tensor<6xf64>
       %b = omni.group_advantages %r {group_size = 3, global_std = false, ddof = 1} : tensor<6xf64>
       %c = omni.group_advantages %r {group_size = 2, norm_by_std = false} : tensor<6xf64>
       return %a, %b, %c : tensor<6xf64>, tensor<6xf64>, tensor<6xf64> })"},
-    {"grpo_loss", R"(func.func @f(%lp: tensor<4xf64>, %old: tensor<4xf64>, %a: tensor<4xf64>, %mu: tensor<4x3xf64>, %ref: tensor<4x3xf64>, %std: tensor<f64>) -> (tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>) {
+    {"grpo_loss",
+     R"(func.func @f(%lp: tensor<4xf64>, %old: tensor<4xf64>, %a: tensor<4xf64>, %mu: tensor<4x3xf64>, %ref: tensor<4x3xf64>, %std: tensor<f64>) -> (tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>) {
       %l, %k, %c, %kl = omni.grpo_loss %lp, %old, %a : (tensor<4xf64>, tensor<4xf64>, tensor<4xf64>) -> (tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>)
       %l2, %k2, %c2, %kl2 = omni.grpo_loss %lp, %old, %a kl(%mu, %ref, %std) {beta = 0.04, clip_range = 0.2} : (tensor<4xf64>, tensor<4xf64>, tensor<4xf64>, tensor<4x3xf64>, tensor<4x3xf64>, tensor<f64>) -> (tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>)
       return %l, %k, %c, %l2, %c2, %kl2 : tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64> })"},
-    {"adamw", R"(func.func @f(%p: tensor<5xf64>, %g: tensor<5xf64>, %m: tensor<5xf64>, %v: tensor<5xf64>, %t: tensor<i64>) -> (tensor<5xf64>, tensor<5xf64>, tensor<5xf64>) {
+    {"adamw",
+     R"(func.func @f(%p: tensor<5xf64>, %g: tensor<5xf64>, %m: tensor<5xf64>, %v: tensor<5xf64>, %t: tensor<i64>) -> (tensor<5xf64>, tensor<5xf64>, tensor<5xf64>) {
       %p2, %m2, %v2 = omni.adamw %p, %g, %m, %v, %t {lr = 1.0e-3} : tensor<5xf64>
       return %p2, %m2, %v2 : tensor<5xf64>, tensor<5xf64>, tensor<5xf64> })"},
-    {"clip_grad_norm", R"(func.func @f(%a: tensor<5xf64>, %b: tensor<2x3xf64>) -> (tensor<5xf64>, tensor<2x3xf64>, tensor<f32>) {
+    {"clip_grad_norm",
+     R"(func.func @f(%a: tensor<5xf64>, %b: tensor<2x3xf64>) -> (tensor<5xf64>, tensor<2x3xf64>, tensor<f32>) {
       %g:2, %n = omni.clip_grad_norm %a, %b {max_norm = 0.5} : tensor<5xf64>, tensor<2x3xf64>
       return %g#0, %g#1, %n : tensor<5xf64>, tensor<2x3xf64>, tensor<f32> })"},
     {"flow_schedule", R"(func.func @f() -> (tensor<11xf32>, tensor<10xf32>) {
@@ -170,8 +180,7 @@ const Case kCases[] = {
 };
 
 INSTANTIATE_TEST_SUITE_P(AllComposites, DecomposeTest,
-                         ::testing::ValuesIn(kCases),
-                         [](const auto &info) {
+                         ::testing::ValuesIn(kCases), [](const auto &info) {
                            return std::string(info.param.name);
                          });
 

@@ -31,8 +31,8 @@ llvm::ArrayRef<llvm::StringRef> pipelineStageNames();
 /// The stage called `name`, if any.
 std::optional<PipelineStage> parsePipelineStage(llvm::StringRef name);
 
-/// Appends the omni compilation pipeline (docs/architecture.md section 2) to `pm`, a
-/// module pass manager, up to and including `last`. `reportArena` makes
+/// Appends the omni compilation pipeline (docs/architecture.md section 2) to
+/// `pm`, a module pass manager, up to and including `last`. `reportArena` makes
 /// omni-plan-memory print each function's arena size.
 void buildOmniPipeline(OpPassManager &pm,
                        PipelineStage last = PipelineStage::PlanMemory,

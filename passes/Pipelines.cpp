@@ -106,10 +106,10 @@ void buildOmniPipeline(OpPassManager &pm, PipelineStage last,
 
 void registerOmniPasses() {
   registerOmniTransformsPasses();
-  PassPipelineRegistration<>(
-      "omni-pipeline",
-      "the omni compilation pipeline omnic runs (docs/architecture.md section 2)",
-      [](OpPassManager &pm) { buildOmniPipeline(pm); });
+  PassPipelineRegistration<>("omni-pipeline",
+                             "the omni compilation pipeline omnic runs "
+                             "(docs/architecture.md section 2)",
+                             [](OpPassManager &pm) { buildOmniPipeline(pm); });
 }
 
 } // namespace mlir::omni

@@ -79,8 +79,8 @@ FailureOr<Value> scalarBody(Operation *op, OpBuilder &b, Location loc,
           .Case([&](NegOp) -> Value {
             if (f)
               return arith::NegFOp::create(b, loc, a[0]);
-            Value zero = arith::ConstantOp::create(b, loc, t,
-                                                   b.getIntegerAttr(t, 0));
+            Value zero =
+                arith::ConstantOp::create(b, loc, t, b.getIntegerAttr(t, 0));
             return arith::SubIOp::create(b, loc, zero, a[0]);
           })
           .Case([&](AbsOp) -> Value {
@@ -109,17 +109,17 @@ FailureOr<Value> scalarBody(Operation *op, OpBuilder &b, Location loc,
           .Case([&](SiluOp) -> Value {
             // x / (1 + exp(-x))
             Value one = floatConst(b, loc, t, 1.0);
-            Value e = math::ExpOp::create(
-                b, loc, arith::NegFOp::create(b, loc, a[0]));
-            return arith::DivFOp::create(
-                b, loc, a[0], arith::AddFOp::create(b, loc, one, e));
+            Value e = math::ExpOp::create(b, loc,
+                                          arith::NegFOp::create(b, loc, a[0]));
+            return arith::DivFOp::create(b, loc, a[0],
+                                         arith::AddFOp::create(b, loc, one, e));
           })
           .Case([&](LogisticOp) -> Value {
             Value one = floatConst(b, loc, t, 1.0);
-            Value e = math::ExpOp::create(
-                b, loc, arith::NegFOp::create(b, loc, a[0]));
-            return arith::DivFOp::create(
-                b, loc, one, arith::AddFOp::create(b, loc, one, e));
+            Value e = math::ExpOp::create(b, loc,
+                                          arith::NegFOp::create(b, loc, a[0]));
+            return arith::DivFOp::create(b, loc, one,
+                                         arith::AddFOp::create(b, loc, one, e));
           })
           .Case([&](AddOp) -> Value {
             return f ? Value(arith::AddFOp::create(b, loc, a[0], a[1]))
@@ -146,29 +146,54 @@ FailureOr<Value> scalarBody(Operation *op, OpBuilder &b, Location loc,
                      : Value(arith::MinSIOp::create(b, loc, a[0], a[1]));
           })
           .Case([&](PowOp) { return math::PowFOp::create(b, loc, a[0], a[1]); })
-          .Case([&](AndOp) { return arith::AndIOp::create(b, loc, a[0], a[1]); })
+          .Case(
+              [&](AndOp) { return arith::AndIOp::create(b, loc, a[0], a[1]); })
           .Case([&](OrOp) { return arith::OrIOp::create(b, loc, a[0], a[1]); })
           .Case([&](CompareOp c) -> Value {
             if (f) {
               arith::CmpFPredicate p = arith::CmpFPredicate::OEQ;
               switch (c.getDirection()) {
-              case CompareDirection::eq: p = arith::CmpFPredicate::OEQ; break;
-              case CompareDirection::ne: p = arith::CmpFPredicate::UNE; break;
-              case CompareDirection::lt: p = arith::CmpFPredicate::OLT; break;
-              case CompareDirection::le: p = arith::CmpFPredicate::OLE; break;
-              case CompareDirection::gt: p = arith::CmpFPredicate::OGT; break;
-              case CompareDirection::ge: p = arith::CmpFPredicate::OGE; break;
+              case CompareDirection::eq:
+                p = arith::CmpFPredicate::OEQ;
+                break;
+              case CompareDirection::ne:
+                p = arith::CmpFPredicate::UNE;
+                break;
+              case CompareDirection::lt:
+                p = arith::CmpFPredicate::OLT;
+                break;
+              case CompareDirection::le:
+                p = arith::CmpFPredicate::OLE;
+                break;
+              case CompareDirection::gt:
+                p = arith::CmpFPredicate::OGT;
+                break;
+              case CompareDirection::ge:
+                p = arith::CmpFPredicate::OGE;
+                break;
               }
               return arith::CmpFOp::create(b, loc, p, a[0], a[1]);
             }
             arith::CmpIPredicate p = arith::CmpIPredicate::eq;
             switch (c.getDirection()) {
-            case CompareDirection::eq: p = arith::CmpIPredicate::eq; break;
-            case CompareDirection::ne: p = arith::CmpIPredicate::ne; break;
-            case CompareDirection::lt: p = arith::CmpIPredicate::slt; break;
-            case CompareDirection::le: p = arith::CmpIPredicate::sle; break;
-            case CompareDirection::gt: p = arith::CmpIPredicate::sgt; break;
-            case CompareDirection::ge: p = arith::CmpIPredicate::sge; break;
+            case CompareDirection::eq:
+              p = arith::CmpIPredicate::eq;
+              break;
+            case CompareDirection::ne:
+              p = arith::CmpIPredicate::ne;
+              break;
+            case CompareDirection::lt:
+              p = arith::CmpIPredicate::slt;
+              break;
+            case CompareDirection::le:
+              p = arith::CmpIPredicate::sle;
+              break;
+            case CompareDirection::gt:
+              p = arith::CmpIPredicate::sgt;
+              break;
+            case CompareDirection::ge:
+              p = arith::CmpIPredicate::sge;
+              break;
             }
             return arith::CmpIOp::create(b, loc, p, a[0], a[1]);
           })
@@ -177,8 +202,8 @@ FailureOr<Value> scalarBody(Operation *op, OpBuilder &b, Location loc,
           })
           .Case([&](IsFiniteOp) -> Value {
             // |x| < inf is false for NaN and both infinities.
-            Value inf = floatConst(b, loc, t,
-                                   std::numeric_limits<double>::infinity());
+            Value inf =
+                floatConst(b, loc, t, std::numeric_limits<double>::infinity());
             return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT,
                                          math::AbsFOp::create(b, loc, a[0]),
                                          inf);
@@ -270,21 +295,20 @@ FailureOr<SmallVector<Value>> lowerReduce(ReduceOp red, OpBuilder &b,
     Value initValue =
         f ? floatConst(b, loc, t, init)
           : Value(arith::ConstantOp::create(b, loc, t, b.getIntegerAttr(t, 0)));
-    Value r =
-        linalg::GenericOp::create(
-            b, loc, TypeRange{out}, operands,
-            ValueRange{filled(out, initValue)}, {inMap, outMap}, iters,
-            [&](OpBuilder &nb, Location nl, ValueRange a) {
-              Value v;
-              if (kind == ReduceKind::max)
-                v = arith::MaximumFOp::create(nb, nl, a[0], a[1]);
-              else if (kind == ReduceKind::min)
-                v = arith::MinimumFOp::create(nb, nl, a[0], a[1]);
-              else
-                v = arith::AddIOp::create(nb, nl, a[0], a[1]);
-              linalg::YieldOp::create(nb, nl, v);
-            })
-            .getResult(0);
+    Value r = linalg::GenericOp::create(
+                  b, loc, TypeRange{out}, operands,
+                  ValueRange{filled(out, initValue)}, {inMap, outMap}, iters,
+                  [&](OpBuilder &nb, Location nl, ValueRange a) {
+                    Value v;
+                    if (kind == ReduceKind::max)
+                      v = arith::MaximumFOp::create(nb, nl, a[0], a[1]);
+                    else if (kind == ReduceKind::min)
+                      v = arith::MinimumFOp::create(nb, nl, a[0], a[1]);
+                    else
+                      v = arith::AddIOp::create(nb, nl, a[0], a[1]);
+                    linalg::YieldOp::create(nb, nl, v);
+                  })
+                  .getResult(0);
     return SmallVector<Value>{r};
   }
 
@@ -312,9 +336,9 @@ FailureOr<SmallVector<Value>> lowerReduce(ReduceOp red, OpBuilder &b,
           return;
         }
         // Neumaier: the part of the smaller addend that the sum lost.
-        Value bigS = arith::CmpFOp::create(
-            nb, nl, arith::CmpFPredicate::OGE, math::AbsFOp::create(nb, nl, s),
-            math::AbsFOp::create(nb, nl, x));
+        Value bigS = arith::CmpFOp::create(nb, nl, arith::CmpFPredicate::OGE,
+                                           math::AbsFOp::create(nb, nl, s),
+                                           math::AbsFOp::create(nb, nl, x));
         Value lostX = arith::AddFOp::create(
             nb, nl, arith::SubFOp::create(nb, nl, s, sum), x);
         Value lostS = arith::AddFOp::create(
@@ -332,11 +356,11 @@ FailureOr<SmallVector<Value>> lowerReduce(ReduceOp red, OpBuilder &b,
       [&](OpBuilder &nb, Location nl, ValueRange a) -> Value {
         Value v = a[0];
         if (compensated) {
-          Value inf = floatConst(nb, nl, f64,
-                                 std::numeric_limits<double>::infinity());
-          Value finite = arith::CmpFOp::create(
-              nb, nl, arith::CmpFPredicate::OLT,
-              math::AbsFOp::create(nb, nl, a[1]), inf);
+          Value inf =
+              floatConst(nb, nl, f64, std::numeric_limits<double>::infinity());
+          Value finite =
+              arith::CmpFOp::create(nb, nl, arith::CmpFPredicate::OLT,
+                                    math::AbsFOp::create(nb, nl, a[1]), inf);
           v = arith::SelectOp::create(
               nb, nl, finite, arith::AddFOp::create(nb, nl, a[0], a[1]), a[0]);
         }
@@ -357,16 +381,16 @@ FailureOr<SmallVector<Value>> lowerOp(Operation *op, OpBuilder &b,
   if (op->hasTrait<OpTrait::Elementwise>()) {
     auto resultType = cast<RankedTensorType>(op->getResult(0).getType());
     bool failedBody = false;
-    Value r = elementwise(
-        b, loc, resultType, operands,
-        [&](OpBuilder &nb, Location nl, ValueRange args) -> Value {
-          FailureOr<Value> v = scalarBody(op, nb, nl, args);
-          if (failed(v)) {
-            failedBody = true;
-            return args[0];
-          }
-          return *v;
-        });
+    Value r =
+        elementwise(b, loc, resultType, operands,
+                    [&](OpBuilder &nb, Location nl, ValueRange args) -> Value {
+                      FailureOr<Value> v = scalarBody(op, nb, nl, args);
+                      if (failed(v)) {
+                        failedBody = true;
+                        return args[0];
+                      }
+                      return *v;
+                    });
     if (failedBody)
       return failure();
     return SmallVector<Value>{r};
@@ -382,9 +406,9 @@ FailureOr<SmallVector<Value>> lowerOp(Operation *op, OpBuilder &b,
                           ? b.getAffineConstantExpr(0)
                           : b.getAffineDimExpr(d));
     AffineMap map = AffineMap::get(out.getRank(), 0, exprs, b.getContext());
-    return SmallVector<Value>{generic(
-        b, loc, out, operands, {map},
-        [](OpBuilder &, Location, ValueRange a) { return a[0]; })};
+    return SmallVector<Value>{
+        generic(b, loc, out, operands, {map},
+                [](OpBuilder &, Location, ValueRange a) { return a[0]; })};
   }
   if (auto t = dyn_cast<TransposeOp>(op)) {
     RankedTensorType out = t.getType();
@@ -393,9 +417,9 @@ FailureOr<SmallVector<Value>> lowerOp(Operation *op, OpBuilder &b,
     for (auto [i, p] : llvm::enumerate(t.getPermutation()))
       exprs[p] = b.getAffineDimExpr(i);
     AffineMap map = AffineMap::get(out.getRank(), 0, exprs, b.getContext());
-    return SmallVector<Value>{generic(
-        b, loc, out, operands, {map},
-        [](OpBuilder &, Location, ValueRange a) { return a[0]; })};
+    return SmallVector<Value>{
+        generic(b, loc, out, operands, {map},
+                [](OpBuilder &, Location, ValueRange a) { return a[0]; })};
   }
   if (auto iota = dyn_cast<IotaOp>(op)) {
     RankedTensorType out = iota.getType();
@@ -430,12 +454,13 @@ FailureOr<SmallVector<Value>> lowerOp(Operation *op, OpBuilder &b,
       low.push_back(b.getIndexAttr(v));
     for (int64_t v : p.getHigh())
       high.push_back(b.getIndexAttr(v));
-    Value pad = isFloat(t) ? floatConst(b, loc, t, p.getValue().convertToDouble())
-                           : Value(arith::ConstantOp::create(
-                                 b, loc, t,
-                                 b.getIntegerAttr(
-                                     t, static_cast<int64_t>(
-                                            p.getValue().convertToDouble()))));
+    Value pad =
+        isFloat(t)
+            ? floatConst(b, loc, t, p.getValue().convertToDouble())
+            : Value(arith::ConstantOp::create(
+                  b, loc, t,
+                  b.getIntegerAttr(t, static_cast<int64_t>(
+                                          p.getValue().convertToDouble()))));
     return SmallVector<Value>{
         tensor::PadOp::create(b, loc, p.getType(), operands[0], low, high, pad)
             .getResult()};
@@ -445,8 +470,8 @@ FailureOr<SmallVector<Value>> lowerOp(Operation *op, OpBuilder &b,
     int64_t offset = 0, dim = c.getDim();
     for (Value in : operands) {
       RankedTensorType t = tensorType(in);
-      SmallVector<OpFoldResult> offs(t.getRank(), b.getIndexAttr(0)),
-          sizes, strides(t.getRank(), b.getIndexAttr(1));
+      SmallVector<OpFoldResult> offs(t.getRank(), b.getIndexAttr(0)), sizes,
+          strides(t.getRank(), b.getIndexAttr(1));
       for (int64_t s : t.getShape())
         sizes.push_back(b.getIndexAttr(s));
       offs[dim] = b.getIndexAttr(offset);
@@ -476,10 +501,10 @@ FailureOr<func::FuncOp> mlir::omni::buildKernelFunction(FusionOp fusion,
                                                         StringRef name) {
   OpBuilder b(kernels.getContext());
   b.setInsertionPointToEnd(kernels.getBody());
-  auto fn = func::FuncOp::create(
-      b, fusion.getLoc(), name,
-      b.getFunctionType(fusion.getInputs().getTypes(),
-                        fusion.getResultTypes()));
+  auto fn =
+      func::FuncOp::create(b, fusion.getLoc(), name,
+                           b.getFunctionType(fusion.getInputs().getTypes(),
+                                             fusion.getResultTypes()));
   Block *entry = fn.addEntryBlock();
   b.setInsertionPointToEnd(entry);
   IRMapping map;
@@ -496,8 +521,7 @@ FailureOr<func::FuncOp> mlir::omni::buildKernelFunction(FusionOp fusion,
       for (Value &v : operands)
         if (!seen.insert(v).second) {
           auto type = cast<RankedTensorType>(v.getType());
-          Value empty = tensor::EmptyOp::create(b, op.getLoc(),
-                                                type.getShape(),
+          Value empty = tensor::EmptyOp::create(b, op.getLoc(), type.getShape(),
                                                 type.getElementType());
           v = linalg::CopyOp::create(b, op.getLoc(), v, empty).getResult(0);
         }
@@ -559,8 +583,8 @@ FailureOr<func::FuncOp> mlir::omni::buildFlatKernelFunction(FusionOp fusion,
   for (Type t : fusion.getResultTypes())
     results.push_back(flat(t));
   b.setInsertionPointToEnd(kernels.getBody());
-  auto fn = func::FuncOp::create(b, loc, name,
-                                 b.getFunctionType(inputs, results));
+  auto fn =
+      func::FuncOp::create(b, loc, name, b.getFunctionType(inputs, results));
   Block *entry = fn.addEntryBlock();
   b.setInsertionPointToEnd(entry);
   Value size;
@@ -572,8 +596,8 @@ FailureOr<func::FuncOp> mlir::omni::buildFlatKernelFunction(FusionOp fusion,
   }
   SmallVector<Value> outs;
   for (Type t : results)
-    outs.push_back(tensor::EmptyOp::create(
-        b, loc, cast<RankedTensorType>(t), ValueRange{size}));
+    outs.push_back(tensor::EmptyOp::create(b, loc, cast<RankedTensorType>(t),
+                                           ValueRange{size}));
   SmallVector<AffineMap> maps(inputs.size() + results.size(),
                               b.getMultiDimIdentityMap(1));
   Block &body = fusion.getBody().front();
@@ -595,9 +619,10 @@ FailureOr<func::FuncOp> mlir::omni::buildFlatKernelFunction(FusionOp fusion,
           }
           if (auto c = dyn_cast<ConstantOp>(op)) {
             auto splat = cast<SplatElementsAttr>(c.getValue());
-            scalars.map(c.getResult(),
-                        arith::ConstantOp::create(
-                            nb, nl, cast<TypedAttr>(splat.getSplatValue<Attribute>())));
+            scalars.map(
+                c.getResult(),
+                arith::ConstantOp::create(
+                    nb, nl, cast<TypedAttr>(splat.getSplatValue<Attribute>())));
             continue;
           }
           SmallVector<Value> operands;

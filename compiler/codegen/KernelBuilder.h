@@ -32,9 +32,8 @@ bool isFlatElementwise(FusionOp fusion);
 /// Builds a kernel for a flat elementwise fusion over 1-D dynamic tensors
 /// (`tensor<?xT>` per input and result): one linalg.generic whose body is
 /// the composition of the fusion's scalar ops.
-FailureOr<func::FuncOp> buildFlatKernelFunction(FusionOp fusion,
-                                                ModuleOp kernels,
-                                                StringRef name);
+FailureOr<func::FuncOp>
+buildFlatKernelFunction(FusionOp fusion, ModuleOp kernels, StringRef name);
 
 } // namespace mlir::omni
 

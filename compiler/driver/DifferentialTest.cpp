@@ -219,44 +219,47 @@ protected:
 };
 
 TEST_F(DifferentialTest, LinearGeluLayerNormSoftmax) {
-  compare(R"(func.func @f(%x: tensor<6x16xf32>, %w: tensor<8x16xf32>, %b: tensor<8xf32>, %g: tensor<8xf32>) -> (tensor<6x8xf32>, tensor<6x8xf32>) {
+  compare(
+      R"(func.func @f(%x: tensor<6x16xf32>, %w: tensor<8x16xf32>, %b: tensor<8xf32>, %g: tensor<8xf32>) -> (tensor<6x8xf32>, tensor<6x8xf32>) {
       %y = omni.linear %x, %w bias %b : (tensor<6x16xf32>, tensor<8x16xf32>, tensor<8xf32>) -> tensor<6x8xf32>
       %a = omni.gelu tanh %y : tensor<6x8xf32>
       %n = omni.layer_norm %a weight %g bias %b : (tensor<6x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<6x8xf32>
       %s = omni.softmax %n, dim = 1 : tensor<6x8xf32>
       %r = omni.rms_norm %y weight %g : (tensor<6x8xf32>, tensor<8xf32>) -> tensor<6x8xf32>
       return %s, %r : tensor<6x8xf32>, tensor<6x8xf32> })",
-          "f",
-          {random({6, 16}, 1), random({8, 16}, 2), random({8}, 3),
-           random({8}, 4)});
+      "f",
+      {random({6, 16}, 1), random({8, 16}, 2), random({8}, 3), random({8}, 4)});
 }
 
 TEST_F(DifferentialTest, ConvAttentionAndTransposedMatmul) {
-  compare(R"(func.func @f(%x: tensor<1x3x8x8xf32>, %k: tensor<4x3x3x3xf32>, %q: tensor<1x2x5x4xf32>, %kk: tensor<1x2x6x4xf32>, %m: tensor<1x1x5x6xf32>, %a: tensor<3x5x4xf32>, %b: tensor<6x4xf32>) -> (tensor<1x4x4x4xf32>, tensor<1x2x5x4xf32>, tensor<3x5x6xf32>) {
+  compare(
+      R"(func.func @f(%x: tensor<1x3x8x8xf32>, %k: tensor<4x3x3x3xf32>, %q: tensor<1x2x5x4xf32>, %kk: tensor<1x2x6x4xf32>, %m: tensor<1x1x5x6xf32>, %a: tensor<3x5x4xf32>, %b: tensor<6x4xf32>) -> (tensor<1x4x4x4xf32>, tensor<1x2x5x4xf32>, tensor<3x5x6xf32>) {
       %c = omni.conv2d %x, %k {strides = array<i64: 2, 2>, padding = array<i64: 1, 1>} : tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32> -> tensor<1x4x4x4xf32>
       %o = omni.attention %q, %kk, %kk mask %m : (tensor<1x2x5x4xf32>, tensor<1x2x6x4xf32>, tensor<1x2x6x4xf32>, tensor<1x1x5x6xf32>) -> tensor<1x2x5x4xf32>
       %p = omni.matmul %a, %b transpose_rhs : tensor<3x5x4xf32>, tensor<6x4xf32> -> tensor<3x5x6xf32>
       return %c, %o, %p : tensor<1x4x4x4xf32>, tensor<1x2x5x4xf32>, tensor<3x5x6xf32> })",
-          "f",
-          {random({1, 3, 8, 8}, 5), random({4, 3, 3, 3}, 6),
-           random({1, 2, 5, 4}, 7), random({1, 2, 6, 4}, 8),
-           random({1, 1, 5, 6}, 9), random({3, 5, 4}, 10), random({6, 4}, 11)});
+      "f",
+      {random({1, 3, 8, 8}, 5), random({4, 3, 3, 3}, 6),
+       random({1, 2, 5, 4}, 7), random({1, 2, 6, 4}, 8),
+       random({1, 1, 5, 6}, 9), random({3, 5, 4}, 10), random({6, 4}, 11)});
 }
 
 TEST_F(DifferentialTest, RandomNumbersAreBitIdentical) {
-  compare(R"(func.func @f(%key: tensor<i64>, %ctr: tensor<i64>) -> (tensor<3x50xf32>, tensor<7xf32>) {
+  compare(
+      R"(func.func @f(%key: tensor<i64>, %ctr: tensor<i64>) -> (tensor<3x50xf32>, tensor<7xf32>) {
       %off = omni.constant dense<100> : tensor<i64>
       %n = omni.random_normal %key, %ctr, %off : tensor<3x50xf32>
       %u = omni.random_uniform %key, %ctr, %off : tensor<7xf32>
       return %n, %u : tensor<3x50xf32>, tensor<7xf32> })",
-          "f",
-          {HostTensor::scalarInt(DType::I64, 1234567890123LL),
-           HostTensor::scalarInt(DType::I64, 42)},
-          /*rel=*/0.0, /*abs=*/0.0);
+      "f",
+      {HostTensor::scalarInt(DType::I64, 1234567890123LL),
+       HostTensor::scalarInt(DType::I64, 42)},
+      /*rel=*/0.0, /*abs=*/0.0);
 }
 
 TEST_F(DifferentialTest, LoopStoresStepsThroughSlices) {
-  compare(R"(func.func @f(%x0: tensor<2x3xf32>) -> (tensor<4x2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>) {
+  compare(
+      R"(func.func @f(%x0: tensor<2x3xf32>) -> (tensor<4x2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>) {
       %c0 = arith.constant 0 : index
       %c1 = arith.constant 1 : index
       %c4 = arith.constant 4 : index
@@ -269,7 +272,7 @@ TEST_F(DifferentialTest, LoopStoresStepsThroughSlices) {
       }
       %second = tensor.extract_slice %r#1[%c1, 0, 0] [1, 2, 3] [1, 1, 1] : tensor<4x2x3xf32> to tensor<2x3xf32>
       return %r#1, %r#0, %second : tensor<4x2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32> })",
-          "f", {random({2, 3}, 12)});
+      "f", {random({2, 3}, 12)});
 }
 
 TEST_F(DifferentialTest, LoopFillsAnEmptyTensor) {
@@ -289,7 +292,8 @@ TEST_F(DifferentialTest, LoopFillsAnEmptyTensor) {
 }
 
 TEST_F(DifferentialTest, SwappingLoopCarriesStayCorrect) {
-  compare(R"(func.func @f(%a: tensor<4xf32>, %b: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  compare(
+      R"(func.func @f(%a: tensor<4xf32>, %b: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
       %c0 = arith.constant 0 : index
       %c1 = arith.constant 1 : index
       %c3 = arith.constant 3 : index
@@ -297,11 +301,12 @@ TEST_F(DifferentialTest, SwappingLoopCarriesStayCorrect) {
         scf.yield %y, %x : tensor<4xf32>, tensor<4xf32>
       }
       return %r#0, %r#1 : tensor<4xf32>, tensor<4xf32> })",
-          "f", {random({4}, 13), random({4}, 14)});
+      "f", {random({4}, 13), random({4}, 14)});
 }
 
 TEST_F(DifferentialTest, ElementwiseShapeAndReductionOps) {
-  compare(R"(func.func @f(%x: tensor<4x6xf32>, %y: tensor<4x6xf32>) -> (tensor<4x6xf32>, tensor<6x4xf32>, tensor<4xf32>, tensor<6xf32>, tensor<4xf32>, tensor<2x9xf32>, tensor<4x6xi64>, tensor<4x6xf32>) {
+  compare(
+      R"(func.func @f(%x: tensor<4x6xf32>, %y: tensor<4x6xf32>) -> (tensor<4x6xf32>, tensor<6x4xf32>, tensor<4xf32>, tensor<6xf32>, tensor<4xf32>, tensor<2x9xf32>, tensor<4x6xi64>, tensor<4x6xf32>) {
       %a = omni.abs %x : tensor<4x6xf32>
       %e = omni.exp %x : tensor<4x6xf32>
       %l = omni.log %e : tensor<4x6xf32>
@@ -339,11 +344,12 @@ TEST_F(DifferentialTest, ElementwiseShapeAndReductionOps) {
       %p = omni.compare gt, %x, %y : tensor<4x6xf32>
       %sel = omni.select %p, %x, %y : tensor<4x6xi1>, tensor<4x6xf32>
       return %r, %tr, %mx, %mn, %me, %ct, %io, %sel : tensor<4x6xf32>, tensor<6x4xf32>, tensor<4xf32>, tensor<6xf32>, tensor<4xf32>, tensor<2x9xf32>, tensor<4x6xi64>, tensor<4x6xf32> })",
-          "f", {random({4, 6}, 15, -2.0, 2.0), random({4, 6}, 16, -2.0, 2.0)});
+      "f", {random({4, 6}, 15, -2.0, 2.0), random({4, 6}, 16, -2.0, 2.0)});
 }
 
 TEST_F(DifferentialTest, DiffusionRLOps) {
-  compare(R"(func.func @f(%x: tensor<4x12xf32>, %vv: tensor<8x12xf32>, %e: tensor<4x12xf32>, %r: tensor<4xf32>, %old: tensor<4xf32>, %p: tensor<12xf32>, %g: tensor<12xf32>, %m: tensor<12xf32>) -> (tensor<4x12xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>, tensor<12xf32>, tensor<12xf32>, tensor<f32>) {
+  compare(
+      R"(func.func @f(%x: tensor<4x12xf32>, %vv: tensor<8x12xf32>, %e: tensor<4x12xf32>, %r: tensor<4xf32>, %old: tensor<4xf32>, %p: tensor<12xf32>, %g: tensor<12xf32>, %m: tensor<12xf32>) -> (tensor<4x12xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>, tensor<12xf32>, tensor<12xf32>, tensor<f32>) {
       %s, %ts = omni.flow_schedule static_shift steps = 10 : tensor<11xf32>, tensor<10xf32>
       %i = arith.constant 2 : index
       %v = omni.cfg_combine %vv {guidance_scale = 4.5} : tensor<8x12xf32> -> tensor<4x12xf32>
@@ -355,11 +361,11 @@ TEST_F(DifferentialTest, DiffusionRLOps) {
       %t = omni.constant dense<3> : tensor<i64>
       %p2, %m2, %v2 = omni.adamw %p, %cg, %m, %m, %t {lr = 1.0e-2} : tensor<12xf32>
       return %xn, %lp, %lpc, %l, %akl, %p2, %m2, %n : tensor<4x12xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>, tensor<12xf32>, tensor<12xf32>, tensor<f32> })",
-          "f",
-          {random({4, 12}, 17), random({8, 12}, 18), random({4, 12}, 19),
-           random({4}, 20), random({4}, 21, -1.0, 0.0), random({12}, 22),
-           random({12}, 23), random({12}, 24, 0.0, 1.0)},
-          /*rel=*/1e-4, /*abs=*/1e-5);
+      "f",
+      {random({4, 12}, 17), random({8, 12}, 18), random({4, 12}, 19),
+       random({4}, 20), random({4}, 21, -1.0, 0.0), random({12}, 22),
+       random({12}, 23), random({12}, 24, 0.0, 1.0)},
+      /*rel=*/1e-4, /*abs=*/1e-5);
 }
 
 TEST_F(DifferentialTest, JpegRewardHostCall) {
@@ -373,13 +379,14 @@ TEST_F(DifferentialTest, JpegRewardHostCall) {
 TEST_F(DifferentialTest, ElementwiseKernelSplitIntoChunks) {
   // 100000 elements: a flat elementwise kernel of 7 work items of 16384
   // elements (the last one partial), spread over the runtime's threads.
-  compare(R"(func.func @f(%a: tensor<100000xf32>, %b: tensor<100000xf32>) -> (tensor<100000xf32>, tensor<100000xi1>) {
+  compare(
+      R"(func.func @f(%a: tensor<100000xf32>, %b: tensor<100000xf32>) -> (tensor<100000xf32>, tensor<100000xi1>) {
       %s = omni.add %a, %b : tensor<100000xf32>
       %t = omni.tanh %s : tensor<100000xf32>
       %m = omni.mul %t, %a : tensor<100000xf32>
       %p = omni.compare gt, %m, %b : tensor<100000xf32>
       return %m, %p : tensor<100000xf32>, tensor<100000xi1> })",
-          "f", {random({100000}, 26), random({100000}, 27)});
+      "f", {random({100000}, 26), random({100000}, 27)});
 }
 
 // Long float reductions (issue 11): a compiled sum's error must not grow
@@ -416,15 +423,20 @@ TEST_F(LongReductionTest, Float32SumsOf2To18And2To22ElementsMatchFloat64) {
     HostTensor x = random({n}, 31, 0.0, 1.0);
     std::string N = std::to_string(n), R = std::to_string(n / 16);
     std::string source =
-        "func.func @f(%x: tensor<" + N + "xf32>) -> (tensor<f32>, tensor<f32>, "
+        "func.func @f(%x: tensor<" + N +
+        "xf32>) -> (tensor<f32>, tensor<f32>, "
         "tensor<16xf32>) {\n"
-        "  %s = omni.reduce sum %x dims = [0] : tensor<" + N +
+        "  %s = omni.reduce sum %x dims = [0] : tensor<" +
+        N +
         "xf32> -> tensor<f32>\n"
-        "  %m = omni.reduce mean %x dims = [0] : tensor<" + N +
+        "  %m = omni.reduce mean %x dims = [0] : tensor<" +
+        N +
         "xf32> -> tensor<f32>\n"
-        "  %x2 = omni.reshape %x : tensor<" + N + "xf32> -> tensor<" + R +
+        "  %x2 = omni.reshape %x : tensor<" +
+        N + "xf32> -> tensor<" + R +
         "x16xf32>\n"
-        "  %c = omni.reduce sum %x2 dims = [0] : tensor<" + R +
+        "  %c = omni.reduce sum %x2 dims = [0] : tensor<" +
+        R +
         "x16xf32> -> tensor<16xf32>\n"
         "  return %s, %m, %c : tensor<f32>, tensor<f32>, tensor<16xf32> }";
     std::vector<HostTensor> got = run(source, {x});
@@ -455,9 +467,11 @@ TEST_F(LongReductionTest, Float64SumsAreCompensated) {
   std::vector<HostTensor> got =
       run("func.func @f(%x: tensor<" + N +
               "xf64>) -> (tensor<f64>, tensor<f64>) {\n"
-              "  %s = omni.reduce sum %x dims = [0] : tensor<" + N +
+              "  %s = omni.reduce sum %x dims = [0] : tensor<" +
+              N +
               "xf64> -> tensor<f64>\n"
-              "  %m = omni.reduce mean %x dims = [0] : tensor<" + N +
+              "  %m = omni.reduce mean %x dims = [0] : tensor<" +
+              N +
               "xf64> -> tensor<f64>\n"
               "  return %s, %m : tensor<f64>, tensor<f64> }",
           {HostTensor::fromDoubles(DType::F64, {n}, v)});
@@ -471,17 +485,17 @@ TEST_F(LongReductionTest, NonFiniteElementsStayNonFinite) {
   // the infinity (and NaN stays NaN), in f64 and in f32.
   double inf = std::numeric_limits<double>::infinity();
   std::vector<double> v = {1.0, inf, 2.0, 3.0};
-  std::vector<HostTensor> got =
-      run("func.func @f(%x: tensor<4xf64>, %y: tensor<4xf32>, %z: "
-          "tensor<4xf64>) -> (tensor<f64>, tensor<f32>, tensor<f64>) {\n"
-          "  %s = omni.reduce sum %x dims = [0] : tensor<4xf64> -> tensor<f64>\n"
-          "  %t = omni.reduce sum %y dims = [0] : tensor<4xf32> -> tensor<f32>\n"
-          "  %u = omni.reduce sum %z dims = [0] : tensor<4xf64> -> tensor<f64>\n"
-          "  return %s, %t, %u : tensor<f64>, tensor<f32>, tensor<f64> }",
-          {HostTensor::fromDoubles(DType::F64, {4}, v),
-           HostTensor::fromDoubles(DType::F32, {4}, v),
-           HostTensor::fromDoubles(DType::F64, {4},
-                                   {1.0, std::nan(""), inf, 2.0})});
+  std::vector<HostTensor> got = run(
+      "func.func @f(%x: tensor<4xf64>, %y: tensor<4xf32>, %z: "
+      "tensor<4xf64>) -> (tensor<f64>, tensor<f32>, tensor<f64>) {\n"
+      "  %s = omni.reduce sum %x dims = [0] : tensor<4xf64> -> tensor<f64>\n"
+      "  %t = omni.reduce sum %y dims = [0] : tensor<4xf32> -> tensor<f32>\n"
+      "  %u = omni.reduce sum %z dims = [0] : tensor<4xf64> -> tensor<f64>\n"
+      "  return %s, %t, %u : tensor<f64>, tensor<f32>, tensor<f64> }",
+      {HostTensor::fromDoubles(DType::F64, {4}, v),
+       HostTensor::fromDoubles(DType::F32, {4}, v),
+       HostTensor::fromDoubles(DType::F64, {4},
+                               {1.0, std::nan(""), inf, 2.0})});
   ASSERT_EQ(got.size(), 3u);
   EXPECT_EQ(got[0].floats()[0], inf);
   EXPECT_EQ(got[1].floats()[0], inf);
@@ -496,7 +510,8 @@ TEST_F(LongReductionTest, SdeStepLogProbOfAnSd3LatentMatchesFloat64) {
   // are rounded to float32 before the mean; their rounding errors average
   // out, so only the summation could break the bound (it was 3e-5..7e-5
   // with a float32 accumulator).
-  const char *source = R"(func.func @f(%x: tensor<2x16x128x128xf32>, %v: tensor<2x16x128x128xf32>, %e: tensor<2x16x128x128xf32>) -> (tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) {
+  const char *source =
+      R"(func.func @f(%x: tensor<2x16x128x128xf32>, %v: tensor<2x16x128x128xf32>, %e: tensor<2x16x128x128xf32>) -> (tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) {
       %s, %ts = omni.flow_schedule static_shift steps = 10 : tensor<11xf32>, tensor<10xf32>
       %i = arith.constant 3 : index
       %xn, %lp, %mu, %std = omni.sde_step sde %x, %v, %s[%i] noise %e : tensor<2x16x128x128xf32>, tensor<11xf32>
@@ -530,8 +545,8 @@ TEST_F(LongReductionTest, SdeStepLogProbOfAnSd3LatentMatchesFloat64) {
   for (size_t r = 0; r < 4; ++r)
     for (size_t b = 0; b < 2; ++b) {
       double w = (*want)[r].floats()[b], g = (*got)[r].floats()[b];
-      EXPECT_NEAR(g, w, 1e-6 * std::abs(w)) << "result " << r << " sample "
-                                            << b;
+      EXPECT_NEAR(g, w, 1e-6 * std::abs(w))
+          << "result " << r << " sample " << b;
     }
 }
 
@@ -610,14 +625,15 @@ TEST_F(DifferentialTest, InferredStateIsSharedByInitAndStep) {
   auto executor = compile(*module);
   ASSERT_TRUE(executor);
   EXPECT_EQ(executor->stateNames(), (std::vector<std::string>{"w", "step"}));
-  auto init =
-      ::omni::executor::runHostTensors(*executor, "init_state", {HostTensor::scalarInt(DType::I64, 1)});
+  auto init = ::omni::executor::runHostTensors(
+      *executor, "init_state", {HostTensor::scalarInt(DType::I64, 1)});
   ASSERT_TRUE(init.ok()) << init.status();
   EXPECT_TRUE(init->empty());
   for (int64_t i = 0; i < 3; ++i) {
-    auto loss =
-        ::omni::executor::runHostTensors(*executor, "train_step", {HostTensor::scalarInt(DType::I64, 1),
-                                     HostTensor::scalarInt(DType::I64, i)});
+    auto loss = ::omni::executor::runHostTensors(
+        *executor, "train_step",
+        {HostTensor::scalarInt(DType::I64, 1),
+         HostTensor::scalarInt(DType::I64, i)});
     ASSERT_TRUE(loss.ok()) << loss.status();
     ASSERT_EQ(loss->size(), 1u);
     // w halves every step: sum(w) = -1 / 2^i before step i.
@@ -710,8 +726,8 @@ TEST_F(ToyDifferentialTest, ResidentTrainStepMatchesStateAsArguments) {
     args.push_back(HostTensor::scalarInt(DType::I64, it));
     auto want = ::omni::executor::runHostTensors(*plain, "train_step", args);
     ASSERT_TRUE(want.ok()) << want.status();
-    auto got = ::omni::executor::runHostTensors(*resident, "train_step",
-                             {seed, HostTensor::scalarInt(DType::I64, it)});
+    auto got = ::omni::executor::runHostTensors(
+        *resident, "train_step", {seed, HostTensor::scalarInt(DType::I64, it)});
     ASSERT_TRUE(got.ok()) << got.status();
     ASSERT_EQ(want->size(), 16u);
     ASSERT_EQ(got->size(), 3u);

@@ -102,8 +102,8 @@ TEST(Target, PortableCodeRunsHere) {
   ASSERT_TRUE(device.ok()) << device.status();
   auto executor = omni::executor::Executor::create(*program, **device);
   ASSERT_TRUE(executor.ok()) << executor.status();
-  auto out = omni::executor::runHostTensors(**executor, 
-      "main",
+  auto out = omni::executor::runHostTensors(
+      **executor, "main",
       {omni::HostTensor::fromDoubles(omni::DType::F32, {4}, {0.5, 1, 2, 3})});
   ASSERT_TRUE(out.ok()) << out.status();
   absl::Span<const double> y = out->at(0).floats();

@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/train/driver/Trainer.h"
 #include "compiler/codegen/Codegen.h"
 #include "compiler/stepbin/StepWriter.h"
 #include "dialects/omni/OmniOps.h"
@@ -21,13 +22,12 @@
 #include "runtime/flowgrpo/Philox.h"
 #include "runtime/hal/drivers/Drivers.h"
 #include "runtime/loader/Program.h"
+#include "runtime/omnirun/OmniRun.h"
 #include "runtime/train/checkpoint/Checkpoint.h"
-#include "runtime/train/driver/Trainer.h"
 #include "runtime/train/image/Png.h"
 #include "runtime/train/prompts/Prompts.h"
 #include "runtime/train/rewards/RewardFunctions.h"
 #include "runtime/train/rewards/Rewards.h"
-#include "runtime/omnirun/OmniRun.h"
 
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
@@ -424,16 +424,16 @@ TEST_F(DataTrainerTest, AStepMayTakePromptEmbedsOnly) {
   auto metrics = trainMetrics(options, "m");
   ASSERT_EQ(metrics.size(), 3u);
   EXPECT_EQ(metrics[0]["prompt_sum_0"], 0.0);
-  EXPECT_EQ(metrics[1]["prompt_sum_0"], 12.0);  // prompt 2
-  EXPECT_EQ(metrics[2]["prompt_sum_0"], 0.0);   // prompt 4 mod 4
+  EXPECT_EQ(metrics[1]["prompt_sum_0"], 12.0); // prompt 2
+  EXPECT_EQ(metrics[2]["prompt_sum_0"], 0.0);  // prompt 4 mod 4
 }
 
 TEST_F(DataTrainerTest, PromptFileErrorsNameFileTensorExpectedAndFound) {
   TrainOptions options;
-  std::string path = writeTensors(
-      "bad.safetensors",
-      {{"prompt_embeds", HostTensor(DType::F32, {4, 3, 5})},
-       {"pooled_prompt_embeds", HostTensor(DType::F32, {4, 2})}});
+  std::string path =
+      writeTensors("bad.safetensors",
+                   {{"prompt_embeds", HostTensor(DType::F32, {4, 3, 5})},
+                    {"pooled_prompt_embeds", HostTensor(DType::F32, {4, 2})}});
   options.promptsPath = path;
   std::string log;
   absl::Status s = train(options, log);
@@ -452,8 +452,8 @@ TEST_F(DataTrainerTest, PromptFileErrorsNameFileTensorExpectedAndFound) {
 
 TEST_F(DataTrainerTest, InitOverridesParametersAndTheReferenceCopy) {
   std::vector<NamedTensor> weights = {
-      {"proj.weight", HostTensor::fromDoubles(
-                          DType::F32, {12, 4}, std::vector<double>(48, 0.125))},
+      {"proj.weight", HostTensor::fromDoubles(DType::F32, {12, 4},
+                                              std::vector<double>(48, 0.125))},
       {"proj.bias", HostTensor(DType::F32, {12})}};
   std::string path = writeTensors("init.safetensors", weights);
   TrainOptions plain;
@@ -485,8 +485,8 @@ TEST_F(DataTrainerTest, InitWidensHalfPrecisionAndSkipsNamedBuffers) {
   // A diffusers-style file: bf16/f16 weights and a buffer the program
   // computes itself.
   std::vector<NamedTensor> weights = {
-      {"proj.weight", HostTensor::fromDoubles(
-                          DType::BF16, {12, 4}, std::vector<double>(48, 0.125))},
+      {"proj.weight", HostTensor::fromDoubles(DType::BF16, {12, 4},
+                                              std::vector<double>(48, 0.125))},
       {"proj.bias", HostTensor(DType::F16, {12})},
       {"pos_embed.pos_embed", HostTensor(DType::F32, {1, 3})},
       {"encoder.conv_in.weight", HostTensor(DType::F32, {2})},
@@ -816,9 +816,9 @@ TEST_F(DataTrainerTest, CheckpointMetadataIsChecked) {
                                 "as the file's step");
   std::vector<NamedTensor> missing(ckpt->tensors.begin() + 1,
                                    ckpt->tensors.end());
-  ASSERT_TRUE(::omni::checkpoint::saveCheckpoint(out, 1, missing,
-                                                 {{"seed", "2"}})
-                  .ok());
+  ASSERT_TRUE(
+      ::omni::checkpoint::saveCheckpoint(out, 1, missing, {{"seed", "2"}})
+          .ok());
   s = train(options, log);
   EXPECT_EQ(s.message(), out + ": the checkpoint of step 1 has no tensor '" +
                              ckpt->tensors[0].name + "'");
@@ -1047,8 +1047,7 @@ TEST_F(DataTrainerTest, AStopRequestSavesTheLastIterationAndSaysWhere) {
                              step2 + "; continue with --resume " +
                              options.outDir);
   EXPECT_EQ(readText(fs::path(options.outDir) / "latest"), "2\n");
-  EXPECT_EQ(readMetrics(fs::path(options.outDir) / "metrics.jsonl").size(),
-            2u);
+  EXPECT_EQ(readMetrics(fs::path(options.outDir) / "metrics.jsonl").size(), 2u);
   // Resuming ends where an uninterrupted run ends.
   TrainOptions resumed = options;
   resumed.steps = 4;
@@ -1095,13 +1094,13 @@ TEST_F(DataTrainerTest, AFailedSideOutputSavesTheStateFirst) {
   s = train(samples, log);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.message(),
-            samples.outDir + "/samples: expected a folder (training state of "
-                             "iteration 2 saved in " +
+            samples.outDir +
+                "/samples: expected a folder (training state of "
+                "iteration 2 saved in " +
                 ::omni::checkpoint::checkpointPath(samples.outDir, 2) + ")");
   // The metrics line of iteration 2 was written before the grid failed;
   // a resume continues after it.
-  EXPECT_EQ(readMetrics(fs::path(samples.outDir) / "metrics.jsonl").size(),
-            2u);
+  EXPECT_EQ(readMetrics(fs::path(samples.outDir) / "metrics.jsonl").size(), 2u);
 }
 
 TEST_F(DataTrainerTest, ResumeCutsTheMetricsAndRemovesStaleTemporaries) {
@@ -1163,7 +1162,8 @@ TEST_F(DataTrainerTest, KeepLastBoundsTheCheckpoints) {
   ASSERT_TRUE(steps.ok());
   EXPECT_EQ(*steps, (std::vector<int64_t>{4, 5}));
   options.keepLast = -1;
-  EXPECT_EQ(train(options, log).message(), "--keep-last must be >= 0, found -1");
+  EXPECT_EQ(train(options, log).message(),
+            "--keep-last must be >= 0, found -1");
 }
 
 TEST_F(DataTrainerTest, ResumingNothingIsAnErrorUnlessAskedToStartFresh) {
@@ -1327,17 +1327,17 @@ TEST_F(DataTrainerTest, CommandLine) {
        {"proj.bias", HostTensor(DType::F32, {12})}});
   std::string prompts = countingPrompts(4);
   CommandResult r = omnirun({bin, "--steps", "2", "--seed=3", "--out", out,
-                   "--prompts=" + prompts, "--init", "transformer=" + init,
-                   "--reward", "brightness", "--save-every=1",
-                   "--sample-every", "1"});
+                             "--prompts=" + prompts, "--init",
+                             "transformer=" + init, "--reward", "brightness",
+                             "--save-every=1", "--sample-every", "1"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.err, "");
   EXPECT_NE(r.out.find("weight_sum 12  ref_sum 12"), std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("iter 2/2"), std::string::npos) << r.out;
-  for (const char *f : {"step-1.safetensors", "step-2.safetensors", "latest",
-                        "metrics.jsonl", "samples/iter-1.png",
-                        "samples/iter-2.png"})
+  for (const char *f :
+       {"step-1.safetensors", "step-2.safetensors", "latest", "metrics.jsonl",
+        "samples/iter-1.png", "samples/iter-2.png"})
     EXPECT_TRUE(fs::exists(fs::path(out) / f)) << f;
   auto metrics = readMetrics(fs::path(out) / "metrics.jsonl");
   ASSERT_EQ(metrics.size(), 2u);
@@ -1345,10 +1345,11 @@ TEST_F(DataTrainerTest, CommandLine) {
 
   // `--resume DIR` continues there (out defaults to DIR); --init without a
   // prefix means transformer (applied only to fresh runs).
-  r = omnirun({bin, "--resume", out, "--steps", "3", "--seed", "3",
-               "--prompts", prompts, "--init=" + init});
+  r = omnirun({bin, "--resume", out, "--steps", "3", "--seed", "3", "--prompts",
+               prompts, "--init=" + init});
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("resumed from " + out + " at iteration 2 (--init not "
+  EXPECT_NE(r.out.find("resumed from " + out +
+                       " at iteration 2 (--init not "
                        "applied: the checkpoint has the weights)"),
             std::string::npos)
       << r.out;
@@ -1358,12 +1359,13 @@ TEST_F(DataTrainerTest, CommandLine) {
   // Old flag names still work.
   std::string old = (dir / "old").string();
   r = omnirun({bin, "--train", "--steps=2", "--checkpoint-dir=" + old,
-               "--checkpoint-every=1", "--metrics=" + (dir / "old.jsonl").string()});
+               "--checkpoint-every=1",
+               "--metrics=" + (dir / "old.jsonl").string()});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(fs::exists(fs::path(old) / "step-1.safetensors"));
   EXPECT_EQ(readMetrics(dir / "old.jsonl").size(), 2u);
-  r = omnirun({bin, "--train", "--steps=3", "--checkpoint-dir=" + old,
-               "--resume"});
+  r = omnirun(
+      {bin, "--train", "--steps=3", "--checkpoint-dir=" + old, "--resume"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("resumed from " + old + " at iteration 2"),
             std::string::npos);

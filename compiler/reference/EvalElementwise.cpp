@@ -119,7 +119,6 @@ template <typename T> bool compare(om::CompareDirection d, T a, T b) {
   return false;
 }
 
-
 absl::StatusOr<Results> evalCompare(om::CompareOp op, Interpreter &interp) {
   const HostTensor &a = interp.get(op.getLhs());
   const HostTensor &b = interp.get(op.getRhs());

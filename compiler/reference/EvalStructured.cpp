@@ -150,10 +150,10 @@ resolveSlice(mlir::Operation *op, llvm::ArrayRef<mlir::OpFoldResult> offsets,
     int64_t last = box.offsets[d] + (box.sizes[d] - 1) * box.strides[d];
     if (box.offsets[d] < 0 || box.sizes[d] < 0 || box.strides[d] < 1 ||
         (box.sizes[d] > 0 && last >= shape[d]))
-      return opError(op, "slice of dimension " + llvm::Twine(d) +
-                             " (offset " + llvm::Twine(box.offsets[d]) +
-                             ", size " + llvm::Twine(box.sizes[d]) +
-                             ", stride " + llvm::Twine(box.strides[d]) +
+      return opError(op, "slice of dimension " + llvm::Twine(d) + " (offset " +
+                             llvm::Twine(box.offsets[d]) + ", size " +
+                             llvm::Twine(box.sizes[d]) + ", stride " +
+                             llvm::Twine(box.strides[d]) +
                              ") is outside the size " + llvm::Twine(shape[d]));
   }
   return box;

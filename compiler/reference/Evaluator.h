@@ -1,13 +1,13 @@
 //===- Evaluator.h - Reference evaluator of omni programs -------*- C++ -*-===//
 //
-// The oracle of docs/architecture.md section 4: evaluates a function of a verified omni
-// module on host tensors, op by op, with no code generation. Every backend is
-// differentially tested against it and gradient checks run through it, so
-// it favours being obviously right over being fast: each op is computed in
-// double from its operands and, in float32 mode, rounded once to its result
-// element type. The diffusion RL ops call the normative FlowGRPO math of
-// runtime/flowgrpo, random_normal/random_uniform its Philox generator, and
-// host_call a registry of named host functions (the rewards by default).
+// The oracle of docs/architecture.md section 4: evaluates a function of a
+// verified omni module on host tensors, op by op, with no code generation.
+// Every backend is differentially tested against it and gradient checks run
+// through it, so it favours being obviously right over being fast: each op is
+// computed in double from its operands and, in float32 mode, rounded once to
+// its result element type. The diffusion RL ops call the normative FlowGRPO
+// math of runtime/flowgrpo, random_normal/random_uniform its Philox generator,
+// and host_call a registry of named host functions (the rewards by default).
 //
 // It evaluates the omni dialect plus the func (call, return), scf (for, if,
 // yield) and arith/tensor ops that programs use for scalars and indices.

@@ -32,14 +32,14 @@ protected:
     mlir::omni::registerOmniDialects(registry);
     context.appendDialectRegistry(registry);
     context.loadAllAvailableDialects();
-    module = parseSourceFile<ModuleOp>(
-        OMNI_SOURCE_DIR "/examples/flowgrpo-toy/toy.mlir",
-        ParserConfig(&context));
+    module = parseSourceFile<ModuleOp>(OMNI_SOURCE_DIR
+                                       "/examples/flowgrpo-toy/toy.mlir",
+                                       ParserConfig(&context));
   }
 
-  std::vector<HostTensor> run(int64_t seed, int64_t iteration,
-                              reference::Precision precision =
-                                  reference::Precision::F32) {
+  std::vector<HostTensor>
+  run(int64_t seed, int64_t iteration,
+      reference::Precision precision = reference::Precision::F32) {
     reference::EvalOptions options;
     options.precision = precision;
     options.hostFunctions = &rewardFns;

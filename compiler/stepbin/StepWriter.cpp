@@ -56,17 +56,16 @@ LogicalResult Writer::collectState() {
       else if (state[it->second].type != type)
         return fn.emitOpError("has state '")
                << name.getValue() << "' of type " << t
-               << " but another function has it as "
-               << state[it->second].type;
+               << " but another function has it as " << state[it->second].type;
       return success();
     };
     for (unsigned i = 0; i < fn.getNumArguments(); ++i)
-      if (failed(visit(fn.getArgAttr(i, "omni.state"),
-                       fn.getArgumentTypes()[i])))
+      if (failed(
+              visit(fn.getArgAttr(i, "omni.state"), fn.getArgumentTypes()[i])))
         return failure();
     for (unsigned i = 0; i < fn.getNumResults(); ++i)
-      if (failed(visit(fn.getResultAttr(i, "omni.state"),
-                       fn.getResultTypes()[i])))
+      if (failed(
+              visit(fn.getResultAttr(i, "omni.state"), fn.getResultTypes()[i])))
         return failure();
   }
   return success();
@@ -94,12 +93,13 @@ LogicalResult Writer::writeFunction(func::FuncOp fn) {
     // A state argument reads its slot; the other arguments are the inputs,
     // numbered without the state.
     auto stateName = fn.getArgAttrOfType<StringAttr>(i, "omni.state");
-    uint32_t slotIndex = stateName ? stateIndex.lookup(stateName.getValue()) : 0;
-    FailureOr<uint32_t> t =
-        stateName ? newTensor(arg, st::Storage::State, slotIndex,
-                              state[slotIndex].role)
-                  : newTensor(arg, st::Storage::Argument, inputs.size(),
-                              st::Role::Input);
+    uint32_t slotIndex =
+        stateName ? stateIndex.lookup(stateName.getValue()) : 0;
+    FailureOr<uint32_t> t = stateName
+                                ? newTensor(arg, st::Storage::State, slotIndex,
+                                            state[slotIndex].role)
+                                : newTensor(arg, st::Storage::Argument,
+                                            inputs.size(), st::Role::Input);
     if (failed(t))
       return failure();
     // State is named by its slot, inputs by `omni.name`.
@@ -133,10 +133,10 @@ LogicalResult Writer::writeFunction(func::FuncOp fn) {
   if (failed(emitBlock(entry, commands)) ||
       failed(emitReturn(fn, ret, inputs.size(), outputs, commands)))
     return failure();
-  functions.push_back(st::CreateFunction(
-      fbb, fbb.CreateString(fn.getSymName().str()), fbb.CreateVector(inputs),
-      fbb.CreateVector(outputs), fbb.CreateVector(commands),
-      scalarNames.size()));
+  functions.push_back(
+      st::CreateFunction(fbb, fbb.CreateString(fn.getSymName().str()),
+                         fbb.CreateVector(inputs), fbb.CreateVector(outputs),
+                         fbb.CreateVector(commands), scalarNames.size()));
   return success();
 }
 
@@ -168,8 +168,7 @@ LogicalResult Writer::emitReturn(func::FuncOp fn, func::ReturnOp ret,
     if (!name)
       continue;
     uint32_t index = stateIndex.lookup(name.getValue());
-    if (tensors[*s].storage == st::Storage::State &&
-        tensors[*s].index == index)
+    if (tensors[*s].storage == st::Storage::State && tensors[*s].index == index)
       continue;
     stores.push_back({*s, index, cast<RankedTensorType>(v.getType())});
     overwritten.insert(index);
@@ -208,11 +207,11 @@ LogicalResult Writer::emitReturn(func::FuncOp fn, func::ReturnOp ret,
   for (Store &store : stores) {
     if (!readsOverwritten(store.source))
       continue;
-    int64_t bytes = store.type.getNumElements() *
-                    elementBytes(store.type.getElementType());
-    FailureOr<uint32_t> tmp =
-        newTensor(Value(), st::Storage::Arena, functionArena + extraBytes(bytes),
-                  st::Role::Transient, store.type);
+    int64_t bytes =
+        store.type.getNumElements() * elementBytes(store.type.getElementType());
+    FailureOr<uint32_t> tmp = newTensor(Value(), st::Storage::Arena,
+                                        functionArena + extraBytes(bytes),
+                                        st::Role::Transient, store.type);
     if (failed(tmp))
       return failure();
     (void)copyRange(ret, store.source, *tmp, 0, 0, -1, 0, 0, -1, 0, out);
@@ -225,8 +224,7 @@ LogicalResult Writer::emitReturn(func::FuncOp fn, func::ReturnOp ret,
     if (failed(slotTensor))
       return failure();
     tensors[*slotTensor].name = state[store.slot].name;
-    (void)copyRange(ret, store.source, *slotTensor, 0, 0, -1, 0, 0, -1, 0,
-                    out);
+    (void)copyRange(ret, store.source, *slotTensor, 0, 0, -1, 0, 0, -1, 0, out);
   }
   return success();
 }
@@ -276,8 +274,8 @@ FailureOr<std::vector<uint8_t>> Writer::write(StringRef producer) {
   auto root = st::CreateStep(
       fbb, /*version=*/1, fbb.CreateString(producer.str()), target,
       fbb.CreateVector(tensorOffsets), fbb.CreateVector(scalars), arenaSize,
-      *executables, fbb.CreateVector(constants),
-      fbb.CreateVector(stateSlots), fbb.CreateVector(functions), integrity);
+      *executables, fbb.CreateVector(constants), fbb.CreateVector(stateSlots),
+      fbb.CreateVector(functions), integrity);
   st::FinishStepBuffer(fbb, root);
   std::vector<uint8_t> bytes(fbb.GetBufferPointer(),
                              fbb.GetBufferPointer() + fbb.GetSize());

@@ -2,8 +2,9 @@
 //
 // Every tensor value maps to an entry of the tensor table whose storage is
 // the memory plan's arena offset (omni.offsets), a caller argument, a
-// donated argument, a constant, or a state slot. Scalars (index and i64 values) map to
-// index registers. Also the helpers every emitter uses to build a command.
+// donated argument, a constant, or a state slot. Scalars (index and i64 values)
+// map to index registers. Also the helpers every emitter uses to build a
+// command.
 //
 //===----------------------------------------------------------------------===//
 

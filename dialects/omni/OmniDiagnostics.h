@@ -21,7 +21,7 @@ namespace mlir::omni::diag {
 /// verifier passes one; speculative inference does not) and returns failure.
 template <typename... Args>
 LogicalResult inferError(std::optional<Location> loc, StringRef opName,
-                          Args &&...args) {
+                         Args &&...args) {
   if (loc) {
     InFlightDiagnostic diag = mlir::emitError(*loc);
     diag << "'" << opName << "' op ";

@@ -55,9 +55,8 @@ void OmniDialect::initialize() {
   addInterfaces<OmniInlinerInterface>();
 }
 
-Operation *OmniDialect::materializeConstant(OpBuilder &builder,
-                                            Attribute value, Type type,
-                                            Location loc) {
+Operation *OmniDialect::materializeConstant(OpBuilder &builder, Attribute value,
+                                            Type type, Location loc) {
   auto elements = dyn_cast<ElementsAttr>(value);
   if (!elements || elements.getType() != type)
     return nullptr;
@@ -75,9 +74,8 @@ void mlir::omni::registerOmniDialects(DialectRegistry &registry) {
 // ShardingAttr
 //===----------------------------------------------------------------------===//
 
-LogicalResult
-ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                     FlatSymbolRefAttr mesh, ArrayAttr dims) {
+LogicalResult ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                   FlatSymbolRefAttr mesh, ArrayAttr dims) {
   llvm::StringSet<> seen;
   for (auto [i, entry] : llvm::enumerate(dims)) {
     auto axes = dyn_cast<ArrayAttr>(entry);

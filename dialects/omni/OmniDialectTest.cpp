@@ -65,12 +65,12 @@ TEST_F(OmniDialectTest, InferredBuildersComputeShapes) {
         Value m = MatmulOp::create(b, loc, y, y, /*transpose_lhs=*/false,
                                    /*transpose_rhs=*/true);
         EXPECT_EQ(m.getType(), f32({2, 3, 3}));
-        Value t = TransposeOp::create(b, loc, m,
-                                      b.getDenseI64ArrayAttr({2, 0, 1}));
+        Value t =
+            TransposeOp::create(b, loc, m, b.getDenseI64ArrayAttr({2, 0, 1}));
         EXPECT_EQ(t.getType(), f32({3, 2, 3}));
-        return ReduceOp::create(
-            b, loc, ReduceKindAttr::get(&context, ReduceKind::sum), t,
-            b.getDenseI64ArrayAttr({0, 2}));
+        return ReduceOp::create(b, loc,
+                                ReduceKindAttr::get(&context, ReduceKind::sum),
+                                t, b.getDenseI64ArrayAttr({0, 2}));
       });
   ASSERT_TRUE(succeeded(verify(*module)));
   auto fn = cast<func::FuncOp>(module->getBody()->front());
@@ -87,13 +87,13 @@ TEST_F(OmniDialectTest, InferenceReportsBadShapesWithLocation) {
   OpBuilder b(&context);
   OwningOpRef<ModuleOp> module = ModuleOp::create(b.getUnknownLoc());
   b.setInsertionPointToEnd(module->getBody());
-  auto fn = func::FuncOp::create(b, b.getUnknownLoc(), "g",
-                                 b.getFunctionType({f32({2, 3}), f32({4, 5})},
-                                                   {}));
+  auto fn =
+      func::FuncOp::create(b, b.getUnknownLoc(), "g",
+                           b.getFunctionType({f32({2, 3}), f32({4, 5})}, {}));
   Block *entry = fn.addEntryBlock();
   MatmulOp::Adaptor adaptor(entry->getArguments());
-  EXPECT_TRUE(failed(MatmulOp::inferReturnTypes(
-      &context, b.getUnknownLoc(), adaptor, types)));
+  EXPECT_TRUE(failed(
+      MatmulOp::inferReturnTypes(&context, b.getUnknownLoc(), adaptor, types)));
   EXPECT_EQ(message, "'omni.matmul' op contraction dimensions differ: lhs "
                      "2x3 contracts 3 but rhs 4x5 contracts 4");
 }
@@ -106,17 +106,16 @@ TEST_F(OmniDialectTest, FlowScheduleFoldsToTheSd35Table) {
       b, b.getUnknownLoc(),
       ScheduleKindAttr::get(&context, ScheduleKind::static_shift),
       b.getI64IntegerAttr(10), b.getF64FloatAttr(3.0), nullptr,
-      b.getF64FloatAttr(0.5), b.getF64FloatAttr(0.9),
-      b.getI64IntegerAttr(256), b.getI64IntegerAttr(8192), nullptr);
+      b.getF64FloatAttr(0.5), b.getF64FloatAttr(0.9), b.getI64IntegerAttr(256),
+      b.getI64IntegerAttr(8192), nullptr);
   SmallVector<OpFoldResult> folded;
   ASSERT_TRUE(succeeded(op->fold(folded)));
   ASSERT_EQ(folded.size(), 2u);
   auto timesteps = cast<DenseElementsAttr>(cast<Attribute>(folded[1]));
   // docs/flowgrpo-math.md section 8, SD3.5 schedule, shift 3, N = 10.
-  const float expected[] = {1000.0f,     960.1293335f, 913.3489990f,
-                            857.6923218f, 790.3682861f, 707.2785034f,
-                            602.1505737f, 464.8760376f, 278.0487976f,
-                            8.9285717f};
+  const float expected[] = {
+      1000.0f,      960.1293335f, 913.3489990f, 857.6923218f, 790.3682861f,
+      707.2785034f, 602.1505737f, 464.8760376f, 278.0487976f, 8.9285717f};
   auto values = llvm::to_vector(timesteps.getValues<float>());
   ASSERT_EQ(values.size(), 10u);
   for (int i = 0; i < 10; ++i)
@@ -132,8 +131,8 @@ TEST_F(OmniDialectTest, CreateOrFoldRemovesIdentities) {
   OwningOpRef<ModuleOp> module = buildFunction(
       {f32({4, 2})}, [&](OpBuilder &b, Location loc, ValueRange args) {
         Value x = args[0];
-        Value same = b.createOrFold<TransposeOp>(
-            loc, x, b.getDenseI64ArrayAttr({0, 1}));
+        Value same =
+            b.createOrFold<TransposeOp>(loc, x, b.getDenseI64ArrayAttr({0, 1}));
         EXPECT_EQ(same, x);
         Value n = NegOp::create(b, loc, x);
         Value nn = b.createOrFold<NegOp>(loc, n);

@@ -18,10 +18,10 @@
 
 namespace mlir::omni {
 
-/// The per-step scalars of omni.sde_step (docs/flowgrpo-math.md section 2), as 0-D
-/// tensors of the latents' element type: the transition mean is
-/// `cx * x + cv * v`, the next sample `mean + q * noise`, and `std` is the
-/// op's std result. `euler` marks type ode or noise level 0 (no density).
+/// The per-step scalars of omni.sde_step (docs/flowgrpo-math.md section 2), as
+/// 0-D tensors of the latents' element type: the transition mean is `cx * x +
+/// cv * v`, the next sample `mean + q * noise`, and `std` is the op's std
+/// result. `euler` marks type ode or noise level 0 (no density).
 struct SdeCoefficients {
   Value s, sNext, dt, cx, cv, q, std;
   bool euler = false;
@@ -79,8 +79,8 @@ public:
     Value y = MatmulOp::create(b, loc, x, weight, /*transpose_lhs=*/false,
                                /*transpose_rhs=*/true);
     if (in.getRank() == 1)
-      y = ReshapeOp::create(b, loc,
-                            in.clone({typeOf(weight).getDimSize(0)}), y);
+      y = ReshapeOp::create(b, loc, in.clone({typeOf(weight).getDimSize(0)}),
+                            y);
     if (bias)
       y = add(y, alongLast(bias, typeOf(y)));
     return y;
@@ -105,9 +105,7 @@ public:
     return b.createOrFold<CastOp>(loc, RankedTensorType::get({}, elt), t);
   }
 
-  Value index(int64_t v) {
-    return arith::ConstantIndexOp::create(b, loc, v);
-  }
+  Value index(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
 
   /// Mean over every dimension but the first: one value per batch row.
   Value rowMean(Value x) {
@@ -174,9 +172,9 @@ public:
     Type elt = typeOf(op.getX()).getElementType();
     SdeCoefficients c;
     c.s = sigmaAt(op.getSigmas(), op.getStep(), elt);
-    c.sNext = sigmaAt(op.getSigmas(),
-                      arith::AddIOp::create(b, loc, op.getStep(), index(1)),
-                      elt);
+    c.sNext =
+        sigmaAt(op.getSigmas(),
+                arith::AddIOp::create(b, loc, op.getStep(), index(1)), elt);
     c.dt = sub(c.sNext, c.s);
     Value one = scalar(elt, 1.0);
     double a = op.getNoiseLevel().convertToDouble();
@@ -193,8 +191,7 @@ public:
       // mean = x (1 + std_dev^2 dt / 2s) + v (1 + std_dev^2 (1 - s) / 2s) dt.
       Value s1 = sigmaAt(op.getSigmas(), index(1), elt);
       Value denom = select(compare(CompareDirection::eq, c.s, one), s1, c.s);
-      Value stdDev =
-          scale(unary<SqrtOp>(div(c.s, sub(one, denom))), a);
+      Value stdDev = scale(unary<SqrtOp>(div(c.s, sub(one, denom))), a);
       Value var = mul(stdDev, stdDev);
       Value twoS = scale(c.s, 2.0);
       c.cx = add(one, div(mul(var, c.dt), twoS));

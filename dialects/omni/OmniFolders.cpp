@@ -43,8 +43,8 @@ static OpFoldResult foldSplat(Attribute operand, ShapedType resultType) {
 OpFoldResult NegOp::fold(FoldAdaptor adaptor) {
   if (auto inner = getOperand().getDefiningOp<NegOp>())
     return inner.getOperand();
-  return constFoldUnaryOp<FloatAttr, APFloat, void>(adaptor.getOperands(),
-                                     [](const APFloat &a) { return -a; });
+  return constFoldUnaryOp<FloatAttr, APFloat, void>(
+      adaptor.getOperands(), [](const APFloat &a) { return -a; });
 }
 
 OpFoldResult AddOp::fold(FoldAdaptor adaptor) {
@@ -165,8 +165,8 @@ LogicalResult FlowScheduleOp::fold(FoldAdaptor,
                                    SmallVectorImpl<OpFoldResult> &results) {
   absl::StatusOr<std::vector<float>> sigmas;
   if (getKind() == ScheduleKind::static_shift) {
-    sigmas = ::omni::flowgrpo::staticShiftSigmas(
-        getNumSteps(), getShift().convertToDouble());
+    sigmas = ::omni::flowgrpo::staticShiftSigmas(getNumSteps(),
+                                                 getShift().convertToDouble());
   } else {
     ::omni::flowgrpo::DynamicShiftOptions options;
     options.baseShift = getBaseShift().convertToDouble();
@@ -181,10 +181,9 @@ LogicalResult FlowScheduleOp::fold(FoldAdaptor,
   // The verifier has checked the options; a failure here leaves the op be.
   if (!sigmas.ok())
     return failure();
-  std::vector<float> timesteps =
-      ::omni::flowgrpo::timestepsFromSigmas(*sigmas);
-  results.push_back(DenseElementsAttr::get(getSigmas().getType(),
-                                           ArrayRef<float>(*sigmas)));
+  std::vector<float> timesteps = ::omni::flowgrpo::timestepsFromSigmas(*sigmas);
+  results.push_back(
+      DenseElementsAttr::get(getSigmas().getType(), ArrayRef<float>(*sigmas)));
   results.push_back(DenseElementsAttr::get(getTimesteps().getType(),
                                            ArrayRef<float>(timesteps)));
   return success();

@@ -2,9 +2,9 @@
 //
 // Shape inference (InferTypeOpInterface) for the ops whose result types
 // follow from their operands and attributes, the custom assembly directives,
-// (folders and canonicalization patterns are in OmniFolders.cpp). The inference functions
-// carry the ops' numbered shape constraints: they run while parsing (when
-// the result types are not spelled) and again from the verifier, which is
+// (folders and canonicalization patterns are in OmniFolders.cpp). The inference
+// functions carry the ops' numbered shape constraints: they run while parsing
+// (when the result types are not spelled) and again from the verifier, which is
 // why every check tolerates operands of any type. Plain verifiers are in
 // OmniVerify.cpp.
 //
@@ -40,8 +40,8 @@ static ParseResult parseEnumKeyword(OpAsmParser &parser, AttrT &attr) {
     return failure();
   std::optional<EnumT> value = symbolizeEnum<EnumT>(keyword);
   if (!value)
-    return parser.emitError(loc) << "unknown " << AttrT::getMnemonic()
-                                 << " '" << keyword << "'";
+    return parser.emitError(loc)
+           << "unknown " << AttrT::getMnemonic() << " '" << keyword << "'";
   attr = AttrT::get(parser.getContext(), *value);
   return success();
 }
@@ -68,16 +68,14 @@ static ParseResult parseSliceRanges(OpAsmParser &parser,
   auto parseOne = [&]() -> ParseResult {
     int64_t a, b, c;
     if (parser.parseInteger(a) || parser.parseColon() ||
-        parser.parseInteger(b) || parser.parseColon() ||
-        parser.parseInteger(c))
+        parser.parseInteger(b) || parser.parseColon() || parser.parseInteger(c))
       return failure();
     s.push_back(a);
     l.push_back(b);
     st.push_back(c);
     return success();
   };
-  if (parser.parseCommaSeparatedList(OpAsmParser::Delimiter::Square,
-                                     parseOne))
+  if (parser.parseCommaSeparatedList(OpAsmParser::Delimiter::Square, parseOne))
     return failure();
   MLIRContext *ctx = parser.getContext();
   start = DenseI64ArrayAttr::get(ctx, s);
@@ -100,8 +98,9 @@ RankedTensorType tensorOperand(std::optional<Location> loc, StringRef op,
                                Value v, StringRef name) {
   RankedTensorType t = v ? asStaticTensor(v.getType()) : RankedTensorType();
   if (!t && v)
-    (void)inferError(loc, op, name, " must be a statically shaped tensor, found ",
-                      v.getType());
+    (void)inferError(loc, op, name,
+                     " must be a statically shaped tensor, found ",
+                     v.getType());
   return t;
 }
 
@@ -166,8 +165,8 @@ LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
   }
   if (!ok)
     return inferError(loc, opName, "permutation [", perm,
-                       "] is not a permutation of the ", t.getRank(),
-                       " dimensions of the operand");
+                      "] is not a permutation of the ", t.getRank(),
+                      " dimensions of the operand");
   SmallVector<int64_t> shape;
   for (int64_t p : perm)
     shape.push_back(t.getDimSize(p));
@@ -189,19 +188,18 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *,
       static_cast<int64_t>(limit.size()) != rank ||
       static_cast<int64_t>(strides.size()) != rank)
     return inferError(loc, opName, "slice has ", start.size(), " start, ",
-                       limit.size(), " limit and ", strides.size(),
-                       " stride entries but the operand has rank ", rank);
+                      limit.size(), " limit and ", strides.size(),
+                      " stride entries but the operand has rank ", rank);
   SmallVector<int64_t> shape;
   for (int64_t d = 0; d < rank; ++d) {
     // C2
     if (start[d] < 0 || start[d] > limit[d] || limit[d] > t.getDimSize(d))
       return inferError(loc, opName, "slice ", start[d], ":", limit[d],
-                         " of dimension ", d, " is outside 0:",
-                         t.getDimSize(d));
+                        " of dimension ", d, " is outside 0:", t.getDimSize(d));
     // C3
     if (strides[d] < 1)
       return inferError(loc, opName, "stride of dimension ", d,
-                         " must be >= 1, found ", strides[d]);
+                        " must be >= 1, found ", strides[d]);
     shape.push_back((limit[d] - start[d] + strides[d] - 1) / strides[d]);
   }
   types.push_back(t.clone(shape));
@@ -222,7 +220,7 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
   // C3
   if (dim < 0 || dim >= first.getRank())
     return inferError(loc, opName, "dim ", dim, " is outside the rank ",
-                       first.getRank(), " of the inputs");
+                      first.getRank(), " of the inputs");
   SmallVector<int64_t> shape(first.getShape());
   for (auto [i, v] : llvm::enumerate(inputs.drop_front())) {
     OMNI_TENSOR(t, v, "input");
@@ -230,15 +228,15 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
     if (t.getElementType() != first.getElementType() ||
         t.getRank() != first.getRank())
       return inferError(loc, opName, "input #", i + 1, " has type ", t,
-                         " but input #0 has type ", first,
-                         "; element type and rank must match");
+                        " but input #0 has type ", first,
+                        "; element type and rank must match");
     // C4
     for (int64_t d = 0; d < t.getRank(); ++d)
       if (d != dim && t.getDimSize(d) != first.getDimSize(d))
         return inferError(loc, opName, "input #", i + 1, " has shape ",
-                           shapeStr(t.getShape()), " but input #0 has shape ",
-                           shapeStr(first.getShape()),
-                           "; they may differ only in dimension ", dim);
+                          shapeStr(t.getShape()), " but input #0 has shape ",
+                          shapeStr(first.getShape()),
+                          "; they may differ only in dimension ", dim);
     shape[dim] += t.getDimSize(dim);
   }
   types.push_back(first.clone(shape));
@@ -256,15 +254,15 @@ LogicalResult PadOp::inferReturnTypes(MLIRContext *,
   if (static_cast<int64_t>(low.size()) != t.getRank() ||
       static_cast<int64_t>(high.size()) != t.getRank())
     return inferError(loc, opName, "padding has ", low.size(), " low and ",
-                       high.size(), " high entries but the operand has rank ",
-                       t.getRank());
+                      high.size(), " high entries but the operand has rank ",
+                      t.getRank());
   SmallVector<int64_t> shape;
   for (int64_t d = 0; d < t.getRank(); ++d) {
     // C2
     if (low[d] < 0 || high[d] < 0)
       return inferError(loc, opName, "padding of dimension ", d,
-                         " must be non-negative, found low ", low[d],
-                         " high ", high[d]);
+                        " must be non-negative, found low ", low[d], " high ",
+                        high[d]);
     shape.push_back(low[d] + t.getDimSize(d) + high[d]);
   }
   types.push_back(t.clone(shape));
@@ -282,12 +280,12 @@ LogicalResult ReduceOp::inferReturnTypes(MLIRContext *,
   for (auto [i, d] : llvm::enumerate(dims))
     if (d < 0 || d >= t.getRank() || (i > 0 && d <= dims[i - 1]))
       return inferError(loc, opName, "dims [", dims,
-                         "] must be strictly increasing and within the rank ",
-                         t.getRank(), " of the operand");
+                        "] must be strictly increasing and within the rank ",
+                        t.getRank(), " of the operand");
   // C2
   if (adaptor.getKind() == ReduceKind::mean && !isFloatTensor(t))
     return inferError(loc, opName, "mean needs a float element type, found ",
-                       t.getElementType());
+                      t.getElementType());
   SmallVector<int64_t> shape;
   for (int64_t d = 0; d < t.getRank(); ++d)
     if (!llvm::is_contained(dims, d))
@@ -307,7 +305,7 @@ LogicalResult ConstantOp::inferReturnTypes(MLIRContext *,
   // C1
   if (!t)
     return inferError(loc, opName,
-                       "value must have a statically shaped tensor type");
+                      "value must have a statically shaped tensor type");
   types.push_back(t);
   return success();
 }
@@ -322,17 +320,18 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
   // C1
   if (lhs.getRank() < 2 || rhs.getRank() < 2)
     return inferError(loc, opName, "operands must have rank >= 2, found ",
-                       lhs.getRank(), " and ", rhs.getRank());
+                      lhs.getRank(), " and ", rhs.getRank());
   if (lhs.getElementType() != rhs.getElementType())
-    return inferError(loc, opName, "element types differ: ",
-                       lhs.getElementType(), " and ", rhs.getElementType());
+    return inferError(loc, opName,
+                      "element types differ: ", lhs.getElementType(), " and ",
+                      rhs.getElementType());
   int64_t lr = lhs.getRank(), rr = rhs.getRank();
   ArrayRef<int64_t> ls = lhs.getShape(), rs = rhs.getShape();
   // C2
   if (rr != 2 && (lr != rr || ls.take_front(lr - 2) != rs.take_front(rr - 2)))
-    return inferError(loc, opName, "batch dimensions of lhs ",
-                       shapeStr(ls), " and rhs ", shapeStr(rs),
-                       " differ (rhs may also have rank 2)");
+    return inferError(loc, opName, "batch dimensions of lhs ", shapeStr(ls),
+                      " and rhs ", shapeStr(rs),
+                      " differ (rhs may also have rank 2)");
   int64_t m = adaptor.getTransposeLhs() ? ls[lr - 1] : ls[lr - 2];
   int64_t kl = adaptor.getTransposeLhs() ? ls[lr - 2] : ls[lr - 1];
   int64_t kr = adaptor.getTransposeRhs() ? rs[rr - 1] : rs[rr - 2];
@@ -340,8 +339,8 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
   // C3
   if (kl != kr)
     return inferError(loc, opName, "contraction dimensions differ: lhs ",
-                       shapeStr(ls), " contracts ", kl, " but rhs ",
-                       shapeStr(rs), " contracts ", kr);
+                      shapeStr(ls), " contracts ", kl, " but rhs ",
+                      shapeStr(rs), " contracts ", kr);
   SmallVector<int64_t> shape(ls.take_front(lr - 2));
   shape.push_back(m);
   shape.push_back(n);
@@ -360,40 +359,41 @@ LogicalResult Conv2dOp::inferReturnTypes(MLIRContext *ctx,
   // C1
   if (in.getRank() != 4 || w.getRank() != 4)
     return inferError(loc, opName,
-                       "input (NCHW) and filter (OIHW) must have rank 4, "
-                       "found ",
-                       in.getRank(), " and ", w.getRank());
+                      "input (NCHW) and filter (OIHW) must have rank 4, "
+                      "found ",
+                      in.getRank(), " and ", w.getRank());
   if (in.getElementType() != w.getElementType())
-    return inferError(loc, opName, "element types differ: ",
-                       in.getElementType(), " and ", w.getElementType());
+    return inferError(loc, opName,
+                      "element types differ: ", in.getElementType(), " and ",
+                      w.getElementType());
   // C2
   if (in.getDimSize(1) != w.getDimSize(1))
     return inferError(loc, opName, "input has ", in.getDimSize(1),
-                       " channels but the filter expects ", w.getDimSize(1));
+                      " channels but the filter expects ", w.getDimSize(1));
   ArrayRef<int64_t> strides = props.getStrides().asArrayRef(),
                     padding = props.getPadding().asArrayRef(),
                     dilation = props.getDilation().asArrayRef();
   // C3
   if (strides.size() != 2 || padding.size() != 2 || dilation.size() != 2)
     return inferError(loc, opName,
-                       "strides, padding and dilation need 2 entries each");
+                      "strides, padding and dilation need 2 entries each");
   for (int i = 0; i < 2; ++i)
     if (strides[i] < 1 || dilation[i] < 1 || padding[i] < 0)
       return inferError(loc, opName,
-                         "strides and dilation must be >= 1 and padding >= "
-                         "0, found strides [",
-                         strides, "] padding [", padding, "] dilation [",
-                         dilation, "]");
+                        "strides and dilation must be >= 1 and padding >= "
+                        "0, found strides [",
+                        strides, "] padding [", padding, "] dilation [",
+                        dilation, "]");
   SmallVector<int64_t> shape = {in.getDimSize(0), w.getDimSize(0)};
   for (int i = 0; i < 2; ++i) {
     int64_t size = in.getDimSize(2 + i) + 2 * padding[i] -
                    dilation[i] * (w.getDimSize(2 + i) - 1) - 1;
     // C4
     if (size < 0)
-      return inferError(loc, opName, "the filter ",
-                         shapeStr(w.getShape()), " does not fit the input ",
-                         shapeStr(in.getShape()), " with padding [", padding,
-                         "] and dilation [", dilation, "]");
+      return inferError(loc, opName, "the filter ", shapeStr(w.getShape()),
+                        " does not fit the input ", shapeStr(in.getShape()),
+                        " with padding [", padding, "] and dilation [",
+                        dilation, "]");
     shape.push_back(size / strides[i] + 1);
   }
   types.push_back(in.clone(shape));
@@ -413,7 +413,7 @@ static LogicalResult checkFeatureParam(std::optional<Location> loc,
   if (t.getRank() != 1 || t.getDimSize(0) != size ||
       t.getElementType() != x.getElementType())
     return inferError(loc, opName, name, " has type ", t, " but expected ",
-                       RankedTensorType::get({size}, x.getElementType()));
+                      RankedTensorType::get({size}, x.getElementType()));
   return success();
 }
 
@@ -436,7 +436,7 @@ LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *ctx,
   // C3
   if (!(props.getEps().getValueAsDouble() > 0))
     return inferError(loc, opName, "eps must be > 0, found ",
-                       props.getEps().getValueAsDouble());
+                      props.getEps().getValueAsDouble());
   types.push_back(x);
   return success();
 }
@@ -458,7 +458,7 @@ LogicalResult RmsNormOp::inferReturnTypes(MLIRContext *ctx,
   // C3
   if (!(props.getEps().getValueAsDouble() > 0))
     return inferError(loc, opName, "eps must be > 0, found ",
-                       props.getEps().getValueAsDouble());
+                      props.getEps().getValueAsDouble());
   types.push_back(x);
   return success();
 }
@@ -474,25 +474,24 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
   // C1
   if (q.getRank() != 4 || k.getRank() != 4 || v.getRank() != 4)
     return inferError(loc, opName,
-                       "query, key and value must have rank 4 ([B, H, S, D])");
+                      "query, key and value must have rank 4 ([B, H, S, D])");
   if (q.getElementType() != k.getElementType() ||
       q.getElementType() != v.getElementType())
     return inferError(loc, opName,
-                       "query, key and value must have one element type");
+                      "query, key and value must have one element type");
   // C2
   if (k.getDimSize(0) != q.getDimSize(0) ||
       v.getDimSize(0) != q.getDimSize(0) ||
-      k.getDimSize(1) != q.getDimSize(1) ||
-      v.getDimSize(1) != q.getDimSize(1))
+      k.getDimSize(1) != q.getDimSize(1) || v.getDimSize(1) != q.getDimSize(1))
     return inferError(loc, opName, "batch and head dimensions differ: query ",
-                       shapeStr(q.getShape()), ", key ", shapeStr(k.getShape()),
-                       ", value ", shapeStr(v.getShape()));
+                      shapeStr(q.getShape()), ", key ", shapeStr(k.getShape()),
+                      ", value ", shapeStr(v.getShape()));
   if (k.getDimSize(2) != v.getDimSize(2))
-    return inferError(loc, opName, "key has sequence length ",
-                       k.getDimSize(2), " but value has ", v.getDimSize(2));
+    return inferError(loc, opName, "key has sequence length ", k.getDimSize(2),
+                      " but value has ", v.getDimSize(2));
   if (k.getDimSize(3) != q.getDimSize(3))
-    return inferError(loc, opName, "query has head dimension ",
-                       q.getDimSize(3), " but key has ", k.getDimSize(3));
+    return inferError(loc, opName, "query has head dimension ", q.getDimSize(3),
+                      " but key has ", k.getDimSize(3));
   // C3
   if (Value maskValue = adaptor.getMask()) {
     OMNI_TENSOR(mask, maskValue, "mask");
@@ -504,15 +503,15 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
               ms[2] == q.getDimSize(2) && ms[3] == k.getDimSize(2);
     if (!ok)
       return inferError(loc, opName, "mask has type ", mask,
-                         " but expected shape [", q.getDimSize(0), "|1, ",
-                         q.getDimSize(1), "|1, ", q.getDimSize(2), ", ",
-                         k.getDimSize(2), "] of ", q.getElementType());
+                        " but expected shape [", q.getDimSize(0), "|1, ",
+                        q.getDimSize(1), "|1, ", q.getDimSize(2), ", ",
+                        k.getDimSize(2), "] of ", q.getElementType());
   }
   // C4
   if (auto scale = adaptor.getScaleAttr())
     if (!(scale.getValueAsDouble() > 0))
       return inferError(loc, opName, "scale must be > 0, found ",
-                         scale.getValueAsDouble());
+                        scale.getValueAsDouble());
   SmallVector<int64_t> shape(q.getShape());
   shape[3] = v.getDimSize(3);
   types.push_back(q.clone(shape));
@@ -531,17 +530,16 @@ static RankedTensorType inferLinear(std::optional<Location> loc,
   if (x.getRank() < 1 || w.getRank() != 2 ||
       x.getElementType() != w.getElementType()) {
     (void)inferError(loc, opName, "input ", x, " and weight ", w,
-                      " must have rank >= 1 and rank 2 and one element type");
+                     " must have rank >= 1 and rank 2 and one element type");
     return {};
   }
   if (x.getShape().back() != w.getDimSize(1)) {
     (void)inferError(loc, opName, "input has ", x.getShape().back(),
-                      " features but the weight ", shapeStr(w.getShape()),
-                      " expects ", w.getDimSize(1));
+                     " features but the weight ", shapeStr(w.getShape()),
+                     " expects ", w.getDimSize(1));
     return {};
   }
-  if (failed(checkFeatureParam(loc, opName, biasV, "bias", x,
-                               w.getDimSize(0))))
+  if (failed(checkFeatureParam(loc, opName, biasV, "bias", x, w.getDimSize(0))))
     return {};
   SmallVector<int64_t> shape(x.getShape());
   shape.back() = w.getDimSize(0);
@@ -552,9 +550,8 @@ LogicalResult LinearOp::inferReturnTypes(MLIRContext *,
                                          std::optional<Location> loc,
                                          Adaptor adaptor,
                                          SmallVectorImpl<Type> &types) {
-  RankedTensorType t =
-      inferLinear(loc, getOperationName(), adaptor.getInput(),
-                  adaptor.getWeight(), adaptor.getBias());
+  RankedTensorType t = inferLinear(loc, getOperationName(), adaptor.getInput(),
+                                   adaptor.getWeight(), adaptor.getBias());
   if (!t)
     return failure();
   types.push_back(t);
@@ -583,9 +580,10 @@ LogicalResult LoraLinearOp::inferReturnTypes(MLIRContext *,
             b.getElementType() == t.getElementType();
   if (!ok)
     return inferError(loc, opName, "lora_a ", a, " and lora_b ", b,
-                       " must be [r, ", in, "] and [", out, ", r] with r >= 1 "
-                       "and element type ",
-                       t.getElementType());
+                      " must be [r, ", in, "] and [", out,
+                      ", r] with r >= 1 "
+                      "and element type ",
+                      t.getElementType());
   types.push_back(t);
   return success();
 }
@@ -604,20 +602,17 @@ LogicalResult FlowScheduleOp::inferReturnTypes(MLIRContext *ctx,
   // C2
   if (!dynamic && !(props.getShift().getValueAsDouble() > 0))
     return inferError(loc, opName, "shift must be > 0, found ",
-                       props.getShift().getValueAsDouble());
+                      props.getShift().getValueAsDouble());
   if (dynamic) {
     // C3
     auto seqLen = adaptor.getImageSeqLenAttr();
     if (!seqLen || seqLen.getInt() < 1)
-      return inferError(loc, opName,
-                         "dynamic_shift needs image_seq_len >= 1");
+      return inferError(loc, opName, "dynamic_shift needs image_seq_len >= 1");
     int64_t baseLen = props.getBaseSeqLen().getInt(),
             maxLen = props.getMaxSeqLen().getInt();
     if (maxLen <= baseLen)
-      return inferError(loc, opName, "max_seq_len (",
-                         maxLen,
-                         ") must be greater than base_seq_len (",
-                         baseLen, ")");
+      return inferError(loc, opName, "max_seq_len (", maxLen,
+                        ") must be greater than base_seq_len (", baseLen, ")");
   }
   // C4
   if (auto terminal = adaptor.getShiftTerminalAttr()) {
@@ -626,7 +621,7 @@ LogicalResult FlowScheduleOp::inferReturnTypes(MLIRContext *ctx,
       return inferError(loc, opName, "shift_terminal needs dynamic_shift");
     if (!(z > 0 && z < 1))
       return inferError(loc, opName, "shift_terminal must be in (0, 1), found ",
-                         z);
+                        z);
   }
   Type f32 = Float32Type::get(ctx);
   types.push_back(RankedTensorType::get({n + 1}, f32));
@@ -644,19 +639,19 @@ LogicalResult SdeStepOp::inferReturnTypes(MLIRContext *ctx,
   if (static_cast<bool>(adaptor.getNoise()) ==
       static_cast<bool>(adaptor.getNext()))
     return inferError(loc, opName,
-                       "needs exactly one of `noise` (rollout) and `next` "
-                       "(training)");
+                      "needs exactly one of `noise` (rollout) and `next` "
+                      "(training)");
   OMNI_TENSOR(x, adaptor.getX(), "x");
   // C2 (type equality is checked by the op's traits)
   if (x.getRank() < 1)
     return inferError(loc, opName,
-                       "x must have a batch dimension (rank >= 1), found ", x);
+                      "x must have a batch dimension (rank >= 1), found ", x);
   OMNI_TENSOR(sigmas, adaptor.getSigmas(), "sigmas");
   // C3
   if (sigmas.getRank() != 1 || sigmas.getDimSize(0) < 2)
     return inferError(loc, opName,
-                       "sigmas must be 1-D with at least 2 entries, found ",
-                       sigmas);
+                      "sigmas must be 1-D with at least 2 entries, found ",
+                      sigmas);
   // C4
   double a = props.getNoiseLevel().getValueAsDouble();
   if (!(a >= 0))
@@ -678,9 +673,9 @@ LogicalResult CfgCombineOp::inferReturnTypes(MLIRContext *,
   // C1
   if (t.getRank() < 1 || t.getDimSize(0) == 0 || t.getDimSize(0) % 2 != 0)
     return inferError(loc, opName,
-                       "operand must hold [uncond; cond] along dimension 0 "
-                       "(an even, non-zero size), found ",
-                       t);
+                      "operand must hold [uncond; cond] along dimension 0 "
+                      "(an even, non-zero size), found ",
+                      t);
   SmallVector<int64_t> shape(t.getShape());
   shape[0] /= 2;
   types.push_back(t.clone(shape));
@@ -699,9 +694,9 @@ LogicalResult GrpoLossOp::inferReturnTypes(MLIRContext *ctx,
   // C1
   if (lp.getRank() != 1 || old != lp || adv != lp)
     return inferError(loc, opName,
-                       "log_prob, old_log_prob and advantages must be 1-D of "
-                       "one type, found ",
-                       lp, ", ", old, ", ", adv);
+                      "log_prob, old_log_prob and advantages must be 1-D of "
+                      "one type, found ",
+                      lp, ", ", old, ", ", adv);
   Type elt = lp.getElementType();
   Value mean = adaptor.getMean(), refMean = adaptor.getRefMean(),
         std = adaptor.getStd(), dt = adaptor.getDt();
@@ -709,7 +704,7 @@ LogicalResult GrpoLossOp::inferReturnTypes(MLIRContext *ctx,
   // C2
   if (!hasKl && (mean || refMean || std))
     return inferError(loc, opName,
-                       "mean, ref_mean and std must be given together");
+                      "mean, ref_mean and std must be given together");
   if (hasKl) {
     OMNI_TENSOR(m, mean, "mean");
     OMNI_TENSOR(r, refMean, "ref_mean");
@@ -717,23 +712,23 @@ LogicalResult GrpoLossOp::inferReturnTypes(MLIRContext *ctx,
     if (m != r || m.getRank() < 1 || m.getDimSize(0) != lp.getDimSize(0) ||
         m.getElementType() != elt)
       return inferError(loc, opName, "mean ", m, " and ref_mean ", r,
-                         " must have one type with ", lp.getDimSize(0),
-                         " rows of ", elt);
+                        " must have one type with ", lp.getDimSize(0),
+                        " rows of ", elt);
     if (s != RankedTensorType::get({}, elt))
       return inferError(loc, opName, "std must be a scalar of ", elt,
-                         ", found ", s);
+                        ", found ", s);
   }
   // C3
   double beta = props.getBeta().getValueAsDouble();
   if (beta != 0 && !hasKl)
     return inferError(loc, opName, "beta = ", beta,
-                       " needs the KL operands kl(mean, ref_mean, std)");
+                      " needs the KL operands kl(mean, ref_mean, std)");
   // C4
   bool exact = props.getKlForm().getValue() == KlForm::exact;
   SdeType sdeType = props.getSdeType().getValue();
   if (exact && sdeType == SdeType::ode)
     return inferError(loc, opName,
-                       "kl_form = exact needs sde_type sde or cps, found ode");
+                      "kl_form = exact needs sde_type sde or cps, found ode");
   bool needsDt = exact && sdeType == SdeType::sde;
   if (needsDt != static_cast<bool>(dt))
     return inferError(
@@ -745,17 +740,17 @@ LogicalResult GrpoLossOp::inferReturnTypes(MLIRContext *ctx,
   if (dt) {
     OMNI_TENSOR(d, dt, "dt");
     if (d != RankedTensorType::get({}, elt))
-      return inferError(loc, opName, "dt must be a scalar of ", elt,
-                         ", found ", d);
+      return inferError(loc, opName, "dt must be a scalar of ", elt, ", found ",
+                        d);
   }
   // C5
   double clip = props.getClipRange().getValueAsDouble(),
          advClip = props.getAdvClipMax().getValueAsDouble();
   if (!(clip >= 0) || !(advClip > 0) || !(beta >= 0))
     return inferError(loc, opName,
-                       "needs clip_range >= 0, adv_clip_max > 0 and beta >= "
-                       "0, found ",
-                       clip, ", ", advClip, ", ", beta);
+                      "needs clip_range >= 0, adv_clip_max > 0 and beta >= "
+                      "0, found ",
+                      clip, ", ", advClip, ", ", beta);
   types.append(4, RankedTensorType::get({}, elt));
   return success();
 }

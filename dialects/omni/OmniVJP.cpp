@@ -18,8 +18,7 @@ using namespace mlir;
 using namespace mlir::omni;
 
 /// Starts a rule: one adjoint slot per operand, all "no gradient".
-static Emitter begin(Operation *op, OpBuilder &b,
-                     SmallVectorImpl<Value> &out) {
+static Emitter begin(Operation *op, OpBuilder &b, SmallVectorImpl<Value> &out) {
   out.assign(op->getNumOperands(), Value());
   return Emitter(b, op->getLoc());
 }
@@ -266,8 +265,7 @@ LogicalResult TransposeOp::buildVJP(OpBuilder &b, ArrayRef<Value> g,
 
 /// Spreads `x` along `dim` with `stride - 1` zeros after every element
 /// (length n -> n * stride): the adjoint of a strided read.
-static Value interleaveZeros(Emitter &e, Value x, int64_t dim,
-                             int64_t stride) {
+static Value interleaveZeros(Emitter &e, Value x, int64_t dim, int64_t stride) {
   if (stride == 1)
     return x;
   RankedTensorType t = Emitter::typeOf(x);
@@ -276,9 +274,9 @@ static Value interleaveZeros(Emitter &e, Value x, int64_t dim,
   Value col = e.reshape(x, split);
   SmallVector<int64_t> low(split.size(), 0), high(split.size(), 0);
   high[dim + 1] = stride - 1;
-  Value padded = PadOp::create(e.b, e.loc, col, e.b.getDenseI64ArrayAttr(low),
-                               e.b.getDenseI64ArrayAttr(high),
-                               e.b.getF64FloatAttr(0.0));
+  Value padded =
+      PadOp::create(e.b, e.loc, col, e.b.getDenseI64ArrayAttr(low),
+                    e.b.getDenseI64ArrayAttr(high), e.b.getF64FloatAttr(0.0));
   SmallVector<int64_t> merged(t.getShape());
   merged[dim] *= stride;
   return e.reshape(padded, merged);
@@ -328,10 +326,9 @@ LogicalResult ConcatOp::buildVJP(OpBuilder &b, ArrayRef<Value> g,
         strides(t.getRank(), 1);
     start[dim] = offset;
     limit[dim] = offset + size;
-    out[i] = b.createOrFold<SliceOp>(getLoc(), g[0],
-                                     b.getDenseI64ArrayAttr(start),
-                                     b.getDenseI64ArrayAttr(limit),
-                                     b.getDenseI64ArrayAttr(strides));
+    out[i] = b.createOrFold<SliceOp>(
+        getLoc(), g[0], b.getDenseI64ArrayAttr(start),
+        b.getDenseI64ArrayAttr(limit), b.getDenseI64ArrayAttr(strides));
     offset += size;
   }
   return success();
@@ -379,8 +376,8 @@ LogicalResult ReduceOp::buildVJP(OpBuilder &b, ArrayRef<Value> g,
   case ReduceKind::max:
   case ReduceKind::min: {
     // Every element equal to the extremum receives the adjoint.
-    Value hit = e.compare(CompareDirection::eq, getOperand(),
-                          spread(getResult()));
+    Value hit =
+        e.compare(CompareDirection::eq, getOperand(), spread(getResult()));
     out[0] = e.select(hit, gb, e.zerosLike(gb));
     break;
   }
@@ -465,7 +462,8 @@ LogicalResult Conv2dOp::buildVJP(OpBuilder &b, ArrayRef<Value> g,
       loc, spread, b.getDenseI64ArrayAttr({0, 0, 0, 0}),
       b.getDenseI64ArrayAttr(cut), b.getDenseI64ArrayAttr({1, 1, 1, 1}));
   // Negative padding means cropping.
-  SmallVector<int64_t> cropStart(4, 0), cropLimit(Emitter::typeOf(spread).getShape());
+  SmallVector<int64_t> cropStart(4, 0),
+      cropLimit(Emitter::typeOf(spread).getShape());
   for (int i = 2; i < 4; ++i) {
     if (low[i] < 0) {
       cropStart[i] = -low[i];
@@ -476,10 +474,9 @@ LogicalResult Conv2dOp::buildVJP(OpBuilder &b, ArrayRef<Value> g,
       high[i] = 0;
     }
   }
-  spread = b.createOrFold<SliceOp>(loc, spread,
-                                   b.getDenseI64ArrayAttr(cropStart),
-                                   b.getDenseI64ArrayAttr(cropLimit),
-                                   b.getDenseI64ArrayAttr({1, 1, 1, 1}));
+  spread = b.createOrFold<SliceOp>(
+      loc, spread, b.getDenseI64ArrayAttr(cropStart),
+      b.getDenseI64ArrayAttr(cropLimit), b.getDenseI64ArrayAttr({1, 1, 1, 1}));
   spread = b.createOrFold<PadOp>(loc, spread, b.getDenseI64ArrayAttr(low),
                                  b.getDenseI64ArrayAttr(high),
                                  b.getF64FloatAttr(0.0));
@@ -497,8 +494,8 @@ LogicalResult Conv2dOp::buildVJP(OpBuilder &b, ArrayRef<Value> g,
     SmallVector<Attribute> values;
     for (double v : rev)
       values.push_back(FloatAttr::get(w.getElementType(), v));
-    Value revMat = ConstantOp::create(b, loc,
-                                      DenseElementsAttr::get(revType, values));
+    Value revMat =
+        ConstantOp::create(b, loc, DenseElementsAttr::get(revType, values));
     // Move dimension 2+i last, multiply by the reversal, move it back.
     SmallVector<int64_t> perm = {0, 1, 2, 3};
     std::swap(perm[2 + i], perm[3]);
@@ -506,9 +503,9 @@ LogicalResult Conv2dOp::buildVJP(OpBuilder &b, ArrayRef<Value> g,
     flipped = e.transpose(e.matmul(moved, revMat), perm);
   }
   Value swapped = e.transpose(flipped, {1, 0, 2, 3});
-  out[0] = Conv2dOp::create(b, loc, spread, swapped,
-                            b.getDenseI64ArrayAttr({1, 1}),
-                            b.getDenseI64ArrayAttr({0, 0}), getDilationAttr());
+  out[0] =
+      Conv2dOp::create(b, loc, spread, swapped, b.getDenseI64ArrayAttr({1, 1}),
+                       b.getDenseI64ArrayAttr({0, 0}), getDilationAttr());
 
   // dFilter[o, c, kh, kw] = sum_{n,i,j} d[n,o,i,j] xpad[n,c,i*s+kh*dl,...]:
   // a convolution of the padded input (channels <-> batch) with the adjoint

@@ -16,8 +16,7 @@
 using namespace mlir;
 using namespace mlir::omni;
 
-static Emitter begin(Operation *op, OpBuilder &b,
-                     SmallVectorImpl<Value> &out) {
+static Emitter begin(Operation *op, OpBuilder &b, SmallVectorImpl<Value> &out) {
   out.assign(op->getNumOperands(), Value());
   return Emitter(b, op->getLoc());
 }
@@ -79,14 +78,14 @@ LogicalResult LayerNormOp::buildVJP(OpBuilder &b, ArrayRef<Value> g,
   Value mean = e.unreduce(e.reduce(ReduceKind::mean, x, {last}), t, last);
   Value xc = e.sub(x, mean);
   Value var = e.reduce(ReduceKind::mean, e.mul(xc, xc), {last});
-  Value r = e.unreduce(
-      e.unary<RsqrtOp>(e.add(var, e.splatLike(var, getEps().convertToDouble()))),
-      t, last);
+  Value r = e.unreduce(e.unary<RsqrtOp>(e.add(
+                           var, e.splatLike(var, getEps().convertToDouble()))),
+                       t, last);
   Value xhat = e.mul(xc, r);
   Value gh = getWeight() ? e.mul(g[0], e.alongLast(getWeight(), t)) : g[0];
   Value m1 = e.unreduce(e.reduce(ReduceKind::mean, gh, {last}), t, last);
-  Value m2 = e.unreduce(e.reduce(ReduceKind::mean, e.mul(gh, xhat), {last}),
-                        t, last);
+  Value m2 =
+      e.unreduce(e.reduce(ReduceKind::mean, e.mul(gh, xhat), {last}), t, last);
   out[0] = e.mul(r, e.sub(e.sub(gh, m1), e.mul(xhat, m2)));
   int64_t c = t.getShape().back();
   if (getWeight())
@@ -108,8 +107,8 @@ LogicalResult RmsNormOp::buildVJP(OpBuilder &b, ArrayRef<Value> g,
       e.unary<RsqrtOp>(e.add(ms, e.splatLike(ms, getEps().convertToDouble()))),
       t, last);
   Value gh = getWeight() ? e.mul(g[0], e.alongLast(getWeight(), t)) : g[0];
-  Value m = e.unreduce(e.reduce(ReduceKind::mean, e.mul(gh, x), {last}), t,
-                       last);
+  Value m =
+      e.unreduce(e.reduce(ReduceKind::mean, e.mul(gh, x), {last}), t, last);
   out[0] = e.sub(e.mul(r, gh), e.mul(e.mul(x, e.mul(e.mul(r, r), r)), m));
   if (getWeight())
     out[1] = e.sumTo(e.mul(g[0], e.mul(x, r)), leadingDims(t),
@@ -147,8 +146,8 @@ LogicalResult LoraLinearOp::buildVJP(OpBuilder &b, ArrayRef<Value> g,
   // y = x W^T + b + s (x A^T) B^T
   Emitter e = begin(*this, b, out);
   Value dx, dw, db;
-  linearVJP(e, getInput(), getWeight(), static_cast<bool>(getBias()), g[0],
-            dx, dw, db);
+  linearVJP(e, getInput(), getWeight(), static_cast<bool>(getBias()), g[0], dx,
+            dw, db);
   double s = getScale().convertToDouble();
   RankedTensorType xt = getInput().getType();
   int64_t in = xt.getShape().back();
@@ -156,15 +155,15 @@ LogicalResult LoraLinearOp::buildVJP(OpBuilder &b, ArrayRef<Value> g,
   int64_t outF = getWeight().getType().getDimSize(0);
   Value x2 = e.reshape(getInput(), {rows, in});
   Value g2 = e.reshape(g[0], {rows, outF});
-  Value h = e.matmul(x2, getLoraA(), false, true);        // [rows, r]
-  Value dh = e.scale(e.matmul(g2, getLoraB()), s);        // [rows, r]
+  Value h = e.matmul(x2, getLoraA(), false, true); // [rows, r]
+  Value dh = e.scale(e.matmul(g2, getLoraB()), s); // [rows, r]
   unsigned i = 0;
   out[i++] = e.add(dx, e.reshape(e.matmul(dh, getLoraA()), xt.getShape()));
   out[i++] = dw;
   if (getBias())
     out[i++] = db;
-  out[i++] = e.matmul(dh, x2, true);                      // dA [r, in]
-  out[i++] = e.scale(e.matmul(g2, h, true), s);           // dB [out, r]
+  out[i++] = e.matmul(dh, x2, true);            // dA [r, in]
+  out[i++] = e.scale(e.matmul(g2, h, true), s); // dB [out, r]
   return success();
 }
 
@@ -173,9 +172,9 @@ LogicalResult CfgCombineOp::buildVJP(OpBuilder &b, ArrayRef<Value> g,
   // y = (1 - s) u + s c over the [u; c] halves.
   Emitter e = begin(*this, b, out);
   double s = getGuidanceScale().convertToDouble();
-  out[0] = ConcatOp::create(b, getLoc(),
-                            ValueRange{e.scale(g[0], 1.0 - s), e.scale(g[0], s)},
-                            b.getI64IntegerAttr(0));
+  out[0] = ConcatOp::create(
+      b, getLoc(), ValueRange{e.scale(g[0], 1.0 - s), e.scale(g[0], s)},
+      b.getI64IntegerAttr(0));
   return success();
 }
 
@@ -227,8 +226,9 @@ LogicalResult AttentionOp::buildVJP(OpBuilder &b, ArrayRef<Value> g,
 
 LogicalResult SdeStepOp::buildVJP(OpBuilder &b, ArrayRef<Value> g,
                                   SmallVectorImpl<Value> &out) {
-  // mean = cx x + cv v with scalar coefficients of the step (docs/flowgrpo-math.md
-  // section 2); log_prob is a row mean of a function of (next - mean).
+  // mean = cx x + cv v with scalar coefficients of the step
+  // (docs/flowgrpo-math.md section 2); log_prob is a row mean of a function of
+  // (next - mean).
   Emitter e = begin(*this, b, out);
   Location loc = getLoc();
   RankedTensorType t = getX().getType();
@@ -300,9 +300,9 @@ LogicalResult GrpoLossOp::buildVJP(OpBuilder &b, ArrayRef<Value> g,
         b, loc, MinOp::create(b, loc, getAdvantages(), e.splat(t, advClip)),
         e.splat(t, -advClip));
     Value r = e.unary<ExpOp>(logRatio);
-    Value clipped = MaxOp::create(
-        b, loc, MinOp::create(b, loc, r, e.splat(t, 1.0 + clip)),
-        e.splat(t, 1.0 - clip));
+    Value clipped =
+        MaxOp::create(b, loc, MinOp::create(b, loc, r, e.splat(t, 1.0 + clip)),
+                      e.splat(t, 1.0 - clip));
     Value negAdv = e.neg(adv);
     // The unclipped branch is the max (ties included): its derivative
     // reaches the ratio; the clipped branch is constant in lp.
@@ -313,9 +313,9 @@ LogicalResult GrpoLossOp::buildVJP(OpBuilder &b, ArrayRef<Value> g,
     dLp = e.select(unclipped, d, e.zerosLike(d));
     // Advantages: -(chosen ratio), through the clamp where it is inactive.
     Value chosen = e.select(unclipped, r, clipped);
-    Value inRange = e.compare(CompareDirection::le,
-                              e.unary<AbsOp>(getAdvantages()),
-                              e.splat(t, advClip));
+    Value inRange =
+        e.compare(CompareDirection::le, e.unary<AbsOp>(getAdvantages()),
+                  e.splat(t, advClip));
     Value dAdv = e.neg(e.mul(gB, chosen));
     out[2] = e.select(inRange, dAdv, e.zerosLike(dAdv));
   }
@@ -342,8 +342,8 @@ LogicalResult GrpoLossOp::buildVJP(OpBuilder &b, ArrayRef<Value> g,
     Value std = getStd();
     if (getDt())
       std = e.mul(std, e.unary<SqrtOp>(e.neg(getDt())));
-    Value coef = e.div(e.scale(gKlTotal, 1.0 / (double(n) * rowSize)),
-                       e.mul(std, std));
+    Value coef =
+        e.div(e.scale(gKlTotal, 1.0 / (double(n) * rowSize)), e.mul(std, std));
     Value diff = e.sub(getMean(), getRefMean());
     Value d = e.mul(diff, e.fill(coef, mt));
     out[3] = d;
@@ -352,8 +352,8 @@ LogicalResult GrpoLossOp::buildVJP(OpBuilder &b, ArrayRef<Value> g,
     // d kl / d std = -2 kl / std, d kl / d dt = -kl / dt. A std or dt that
     // depends on a trained value must not silently get no gradient.
     // kl = mean((mean - ref)^2) / (2 std'^2), every row having one size.
-    Value kl = e.div(e.scale(e.meanAll(e.mul(diff, diff)), 0.5),
-                     e.mul(std, std));
+    Value kl =
+        e.div(e.scale(e.meanAll(e.mul(diff, diff)), 0.5), e.mul(std, std));
     Value gKlValue = e.mul(gKlTotal, kl);
     out[5] = e.neg(e.div(e.scale(gKlValue, 2.0), getStd()));
     if (getDt())

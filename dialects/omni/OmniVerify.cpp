@@ -76,8 +76,8 @@ LogicalResult IotaOp::verify() {
   // C1
   int64_t dim = getDimAttr().getInt();
   if (dim < 0 || dim >= getType().getRank())
-    return emitOpError("dim ") << dim << " is outside the result rank "
-                               << getType().getRank();
+    return emitOpError("dim ")
+           << dim << " is outside the result rank " << getType().getRank();
   return success();
 }
 
@@ -89,8 +89,8 @@ LogicalResult SoftmaxOp::verify() {
   // C1
   int64_t dim = getDimAttr().getInt();
   if (dim < 0 || dim >= getType().getRank())
-    return emitOpError("dim ") << dim << " is outside the rank "
-                               << getType().getRank();
+    return emitOpError("dim ")
+           << dim << " is outside the rank " << getType().getRank();
   return success();
 }
 
@@ -125,8 +125,7 @@ LogicalResult AdamWOp::verify() {
            << lr << ", " << eps << ", " << wd;
   // C2
   if (!(b1 >= 0 && b1 < 1) || !(b2 >= 0 && b2 < 1))
-    return emitOpError("betas must be in [0, 1), found ")
-           << b1 << ", " << b2;
+    return emitOpError("betas must be in [0, 1), found ") << b1 << ", " << b2;
   return success();
 }
 
@@ -139,8 +138,8 @@ static LogicalResult verifyGradSymbolUses(GradOpT op,
                                           SymbolTableCollection &symbols,
                                           bool withValues) {
   // C1
-  auto callee = symbols.lookupNearestSymbolFrom<func::FuncOp>(
-      op, op.getCalleeAttr());
+  auto callee =
+      symbols.lookupNearestSymbolFrom<func::FuncOp>(op, op.getCalleeAttr());
   if (!callee)
     return op.emitOpError("callee ")
            << op.getCalleeAttr() << " is not a func.func in scope";
@@ -198,8 +197,7 @@ LogicalResult GradOp::verifySymbolUses(SymbolTableCollection &symbols) {
   return verifyGradSymbolUses(*this, symbols, /*withValues=*/false);
 }
 
-LogicalResult
-ValueAndGradOp::verifySymbolUses(SymbolTableCollection &symbols) {
+LogicalResult ValueAndGradOp::verifySymbolUses(SymbolTableCollection &symbols) {
   return verifyGradSymbolUses(*this, symbols, /*withValues=*/true);
 }
 
@@ -264,15 +262,16 @@ LogicalResult MeshOp::verify() {
     return emitOpError("needs one size per axis and at least one axis, found ")
            << axes.size() << " axes and " << shape.size() << " sizes";
   llvm::StringSet<> seen;
-  for (auto [name, size] : llvm::zip(axes.getAsValueRange<StringAttr>(), shape)) {
+  for (auto [name, size] :
+       llvm::zip(axes.getAsValueRange<StringAttr>(), shape)) {
     // C2
     if (name.empty() || !seen.insert(name).second)
       return emitOpError("axis names must be non-empty and unique, found \"")
              << name << "\" twice or empty";
     // C3
     if (size < 1)
-      return emitOpError("axis \"") << name << "\" has size " << size
-                                    << "; expected >= 1";
+      return emitOpError("axis \"")
+             << name << "\" has size " << size << "; expected >= 1";
   }
   return success();
 }
@@ -290,8 +289,7 @@ std::optional<int64_t> MeshOp::getAxisSize(StringRef axis) {
 static FailureOr<int64_t> groupSize(Operation *op,
                                     SymbolTableCollection &symbols,
                                     FlatSymbolRefAttr meshRef,
-                                    ArrayRef<StringRef> axes,
-                                    bool allowEmpty) {
+                                    ArrayRef<StringRef> axes, bool allowEmpty) {
   auto fail = [&]() {
     InFlightDiagnostic diag = op->emitOpError();
     return std::move(diag);
@@ -346,8 +344,8 @@ LogicalResult ShardOp::verifySymbolUses(SymbolTableCollection &symbols) {
     // C4
     if (t.getDimSize(d) % *parts != 0)
       return emitOpError("dimension ")
-             << d << " of size " << t.getDimSize(d)
-             << " is not divisible into " << *parts << " shards";
+             << d << " of size " << t.getDimSize(d) << " is not divisible into "
+             << *parts << " shards";
   }
   return success();
 }
@@ -368,8 +366,8 @@ static LogicalResult verifyGatherShapes(Operation *op, RankedTensorType small,
            << "type and rank, found " << op->getOperand(0).getType() << " and "
            << op->getResult(0).getType();
   if (dim < 0 || dim >= small.getRank())
-    return op->emitOpError("dim ") << dim << " is outside the rank "
-                                   << small.getRank();
+    return op->emitOpError("dim ")
+           << dim << " is outside the rank " << small.getRank();
   // C4
   for (int64_t d = 0; d < small.getRank(); ++d) {
     int64_t expected = small.getDimSize(d) * (d == dim ? parts : 1);
@@ -409,7 +407,7 @@ LogicalResult BroadcastOp::verifySymbolUses(SymbolTableCollection &symbols) {
   // C3
   int64_t root = getRootAttr().getInt();
   if (root < 0 || root >= *parts)
-    return emitOpError("root ") << root << " is outside the group of "
-                                << *parts << " ranks";
+    return emitOpError("root ")
+           << root << " is outside the group of " << *parts << " ranks";
   return success();
 }

@@ -42,14 +42,14 @@ Tensor Tensor::reshape(const Shape &shape) const {
     return *this;
   Graph &g = graph();
   return wrap(g, od::ReshapeOp::create(g.builder(), g.loc(),
-                                         g.tensorType(shape, elementType()),
-                                         value_));
+                                       g.tensorType(shape, elementType()),
+                                       value_));
 }
 
 Tensor Tensor::transpose(const std::vector<int64_t> &permutation) const {
   Graph &g = graph();
-  return wrap(g, od::TransposeOp::create(g.builder(), g.loc(), value_,
-                                           permutation));
+  return wrap(
+      g, od::TransposeOp::create(g.builder(), g.loc(), value_, permutation));
 }
 
 Tensor Tensor::broadcastInDim(const Shape &shape,
@@ -78,8 +78,8 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end) const {
   lo[d] = start;
   hi[d] = end;
   Graph &g = graph();
-  return wrap(g, od::SliceOp::create(g.builder(), g.loc(), value_, lo, hi,
-                                       step));
+  return wrap(g,
+              od::SliceOp::create(g.builder(), g.loc(), value_, lo, hi, step));
 }
 
 std::vector<Tensor> Tensor::chunk(int64_t parts, int64_t d) const {
@@ -100,8 +100,8 @@ static Tensor reduce(const Tensor &x, od::ReduceKind kind,
       d += x.rank();
   std::sort(dims.begin(), dims.end());
   Graph &g = x.graph();
-  Tensor r = wrap(g, od::ReduceOp::create(g.builder(), g.loc(), kind,
-                                            x.value(), dims));
+  Tensor r = wrap(
+      g, od::ReduceOp::create(g.builder(), g.loc(), kind, x.value(), dims));
   if (!keepDims)
     return r;
   Shape kept = x.shape();
@@ -122,7 +122,7 @@ Tensor Tensor::cast(Type element) const {
     return *this;
   Graph &g = graph();
   return wrap(g, od::CastOp::create(g.builder(), g.loc(),
-                                      g.tensorType(shape(), element), value_));
+                                    g.tensorType(shape(), element), value_));
 }
 
 //===----------------------------------------------------------------------===//
@@ -193,11 +193,11 @@ Tensor silu(const Tensor &x) { return unary<od::SiluOp>(x); }
 
 Tensor gelu(const Tensor &x, bool tanhApproximation) {
   Graph &g = x.graph();
-  return wrap(g, od::GeluOp::create(
-                     g.builder(), g.loc(),
-                     tanhApproximation ? od::GeluApproximation::tanh
-                                       : od::GeluApproximation::erf,
-                     x.value()));
+  return wrap(g,
+              od::GeluOp::create(g.builder(), g.loc(),
+                                 tanhApproximation ? od::GeluApproximation::tanh
+                                                   : od::GeluApproximation::erf,
+                                 x.value()));
 }
 
 Tensor maximum(const Tensor &a, const Tensor &b) {
@@ -213,7 +213,7 @@ Tensor clamp(const Tensor &x, double lo, double hi) {
 Tensor softmax(const Tensor &x, int64_t dim) {
   Graph &g = x.graph();
   return wrap(g, od::SoftmaxOp::create(g.builder(), g.loc(), x.value(),
-                                         dim < 0 ? dim + x.rank() : dim));
+                                       dim < 0 ? dim + x.rank() : dim));
 }
 
 Tensor concat(const std::vector<Tensor> &inputs, int64_t dim) {
@@ -223,35 +223,35 @@ Tensor concat(const std::vector<Tensor> &inputs, int64_t dim) {
     values.push_back(t.value());
   int64_t rank = inputs.front().rank();
   return wrap(g, od::ConcatOp::create(g.builder(), g.loc(), values,
-                                        dim < 0 ? dim + rank : dim));
+                                      dim < 0 ? dim + rank : dim));
 }
 
 Tensor matmul(const Tensor &a, const Tensor &b, bool transposeA,
               bool transposeB) {
   Graph &g = a.graph();
   return wrap(g, od::MatmulOp::create(g.builder(), g.loc(), a.value(),
-                                        b.value(), transposeA, transposeB));
+                                      b.value(), transposeA, transposeB));
 }
 
 Tensor linear(const Tensor &x, const Tensor &weight, const Tensor &bias) {
   Graph &g = x.graph();
   return wrap(g, od::LinearOp::create(g.builder(), g.loc(), x.value(),
-                                        weight.value(), bias.value()));
+                                      weight.value(), bias.value()));
 }
 
 Tensor layerNorm(const Tensor &x, const Tensor &weight, const Tensor &bias,
                  double eps) {
   Graph &g = x.graph();
   return wrap(g, od::LayerNormOp::create(g.builder(), g.loc(), x.value(),
-                                           weight.value(), bias.value(),
-                                           g.builder().getF64FloatAttr(eps)));
+                                         weight.value(), bias.value(),
+                                         g.builder().getF64FloatAttr(eps)));
 }
 
 Tensor rmsNorm(const Tensor &x, const Tensor &weight, double eps) {
   Graph &g = x.graph();
   return wrap(g, od::RmsNormOp::create(g.builder(), g.loc(), x.value(),
-                                         weight.value(),
-                                         g.builder().getF64FloatAttr(eps)));
+                                       weight.value(),
+                                       g.builder().getF64FloatAttr(eps)));
 }
 
 Tensor groupNorm(const Tensor &x, int64_t groups, const Tensor &weight,
@@ -272,11 +272,11 @@ Tensor groupNorm(const Tensor &x, int64_t groups, const Tensor &weight,
 Tensor conv2d(const Tensor &x, const Tensor &filter, const Tensor &bias,
               int64_t stride, int64_t padding) {
   Graph &g = x.graph();
-  Tensor y = wrap(g, od::Conv2dOp::create(
-                         g.builder(), g.loc(), x.value(), filter.value(),
-                         ArrayRef<int64_t>{stride, stride},
-                         ArrayRef<int64_t>{padding, padding},
-                         ArrayRef<int64_t>{1, 1}));
+  Tensor y = wrap(g, od::Conv2dOp::create(g.builder(), g.loc(), x.value(),
+                                          filter.value(),
+                                          ArrayRef<int64_t>{stride, stride},
+                                          ArrayRef<int64_t>{padding, padding},
+                                          ArrayRef<int64_t>{1, 1}));
   if (bias)
     y = y + bias.broadcastInDim(y.shape(), {1});
   return y;
@@ -284,16 +284,16 @@ Tensor conv2d(const Tensor &x, const Tensor &filter, const Tensor &bias,
 
 Tensor upsampleNearest(const Tensor &x, int64_t factor) {
   Shape s = x.shape();
-  Tensor b = x.broadcastInDim({s[0], s[1], s[2], factor, s[3], factor},
-                              {0, 1, 2, 4});
+  Tensor b =
+      x.broadcastInDim({s[0], s[1], s[2], factor, s[3], factor}, {0, 1, 2, 4});
   return b.reshape({s[0], s[1], s[2] * factor, s[3] * factor});
 }
 
 Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v) {
   Graph &g = q.graph();
   return wrap(g, od::AttentionOp::create(g.builder(), g.loc(), q.value(),
-                                           k.value(), v.value(), Value(),
-                                           FloatAttr()));
+                                         k.value(), v.value(), Value(),
+                                         FloatAttr()));
 }
 
 //===----------------------------------------------------------------------===//
@@ -358,8 +358,8 @@ Function::Function(Graph &graph, const std::string &name, bool isPublic)
   OpBuilder &b = graph.builder();
   saved_ = b.saveInsertionPoint();
   b.setInsertionPointToEnd(graph.module().getBody());
-  auto fn = func::FuncOp::create(b, graph.loc(), name,
-                                 b.getFunctionType({}, {}));
+  auto fn =
+      func::FuncOp::create(b, graph.loc(), name, b.getFunctionType({}, {}));
   if (!isPublic)
     fn.setPrivate();
   op_ = fn;
@@ -435,9 +435,8 @@ void ParamSet::add(const ParamSpec &spec) {
   auto it = index_.find(spec.name);
   if (it != index_.end()) {
     if (specs_[it->second].shape != spec.shape)
-      llvm::report_fatal_error(
-          llvm::Twine("omni builder: parameter ") + spec.name +
-          " used with two shapes");
+      llvm::report_fatal_error(llvm::Twine("omni builder: parameter ") +
+                               spec.name + " used with two shapes");
     return;
   }
   index_[spec.name] = specs_.size();
@@ -498,8 +497,8 @@ Tensor Module::linear(const std::string &name, const Tensor &x, int64_t out,
   int64_t in = x.dim(-1);
   Module layer = child(name);
   Tensor w = layer.param("weight", {out, in}, Init::torchDefault(in));
-  Tensor b = bias ? layer.param("bias", {out}, Init::torchDefault(in))
-                  : Tensor();
+  Tensor b =
+      bias ? layer.param("bias", {out}, Init::torchDefault(in)) : Tensor();
   if (!lora_ || !lora_->matches(layer.prefix_))
     return fe::linear(x, w, b);
   int64_t r = lora_->rank;
@@ -507,11 +506,11 @@ Tensor Module::linear(const std::string &name, const Tensor &x, int64_t out,
                          Init::normal(1.0 / static_cast<double>(r)));
   Tensor bb = layer.param("lora_B.weight", {out, r}, Init::zeros());
   Graph &g = x.graph();
-  return Tensor(&g, od::LoraLinearOp::create(
-                        g.builder(), g.loc(), x.value(), w.value(), b.value(),
-                        a.value(), bb.value(),
-                        g.builder().getF64FloatAttr(lora_->alpha /
-                                                    static_cast<double>(r))));
+  return Tensor(
+      &g, od::LoraLinearOp::create(g.builder(), g.loc(), x.value(), w.value(),
+                                   b.value(), a.value(), bb.value(),
+                                   g.builder().getF64FloatAttr(
+                                       lora_->alpha / static_cast<double>(r))));
 }
 
 Tensor Module::layerNorm(const std::string &name, const Tensor &x, bool affine,

@@ -1,7 +1,7 @@
 //===- Builder.h - the graph-builder API of omni's frontends ----*- C++ -*-===//
 //
-// A small C++ API for writing models as omni IR (docs/architecture.md section 7), in
-// the spirit of a PyTorch nn.Module's forward:
+// A small C++ API for writing models as omni IR (docs/architecture.md section
+// 7), in the spirit of a PyTorch nn.Module's forward:
 //
 //   Graph g(context);
 //   Function fn(g, "velocity");
@@ -250,8 +250,8 @@ private:
   std::map<std::string, size_t> index_;
 };
 
-/// LoRA on linear layers (docs/flowgrpo-math.md section 7): adapters named as PEFT
-/// names them (`<layer>.lora_A.weight` [r, in], `<layer>.lora_B.weight`
+/// LoRA on linear layers (docs/flowgrpo-math.md section 7): adapters named as
+/// PEFT names them (`<layer>.lora_A.weight` [r, in], `<layer>.lora_B.weight`
 /// [out, r]); everything else is frozen.
 struct LoraOptions {
   int64_t rank = 0; // 0: no LoRA

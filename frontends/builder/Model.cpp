@@ -125,9 +125,9 @@ Registry::config(const std::string &model, const std::string &preset,
                  const std::vector<std::string> &overrides) const {
   const ModelEntry *entry = find(model);
   if (!entry)
-    return makeError("unknown model '" + model + "' (known: " +
-                     knownModels(*this, ModelKind::Velocity) + ", " +
-                     knownModels(*this, ModelKind::Decoder) + ")");
+    return makeError("unknown model '" + model +
+                     "' (known: " + knownModels(*this, ModelKind::Velocity) +
+                     ", " + knownModels(*this, ModelKind::Decoder) + ")");
   const Config *base = nullptr;
   std::string names;
   for (const auto &[name, cfg] : entry->presets) {

@@ -117,9 +117,9 @@ public:
   const std::vector<ModelEntry> &entries() const { return entries_; }
   /// The preset `preset` of `model`, with `overrides` (`key=value`)
   /// applied; errors name the model, preset or key.
-  llvm::Expected<Config> config(const std::string &model,
-                                const std::string &preset,
-                                const std::vector<std::string> &overrides) const;
+  llvm::Expected<Config>
+  config(const std::string &model, const std::string &preset,
+         const std::vector<std::string> &overrides) const;
   llvm::Expected<std::unique_ptr<VelocityModel>>
   makeVelocity(const std::string &model, const Config &config) const;
   llvm::Expected<std::unique_ptr<ImageDecoder>>

@@ -54,15 +54,15 @@ public:
         timestepSinusoids(timestep, 256, /*flipSinToCos=*/true, 0.0), d);
     Module text = emb["text_embedder"];
     Tensor cond =
-        temb + text.linear("linear_2",
-                           silu(text.linear("linear_1", pooled, d)), d);
+        temb +
+        text.linear("linear_2", silu(text.linear("linear_1", pooled, d)), d);
     Tensor act = silu(cond);
 
     for (int64_t i = 0; i < c_.numLayers; ++i) {
       g.setLocation("transformer_blocks." + std::to_string(i));
       Module blk = m["transformer_blocks"][std::to_string(i)];
-      std::vector<Tensor> mod = blk["norm1"].linear("linear", act, 6 * d)
-                                    .chunk(6, 1);
+      std::vector<Tensor> mod =
+          blk["norm1"].linear("linear", act, 6 * d).chunk(6, 1);
       Tensor n = modulate(layerNorm(tokens, {}, {}, 1e-6), mod[0], mod[1]);
       Module attn = blk["attn"];
       Tensor q = splitHeads(attn.linear("to_q", n, d), c_.heads);
@@ -72,8 +72,8 @@ public:
       Shape s = tokens.shape();
       tokens = tokens + mod[2].broadcastInDim(s, {0, 2}) * a;
       Tensor n2 = modulate(layerNorm(tokens, {}, {}, 1e-6), mod[3], mod[4]);
-      tokens = tokens + mod[5].broadcastInDim(s, {0, 2}) *
-                            feedForward(blk["ff"], n2);
+      tokens = tokens +
+               mod[5].broadcastInDim(s, {0, 2}) * feedForward(blk["ff"], n2);
     }
 
     g.setLocation("norm_out");
@@ -91,10 +91,11 @@ private:
 };
 
 llvm::Expected<std::unique_ptr<VelocityModel>> makeDiT(const Config &cfg) {
-  DiTConfig c{cfg.getInt("sample_size"),        cfg.getInt("patch_size"),
-              cfg.getInt("in_channels"),        cfg.getInt("num_layers"),
-              cfg.getInt("attention_head_dim"), cfg.getInt("num_attention_heads"),
-              cfg.getInt("pooled_projection_dim")};
+  DiTConfig c{
+      cfg.getInt("sample_size"),          cfg.getInt("patch_size"),
+      cfg.getInt("in_channels"),          cfg.getInt("num_layers"),
+      cfg.getInt("attention_head_dim"),   cfg.getInt("num_attention_heads"),
+      cfg.getInt("pooled_projection_dim")};
   if (llvm::Error e = cfg.takeError())
     return llvm::createStringError("dit: " + llvm::toString(std::move(e)));
   if (c.sampleSize <= 0 || c.patchSize <= 0 || c.sampleSize % c.patchSize)
@@ -118,9 +119,9 @@ void omni::fe::registerDiT(Registry &registry) {
   e.kind = ModelKind::Velocity;
   e.description = "plain DiT with adaLN-Zero, timestep + pooled-text "
                   "conditioning (the worked example of writing-a-model.md)";
-  Config tiny{{"sample_size", "16"},        {"patch_size", "2"},
-              {"in_channels", "16"},        {"num_layers", "2"},
-              {"attention_head_dim", "16"}, {"num_attention_heads", "4"},
+  Config tiny{{"sample_size", "16"},          {"patch_size", "2"},
+              {"in_channels", "16"},          {"num_layers", "2"},
+              {"attention_head_dim", "16"},   {"num_attention_heads", "4"},
               {"pooled_projection_dim", "32"}};
   Config small = tiny;
   small.set("sample_size", "32");

@@ -32,13 +32,13 @@ Tensor timestepEmbedding(Module m, const Tensor &x, int64_t dim) {
 }
 
 Tensor sincosPosEmbed2d(Graph &g, int64_t embedDim, int64_t gridSize,
-                        double baseSize, double interpolationScale,
-                        int64_t top, int64_t left, int64_t h, int64_t w) {
+                        double baseSize, double interpolationScale, int64_t top,
+                        int64_t left, int64_t h, int64_t w) {
   int64_t quarter = embedDim / 4; // each of the two halves: sin | cos
   std::vector<double> omega(quarter);
   for (int64_t i = 0; i < quarter; ++i)
-    omega[i] = 1.0 / std::pow(10000.0, static_cast<double>(i) /
-                                           (embedDim / 2 / 2.0));
+    omega[i] =
+        1.0 / std::pow(10000.0, static_cast<double>(i) / (embedDim / 2 / 2.0));
   // Grid coordinates are float32 in diffusers (arange(...) / (n / base) /
   // interpolation_scale); the outer product and sin/cos are float64.
   auto coord = [&](int64_t i) {

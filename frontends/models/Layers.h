@@ -1,4 +1,5 @@
-//===- Layers.h - building blocks shared by the diffusers models -*- C++ -*-===//
+//===- Layers.h - building blocks shared by the diffusers models -*- C++
+//-*-===//
 //
 // Pieces several diffusers models share, written once with the graph
 // builder and matching diffusers' numerics (float32):
@@ -31,8 +32,8 @@ Tensor timestepEmbedding(Module m, const Tensor &x, int64_t dim);
 /// [left, left + w) of the `gridSize` x `gridSize` grid: h*w rows of
 /// embed_dim values (row-major), as a [1, h*w, embed_dim] constant.
 Tensor sincosPosEmbed2d(Graph &g, int64_t embedDim, int64_t gridSize,
-                        double baseSize, double interpolationScale,
-                        int64_t top, int64_t left, int64_t h, int64_t w);
+                        double baseSize, double interpolationScale, int64_t top,
+                        int64_t left, int64_t h, int64_t w);
 
 /// PatchEmbed's projection: conv2d(C -> dim, kernel p, stride p), then
 /// flatten to tokens [B, (H/p)(W/p), dim].

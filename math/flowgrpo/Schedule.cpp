@@ -100,8 +100,8 @@ double dynamicShiftMu(int64_t imageSeqLen, const DynamicShiftOptions &options) {
   return static_cast<double>(imageSeqLen) * m + b;
 }
 
-// Derivation of the dynamic schedule from the code docs/flowgrpo-math.md section 1
-// paraphrases (diffusers QwenImagePipeline.__call__ and
+// Derivation of the dynamic schedule from the code docs/flowgrpo-math.md
+// section 1 paraphrases (diffusers QwenImagePipeline.__call__ and
 // FlowMatchEulerDiscreteScheduler.set_timesteps with use_dynamic_shifting and
 // time_shift_type "exponential"):
 //   sigmas = np.linspace(1.0, 1 / N, N)            float64

@@ -1,9 +1,9 @@
 //===- ScheduleTest.cpp - Tests for the sigma schedules ---------*- C++ -*-===//
 //
-// Checks the static schedule against docs/flowgrpo-math.md section 8 and bit-exactly
-// against numpy, and the dynamic schedule against (a) values computed
-// independently with numpy 2.4 following diffusers' code and (b) a plain
-// float64 evaluation of the formula in docs/flowgrpo-math.md section 1.
+// Checks the static schedule against docs/flowgrpo-math.md section 8 and
+// bit-exactly against numpy, and the dynamic schedule against (a) values
+// computed independently with numpy 2.4 following diffusers' code and (b) a
+// plain float64 evaluation of the formula in docs/flowgrpo-math.md section 1.
 //
 //===----------------------------------------------------------------------===//
 
@@ -112,8 +112,8 @@ TEST(ScheduleTest, StaticErrors) {
 // Dynamic shift
 //===----------------------------------------------------------------------===//
 
-/// docs/flowgrpo-math.md section 1 evaluated in float64 from scratch, without the
-/// library's float32 steps: the independent reference for the formula.
+/// docs/flowgrpo-math.md section 1 evaluated in float64 from scratch, without
+/// the library's float32 steps: the independent reference for the formula.
 std::vector<double> dynamicFormula64(int64_t n, int64_t seqLen,
                                      std::optional<double> terminal) {
   double m = (0.9 - 0.5) / (8192.0 - 256.0);

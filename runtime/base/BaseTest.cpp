@@ -84,9 +84,13 @@ void countScope(absl::string_view, int64_t begin, int64_t end) {
 
 TEST(Logging, TraceSink) {
   setTraceSink(countScope);
-  { TraceScope scope("work"); }
+  {
+    TraceScope scope("work");
+  }
   setTraceSink(nullptr);
-  { TraceScope scope("untraced"); }
+  {
+    TraceScope scope("untraced");
+  }
   EXPECT_EQ(tracedScopes, 1);
 }
 

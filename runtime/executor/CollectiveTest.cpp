@@ -127,8 +127,8 @@ TEST(Collective, FourRanksOnATwoByTwoMesh) {
     for (int i = 0; i < 2; ++i)
       for (int j = 0; j < 4; ++j)
         input.push_back(x(r, i, j));
-    auto outputs = runHostTensors(**executor, 
-        "f", {HostTensor::fromDoubles(DType::F32, {2, 4}, input)});
+    auto outputs = runHostTensors(
+        **executor, "f", {HostTensor::fromDoubles(DType::F32, {2, 4}, input)});
     ASSERT_TRUE(outputs.ok()) << outputs.status();
     const int dp = r / 2, tp = r % 2;
     auto at = [&](int k) { return (*outputs)[k].floats(); };
@@ -189,11 +189,12 @@ TEST(Collective, TwoThreeAndFourRanksOnALine) {
       std::vector<double> fv;
       for (int k = 0; k < 2 * n; ++k)
         fv.push_back(r * 0.5 + k);
-      auto outputs = runHostTensors(**executor, 
-          "f", {HostTensor::fromDoubles(DType::F32, {2 * n}, fv),
-                HostTensor::fromInts(DType::I64, {3},
-                                     {r, -r, int64_t(1) << (40 + r)}),
-                HostTensor::fromInts(DType::I1, {3}, {r % 2, 1, 0})});
+      auto outputs =
+          runHostTensors(**executor, "f",
+                         {HostTensor::fromDoubles(DType::F32, {2 * n}, fv),
+                          HostTensor::fromInts(DType::I64, {3},
+                                               {r, -r, int64_t(1) << (40 + r)}),
+                          HostTensor::fromInts(DType::I1, {3}, {r % 2, 1, 0})});
       ASSERT_TRUE(outputs.ok()) << outputs.status();
       // Mean of r * 0.5 + k over r: 0.25 (n - 1) + k, exact in f32.
       for (int k = 0; k < 2 * n; ++k)
@@ -255,8 +256,9 @@ TEST(Collective, NeedsAChannelOfTheMeshSize) {
   auto single = load(allReduceProgram(1));
   auto executor = Executor::create(single, *device, options);
   ASSERT_TRUE(executor.ok()) << executor.status();
-  auto outputs = runHostTensors(**executor, 
-      "f", {HostTensor::fromDoubles(DType::F32, {4}, {1, 2, 3, 4})});
+  auto outputs =
+      runHostTensors(**executor, "f",
+                     {HostTensor::fromDoubles(DType::F32, {4}, {1, 2, 3, 4})});
   ASSERT_TRUE(outputs.ok()) << outputs.status();
   EXPECT_EQ((*outputs)[0],
             HostTensor::fromDoubles(DType::F32, {4}, {1, 2, 3, 4}));

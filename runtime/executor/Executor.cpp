@@ -146,9 +146,9 @@ absl::Status Executor::prepare() {
       OMNI_RETURN_IF_ERROR(
           toDevice(data->data(), hal::BufferRef::all(*buffer)));
     else if (bytes)
-      OMNI_RETURN_IF_ERROR(stream_->fill(
-          hal::BufferRef::all(*buffer),
-          absl::MakeConstSpan(data->data(), sizeOf(data))));
+      OMNI_RETURN_IF_ERROR(
+          stream_->fill(hal::BufferRef::all(*buffer),
+                        absl::MakeConstSpan(data->data(), sizeOf(data))));
     constants_.push_back(std::move(buffer));
   }
   for (size_t i = 0; i < p.state().size(); ++i) {

@@ -86,8 +86,7 @@ std::vector<std::pair<std::string, double>> Executor::takePhaseTimes() {
 absl::Status
 Executor::runCommands(Frame &frame,
                       const Vector<Offset<step::Command>> *commands,
-                      const Path &parent, const char *field,
-                      bool timePhases) {
+                      const Path &parent, const char *field, bool timePhases) {
   for (uint32_t i = 0; i < sizeOf(commands); ++i) {
     Path path{&parent, field, i};
     const step::Command &command = *commands->Get(i);

@@ -215,10 +215,9 @@ public:
     }
   }
 
-  int rejectedUnsealed = 0, codeChanged = 0, resealed = 0,
-      rejectedByLoader = 0,
-      rejectedBySignature = 0, rejectedByExecutor = 0, ran = 0,
-      failedRuns = 0, skippedRuns = 0;
+  int rejectedUnsealed = 0, codeChanged = 0, resealed = 0, rejectedByLoader = 0,
+      rejectedBySignature = 0, rejectedByExecutor = 0, ran = 0, failedRuns = 0,
+      skippedRuns = 0;
 
 private:
   std::unique_ptr<hal::Device> device_;
@@ -318,15 +317,16 @@ TEST(Fuzz, MutantsAreRejectedOrRun) {
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
-  std::cout << mutants << " mutants in " << seconds << " s: "
-            << fuzzer.rejectedUnsealed << " rejected as they were; resealed, "
-            << fuzzer.codeChanged << " changed the code (not run), "
-            << fuzzer.resealed << " did not, of which "
-            << fuzzer.rejectedByLoader << " rejected by the loader ("
-            << fuzzer.rejectedBySignature << " by a kernel signature), "
-            << fuzzer.rejectedByExecutor << " by Executor::create, "
-            << fuzzer.failedRuns << " runs failed, " << fuzzer.ran
-            << " runs completed, " << fuzzer.skippedRuns << " skipped\n";
+  std::cout << mutants << " mutants in " << seconds
+            << " s: " << fuzzer.rejectedUnsealed
+            << " rejected as they were; resealed, " << fuzzer.codeChanged
+            << " changed the code (not run), " << fuzzer.resealed
+            << " did not, of which " << fuzzer.rejectedByLoader
+            << " rejected by the loader (" << fuzzer.rejectedBySignature
+            << " by a kernel signature), " << fuzzer.rejectedByExecutor
+            << " by Executor::create, " << fuzzer.failedRuns << " runs failed, "
+            << fuzzer.ran << " runs completed, " << fuzzer.skippedRuns
+            << " skipped\n";
   // The mutants reach every stage.
   EXPECT_GT(fuzzer.resealed, 0);
   EXPECT_GT(fuzzer.rejectedByLoader, 0);

@@ -1,11 +1,11 @@
 //===- Advantages.h - GRPO group-normalized advantages ----------*- C++ -*-===//
 //
-// group_advantages (docs/flowgrpo-math.md section 5): GRPO replaces a value function by
-// comparing each image's reward with the other images generated for the same
-// prompt. Groups are consecutive runs of group_size samples of the GLOBAL
-// batch (data-parallel ranks gather rewards before calling this). Everything
-// runs in double, like flow_grpo's numpy float64 tracker (two-pass mean and
-// std, centering, division); only the advantage is rounded to T.
+// group_advantages (docs/flowgrpo-math.md section 5): GRPO replaces a value
+// function by comparing each image's reward with the other images generated for
+// the same prompt. Groups are consecutive runs of group_size samples of the
+// GLOBAL batch (data-parallel ranks gather rewards before calling this).
+// Everything runs in double, like flow_grpo's numpy float64 tracker (two-pass
+// mean and std, centering, division); only the advantage is rounded to T.
 //
 //===----------------------------------------------------------------------===//
 

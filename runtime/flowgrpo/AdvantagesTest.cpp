@@ -1,8 +1,8 @@
 //===- AdvantagesTest.cpp - Tests for group_advantages ----------*- C++ -*-===//
 //
-// docs/flowgrpo-math.md section 8's three option sets, the ddof = 1 variant, the
-// degenerate groups (size 1, zero spread, eps 0) that must give 0 rather than
-// NaN, and every user error.
+// docs/flowgrpo-math.md section 8's three option sets, the ddof = 1 variant,
+// the degenerate groups (size 1, zero spread, eps 0) that must give 0 rather
+// than NaN, and every user error.
 //
 //===----------------------------------------------------------------------===//
 
@@ -149,8 +149,8 @@ std::vector<double> f64Advantages(const std::vector<float> &r, size_t group,
     mean /= static_cast<double>(count);
     for (size_t i = begin; i < begin + count; ++i)
       ss += (r[i] - mean) * (r[i] - mean);
-    return std::pair<double, double>(mean,
-                                     std::sqrt(ss / static_cast<double>(count)));
+    return std::pair<double, double>(
+        mean, std::sqrt(ss / static_cast<double>(count)));
   };
   double globalStd = stats(0, r.size()).second;
   std::vector<double> a(r.size());
@@ -180,8 +180,8 @@ TEST(AdvantagesTest, OffsetRewardsMatchF64Formula) {
       ASSERT_EQ(a.size(), want.size());
       for (size_t i = 0; i < a.size(); ++i)
         EXPECT_NEAR(a[i], want[i], 1e-6 * std::max(1.0, std::fabs(want[i])))
-            << (rewards == &offset ? "offset" : "jpeg") << " global "
-            << global << " i = " << i;
+            << (rewards == &offset ? "offset" : "jpeg") << " global " << global
+            << " i = " << i;
     }
   }
 }

@@ -1,12 +1,12 @@
 //===- GrpoLoss.h - Clipped GRPO policy loss --------------------*- C++ -*-===//
 //
-// grpo_loss (docs/flowgrpo-math.md section 6): the PPO-style clipped ratio objective on
-// per-sample step log-probabilities, an optional KL penalty towards the
-// frozen reference model measured on the sde_step means, and the metrics the
-// training driver logs. The 1 / (micro-batches * trained steps) scaling that
-// turns accumulated gradients into a mean is the program's job, not this
-// function's. Inputs are views owned by the caller; per-sample reductions
-// accumulate in double and are returned in T (float or double).
+// grpo_loss (docs/flowgrpo-math.md section 6): the PPO-style clipped ratio
+// objective on per-sample step log-probabilities, an optional KL penalty
+// towards the frozen reference model measured on the sde_step means, and the
+// metrics the training driver logs. The 1 / (micro-batches * trained steps)
+// scaling that turns accumulated gradients into a mean is the program's job,
+// not this function's. Inputs are views owned by the caller; per-sample
+// reductions accumulate in double and are returned in T (float or double).
 //
 //===----------------------------------------------------------------------===//
 

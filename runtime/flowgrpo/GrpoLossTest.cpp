@@ -1,8 +1,8 @@
 //===- GrpoLossTest.cpp - Tests for grpo_loss -------------------*- C++ -*-===//
 //
-// docs/flowgrpo-math.md section 8's clipped-loss example, the on-policy identity, the
-// metrics, both KL forms on hand-computed inputs, NaN propagation, and every
-// user error.
+// docs/flowgrpo-math.md section 8's clipped-loss example, the on-policy
+// identity, the metrics, both KL forms on hand-computed inputs, NaN
+// propagation, and every user error.
 //
 //===----------------------------------------------------------------------===//
 
@@ -174,7 +174,8 @@ TYPED_TEST(GrpoLossTypedTest, ExactKlIsTheKlOfTheTransitionsForBothStepTypes) {
     options.klForm = KlForm::Exact;
     options.sdeType = type;
     if (type == SdeType::Sde)
-      inputs.dt = static_cast<T>(sigmas[step + 1]) - static_cast<T>(sigmas[step]);
+      inputs.dt =
+          static_cast<T>(sigmas[step + 1]) - static_cast<T>(sigmas[step]);
     auto result = grpoLoss<T>(inputs, options);
     ASSERT_TRUE(result.ok()) << result.status();
     EXPECT_TRUE(relNear(result->kl, want, 1e-5))

@@ -1,7 +1,7 @@
 //===- Optim.h - AdamW and global gradient-norm clipping --------*- C++ -*-===//
 //
-// The update of docs/flowgrpo-math.md section 7 with PyTorch semantics, because the
-// reference trainers use torch.optim.AdamW and
+// The update of docs/flowgrpo-math.md section 7 with PyTorch semantics, because
+// the reference trainers use torch.optim.AdamW and
 // torch.nn.utils.clip_grad_norm_ and omni must land on the same weights:
 // decoupled weight decay applied before the moment update, bias correction
 // with a 1-based step count, and clipping by max_norm / (norm + 1e-6). All
@@ -65,8 +65,8 @@ template <typename T> struct ClipGradNormResult {
 /// sqrt of the sum of squares of every element of every array (accumulated
 /// in double), the factor is min(1, maxNorm / (norm + 1e-6)) in T and is
 /// applied when it is below 1. Unlike torch, a non-finite norm zeroes the
-/// gradients (docs/flowgrpo-math.md section 7). Fails if maxNorm is not positive and
-/// finite. Instantiated for float and double.
+/// gradients (docs/flowgrpo-math.md section 7). Fails if maxNorm is not
+/// positive and finite. Instantiated for float and double.
 template <typename T>
 absl::StatusOr<ClipGradNormResult<T>>
 clipGradNorm(absl::Span<const absl::Span<T>> grads, double maxNorm = 1.0);

@@ -3,11 +3,11 @@
 // The arithmetic mirrors flow_grpo's sde_step_with_logprob expression by
 // expression (including where Python scalars enter as float32 constants) so
 // that the float instantiation tracks PyTorch float32. Two deliberate
-// departures, both from docs/flowgrpo-math.md: the step is given by its integer index,
-// never found by comparing float timesteps, and the Euler step (type "ode" or
-// noise level 0) reports zero log-probabilities instead of the NaN that
-// -0/0 would produce. Row means accumulate in double so the reduction order
-// does not matter at the tolerances the tests use.
+// departures, both from docs/flowgrpo-math.md: the step is given by its integer
+// index, never found by comparing float timesteps, and the Euler step (type
+// "ode" or noise level 0) reports zero log-probabilities instead of the NaN
+// that -0/0 would produce. Row means accumulate in double so the reduction
+// order does not matter at the tolerances the tests use.
 //
 //===----------------------------------------------------------------------===//
 
@@ -187,7 +187,8 @@ sdeCoefficients(absl::Span<const float> sigmas, int64_t step,
 
   if (options.type == SdeType::Sde) {
     // At s == 1 the variance-exploding factor s / (1 - s) is infinite;
-    // flow_grpo substitutes s[1] in the denominator (docs/flowgrpo-math.md section 2).
+    // flow_grpo substitutes s[1] in the denominator (docs/flowgrpo-math.md
+    // section 2).
     float denominatorSigma = sigma;
     if (sigma == 1.0f) {
       denominatorSigma = sigmas[1];

@@ -1,7 +1,7 @@
 //===- SdeStep.h - One stochastic denoising step with log-prob --*- C++ -*-===//
 //
-// sde_step (docs/flowgrpo-math.md section 2): from x_i and the model velocity v, the
-// Gaussian transition to x_{i+1} of the FlowGRPO SDE ("sde"), of the
+// sde_step (docs/flowgrpo-math.md section 2): from x_i and the model velocity
+// v, the Gaussian transition to x_{i+1} of the FlowGRPO SDE ("sde"), of the
 // coefficients-preserving sampler ("cps"), or the deterministic Euler step
 // ("ode", or any type with noise level 0), plus the per-row log-probability
 // that the policy-gradient loss needs. Rollout supplies the noise and gets

@@ -161,7 +161,8 @@ TYPED_TEST(SdeStepTypedTest, NoiseLevelZeroIsEuler) {
 }
 
 TYPED_TEST(SdeStepTypedTest, CpsStepTwoNoiseZeroEqualsEuler) {
-  // docs/flowgrpo-math.md section 8: "step 2, cps, a = 0: mu equals the Euler step".
+  // docs/flowgrpo-math.md section 8: "step 2, cps, a = 0: mu equals the Euler
+  // step".
   using T = TypeParam;
   std::vector<float> sigmas = sd35Sigmas();
   std::vector<T> x = as<T>(kX), v = as<T>(kV), e = as<T>(kE);

@@ -10,8 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 
-#include <unistd.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -209,7 +209,8 @@ TEST(NpyTest, RejectsTruncatedAndTrailingData) {
 }
 
 TEST(NpyTest, FilesRoundTripAndNameThePath) {
-  std::string path = ::testing::TempDir() + "/omni_npy_test." + std::to_string(::getpid()) + ".npy";
+  std::string path = ::testing::TempDir() + "/omni_npy_test." +
+                     std::to_string(::getpid()) + ".npy";
   HostTensor t = HostTensor::fromInts(DType::I32, {3}, {1, 2, 3});
   ASSERT_TRUE(writeNpyFile(path, t).ok());
   absl::StatusOr<HostTensor> back = readNpyFile(path);

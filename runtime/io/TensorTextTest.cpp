@@ -4,8 +4,8 @@
 
 #include "runtime/io/Npy.h"
 
-#include <unistd.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -76,7 +76,8 @@ TEST(InlineTensorTest, RejectsMalformedLiterals) {
 }
 
 TEST(InlineTensorTest, ArgumentsReadNpyFiles) {
-  std::string path = ::testing::TempDir() + "/omni_text_test." + std::to_string(::getpid()) + ".npy";
+  std::string path = ::testing::TempDir() + "/omni_text_test." +
+                     std::to_string(::getpid()) + ".npy";
   HostTensor t = HostTensor::fromInts(DType::I64, {2}, {3, 4});
   ASSERT_TRUE(writeNpyFile(path, t).ok());
   absl::StatusOr<HostTensor> back = parseTensorArgument("@" + path);

@@ -12,15 +12,15 @@
 
 #include "gtest/gtest.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <chrono>
 #include <cstdio>
+#include <fcntl.h>
 #include <functional>
 #include <future>
 #include <limits>
 #include <random>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace omni::loader {
 namespace {
@@ -81,7 +81,8 @@ TEST(Loader, LoadsAValidProgram) {
 }
 
 TEST(Loader, LoadsFromAFile) {
-  std::string path = ::testing::TempDir() + "/loader_test." + std::to_string(::getpid()) + ".bin";
+  std::string path = ::testing::TempDir() + "/loader_test." +
+                     std::to_string(::getpid()) + ".bin";
   std::string bytes = build();
   FILE *f = std::fopen(path.c_str(), "wb");
   ASSERT_TRUE(f);
@@ -166,8 +167,7 @@ TEST(Integrity, Crc32cMatchesTheStandardAndItsPortableForm) {
   // The CRC-32C check value (RFC 3720 B.4 / the catalogue of CRCs).
   EXPECT_EQ(step::crc32c(digits, 9), 0xe3069283u);
   EXPECT_EQ(step::crc32cPortable(digits, 9), 0xe3069283u);
-  EXPECT_EQ(step::crc32c(digits + 4, 5, step::crc32c(digits, 4)),
-            0xe3069283u);
+  EXPECT_EQ(step::crc32c(digits + 4, 5, step::crc32c(digits, 4)), 0xe3069283u);
   EXPECT_EQ(step::crc32c(nullptr, 0), 0u);
   // 32 zero bytes (RFC 3720 B.4).
   std::vector<uint8_t> zeros(32, 0);
@@ -185,7 +185,8 @@ TEST(Integrity, Crc32cMatchesTheStandardAndItsPortableForm) {
 
 /// A program with an executable and a constant, so that every section
 /// has a checksum.
-std::string sectioned(const std::function<void(StepBuilder &)> &edit = nullptr) {
+std::string
+sectioned(const std::function<void(StepBuilder &)> &edit = nullptr) {
   return build([&](StepBuilder &b) {
     StepBuilder::ExecutableSpec e;
     e.name = "kernels";
@@ -237,22 +238,22 @@ TEST(Integrity, NamesTheCorruptSection) {
     return std::string(s);
   };
   std::string code2 = flip(code + 5);
-  EXPECT_EQ(errorOf(code2),
-            "step.bin: executables[0].data (8 bytes): CRC-32C is " +
-                hex(step::crc32c(
-                    reinterpret_cast<const uint8_t *>(code2.data()) + code,
-                    8)) +
-                " but integrity.executables[0] records " + hex(exeSum) +
-                ": the file is corrupt (copy it again or recompile it)");
+  EXPECT_EQ(
+      errorOf(code2),
+      "step.bin: executables[0].data (8 bytes): CRC-32C is " +
+          hex(step::crc32c(
+              reinterpret_cast<const uint8_t *>(code2.data()) + code, 8)) +
+          " but integrity.executables[0] records " + hex(exeSum) +
+          ": the file is corrupt (copy it again or recompile it)");
   std::string constant2 = flip(constant);
-  EXPECT_EQ(errorOf(constant2),
-            "step.bin: constants[0].data (8 bytes): CRC-32C is " +
-                hex(step::crc32c(
-                    reinterpret_cast<const uint8_t *>(constant2.data()) +
-                        constant,
-                    8)) +
-                " but integrity.constants[0] records " + hex(constSum) +
-                ": the file is corrupt (copy it again or recompile it)");
+  EXPECT_EQ(
+      errorOf(constant2),
+      "step.bin: constants[0].data (8 bytes): CRC-32C is " +
+          hex(step::crc32c(reinterpret_cast<const uint8_t *>(constant2.data()) +
+                               constant,
+                           8)) +
+          " but integrity.constants[0] records " + hex(constSum) +
+          ": the file is corrupt (copy it again or recompile it)");
   // A tensor's dimension (metadata) and the checksum itself.
   for (size_t at : {arena, sum}) {
     std::string bad = flip(at);
@@ -284,10 +285,11 @@ TEST(Integrity, EveryChangedByteIsRejected) {
 }
 
 TEST(Integrity, IsRequired) {
-  EXPECT_EQ(errorOf(sectioned([](StepBuilder &b) { b.writeIntegrity = false; })),
-            "step.bin: integrity is missing but this omnirun needs the "
-            "checksums omnic writes (written by an older omnic or another "
-            "tool? recompile it)");
+  EXPECT_EQ(
+      errorOf(sectioned([](StepBuilder &b) { b.writeIntegrity = false; })),
+      "step.bin: integrity is missing but this omnirun needs the "
+      "checksums omnic writes (written by an older omnic or another "
+      "tool? recompile it)");
   // A file of another version is named as such, checksums or not.
   EXPECT_EQ(errorOf(sectioned([](StepBuilder &b) {
               b.writeIntegrity = false;
@@ -296,18 +298,17 @@ TEST(Integrity, IsRequired) {
             "step.bin: version = 2 but this omnirun reads version 1");
   // Unsealed (all checksums zero) and checksum lists that do not cover the
   // sections.
-  EXPECT_EQ(errorOf(sectioned([](StepBuilder &b) { b.seal = false; }))
-                .rfind("step.bin: executables[0].data (8 bytes): CRC-32C is ",
-                       0),
-            0u);
-  EXPECT_EQ(errorOf(sectioned([](StepBuilder &b) {
-              b.integrityConstantCount = 0;
-            })),
-            "step.bin: integrity.constants has 0 checksums but there are 1 "
-            "constants: the file is corrupt (copy it again or recompile it)");
-  EXPECT_EQ(errorOf(sectioned([](StepBuilder &b) {
-              b.integrityExecutableCount = 2;
-            })),
+  EXPECT_EQ(
+      errorOf(sectioned([](StepBuilder &b) {
+        b.seal = false;
+      })).rfind("step.bin: executables[0].data (8 bytes): CRC-32C is ", 0),
+      0u);
+  EXPECT_EQ(
+      errorOf(sectioned([](StepBuilder &b) { b.integrityConstantCount = 0; })),
+      "step.bin: integrity.constants has 0 checksums but there are 1 "
+      "constants: the file is corrupt (copy it again or recompile it)");
+  EXPECT_EQ(errorOf(sectioned(
+                [](StepBuilder &b) { b.integrityExecutableCount = 2; })),
             "step.bin: integrity.executables has 2 checksums but there are 1 "
             "executables: the file is corrupt (copy it again or recompile "
             "it)");
@@ -459,22 +460,17 @@ TEST(Loader, ChecksExecutables) {
                     }),
                     options),
             "");
-  EXPECT_EQ(errorOf(withExe([](auto &e) {
-                      e.data = {'M', 'Z', 0, 0, 0};
-                    }),
-                    options),
-            "step.bin: executables[0].data: has 5 bytes that do not start "
-            "with the ELF magic (7f 45 4c 46)");
+  EXPECT_EQ(
+      errorOf(withExe([](auto &e) { e.data = {'M', 'Z', 0, 0, 0}; }), options),
+      "step.bin: executables[0].data: has 5 bytes that do not start "
+      "with the ELF magic (7f 45 4c 46)");
   EXPECT_EQ(errorOf(withExe([](auto &e) {
                       e.format = static_cast<step::ExecutableFormat>(5);
                     }),
                     options),
             "step.bin: executables[0].format: = 5 but valid formats are 0..2 "
             "(ElfSharedObject, Ptx, Cubin)");
-  EXPECT_EQ(errorOf(withExe([](auto &e) {
-                      e.kernels = {"k", ""};
-                    }),
-                    options),
+  EXPECT_EQ(errorOf(withExe([](auto &e) { e.kernels = {"k", ""}; }), options),
             "step.bin: executables[0].kernels[1]: is empty but kernels are "
             "looked up by symbol name");
 }
@@ -489,10 +485,9 @@ TEST(Loader, ChecksFunctions) {
   EXPECT_EQ(errorOf(build([](StepBuilder &b) { b.function("", {}, {}, {}); })),
             "step.bin: functions[1].name: is empty but functions are called "
             "by name");
-  EXPECT_EQ(errorOf(build([](StepBuilder &b) {
-              b.function("g", {0, 9}, {}, {});
-            })),
-            "step.bin: functions[1]: inputs[1] = 9 but there are 2 tensors");
+  EXPECT_EQ(
+      errorOf(build([](StepBuilder &b) { b.function("g", {0, 9}, {}, {}); })),
+      "step.bin: functions[1]: inputs[1] = 9 but there are 2 tensors");
   EXPECT_EQ(
       errorOf(build([](StepBuilder &b) { b.function("g", {1}, {}, {}); })),
       "step.bin: functions[1]: inputs[0] is tensors[1] with storage "
@@ -602,10 +597,10 @@ TEST(Loader, ChecksDispatch) {
 /// c = a + b with kernel 'add' (compiled for three f32[4] buffers, grid 4)
 /// of an executable that also has a kernel no Dispatch may run; tensors
 /// 0..2 are f32[4], 3 is f64[4], 4 is f32[8].
-std::string signed_(const std::function<std::vector<omni::testing::CommandRef>(
-                        StepBuilder &)> &commands,
-                    const std::function<void(StepBuilder::ExecutableSpec &)>
-                        &edit = nullptr) {
+std::string signed_(
+    const std::function<std::vector<omni::testing::CommandRef>(StepBuilder &)>
+        &commands,
+    const std::function<void(StepBuilder::ExecutableSpec &)> &edit = nullptr) {
   return withCommands([&](StepBuilder &b) {
     StepBuilder::ExecutableSpec e;
     e.name = "kernels";
@@ -637,7 +632,8 @@ TEST(Loader, ChecksDispatchesAgainstKernelSignatures) {
       return Commands{b.dispatch(0, kernel, grid, operands, results, scalars)};
     };
   };
-  const std::string at = "step.bin: functions[0].commands[0] (Dispatch) in 'f': ";
+  const std::string at =
+      "step.bin: functions[0].commands[0] (Dispatch) in 'f': ";
   EXPECT_EQ(errorOf(signed_(one(0, 4, {0, 1}, {2}))), "");
   EXPECT_EQ(errorOf(signed_(one(0, 4, {0}, {2}))),
             at + "operands has 1 entries but kernel 'add' reads 2 buffers");
@@ -711,8 +707,8 @@ TEST(Loader, OneChangedByteNeverReachesAKernel) {
   auto dimTo8 = [&](std::string &b) { b[dim] = 8; };
   for (auto edit : {std::function<void(std::string &)>(operandTo4),
                     std::function<void(std::string &)>(dimTo8)})
-    EXPECT_EQ(errorOf(changed(good, edit, false)).rfind(
-                  "step.bin: CRC-32C of the file's ", 0),
+    EXPECT_EQ(errorOf(changed(good, edit, false))
+                  .rfind("step.bin: CRC-32C of the file's ", 0),
               0u);
   const std::string at =
       "step.bin: functions[0].commands[0] (Dispatch) in 'f': ";
@@ -944,13 +940,13 @@ TEST(Loader, ChecksFillAndRandom) {
             })),
             "step.bin: functions[0].commands[0] (Fill): pattern is empty but "
             "expected at least one byte");
-  EXPECT_EQ(
-      errorOf(withCommands([](StepBuilder &b) {
-        return std::vector{b.fill(b.arena(DType::F32, {3}), {1, 2, 3, 4, 5})};
-      })),
-      "step.bin: functions[0].commands[0] (Fill): pattern has 5 bytes "
-      "but dest tensors[0] (tensor<3xf32>, 12 bytes) is not a multiple "
-      "of it");
+  EXPECT_EQ(errorOf(withCommands([](StepBuilder &b) {
+              return std::vector{
+                  b.fill(b.arena(DType::F32, {3}), {1, 2, 3, 4, 5})};
+            })),
+            "step.bin: functions[0].commands[0] (Fill): pattern has 5 bytes "
+            "but dest tensors[0] (tensor<3xf32>, 12 bytes) is not a multiple "
+            "of it");
   auto random = [](std::vector<int64_t> keyShape, DType resultType) {
     return withCommands([=](StepBuilder &b) {
       uint32_t key = b.arena(DType::I64, keyShape);

@@ -62,7 +62,6 @@ DType toDType(step::DType dtype) {
   return DType::F32;
 }
 
-
 std::string tensorTypeString(DType dtype, absl::Span<const int64_t> shape) {
   std::string s = "tensor<";
   for (int64_t d : shape)
@@ -197,8 +196,7 @@ absl::Status checkIntegrity(const uint8_t *data, size_t size,
   auto fail = [&](absl::string_view message) {
     return absl::InvalidArgumentError(absl::StrCat(name, ": ", message));
   };
-  const char *corrupt =
-      ": the file is corrupt (copy it again or recompile it)";
+  const char *corrupt = ": the file is corrupt (copy it again or recompile it)";
   const step::Integrity *integrity = root.integrity();
   std::optional<size_t> fileOffset = step::fileChecksumOffset(data, size);
   present = integrity != nullptr;
@@ -227,14 +225,13 @@ absl::Status checkIntegrity(const uint8_t *data, size_t size,
     for (uint32_t i = 0; i < s.n; ++i) {
       const flatbuffers::Vector<uint8_t> *blob =
           s.executables ? root.executables()->Get(i)->data()
-              : root.constants()->Get(i)->data();
+                        : root.constants()->Get(i)->data();
       uint32_t have = blob ? step::crc32c(blob->data(), blob->size()) : 0;
       if (have != s.sums->Get(i))
         return fail(absl::StrCat(s.table, "[", i, "].data (", count(blob),
                                  " bytes): CRC-32C is ", hex32(have),
                                  " but integrity.", s.table, "[", i,
-                                 "] records ", hex32(s.sums->Get(i)),
-                                 corrupt));
+                                 "] records ", hex32(s.sums->Get(i)), corrupt));
     }
   }
   uint32_t recorded = integrity->file()->value();
@@ -278,8 +275,7 @@ Program::load(std::unique_ptr<Storage> storage, std::string name,
   bool checksummed = false;
   absl::Status integrity =
       checkIntegrity(storage->data, size, *root, name, checksummed);
-  if ((integrity.ok() || !checksummed) &&
-      root->version() != kSupportedVersion)
+  if ((integrity.ok() || !checksummed) && root->version() != kSupportedVersion)
     return fail(absl::StrCat("version = ", root->version(),
                              " but this omnirun reads version ",
                              kSupportedVersion));
@@ -320,12 +316,12 @@ Program::loadFile(const std::string &path, const LoadOptions &options) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    const char *type = S_ISFIFO(st.st_mode)    ? "a FIFO"
-                       : S_ISDIR(st.st_mode)   ? "a directory"
-                       : S_ISCHR(st.st_mode)   ? "a character device"
-                       : S_ISBLK(st.st_mode)   ? "a block device"
-                       : S_ISSOCK(st.st_mode)  ? "a socket"
-                                               : "of another type";
+    const char *type = S_ISFIFO(st.st_mode)   ? "a FIFO"
+                       : S_ISDIR(st.st_mode)  ? "a directory"
+                       : S_ISCHR(st.st_mode)  ? "a character device"
+                       : S_ISBLK(st.st_mode)  ? "a block device"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "of another type";
     return absl::InvalidArgumentError(absl::StrCat(
         name, ": is ", type, " but a step.bin must be a regular file"));
   }

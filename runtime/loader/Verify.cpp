@@ -233,9 +233,8 @@ absl::Status ProgramVerifier::checkExecutables() {
         return fail(at + ".grid",
                     absl::StrCat("= ", sig->grid(),
                                  " but it must be >= 0 (or -1: never run)"));
-      for (auto [field, list] :
-           {std::pair{"operands", sig->operands()},
-            std::pair{"results", sig->results()}})
+      for (auto [field, list] : {std::pair{"operands", sig->operands()},
+                                 std::pair{"results", sig->results()}})
         for (uint32_t b = 0; b < sizeOf(list); ++b) {
           const step::KernelBuffer *buffer = list->Get(b);
           if (buffer->dtype() < step::DType::MIN ||
@@ -245,9 +244,9 @@ absl::Status ProgramVerifier::checkExecutables() {
                                      " but valid dtypes are 0..6 (f32, f64, "
                                      "f16, bf16, i1, i32, i64)"));
           if (buffer->bytes() < 0)
-            return fail(absl::StrCat(at, ".", field, "[", b, "].bytes"),
-                        absl::StrCat("= ", buffer->bytes(),
-                                     " but it must be >= 0"));
+            return fail(
+                absl::StrCat(at, ".", field, "[", b, "].bytes"),
+                absl::StrCat("= ", buffer->bytes(), " but it must be >= 0"));
         }
     }
     if (format != step::ExecutableFormat::ElfSharedObject)

@@ -54,9 +54,8 @@ uint32_t updatePortable(uint32_t c, const uint8_t *p, size_t size) {
 }
 
 #if defined(__x86_64__)
-__attribute__((target("sse4.2"))) uint32_t updateHardware(uint32_t c,
-                                                          const uint8_t *p,
-                                                          size_t size) {
+__attribute__((target("sse4.2")))
+uint32_t updateHardware(uint32_t c, const uint8_t *p, size_t size) {
   uint64_t c64 = c;
   while (size >= 8) {
     uint64_t v;

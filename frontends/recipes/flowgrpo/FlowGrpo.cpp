@@ -75,9 +75,10 @@ struct Choice {
   void (*set)(Options &, size_t index);
 };
 
-/// One recipe option: its key, its default (the CPU demo's, docs/flowgrpo-math.md
-/// section 9) and the field its value goes to; the field's type says how
-/// the value is read (integer, number, true/false, text, or a Choice).
+/// One recipe option: its key, its default (the CPU demo's,
+/// docs/flowgrpo-math.md section 9) and the field its value goes to; the
+/// field's type says how the value is read (integer, number, true/false, text,
+/// or a Choice).
 struct OptionDesc {
   const char *key;
   const char *defaultValue;
@@ -86,8 +87,8 @@ struct OptionDesc {
       field;
 };
 
-/// Every option of docs/flowgrpo-math.md sections 1-7. Adding an option is a row here
-/// (and a field in Options); its checks go to kChecks.
+/// Every option of docs/flowgrpo-math.md sections 1-7. Adding an option is a
+/// row here (and a field in Options); its checks go to kChecks.
 const OptionDesc kOptions[] = {
     // Sampling.
     {"prompts_per_iteration", "4", &Options::prompts}, // P: distinct prompts

@@ -36,8 +36,8 @@
 
 namespace omni::fe::flowgrpo {
 
-/// Every option of docs/flowgrpo-math.md sections 1-7, with the CPU demo's defaults
-/// (section 9). Held as a Config so the tool can take `key=value`.
+/// Every option of docs/flowgrpo-math.md sections 1-7, with the CPU demo's
+/// defaults (section 9). Held as a Config so the tool can take `key=value`.
 Config defaultOptions();
 
 /// What the tool asks for: models, their presets/overrides, recipe options.

@@ -9,8 +9,8 @@
 //   equals the float32 reference evaluator.
 // - Math: against a rollout rebuilt in this file from @velocity and
 //   runtime/flowgrpo (Philox noise, the schedule, sde_step), the rewards of
-//   runtime/train/rewards and the formulas of docs/flowgrpo-math.md: the images, the
-//   SDE window, reward/advantage metrics and the on-policy loss.
+//   runtime/train/rewards and the formulas of docs/flowgrpo-math.md: the
+//   images, the SDE window, reward/advantage metrics and the on-policy loss.
 // - Gradients: the value_and_grad of @loss @train_step calls equals central
 //   finite differences (float64), with and without KL, with LoRA.
 // - A non-finite gradient norm skips the update bit for bit.
@@ -76,8 +76,8 @@ namespace {
   auto lhs = std::move(*lhs##OrError)
 
 const std::vector<std::string> kMetrics = {
-    "loss",        "approx_kl",  "clipfrac",       "kl",        "reward_mean",
-    "reward_std",  "advantage_mean", "grad_norm",  "skipped"};
+    "loss",       "approx_kl",      "clipfrac",  "kl",     "reward_mean",
+    "reward_std", "advantage_mean", "grad_norm", "skipped"};
 constexpr int64_t kSeed = 7;
 
 //===----------------------------------------------------------------------===//
@@ -297,7 +297,8 @@ bool bitEqual(const HostTensor &a, const HostTensor &b) {
 }
 
 //===----------------------------------------------------------------------===//
-// An independent rollout (docs/flowgrpo-math.md section 3, docs/recipes.md section 4)
+// An independent rollout (docs/flowgrpo-math.md section 3, docs/recipes.md
+// section 4)
 //===----------------------------------------------------------------------===//
 
 /// The window start the recipe draws: lo + floor(u (hi - W - lo + 1)),
@@ -305,8 +306,8 @@ bool bitEqual(const HostTensor &a, const HostTensor &b) {
 int64_t windowStart(const Recipe &s, int64_t iteration) {
   if (s.window == 0)
     return 0;
-  float u = fgr::philoxUniformAt(kSeed, iteration * (s.steps + 2) + s.steps + 1,
-                                 0);
+  float u =
+      fgr::philoxUniformAt(kSeed, iteration * (s.steps + 2) + s.steps + 1, 0);
   int64_t choices = s.windowHi - s.window - s.windowLo + 1;
   int64_t pick = std::min<int64_t>(
       static_cast<int64_t>(std::floor(static_cast<double>(u) * choices)),
@@ -376,7 +377,8 @@ absl::StatusOr<Rollout> rollout(const Program &p, const Named &state,
   for (int64_t b = 0; b < B; ++b)
     for (int64_t c = 0; c < 3; ++c)
       for (int64_t k = 0; k < hw; ++k)
-        r.images.push_back(1.0 / (1.0 + std::exp(-x[(b * s.channels + c) * hw + k])));
+        r.images.push_back(1.0 /
+                           (1.0 + std::exp(-x[(b * s.channels + c) * hw + k])));
   return r;
 }
 
@@ -403,7 +405,8 @@ protected:
   static void init(const Program &p, std::vector<HostTensor> &state,
                    Named &named,
                    reference::Precision precision = reference::Precision::F64) {
-    ASSERT_OK_AND_ASSIGN(out, evaluate(p, "init_state", {i64(kSeed)}, precision));
+    ASSERT_OK_AND_ASSIGN(out,
+                         evaluate(p, "init_state", {i64(kSeed)}, precision));
     state = out;
     named = byName(p.fn("init_state"), out);
   }
@@ -447,9 +450,9 @@ TEST_F(RecipeTest, StateLayoutAgreesAcrossFunctions) {
               (std::vector<std::string>{"seed", "iteration",
                                         "pooled_prompt_embeds"}));
     Builder b(&sharedContext());
-    EXPECT_TRUE(step.getArgumentTypes()[K + 2] ==
-                RankedTensorType::get({s.prompts, s.pooledDim},
-                                      b.getF32Type()));
+    EXPECT_TRUE(
+        step.getArgumentTypes()[K + 2] ==
+        RankedTensorType::get({s.prompts, s.pooledDim}, b.getF32Type()));
     for (size_t m = 0; m < kMetrics.size(); ++m) {
       EXPECT_EQ(results[K + m], kMetrics[m]);
       EXPECT_TRUE(step.getResultTypes()[K + m] ==
@@ -457,9 +460,9 @@ TEST_F(RecipeTest, StateLayoutAgreesAcrossFunctions) {
           << kMetrics[m];
     }
     EXPECT_EQ(results.back(), "images");
-    EXPECT_TRUE(step.getResultTypes().back() ==
-                RankedTensorType::get({s.batch(), 3, s.size, s.size},
-                                      b.getF32Type()));
+    EXPECT_TRUE(
+        step.getResultTypes().back() ==
+        RankedTensorType::get({s.batch(), 3, s.size, s.size}, b.getF32Type()));
 
     // The blocks: parameters, [ref], m, v, step.
     std::vector<std::string> params, trainable;
@@ -683,8 +686,8 @@ TEST_F(CompiledRecipeTest, OneIterationMatchesTheFloat32Evaluator) {
     EXPECT_TRUE(bitEqual(compiled[i], state[i])) << "state " << i;
 
   std::vector<HostTensor> args = trainArgs(state, 0, promptsOf(p.setup));
-  ASSERT_OK_AND_ASSIGN(want, evaluate(p, "train_step", args,
-                                      reference::Precision::F32));
+  ASSERT_OK_AND_ASSIGN(
+      want, evaluate(p, "train_step", args, reference::Precision::F32));
   ASSERT_OK_AND_ASSIGN(got, compiledStep(args));
   ASSERT_EQ(got.size(), want.size());
   std::vector<std::string> names = resultNames(p.fn("train_step"));
@@ -748,8 +751,8 @@ TEST_F(CompiledRecipeTest, OneIterationMatchesTheFloat32Evaluator) {
     for (int64_t i = 0; i < want[r].numElements(); ++i) {
       double g = got[r].floats()[i], x = want[r].floats()[i];
       if (!(std::abs(g - x) <= 1e-4 * std::abs(x) + 1e-6) && bad++ < 3)
-        ADD_FAILURE() << "element " << i << ": compiled " << g
-                      << ", evaluator " << x;
+        ADD_FAILURE() << "element " << i << ": compiled " << g << ", evaluator "
+                      << x;
     }
     EXPECT_EQ(bad, 0);
   }
@@ -763,9 +766,9 @@ TEST_F(CompiledRecipeTest, NonFiniteGradientNormSkipsTheUpdate) {
   ASSERT_NO_FATAL_FAILURE(init(p, state0, named, reference::Precision::F32));
   HostTensor prompts = promptsOf(p.setup);
   // One ordinary update first, so the moments and the step are not zero.
-  ASSERT_OK_AND_ASSIGN(first, evaluate(p, "train_step",
-                                       trainArgs(state0, 0, prompts),
-                                       reference::Precision::F32));
+  ASSERT_OK_AND_ASSIGN(first,
+                       evaluate(p, "train_step", trainArgs(state0, 0, prompts),
+                                reference::Precision::F32));
   std::vector<HostTensor> state1(first.begin(), first.begin() + K);
   ASSERT_EQ(byName(p.fn("train_step"), first)["adamw.step"].intAt(0), 1);
 
@@ -791,31 +794,29 @@ TEST_F(CompiledRecipeTest, NonFiniteGradientNormSkipsTheUpdate) {
          return evaluate(p, "train_step", a, reference::Precision::F32);
        }},
       {"compiled",
-       [&](const std::vector<HostTensor> &a) {
-         return compiledStep(a);
-       }}};
+       [&](const std::vector<HostTensor> &a) { return compiledStep(a); }}};
   for (size_t target : {ref, trained})
-  for (double poison : {std::numeric_limits<double>::quiet_NaN(),
-                        std::numeric_limits<double>::infinity()}) {
-    std::vector<HostTensor> bad = state1;
-    bad[target].floats()[1] = poison;
-    for (auto &[runner, run] : runners) {
-      SCOPED_TRACE(runner + ", poison " + num(poison) + " in " +
-                   names[target]);
-      ASSERT_OK_AND_ASSIGN(out, run(trainArgs(bad, 1, prompts)));
-      Named n = byName(p.fn("train_step"), out);
-      EXPECT_EQ(scalar(n, "skipped"), 1.0);
-      EXPECT_FALSE(std::isfinite(scalar(n, "grad_norm")));
-      if (target == ref)
-        EXPECT_FALSE(std::isfinite(scalar(n, "kl")));
-      else
-        EXPECT_FALSE(std::isfinite(scalar(n, "loss")));
-      for (double v : n["images"].floats())
-        ASSERT_TRUE(std::isfinite(v));
-      for (size_t i = 0; i < K; ++i)
-        EXPECT_TRUE(bitEqual(out[i], bad[i])) << "state '" << names[i] << "'";
+    for (double poison : {std::numeric_limits<double>::quiet_NaN(),
+                          std::numeric_limits<double>::infinity()}) {
+      std::vector<HostTensor> bad = state1;
+      bad[target].floats()[1] = poison;
+      for (auto &[runner, run] : runners) {
+        SCOPED_TRACE(runner + ", poison " + num(poison) + " in " +
+                     names[target]);
+        ASSERT_OK_AND_ASSIGN(out, run(trainArgs(bad, 1, prompts)));
+        Named n = byName(p.fn("train_step"), out);
+        EXPECT_EQ(scalar(n, "skipped"), 1.0);
+        EXPECT_FALSE(std::isfinite(scalar(n, "grad_norm")));
+        if (target == ref)
+          EXPECT_FALSE(std::isfinite(scalar(n, "kl")));
+        else
+          EXPECT_FALSE(std::isfinite(scalar(n, "loss")));
+        for (double v : n["images"].floats())
+          ASSERT_TRUE(std::isfinite(v));
+        for (size_t i = 0; i < K; ++i)
+          EXPECT_TRUE(bitEqual(out[i], bad[i])) << "state '" << names[i] << "'";
+      }
     }
-  }
   // The control: the same state without the poison is updated.
   for (auto &[runner, run] : runners) {
     SCOPED_TRACE(runner);
@@ -838,8 +839,8 @@ void checkIteration(const Program &p, const std::vector<HostTensor> &state,
                     const Named &named, int64_t iteration, Named &results) {
   const Recipe &s = p.setup;
   HostTensor prompts = promptsOf(s);
-  ASSERT_OK_AND_ASSIGN(out, evaluate(p, "train_step",
-                                     trainArgs(state, iteration, prompts)));
+  ASSERT_OK_AND_ASSIGN(
+      out, evaluate(p, "train_step", trainArgs(state, iteration, prompts)));
   results = byName(p.fn("train_step"), out);
   const HostTensor &images = results["images"];
 
@@ -851,7 +852,8 @@ void checkIteration(const Program &p, const std::vector<HostTensor> &state,
   // Rewards: the registered reward on the images, then docs/flowgrpo-math.md 5.
   std::vector<float> pixels(images.floats().begin(), images.floats().end());
   ::omni::rewards::ImageBatch batch{pixels.data(), images.shape()};
-  ASSERT_OK_AND_ASSIGN(rewards, ::omni::rewards::computeReward(s.reward, batch));
+  ASSERT_OK_AND_ASSIGN(rewards,
+                       ::omni::rewards::computeReward(s.reward, batch));
   std::vector<double> rw(rewards.begin(), rewards.end());
   double mean = std::accumulate(rw.begin(), rw.end(), 0.0) / rw.size(), var = 0;
   for (double x : rw)
@@ -932,8 +934,8 @@ TEST_F(RecipeTest, WindowStartIsDrawnInRangeAndSeenInTheImages) {
   std::set<int64_t> seen;
   for (int64_t iteration = 0; iteration < 6; ++iteration) {
     SCOPED_TRACE("iteration " + std::to_string(iteration));
-    ASSERT_OK_AND_ASSIGN(out, evaluate(p, "train_step",
-                                       trainArgs(state, iteration, prompts)));
+    ASSERT_OK_AND_ASSIGN(
+        out, evaluate(p, "train_step", trainArgs(state, iteration, prompts)));
     Named n = byName(p.fn("train_step"), out);
     const HostTensor &images = n["images"];
     std::vector<int64_t> matches;
@@ -958,7 +960,8 @@ TEST_F(RecipeTest, WindowStartIsDrawnInRangeAndSeenInTheImages) {
     ASSERT_EQ(drawn[0].floats().size(), draw.size());
     for (int64_t j = 0; j < B * elems; ++j)
       ASSERT_EQ(drawn[0].floats()[j], static_cast<double>(draw[j])) << j;
-    ASSERT_EQ(drawn[1].floats().size(), static_cast<size_t>(s.steps * B * elems));
+    ASSERT_EQ(drawn[1].floats().size(),
+              static_cast<size_t>(s.steps * B * elems));
     for (int64_t i = 0; i < s.steps; ++i) {
       fgr::philoxNormal(kSeed, base + 1 + i, 0, draw.data(), B * elems);
       for (int64_t j = 0; j < B * elems; ++j)
@@ -1030,8 +1033,8 @@ TEST_F(RecipeTest, NoiseLevelZeroIsDeterministicWithZeroLogProbs) {
   Recipe all = s;
   all.window = 0;
   ASSERT_OK_AND_ASSIGN(pa, buildProgram(all));
-  ASSERT_OK_AND_ASSIGN(out, evaluate(pa, "train_step",
-                                     trainArgs(state, 0, prompts)));
+  ASSERT_OK_AND_ASSIGN(
+      out, evaluate(pa, "train_step", trainArgs(state, 0, prompts)));
   EXPECT_TRUE(byName(pa.fn("train_step"), out)["images"] == results["images"]);
   EXPECT_EQ(scalar(byName(pa.fn("train_step"), out), "grad_norm"), 0.0);
 }
@@ -1213,7 +1216,8 @@ TEST_P(GradientTest, LossGradientMatchesFiniteDifferences) {
     std::iota(order.begin(), order.end(), 0);
     std::partial_sort(order.begin(), order.begin() + 3, order.end(),
                       [&](int64_t a, int64_t b) {
-                        return std::abs(g.floats()[a]) > std::abs(g.floats()[b]);
+                        return std::abs(g.floats()[a]) >
+                               std::abs(g.floats()[b]);
                       });
     std::vector<int64_t> picks(order.begin(), order.begin() + 3);
     picks.push_back(0);
@@ -1242,16 +1246,17 @@ const std::string kBlock = "transformer.transformer_blocks.0.";
 INSTANTIATE_TEST_SUITE_P(
     Recipe, GradientTest,
     ::testing::Values(
-        GradientCase{"Full",
-                     0.0,
-                     0,
-                     {"transformer.proj_out.weight",
-                      kBlock + "attn.to_k.weight",
-                      "transformer.time_text_embed.text_embedder.linear_1.bias"}},
+        GradientCase{
+            "Full",
+            0.0,
+            0,
+            {"transformer.proj_out.weight", kBlock + "attn.to_k.weight",
+             "transformer.time_text_embed.text_embedder.linear_1.bias"}},
         GradientCase{"FullKl",
                      0.04,
                      0,
-                     {"transformer.proj_out.weight", kBlock + "attn.to_v.weight",
+                     {"transformer.proj_out.weight",
+                      kBlock + "attn.to_v.weight",
                       kBlock + "norm1.linear.weight"}},
         GradientCase{"FullExactKl",
                      0.04,
@@ -1301,20 +1306,20 @@ TEST_F(RecipeTest, LoraAtInitIsTheBaseModel) {
   HostTensor pooled = repeatGroups(base, promptsOf(base));
   // The base program's @velocity takes the LoRA state's base weights by
   // name.
-  ASSERT_OK_AND_ASSIGN(baseArgs, argsByName(pb.fn("velocity"), {x, t, pooled},
-                                            named));
-  ASSERT_OK_AND_ASSIGN(loraArgs, argsByName(pl.fn("velocity"), {x, t, pooled},
-                                            named));
+  ASSERT_OK_AND_ASSIGN(baseArgs,
+                       argsByName(pb.fn("velocity"), {x, t, pooled}, named));
+  ASSERT_OK_AND_ASSIGN(loraArgs,
+                       argsByName(pl.fn("velocity"), {x, t, pooled}, named));
   ASSERT_OK_AND_ASSIGN(vb, evaluate(pb, "velocity", baseArgs));
   ASSERT_OK_AND_ASSIGN(vl, evaluate(pl, "velocity", loraArgs));
-  EXPECT_TRUE(vl[0] == vb[0]) << "max relative difference "
-                               << relativeError(vl[0], valuesOf(vb[0]));
+  EXPECT_TRUE(vl[0] == vb[0])
+      << "max relative difference " << relativeError(vl[0], valuesOf(vb[0]));
   // The control: with B != 0 the adapters change the velocity.
   for (auto &[name, tensor] : named)
     if (name.find(".lora_B.") != std::string::npos)
       tensor = randomF32(tensor.shape(), 5, -0.5, 0.5);
-  ASSERT_OK_AND_ASSIGN(moved, argsByName(pl.fn("velocity"), {x, t, pooled},
-                                         named));
+  ASSERT_OK_AND_ASSIGN(moved,
+                       argsByName(pl.fn("velocity"), {x, t, pooled}, named));
   ASSERT_OK_AND_ASSIGN(vm, evaluate(pl, "velocity", moved));
   EXPECT_GT(relativeError(vm[0], valuesOf(vb[0])), 1e-4);
 }
@@ -1340,10 +1345,10 @@ TEST_F(RecipeTest, GuidanceCombinesConditionalAndUnconditional) {
                                          {1000.0, 900.0, 500.0, 100.0});
   HostTensor pooled = repeatGroups(plain, promptsOf(plain));
   HostTensor zeros(DType::F32, pooled.shape());
-  ASSERT_OK_AND_ASSIGN(condArgs, argsByName(pp.fn("velocity"), {x, t, pooled},
-                                            named));
-  ASSERT_OK_AND_ASSIGN(uncondArgs, argsByName(pp.fn("velocity"),
-                                              {x, t, zeros}, named));
+  ASSERT_OK_AND_ASSIGN(condArgs,
+                       argsByName(pp.fn("velocity"), {x, t, pooled}, named));
+  ASSERT_OK_AND_ASSIGN(uncondArgs,
+                       argsByName(pp.fn("velocity"), {x, t, zeros}, named));
   ASSERT_OK_AND_ASSIGN(vc, evaluate(pp, "velocity", condArgs));
   ASSERT_OK_AND_ASSIGN(vu, evaluate(pp, "velocity", uncondArgs));
   ASSERT_OK_AND_ASSIGN(vg, evaluate(pc, "velocity", condArgs));

@@ -1,8 +1,8 @@
 //===- TestHelpers.h - Shared assertions for OmniFlowGrpo tests -*- C++ -*-===//
 //
-// Test-only helpers: relative-tolerance comparison (docs/flowgrpo-math.md section 8
-// states its numbers to about 1e-6 relative) and a check that an error
-// follows the house style for user-facing messages (InvalidArgument, one
+// Test-only helpers: relative-tolerance comparison (docs/flowgrpo-math.md
+// section 8 states its numbers to about 1e-6 relative) and a check that an
+// error follows the house style for user-facing messages (InvalidArgument, one
 // lowercase line, no trailing period, naming what was wrong).
 //
 //===----------------------------------------------------------------------===//
@@ -32,10 +32,10 @@ inline ::testing::AssertionResult relNear(double actual, double expected,
          << " exceeds " << rel;
 }
 
-/// For a number printed in docs/flowgrpo-math.md section 8 with 7 decimals: within
-/// 1e-6 relative, or within half a unit of the 7th decimal when the value is
-/// so small that its printed digits carry less than 1e-6 relative precision
-/// (mu[3] = -0.0099677 of the one-step example).
+/// For a number printed in docs/flowgrpo-math.md section 8 with 7 decimals:
+/// within 1e-6 relative, or within half a unit of the 7th decimal when the
+/// value is so small that its printed digits carry less than 1e-6 relative
+/// precision (mu[3] = -0.0099677 of the one-step example).
 inline ::testing::AssertionResult docNear(double actual, double expected) {
   if (std::fabs(actual - expected) <= 5e-8)
     return ::testing::AssertionSuccess();

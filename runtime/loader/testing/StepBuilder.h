@@ -295,11 +295,11 @@ public:
       auto buffers = [&](const std::vector<uint32_t> &ids) {
         std::vector<std::pair<step::DType, int64_t>> out;
         for (uint32_t t : ids)
-          out.push_back(t < tensors.size()
-                            ? std::pair{tensors[t].dtype,
-                                        bytesOfShape(tensors[t].dtype,
-                                                     tensors[t].shape)}
-                            : std::pair{step::DType::F32, int64_t(0)});
+          out.push_back(
+              t < tensors.size()
+                  ? std::pair{tensors[t].dtype,
+                              bytesOfShape(tensors[t].dtype, tensors[t].shape)}
+                  : std::pair{step::DType::F32, int64_t(0)});
         return out;
       };
       sig.operands = buffers(d.operands);
@@ -341,13 +341,13 @@ public:
           signatures.push_back(deriveSignature(x, k));
       std::vector<flatbuffers::Offset<step::KernelSignature>> sigTables;
       for (const SignatureSpec &sig : signatures) {
-        auto buffers = [](const std::vector<std::pair<step::DType, int64_t>>
-                              &list) {
-          std::vector<step::KernelBuffer> out;
-          for (auto [dtype, bytes] : list)
-            out.emplace_back(bytes, dtype);
-          return out;
-        };
+        auto buffers =
+            [](const std::vector<std::pair<step::DType, int64_t>> &list) {
+              std::vector<step::KernelBuffer> out;
+              for (auto [dtype, bytes] : list)
+                out.emplace_back(bytes, dtype);
+              return out;
+            };
         std::vector<step::KernelBuffer> ops = buffers(sig.operands),
                                         res = buffers(sig.results);
         sigTables.push_back(step::CreateKernelSignatureDirect(
@@ -375,8 +375,7 @@ public:
           constSums(integrityConstantCount < 0 ? constants.size()
                                                : integrityConstantCount);
       step::Crc32c zero(0);
-      integrity =
-          step::CreateIntegrityDirect(fbb, &zero, &exeSums, &constSums);
+      integrity = step::CreateIntegrityDirect(fbb, &zero, &exeSums, &constSums);
     }
     auto root = step::CreateStepDirect(
         fbb, version, "StepBuilder", target, &tensorTables, &scalarTables,

@@ -161,9 +161,9 @@ absl::StatusOr<int> removeStaleTemporaries(const std::string &dir) {
     for (char c : digits)
       pid = pid * 10 + (c - '0');
     // A live process (or one we may not signal) may still be writing it.
-    if (pid == ::getpid() || (pid > 0 && (::kill(static_cast<pid_t>(pid), 0) ==
-                                              0 ||
-                                          errno != ESRCH)))
+    if (pid == ::getpid() ||
+        (pid > 0 &&
+         (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH)))
       continue;
     stale.emplace_back(name);
   }

@@ -165,8 +165,7 @@ loadLatestCheckpointTyped(const std::string &dir) {
   return checkpoint;
 }
 
-absl::StatusOr<std::vector<int64_t>>
-listCheckpoints(const std::string &dir) {
+absl::StatusOr<std::vector<int64_t>> listCheckpoints(const std::string &dir) {
   std::vector<int64_t> steps;
   DIR *d = ::opendir(dir.c_str());
   if (!d) {
@@ -183,8 +182,7 @@ listCheckpoints(const std::string &dir) {
   return steps;
 }
 
-absl::StatusOr<int> pruneCheckpoints(const std::string &dir,
-                                     int64_t keepLast) {
+absl::StatusOr<int> pruneCheckpoints(const std::string &dir, int64_t keepLast) {
   if (keepLast <= 0)
     return 0;
   absl::StatusOr<std::vector<int64_t>> steps = listCheckpoints(dir);
@@ -227,8 +225,7 @@ absl::Status makeDirectories(const std::string &dir) {
   }
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    return absl::InvalidArgumentError(
-        absl::StrCat(dir, ": expected a folder"));
+    return absl::InvalidArgumentError(absl::StrCat(dir, ": expected a folder"));
   return absl::OkStatus();
 }
 

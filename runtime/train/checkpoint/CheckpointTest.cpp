@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/train/checkpoint/AtomicFile.h"
 #include "runtime/train/checkpoint/Checkpoint.h"
+#include "runtime/train/checkpoint/AtomicFile.h"
 #include "runtime/train/checkpoint/Safetensors.h"
 
 #include "absl/strings/str_cat.h"

@@ -22,8 +22,8 @@ constexpr int64_t kMaxSide = int64_t{1} << 24;
 
 absl::StatusOr<RgbImage> imageGrid(const HostTensor &images, int64_t gap) {
   const std::vector<int64_t> &s = images.shape();
-  if (!images.isFloat() || s.size() != 4 || s[1] != 3 || s[0] < 1 ||
-      s[2] < 1 || s[3] < 1 || gap < 0)
+  if (!images.isFloat() || s.size() != 4 || s[1] != 3 || s[0] < 1 || s[2] < 1 ||
+      s[3] < 1 || gap < 0)
     return absl::InvalidArgumentError(
         absl::StrCat("images: expected a float tensor [B, 3, H, W] with B, H, "
                      "W >= 1, found ",
@@ -37,9 +37,9 @@ absl::StatusOr<RgbImage> imageGrid(const HostTensor &images, int64_t gap) {
   const int64_t rows = (b + cols - 1) / cols;
   if (w > kMaxSide || h > kMaxSide || cols * (w + gap) > kMaxSide ||
       rows * (h + gap) > kMaxSide)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "images: a grid of ", b, " images of ", h, "x", w,
-        " pixels is larger than ", kMaxSide, " pixels on a side"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("images: a grid of ", b, " images of ", h, "x", w,
+                     " pixels is larger than ", kMaxSide, " pixels on a side"));
   RgbImage grid;
   grid.width = cols * w + (cols - 1) * gap;
   grid.height = rows * h + (rows - 1) * gap;
@@ -63,10 +63,10 @@ absl::StatusOr<std::string> encodePng(const RgbImage &image) {
       image.height > kMaxSide ||
       static_cast<int64_t>(image.pixels.size()) !=
           image.width * image.height * 3)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "png: expected ", image.width, "x", image.height,
-        " RGB pixels (each side 1..", kMaxSide, "), found ",
-        image.pixels.size(), " bytes"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("png: expected ", image.width, "x", image.height,
+                     " RGB pixels (each side 1..", kMaxSide, "), found ",
+                     image.pixels.size(), " bytes"));
   png_image png;
   std::memset(&png, 0, sizeof(png));
   png.version = PNG_IMAGE_VERSION;

@@ -75,8 +75,8 @@ TEST(Png, GridLayoutPixelsAndGaps) {
   EXPECT_EQ(grid->width, 3 * 4 + 2 * 2);
   EXPECT_EQ(grid->height, 2 * 3 + 1 * 2);
 
-  std::string path = ::testing::TempDir() + "/" + std::to_string(::getpid()) +
-                     ".grid.png";
+  std::string path =
+      ::testing::TempDir() + "/" + std::to_string(::getpid()) + ".grid.png";
   ASSERT_TRUE(writePng(path, *grid).ok());
   RgbImage decoded;
   ASSERT_TRUE(readPngFile(path, decoded));
@@ -107,8 +107,8 @@ TEST(Png, GridLayoutPixelsAndGaps) {
 
 TEST(Png, RoundingIsHalfToEvenLikeTheRewards) {
   // Values at the .5 ties of 255 v quantize exactly as the rewards do.
-  HostTensor t = HostTensor::fromDoubles(
-      DType::F32, {1, 3, 1, 1}, {0.5 / 255, 1.5 / 255, 254.5 / 255});
+  HostTensor t = HostTensor::fromDoubles(DType::F32, {1, 3, 1, 1},
+                                         {0.5 / 255, 1.5 / 255, 254.5 / 255});
   absl::StatusOr<RgbImage> grid = imageGrid(t);
   ASSERT_TRUE(grid.ok());
   for (int c = 0; c < 3; ++c)
@@ -125,7 +125,7 @@ TEST(Png, SquareCountsFillTheGrid) {
   EXPECT_EQ(g4->height, 4);
   absl::StatusOr<RgbImage> g10 = imageGrid(batch(10, 2, 2), 0);
   ASSERT_TRUE(g10.ok());
-  EXPECT_EQ(g10->width, 8); // 4 columns
+  EXPECT_EQ(g10->width, 8);  // 4 columns
   EXPECT_EQ(g10->height, 6); // 3 rows
 }
 

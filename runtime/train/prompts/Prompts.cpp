@@ -40,26 +40,25 @@ takeTensor(const std::string &path,
   for (const checkpoint::NamedTensor &t : tensors)
     if (t.name == name)
       found = &t.tensor;
-  std::string expected = absl::StrCat(
-      "tensor<N", rowShape.empty() ? "" : "x", shapeString(rowShape), "xf32>");
+  std::string expected = absl::StrCat("tensor<N", rowShape.empty() ? "" : "x",
+                                      shapeString(rowShape), "xf32>");
   std::string why =
       absl::StrCat("(", dims, " from @", request.function, "'s ", name, ")");
   if (!found)
     return absl::InvalidArgumentError(
-        absl::StrCat(path, ": no tensor '", name, "', expected ", expected,
-                     " ", why, "; found tensors: ", listNames(tensors)));
+        absl::StrCat(path, ": no tensor '", name, "', expected ", expected, " ",
+                     why, "; found tensors: ", listNames(tensors)));
   if (found->dtype() != DType::F32)
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": tensor '", name, "' is ", found->typeString(), ", expected ",
-        expected, " (dtype f32)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": tensor '", name, "' is ", found->typeString(),
+                     ", expected ", expected, " (dtype f32)"));
   const std::vector<int64_t> &shape = found->shape();
   bool match = shape.size() == rowShape.size() + 1 &&
                std::equal(rowShape.begin(), rowShape.end(), shape.begin() + 1);
   if (!match)
-    return absl::InvalidArgumentError(absl::StrCat(path, ": tensor '", name,
-                                                   "' is ", found->typeString(),
-                                                   ", expected ", expected, " ",
-                                                   why));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": tensor '", name, "' is ", found->typeString(),
+                     ", expected ", expected, " ", why));
   if (shape[0] < 1)
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": tensor '", name, "' is ", found->typeString(),
@@ -87,11 +86,10 @@ absl::StatusOr<PromptSet> PromptSet::load(const std::string &path,
   set.source_ = path;
   int64_t embedsCount = 0, pooledCount = 0;
   if (request.embeds) {
-    absl::StatusOr<std::vector<float>> v =
-        takeTensor(path, *tensors, "prompt_embeds",
-                   {request.tokens, request.dim},
-                   absl::StrCat("L = ", request.tokens, ", D = ", request.dim),
-                   request, embedsCount);
+    absl::StatusOr<std::vector<float>> v = takeTensor(
+        path, *tensors, "prompt_embeds", {request.tokens, request.dim},
+        absl::StrCat("L = ", request.tokens, ", D = ", request.dim), request,
+        embedsCount);
     if (!v.ok())
       return v.status();
     set.embeds_ = std::move(*v);

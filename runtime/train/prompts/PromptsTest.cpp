@@ -16,8 +16,8 @@ namespace {
 using checkpoint::NamedTensor;
 
 std::string tempPath(const std::string &name) {
-  return ::testing::TempDir() + "/" + std::to_string(::getpid()) +
-         ".prompts." + name;
+  return ::testing::TempDir() + "/" + std::to_string(::getpid()) + ".prompts." +
+         name;
 }
 
 /// Prompt k of the set has every element equal to k (+ 0.5 for pooled).
@@ -58,8 +58,7 @@ TEST(PromptSet, IterationsTakeConsecutivePromptsModuloTheSet) {
   // No overflow for huge iterations: (i*P + j) mod Np computed exactly.
   int64_t big = int64_t{1} << 62;
   int64_t base = (big % 5) * 2 % 5;
-  EXPECT_EQ(set->indices(big),
-            (std::vector<int64_t>{base, (base + 1) % 5}));
+  EXPECT_EQ(set->indices(big), (std::vector<int64_t>{base, (base + 1) % 5}));
 
   HostTensor e = set->embeds(2);
   EXPECT_EQ(e.shape(), (std::vector<int64_t>{2, 3, 4}));
@@ -69,8 +68,8 @@ TEST(PromptSet, IterationsTakeConsecutivePromptsModuloTheSet) {
     EXPECT_EQ(e.floats()[12 + i], 0.0);
   }
   HostTensor p = set->pooled(1);
-  EXPECT_EQ(p, HostTensor::fromDoubles(DType::F32, {2, 2},
-                                       {2.5, 2.5, 3.5, 3.5}));
+  EXPECT_EQ(p,
+            HostTensor::fromDoubles(DType::F32, {2, 2}, {2.5, 2.5, 3.5, 3.5}));
 }
 
 TEST(PromptSet, MorePromptsPerIterationThanTheSetHolds) {
@@ -101,13 +100,13 @@ TEST(PromptSet, SyntheticSetIsPhiloxNormalUnderAFixedKey) {
   HostTensor e = set.embeds(6), p = set.pooled(6);
   for (int64_t j = 0; j < 3; ++j) {
     for (int64_t x = 0; x < 8; ++x)
-      ASSERT_EQ(e.floats()[j * 8 + x],
-                flowgrpo::philoxNormalAt(kSyntheticPromptKey, 0,
-                                         (2 + j) * 8 + x));
+      ASSERT_EQ(
+          e.floats()[j * 8 + x],
+          flowgrpo::philoxNormalAt(kSyntheticPromptKey, 0, (2 + j) * 8 + x));
     for (int64_t x = 0; x < 5; ++x)
-      ASSERT_EQ(p.floats()[j * 5 + x],
-                flowgrpo::philoxNormalAt(kSyntheticPromptKey, 1,
-                                         (2 + j) * 5 + x));
+      ASSERT_EQ(
+          p.floats()[j * 5 + x],
+          flowgrpo::philoxNormalAt(kSyntheticPromptKey, 1, (2 + j) * 5 + x));
   }
   // Distinct prompts differ.
   EXPECT_NE(e.floats()[0], e.floats()[8]);
@@ -170,8 +169,7 @@ TEST(PromptSet, CorruptMissingAndUnusedFiles) {
   absl::StatusOr<PromptSet> set = PromptSet::load(path, request(1, 1, 1, 1));
   ASSERT_FALSE(set.ok());
   EXPECT_EQ(set.status().message().substr(0, path.size() + 2), path + ": ");
-  EXPECT_EQ(std::string(set.status().message()).find('\n'),
-            std::string::npos);
+  EXPECT_EQ(std::string(set.status().message()).find('\n'), std::string::npos);
 
   set = PromptSet::load("/nonexistent/p.safetensors", request(1, 1, 1, 1));
   ASSERT_FALSE(set.ok());

@@ -1,8 +1,8 @@
 //===- Rewards.cpp - Named image rewards ------------------------*- C++ -*-===//
 //
 // Implements the reward registry and the built-in rewards. The JPEG rewards
-// follow docs/flowgrpo-math.md section 4: quantize to u8, lay out as HWC RGB, encode
-// with TurboJPEG at quality 95, 4:2:0 and the accurate DCT (what PIL's
+// follow docs/flowgrpo-math.md section 4: quantize to u8, lay out as HWC RGB,
+// encode with TurboJPEG at quality 95, 4:2:0 and the accurate DCT (what PIL's
 // Image.save(buf, "JPEG", quality=95) does in flow_grpo), and scale the
 // byte count. All input
 // checks happen once, in validateImageBatch, before any reward runs, so the
@@ -143,8 +143,8 @@ absl::StatusOr<std::vector<size_t>> jpegSizes(const ImageBatch &batch) {
 // Built-in rewards
 //===----------------------------------------------------------------------===//
 
-/// docs/flowgrpo-math.md section 4. The division is in float32 so the value equals
-/// -float(bytes) / 500000.0f bit for bit, which is what tests and the
+/// docs/flowgrpo-math.md section 4. The division is in float32 so the value
+/// equals -float(bytes) / 500000.0f bit for bit, which is what tests and the
 /// reference evaluator compare against.
 absl::StatusOr<std::vector<float>>
 jpegCompressibility(const ImageBatch &batch) {

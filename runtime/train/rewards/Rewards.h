@@ -1,13 +1,13 @@
 //===- Rewards.h - Named image rewards --------------------------*- C++ -*-===//
 //
 // FlowGRPO scores each final sample with a reward: a host function that takes
-// a batch of decoded images and returns one float per image (docs/flowgrpo-math.md
-// section 4). This header declares the image batch view, the built-in rewards
-// (jpeg_compressibility, jpeg_incompressibility, brightness) and a registry
-// keyed by name, so that the reference evaluator, the compiler's host calls
-// and the training driver all resolve a reward name to the same code. The
-// library is MLIR-free and owns no tensors: it only reads the caller's
-// buffer.
+// a batch of decoded images and returns one float per image
+// (docs/flowgrpo-math.md section 4). This header declares the image batch view,
+// the built-in rewards (jpeg_compressibility, jpeg_incompressibility,
+// brightness) and a registry keyed by name, so that the reference evaluator,
+// the compiler's host calls and the training driver all resolve a reward name
+// to the same code. The library is MLIR-free and owns no tensors: it only reads
+// the caller's buffer.
 //
 //===----------------------------------------------------------------------===//
 
@@ -86,10 +86,10 @@ void registerReward(std::string name, RewardFn fn);
 
 /// Converts one pixel value to u8 as clamp(round(255 * v), 0, 255), with the
 /// product taken in float32 and rounding half to even as torch.round does in
-/// flow_grpo (e.g. 127.5 -> 128, 128.5 -> 128). Clamping happens before rounding,
-/// which gives the same result for every finite input and keeps nearbyint in
-/// range. Defined for every input: +inf gives 255, -inf and NaN give 0
-/// (batches with non-finite values are rejected before this is reached).
+/// flow_grpo (e.g. 127.5 -> 128, 128.5 -> 128). Clamping happens before
+/// rounding, which gives the same result for every finite input and keeps
+/// nearbyint in range. Defined for every input: +inf gives 255, -inf and NaN
+/// give 0 (batches with non-finite values are rejected before this is reached).
 uint8_t quantizePixel(float v);
 
 /// Converts image `index` of `batch` from planar CHW float to interleaved HWC

@@ -24,7 +24,6 @@ public:
   bool isComplete() const override { return true; }
 };
 
-
 /// Bytes of `count` elements, or -1 on overflow / negative counts.
 int64_t bytesOf(std::initializer_list<int64_t> dims, DType dtype) {
   std::optional<int64_t> n = checkedNumElements(std::vector<int64_t>(dims));
@@ -52,7 +51,7 @@ absl::StatusOr<uint8_t *> CpuStream::resolve(BufferRef ref,
 
 absl::StatusOr<uint8_t *> CpuStream::resolveSized(BufferRef ref, int64_t bytes,
                                                   const char *what) const {
-  OMNI_ASSIGN_OR_RETURN(uint8_t * p, resolve(ref, what));
+  OMNI_ASSIGN_OR_RETURN(uint8_t *p, resolve(ref, what));
   if (ref.length != bytes)
     return absl::InvalidArgumentError(absl::StrCat(
         what, " is ", ref.length, " bytes but the command needs ", bytes));
@@ -60,22 +59,22 @@ absl::StatusOr<uint8_t *> CpuStream::resolveSized(BufferRef ref, int64_t bytes,
 }
 
 absl::Status CpuStream::writeBuffer(const void *host, BufferRef dst) {
-  OMNI_ASSIGN_OR_RETURN(uint8_t * d, resolve(dst, "writeBuffer destination"));
+  OMNI_ASSIGN_OR_RETURN(uint8_t *d, resolve(dst, "writeBuffer destination"));
   if (dst.length)
     std::memcpy(d, host, static_cast<size_t>(dst.length));
   return absl::OkStatus();
 }
 
 absl::Status CpuStream::readBuffer(BufferRef src, void *host) {
-  OMNI_ASSIGN_OR_RETURN(uint8_t * s, resolve(src, "readBuffer source"));
+  OMNI_ASSIGN_OR_RETURN(uint8_t *s, resolve(src, "readBuffer source"));
   if (src.length)
     std::memcpy(host, s, static_cast<size_t>(src.length));
   return absl::OkStatus();
 }
 
 absl::Status CpuStream::copy(BufferRef src, BufferRef dst) {
-  OMNI_ASSIGN_OR_RETURN(uint8_t * s, resolve(src, "copy source"));
-  OMNI_ASSIGN_OR_RETURN(uint8_t * d, resolve(dst, "copy destination"));
+  OMNI_ASSIGN_OR_RETURN(uint8_t *s, resolve(src, "copy source"));
+  OMNI_ASSIGN_OR_RETURN(uint8_t *d, resolve(dst, "copy destination"));
   if (src.length != dst.length)
     return absl::InvalidArgumentError(
         absl::StrCat("copy of ", src.length, " bytes into ", dst.length));
@@ -85,7 +84,7 @@ absl::Status CpuStream::copy(BufferRef src, BufferRef dst) {
 }
 
 absl::Status CpuStream::fill(BufferRef dst, absl::Span<const uint8_t> pattern) {
-  OMNI_ASSIGN_OR_RETURN(uint8_t * d, resolve(dst, "fill destination"));
+  OMNI_ASSIGN_OR_RETURN(uint8_t *d, resolve(dst, "fill destination"));
   const int64_t size = static_cast<int64_t>(pattern.size());
   if (size == 0 || dst.length % size != 0)
     return absl::InvalidArgumentError(absl::StrCat(
@@ -125,7 +124,7 @@ absl::Status CpuStream::dispatch(const Executable &executable, int64_t kernel,
   std::vector<void *> pointers;
   pointers.reserve(buffers.size());
   for (const BufferRef &ref : buffers) {
-    OMNI_ASSIGN_OR_RETURN(uint8_t * p, resolve(ref, "dispatch buffer"));
+    OMNI_ASSIGN_OR_RETURN(uint8_t *p, resolve(ref, "dispatch buffer"));
     pointers.push_back(p);
   }
   std::vector<int64_t> values(scalars.begin(), scalars.end());
@@ -150,14 +149,14 @@ absl::Status CpuStream::random(Distribution distribution, DType dtype,
       {"random counter", counter},
       {"random offset", offset}};
   for (int i = 0; i < 3; ++i) {
-    OMNI_ASSIGN_OR_RETURN(uint8_t * p,
+    OMNI_ASSIGN_OR_RETURN(uint8_t *p,
                           resolveSized(inputs[i].second, 8, inputs[i].first));
     std::memcpy(&words[i], p, 8);
   }
   int64_t bytes = bytesOf({count}, dtype);
   if (bytes < 0)
     return absl::InvalidArgumentError(absl::StrCat("random count ", count));
-  OMNI_ASSIGN_OR_RETURN(uint8_t * out,
+  OMNI_ASSIGN_OR_RETURN(uint8_t *out,
                         resolveSized(result, bytes, "random result"));
   const int64_t seed = words[0], stream = words[1], first = words[2];
   auto generate = [&](int64_t begin, float *values, int64_t n) {
@@ -205,15 +204,15 @@ absl::Status CpuStream::matmul(const MatmulParams &p, BufferRef lhs,
   int64_t rhsRows = p.transposeRhs ? p.n : p.k,
           rhsCols = p.transposeRhs ? p.k : p.n;
   OMNI_ASSIGN_OR_RETURN(
-      uint8_t * a,
+      uint8_t *a,
       resolveSized(lhs, bytesOf({p.batch, lhsRows, lhsCols}, p.dtype), "lhs"));
   OMNI_ASSIGN_OR_RETURN(
-      uint8_t * b,
+      uint8_t *b,
       resolveSized(
           rhs, bytesOf({p.rhsShared ? 1 : p.batch, rhsRows, rhsCols}, p.dtype),
           "rhs"));
   OMNI_ASSIGN_OR_RETURN(
-      uint8_t * c,
+      uint8_t *c,
       resolveSized(result, bytesOf({p.batch, p.m, p.n}, p.dtype), "result"));
   return runMatmul(p, a, b, c);
 }
@@ -224,13 +223,13 @@ absl::Status CpuStream::conv2d(const Conv2dParams &p, BufferRef input,
     return absl::UnimplementedError(absl::StrCat(
         "the cpu Conv2d supports f32 and f64, not ", dtypeName(p.dtype)));
   OMNI_ASSIGN_OR_RETURN(
-      uint8_t * x,
+      uint8_t *x,
       resolveSized(input, bytesOf({p.n, p.c, p.h, p.w}, p.dtype), "input"));
   OMNI_ASSIGN_OR_RETURN(
-      uint8_t * w,
+      uint8_t *w,
       resolveSized(filter, bytesOf({p.o, p.c, p.kh, p.kw}, p.dtype), "filter"));
   OMNI_ASSIGN_OR_RETURN(
-      uint8_t * y,
+      uint8_t *y,
       resolveSized(result, bytesOf({p.n, p.o, p.outH, p.outW}, p.dtype),
                    "result"));
   return runConv2d(p, x, w, y, device_.pool());
@@ -243,15 +242,15 @@ absl::Status CpuStream::attention(const AttentionParams &p, BufferRef q,
     return absl::UnimplementedError(absl::StrCat(
         "the cpu Attention supports f32 and f64, not ", dtypeName(p.dtype)));
   OMNI_ASSIGN_OR_RETURN(
-      uint8_t * qp,
+      uint8_t *qp,
       resolveSized(q, bytesOf({p.batch, p.heads, p.seqQ, p.headDim}, p.dtype),
                    "query"));
   OMNI_ASSIGN_OR_RETURN(
-      uint8_t * kp,
+      uint8_t *kp,
       resolveSized(k, bytesOf({p.batch, p.heads, p.seqK, p.headDim}, p.dtype),
                    "key"));
   OMNI_ASSIGN_OR_RETURN(
-      uint8_t * vp,
+      uint8_t *vp,
       resolveSized(v, bytesOf({p.batch, p.heads, p.seqK, p.valueDim}, p.dtype),
                    "value"));
   uint8_t *mp = nullptr;
@@ -265,7 +264,7 @@ absl::Status CpuStream::attention(const AttentionParams &p, BufferRef q,
                      "mask"));
   }
   OMNI_ASSIGN_OR_RETURN(
-      uint8_t * out,
+      uint8_t *out,
       resolveSized(result,
                    bytesOf({p.batch, p.heads, p.seqQ, p.valueDim}, p.dtype),
                    "result"));

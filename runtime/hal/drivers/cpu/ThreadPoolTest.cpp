@@ -91,16 +91,14 @@ void startPoolWithoutMemoryForStacks() {
   ThreadPool pool(64);
   std::atomic<int64_t> sum{0};
   pool.parallelFor(1000, [&](int64_t b, int64_t e) { sum += e - b; });
-  std::fprintf(stderr, "size %d: %s\n", pool.size(),
-               pool.startError().c_str());
+  std::fprintf(stderr, "size %d: %s\n", pool.size(), pool.startError().c_str());
   bool ok = pool.size() >= 1 && pool.size() < 64 &&
             pool.startError().rfind("thread ", 0) == 0 && sum == 1000;
   std::_Exit(ok ? 0 : 1);
 }
 
 TEST(ThreadPoolDeathTest, ThreadsTheSystemRefusesAreReportedNotThrown) {
-  EXPECT_EXIT(startPoolWithoutMemoryForStacks(),
-              ::testing::ExitedWithCode(0),
+  EXPECT_EXIT(startPoolWithoutMemoryForStacks(), ::testing::ExitedWithCode(0),
               "size [0-9]+: thread [0-9]+ of 64: ");
 }
 
