@@ -338,18 +338,6 @@ private:
 // The element codec (runtime/io/ElementCodec.h) owns every rule: rounding,
 // NaN bits, i1 bytes.
 
-void appendElements(std::string &out, const HostTensor &t) {
-  size_t begin = out.size();
-  out.resize(begin +
-             static_cast<size_t>(t.numElements() * dtypeSize(t.dtype())));
-  auto bytes = absl::MakeSpan(reinterpret_cast<uint8_t *>(&out[begin]),
-                              out.size() - begin);
-  if (t.isFloat())
-    encodeFloats(t.dtype(), t.floats(), bytes);
-  else
-    encodeInts(t.dtype(), t.ints(), bytes);
-}
-
 /// Decodes one validated entry. Only BOOL bytes can still be invalid.
 absl::Status decodeElements(absl::string_view fileName, const Entry &e,
                             absl::string_view bytes, HostTensor &t) {
@@ -571,68 +559,14 @@ writeSafetensorsTyped(const std::string &path,
 absl::StatusOr<std::string>
 serializeSafetensors(const std::vector<NamedTensor> &tensors,
                      const std::map<std::string, std::string> &metadata) {
-  std::vector<const NamedTensor *> sorted;
+  // One writer: the elements go through the element codec into their
+  // dtype's bytes (TypedTensor::fromHost), so both entry points write the
+  // same file for the same values.
+  std::vector<NamedTypedTensor> typed;
+  typed.reserve(tensors.size());
   for (const NamedTensor &t : tensors)
-    sorted.push_back(&t);
-  std::sort(sorted.begin(), sorted.end(),
-            [](const NamedTensor *a, const NamedTensor *b) {
-              return a->name < b->name;
-            });
-  for (size_t i = 0; i < sorted.size(); ++i) {
-    const std::string &name = sorted[i]->name;
-    if (name == "__metadata__")
-      return absl::InvalidArgumentError(
-          "tensor name '__metadata__' is reserved for the metadata map");
-    if (i > 0 && sorted[i - 1]->name == name)
-      return absl::InvalidArgumentError(absl::StrCat(
-          "tensor ", quoted(name), " appears twice, expected unique names"));
-    if (!isValidUtf8(name))
-      return absl::InvalidArgumentError(
-          absl::StrCat("tensor name ", quoted(name), " is not valid UTF-8"));
-  }
-  for (const auto &[key, value] : metadata)
-    if (!isValidUtf8(key) || !isValidUtf8(value))
-      return absl::InvalidArgumentError(absl::StrCat(
-          "metadata key ", quoted(key), " or its value is not valid UTF-8"));
-
-  std::string header = "{";
-  if (!metadata.empty()) {
-    header += "\"__metadata__\":{";
-    bool first = true;
-    for (const auto &[key, value] : metadata) {
-      if (!first)
-        header += ',';
-      first = false;
-      appendJsonString(header, key);
-      header += ':';
-      appendJsonString(header, value);
-    }
-    header += '}';
-  }
-  std::string data;
-  for (const NamedTensor *t : sorted) {
-    uint64_t begin = data.size();
-    appendElements(data, t->tensor);
-    if (header.size() > 1)
-      header += ',';
-    appendJsonString(header, t->name);
-    absl::StrAppend(&header, ":{\"dtype\":\"",
-                    stDTypeOf(t->tensor.dtype()).name, "\",\"shape\":[",
-                    absl::StrJoin(t->tensor.shape(), ","),
-                    "],\"data_offsets\":[", begin, ",", data.size(), "]}");
-  }
-  header += '}';
-  header.append((8 - header.size() % 8) % 8, ' ');
-
-  std::string out;
-  out.reserve(8 + header.size() + data.size());
-  uint64_t length = header.size();
-  char lengthBytes[8];
-  std::memcpy(lengthBytes, &length, 8);
-  out.append(lengthBytes, 8);
-  out += header;
-  out += data;
-  return out;
+    typed.push_back({t.name, TypedTensor::fromHost(t.tensor)});
+  return serializeSafetensorsTyped(typed, metadata);
 }
 
 absl::StatusOr<SafetensorsContents>
