@@ -163,11 +163,19 @@ def run_omni(args, work, state_names):
         (args.prompts, tc["pooled_projection_dim"])).astype(np.float32))
     metric_files = [os.path.join(work, f"m.{m}.npy") for m in METRICS]
     images = os.path.join(work, "images.npy")
-    run([omnirun, step, "--function=train_step"]
-        + [f"--input=@{f}" for f in s0]
-        + [f"--input=i64={args.seed}", "--input=i64=0", f"--input=@{prompt}",
-           f"--input=@{pooled}"]
-        + [f"--output=@{f}" for f in s1 + metric_files + [images]])
+    # The state stays in the program's state slots (omni-resident-state):
+    # @train_step takes seed, iteration and the prompts; the state goes in
+    # and out as safetensors files.
+    state1 = os.path.join(work, "state-1.safetensors")
+    run([omnirun, step, "--function=train_step",
+         f"--state-in={os.path.join(init_dir, 'step-0.safetensors')}",
+         f"--state-out={state1}",
+         f"--input=i64={args.seed}", "--input=i64=0", f"--input=@{prompt}",
+         f"--input=@{pooled}"]
+        + [f"--output=@{f}" for f in metric_files + [images]])
+    after = load_file(state1)
+    for n, f in zip(state_names, s1):
+        np.save(f, after[n])
     load = lambda fs: {n: np.load(f)  # noqa: E731
                        for n, f in zip(state_names, fs)}
     return dict(s0=load(s0), s1=load(s1),

@@ -17,6 +17,7 @@
 #include "runtime/io/TensorText.h"
 #include "runtime/loader/Program.h"
 #include "runtime/train/checkpoint/AtomicFile.h"
+#include "runtime/train/checkpoint/Safetensors.h"
 #include "runtime/train/driver/Interrupt.h"
 #include "runtime/train/driver/Trainer.h"
 #include "runtime/train/rewards/RewardFunctions.h"
@@ -40,6 +41,9 @@ struct Options {
   std::optional<std::string> function;
   std::vector<std::string> inputs;
   std::vector<std::string> outputs;
+  /// --function with resident state: set the state slots from a
+  /// safetensors file before the run, save them to one after it.
+  std::string stateIn, stateOut;
   int threads = 0;
   std::string device = "cpu";
   bool help = false;
@@ -175,6 +179,23 @@ const Flag kFlags[] = {
      [](Options &o, const std::string &,
         const std::optional<std::string> &v) -> std::optional<std::string> {
        o.outputs.push_back(*v);
+       return std::nullopt;
+     }},
+    {"--state-in", Arg::Value, Mode::General, "<file>",
+     "with --function: set the program's state slots from this "
+     "safetensors file (tensors named as the slots; slots it lacks keep "
+     "their values, zero at first) before the run",
+     [](Options &o, const std::string &,
+        const std::optional<std::string> &v) -> std::optional<std::string> {
+       o.stateIn = *v;
+       return std::nullopt;
+     }},
+    {"--state-out", Arg::Value, Mode::General, "<file>",
+     "with --function: save every state slot to this safetensors file "
+     "after the run",
+     [](Options &o, const std::string &,
+        const std::optional<std::string> &v) -> std::optional<std::string> {
+       o.stateOut = *v;
        return std::nullopt;
      }},
     {"--threads", Arg::Value, Mode::General, "<n>",
@@ -464,6 +485,12 @@ int run(const std::vector<std::string> &args, std::ostream &out,
     return fail(absl::StrCat(options.trainingOption,
                              " is a training option and cannot be combined "
                              "with --function"));
+  if (!options.function &&
+      (!options.stateIn.empty() || !options.stateOut.empty()))
+    return fail(
+        absl::StrCat(options.stateIn.empty() ? "--state-out" : "--state-in",
+                     " goes with --function (training keeps its state "
+                     "in checkpoints: --out, --resume, --init)"));
   if (options.training.resume && options.training.resumeDir.empty() &&
       options.training.outDir.empty())
     return fail("--resume needs a folder: --resume DIR, --out DIR or "
@@ -544,11 +571,34 @@ int run(const std::vector<std::string> &args, std::ostream &out,
                                  std::move(executorOptions));
   if (!executor.ok())
     return fail(executor.status().message());
+  if (!options.stateIn.empty()) {
+    absl::StatusOr<checkpoint::TypedSafetensorsContents> state =
+        checkpoint::readSafetensorsTyped(options.stateIn);
+    if (!state.ok())
+      return fail(state.status().message());
+    for (const checkpoint::NamedTypedTensor &t : state->tensors)
+      if (absl::Status set = (*executor)->setState(t.name, t.tensor); !set.ok())
+        return fail(
+            absl::StrCat("--state-in ", options.stateIn, ": ", set.message()));
+  }
   absl::StatusOr<std::vector<TypedTensor>> typed =
       (*executor)->run(*function, toTyped(inputs));
   if (!typed.ok())
     return fail(typed.status().message());
   std::optional<std::vector<HostTensor>> results = toHost(*typed);
+  if (!options.stateOut.empty()) {
+    std::vector<checkpoint::NamedTypedTensor> state;
+    for (const std::string &name : (*executor)->stateNames()) {
+      absl::StatusOr<TypedTensor> t = (*executor)->getState(name);
+      if (!t.ok())
+        return fail(t.status().message());
+      state.push_back({name, std::move(*t)});
+    }
+    if (absl::Status written =
+            checkpoint::writeSafetensorsTyped(options.stateOut, state);
+        !written.ok())
+      return fail(written.message());
+  }
 
   for (size_t i = 0; i < results->size(); ++i) {
     const HostTensor &result = (*results)[i];
