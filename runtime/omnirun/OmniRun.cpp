@@ -133,6 +133,21 @@ std::optional<std::string> setText(Options &o, const std::string &,
   return std::nullopt;
 }
 
+template <bool train::TrainOptions::*Field>
+std::optional<std::string> setOn(Options &o, const std::string &,
+                                 const std::optional<std::string> &) {
+  o.training.*Field = true;
+  return std::nullopt;
+}
+
+/// A value of the run itself (not of training), such as --state-in.
+template <std::string Options::*Field>
+std::optional<std::string> setOwn(Options &o, const std::string &,
+                                  const std::optional<std::string> &value) {
+  o.*Field = *value;
+  return std::nullopt;
+}
+
 /// --resume and --resume-if-present, which exclude each other.
 template <bool train::TrainOptions::*Field>
 std::optional<std::string> setResume(Options &o, const std::string &name,
@@ -185,19 +200,11 @@ const Flag kFlags[] = {
      "with --function: set the program's state slots from this "
      "safetensors file (tensors named as the slots; slots it lacks keep "
      "their values, zero at first) before the run",
-     [](Options &o, const std::string &,
-        const std::optional<std::string> &v) -> std::optional<std::string> {
-       o.stateIn = *v;
-       return std::nullopt;
-     }},
+     setOwn<&Options::stateIn>},
     {"--state-out", Arg::Value, Mode::General, "<file>",
      "with --function: save every state slot to this safetensors file "
      "after the run",
-     [](Options &o, const std::string &,
-        const std::optional<std::string> &v) -> std::optional<std::string> {
-       o.stateOut = *v;
-       return std::nullopt;
-     }},
+     setOwn<&Options::stateOut>},
     {"--threads", Arg::Value, Mode::General, "<n>",
      "worker threads of the cpu device, at most 1024 (default: one per core)",
      [](Options &o, const std::string &,
@@ -266,19 +273,11 @@ const Flag kFlags[] = {
     {"--allow-program-change", Arg::None, Mode::Train, "",
      "resume a checkpoint that another step.bin wrote (checkpoints record "
      "the program's fingerprint)",
-     [](Options &o, const std::string &,
-        const std::optional<std::string> &) -> std::optional<std::string> {
-       o.training.allowProgramChange = true;
-       return std::nullopt;
-     }},
+     setOn<&train::TrainOptions::allowProgramChange>},
     {"--stats", Arg::None, Mode::Train, "",
      "per iteration, the bytes copied to and from the device and the device "
      "memory in use (progress line and metrics.jsonl)",
-     [](Options &o, const std::string &,
-        const std::optional<std::string> &) -> std::optional<std::string> {
-       o.training.stats = true;
-       return std::nullopt;
-     }},
+     setOn<&train::TrainOptions::stats>},
     {"--sample-every", Arg::Value, Mode::Train, "<k>",
      "write the step's `images` every k iterations (default: --save-every, "
      "or 10)",
