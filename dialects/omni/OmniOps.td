@@ -1191,4 +1191,26 @@ def Omni_BroadcastOp : Omni_CollectiveOp<"broadcast",
   }];
 }
 
+def Omni_AxisIndexOp : Omni_CollectiveOp<"axis_index", [Pure]> {
+  let summary = "this rank's position in the group of mesh axes";
+  let description = [{
+    The group rank of the running rank in the group that `axes` form: its
+    coordinates on `axes`, row-major in the listed order (the rank a
+    collective over the same axes gives it). omni-shard inserts it to find
+    a rank's block of a sharded dimension; a single-rank program's value
+    is 0.
+
+    Constraints:
+  }] # commonConstraints # [{
+    ```mlir
+    %k = omni.axis_index over @mesh ["dp", "fsdp"] : tensor<i64>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$mesh, StrArrayAttr:$axes);
+  let results = (outs Omni_I64Scalar:$result);
+  let assemblyFormat = [{
+    `over` $mesh $axes attr-dict `:` type($result)
+  }];
+}
+
 #endif // OMNI_OPS_TD

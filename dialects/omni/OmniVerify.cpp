@@ -227,7 +227,7 @@ LogicalResult FusionOp::verifyRegions() {
   // C3
   WalkResult walk = getBody().walk([&](Operation *op) {
     if (isa<FusionOp, HostCallOp, AllReduceOp, AllGatherOp, ReduceScatterOp,
-            BroadcastOp>(op)) {
+            BroadcastOp, AxisIndexOp>(op)) {
       op->emitOpError("cannot be inside an omni.fusion region");
       return WalkResult::interrupt();
     }
@@ -397,6 +397,10 @@ ReduceScatterOp::verifySymbolUses(SymbolTableCollection &symbols) {
     return failure();
   return verifyGatherShapes(*this, getType(), tensorType(getOperand()),
                             getDimAttr().getInt(), *parts);
+}
+
+LogicalResult AxisIndexOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return groupSize(*this, symbols, getMeshAttr(), axisNames(getAxes()), false);
 }
 
 LogicalResult BroadcastOp::verifySymbolUses(SymbolTableCollection &symbols) {

@@ -90,6 +90,21 @@ struct StateInfo {
   int64_t numElements = 0;
   int64_t bytes = 0;
   step::Role role = step::Role::Parameter;
+  /// How a sharded program splits the slot over its ranks (step.fbs
+  /// StateSharding); absent when every rank holds the whole tensor.
+  struct Sharding {
+    /// Index into Program::meshes().
+    uint32_t mesh = 0;
+    /// Indices into the mesh's axes, distinct, non-empty.
+    std::vector<uint32_t> axes;
+    /// The split dimension, 0 <= dim < rank.
+    int64_t dim = 0;
+    /// The unsharded shape; shape[dim] = ceil(globalShape[dim] / G).
+    std::vector<int64_t> globalShape;
+    /// G: the product of the axes' sizes.
+    int64_t groupSize = 1;
+  };
+  std::optional<Sharding> sharding;
 };
 
 /// A mesh (step.fbs Mesh), decoded and checked. Rank r of the program has
