@@ -22,7 +22,14 @@ namespace mlir::omni {
 
 /// The stages of the omni pipeline, in order; omnic --emit=<stage> stops
 /// after one. Their names and passes are one table (Pipelines.cpp).
-enum class PipelineStage { Cleanup, Autodiff, Decompose, Fuse, PlanMemory };
+enum class PipelineStage {
+  Cleanup,
+  Autodiff,
+  Decompose,
+  Shard,
+  Fuse,
+  PlanMemory
+};
 
 /// The --emit names of the stages, in pipeline order ("cleanup", ...,
 /// "plan-memory").

@@ -143,6 +143,55 @@ def OmniDecomposePass : Pass<"omni-decompose"> {
 // Fusion
 //===----------------------------------------------------------------------===//
 
+def OmniShardPass : Pass<"omni-shard", "::mlir::ModuleOp"> {
+  let summary = "split a program over the ranks of its omni.mesh (SPMD)";
+  let description = [{
+    Turns a program written for one device into the program every rank of
+    the module's `omni.mesh` runs (docs/sharding.md section 3). Its input
+    states how some values are split: `omni.sharding` on state arguments
+    and results of public functions (parameters and optimizer moments,
+    split on one dimension, padded when the ranks do not divide it) and
+    `omni.shard` ops in the body (the rollout batch). The pass
+
+    1. propagates these shardings through every op by the op's sharding
+       rule (ShardingRuleOpInterface: dimensions labeled with factors;
+       elementwise ops share all of theirs); a split reduction factor
+       (a contraction over the batch, a sum over a split dimension) makes
+       the result a partial sum that stays partial through linear ops;
+    2. inserts the collectives that reconcile a value with what its user
+       needs: all_gather (split -> whole), reduce_scatter / all_reduce
+       (partial -> split / whole), a local slice at omni.axis_index (whole
+       -> split; random numbers, broadcasts and splats are instead made
+       locally, rows keyed by their global index);
+    3. rewrites every type to the rank's local type.
+
+    Non-state arguments and results stay whole (every rank gets the same
+    inputs and returns the same results). The module attribute
+    `omni.shard_gather` chooses where parameters used inside a loop are
+    gathered: "once" (default: before the loop, kept for its duration) or
+    "per-step" (inside the loop body, before each use: less memory, more
+    traffic). Without an omni.mesh the pass does nothing.
+
+    Errors (one line, at the op or function): a sharding on a non-state
+    argument, more than one split dimension, a state sharded differently
+    on entry and on return, a sharded 0-D tensor, several meshes, a
+    function call left in the program.
+
+    `trace` stamps every op with `omni.trace = <id>` and, after sharding,
+    records each result's sharding in `omni.result_shardings` (for the
+    reference evaluator's op-by-op comparison); `trace-only` stamps the ids
+    and shards nothing.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect"];
+  let options = [
+    Option<"trace", "trace", "bool", /*default=*/"false",
+           "stamp ops with omni.trace and record result shardings">,
+    Option<"traceOnly", "trace-only", "bool", /*default=*/"false",
+           "stamp ops with omni.trace ids only (the unsharded reference)">,
+  ];
+}
+
 def OmniFusePass : Pass<"omni-fuse", "::mlir::func::FuncOp"> {
   let summary = "group elementwise, broadcast, movement and reduction ops "
                 "into omni.fusion regions";

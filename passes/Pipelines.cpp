@@ -48,13 +48,20 @@ void addDecomposeStage(OpPassManager &pm, bool) {
   addCleanup(pm);
 }
 
-// 4. Kernel boundaries.
+// 4. The SPMD program of every rank of the module's omni.mesh (nothing
+//    without one; docs/sharding.md).
+void addShardStage(OpPassManager &pm, bool) {
+  pm.addPass(createOmniShardPass());
+  addCleanup(pm);
+}
+
+// 5. Kernel boundaries.
 void addFuseStage(OpPassManager &pm, bool) {
   pm.addNestedPass<func::FuncOp>(createOmniFusePass());
   pm.addPass(createCSEPass());
 }
 
-// 5. The static arena.
+// 6. The static arena.
 void addPlanMemoryStage(OpPassManager &pm, bool reportArena) {
   OmniPlanMemoryPassOptions plan;
   plan.report = reportArena;
@@ -73,6 +80,7 @@ const Stage kStages[] = {
     {PipelineStage::Cleanup, "cleanup", addCleanupStage},
     {PipelineStage::Autodiff, "autodiff", addAutodiffStage},
     {PipelineStage::Decompose, "decompose", addDecomposeStage},
+    {PipelineStage::Shard, "shard", addShardStage},
     {PipelineStage::Fuse, "fuse", addFuseStage},
     {PipelineStage::PlanMemory, "plan-memory", addPlanMemoryStage},
 };

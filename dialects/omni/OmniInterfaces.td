@@ -96,4 +96,25 @@ def Omni_FusionKindOpInterface : OpInterface<"FusionKindOpInterface"> {
   }];
 }
 
+//===----------------------------------------------------------------------===//
+// Sharding rules (omni-shard, docs/sharding.md)
+//===----------------------------------------------------------------------===//
+
+def Omni_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
+  let cppNamespace = "::mlir::omni";
+  let description = [{
+    How omni-shard may split an op's dimensions over mesh axes: a factor
+    per operand and result dimension (dialects/omni/OmniShardingRule.h).
+    Elementwise ops need not implement it (shardingRuleOf gives them the
+    elementwise rule); an op with no rule has its operands and results
+    replicated.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        Returns the op's sharding rule.
+      }],
+      "::mlir::omni::ShardingRule", "getShardingRule", (ins)>,
+  ];
+}
+
 #endif // OMNI_INTERFACES_TD

@@ -21,6 +21,8 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "dialects/omni/OmniShardingRule.h"
+
 #include "dialects/omni/OmniInterfaces.h.inc"
 
 #define GET_OP_CLASSES

@@ -28,6 +28,9 @@ defvar VJP = DeclareOpInterfaceMethods<Omni_VJPOpInterface>;
 defvar Fusible = Omni_FusionKindOpInterface;
 defvar FusibleAs = DeclareOpInterfaceMethods<Omni_FusionKindOpInterface,
                                              ["getFusionKind"]>;
+/// Non-elementwise ops omni-shard can split carry their sharding rule
+/// (OmniShardingRules.cpp).
+defvar Shardable = DeclareOpInterfaceMethods<Omni_ShardingRuleOpInterface>;
 
 //===----------------------------------------------------------------------===//
 // Primitives: elementwise
@@ -193,7 +196,7 @@ def Omni_CastOp : Omni_Op<"cast", [VJP, Pure, Elementwise, Fusible]> {
 // Primitives: shape and data movement
 //===----------------------------------------------------------------------===//
 
-def Omni_BroadcastInDimOp : Omni_Op<"broadcast_in_dim", [VJP, Pure, FusibleAs]> {
+def Omni_BroadcastInDimOp : Omni_Op<"broadcast_in_dim", [Shardable, VJP, Pure, FusibleAs]> {
   let summary = "broadcast a tensor into a larger shape";
   let description = [{
     Operand dimension `i` becomes result dimension `dims[i]`; result
@@ -219,7 +222,7 @@ def Omni_BroadcastInDimOp : Omni_Op<"broadcast_in_dim", [VJP, Pure, FusibleAs]> 
   let hasFolder = 1;
 }
 
-def Omni_ReshapeOp : Omni_Op<"reshape", [VJP, Pure, FusibleAs]> {
+def Omni_ReshapeOp : Omni_Op<"reshape", [Shardable, VJP, Pure, FusibleAs]> {
   let summary = "reinterpret a tensor with a new shape (row-major)";
   let description = [{
     Constraints:
@@ -238,7 +241,7 @@ def Omni_ReshapeOp : Omni_Op<"reshape", [VJP, Pure, FusibleAs]> {
   let hasCanonicalizer = 1;
 }
 
-def Omni_TransposeOp : Omni_Op<"transpose", [VJP, Pure, InferTypeOpAdaptor,
+def Omni_TransposeOp : Omni_Op<"transpose", [Shardable, VJP, Pure, InferTypeOpAdaptor,
     FusibleAs]> {
   let summary = "permute dimensions";
   let description = [{
@@ -261,7 +264,7 @@ def Omni_TransposeOp : Omni_Op<"transpose", [VJP, Pure, InferTypeOpAdaptor,
   let hasCanonicalizer = 1;
 }
 
-def Omni_SliceOp : Omni_Op<"slice", [VJP, Pure, InferTypeOpAdaptor,
+def Omni_SliceOp : Omni_Op<"slice", [Shardable, VJP, Pure, InferTypeOpAdaptor,
     FusibleAs]> {
   let summary = "strided static slice";
   let description = [{
@@ -287,7 +290,7 @@ def Omni_SliceOp : Omni_Op<"slice", [VJP, Pure, InferTypeOpAdaptor,
   let hasFolder = 1;
 }
 
-def Omni_ConcatOp : Omni_Op<"concat", [VJP, Pure, InferTypeOpAdaptor,
+def Omni_ConcatOp : Omni_Op<"concat", [Shardable, VJP, Pure, InferTypeOpAdaptor,
     FusibleAs]> {
   let summary = "concatenate tensors along a dimension";
   let description = [{
@@ -309,7 +312,7 @@ def Omni_ConcatOp : Omni_Op<"concat", [VJP, Pure, InferTypeOpAdaptor,
   let hasFolder = 1;
 }
 
-def Omni_PadOp : Omni_Op<"pad", [VJP, Pure, InferTypeOpAdaptor,
+def Omni_PadOp : Omni_Op<"pad", [Shardable, VJP, Pure, InferTypeOpAdaptor,
     FusibleAs]> {
   let summary = "pad with a constant at both ends of each dimension";
   let description = [{
@@ -335,7 +338,7 @@ def Omni_PadOp : Omni_Op<"pad", [VJP, Pure, InferTypeOpAdaptor,
   let hasFolder = 1;
 }
 
-def Omni_ReduceOp : Omni_Op<"reduce", [VJP, Pure, InferTypeOpAdaptor,
+def Omni_ReduceOp : Omni_Op<"reduce", [Shardable, VJP, Pure, InferTypeOpAdaptor,
     FusibleAs]> {
   let summary = "reduce over dimensions (sum, max, min, mean)";
   let description = [{
@@ -402,7 +405,7 @@ def Omni_ConstantOp : Omni_Op<"constant",
 // Primitives: contractions and random numbers
 //===----------------------------------------------------------------------===//
 
-def Omni_MatmulOp : Omni_Op<"matmul", [VJP, Pure, InferTypeOpAdaptor,
+def Omni_MatmulOp : Omni_Op<"matmul", [Shardable, VJP, Pure, InferTypeOpAdaptor,
     FusibleAs]> {
   let summary = "(batched) matrix product with optional transposes";
   let description = [{
@@ -430,7 +433,7 @@ def Omni_MatmulOp : Omni_Op<"matmul", [VJP, Pure, InferTypeOpAdaptor,
   }];
 }
 
-def Omni_Conv2dOp : Omni_Op<"conv2d", [VJP, Pure, InferTypeOpAdaptor,
+def Omni_Conv2dOp : Omni_Op<"conv2d", [Shardable, VJP, Pure, InferTypeOpAdaptor,
     FusibleAs]> {
   let summary = "2-D convolution, NCHW input and OIHW filter (PyTorch layout)";
   let description = [{
@@ -581,7 +584,7 @@ def Omni_GeluOp : Omni_Op<"gelu", [VJP, Pure, SameOperandsAndResultType]> {
 
 def Omni_SiluOp : Omni_UnaryOp<"silu", Omni_FloatTensor, "x * logistic(x)", [VJP]>;
 
-def Omni_AttentionOp : Omni_Op<"attention", [VJP, Pure, InferTypeOpAdaptor,
+def Omni_AttentionOp : Omni_Op<"attention", [Shardable, VJP, Pure, InferTypeOpAdaptor,
     FusibleAs]> {
   let summary = "scaled dot-product attention";
   let description = [{
@@ -1005,7 +1008,7 @@ def Omni_YieldOp : Omni_Op<"yield", [Pure, Terminator, ReturnLike,
   let assemblyFormat = "attr-dict ($operands^ `:` type($operands))?";
 }
 
-def Omni_HostCallOp : Omni_Op<"host_call"> {
+def Omni_HostCallOp : Omni_Op<"host_call", [Shardable]> {
   let summary = "call a function registered with the runtime";
   let description = [{
     Runs the named host function (a reward such as `jpeg_compressibility`,

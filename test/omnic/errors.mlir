@@ -10,7 +10,7 @@
 // RUN: sh -c 'omnic %s -o %t.bin; test $? -eq 1' 2>&1 | FileCheck %s --check-prefix=ENTRY
 // RUN: sh -c 'omnic %S/Inputs/unverified.mlir -o %t.bin; test $? -eq 1' 2>&1 | FileCheck %s --check-prefix=VERIFY
 
-// EMIT: omnic: --emit=bogus: expected input, cleanup, autodiff, decompose, fuse, plan-memory, kernels, llvm or json
+// EMIT: omnic: --emit=bogus: expected input, cleanup, autodiff, decompose, shard, fuse, plan-memory, kernels, llvm or json
 // OUT: omnic: no output file: pass -o <file>.bin (or --emit=<stage>)
 // OPT: omnic: -O7: expected 0 to 3
 // CPU: omnic: --target-cpu=pentium9: unknown CPU; expected host, x86-64 or an LLVM x86 CPU name (haswell, x86-64-v3, skylake-avx512, znver4, ...)
