@@ -52,6 +52,11 @@ struct Sh {
   int64_t dim = -1;
   SmallVector<StringRef, 2> axes;
   Reduction reduction = Reduction::None;
+  /// A split that comes from a state slot's layout (FSDP storage): it
+  /// passes through elementwise ops and reductions (the optimizer update,
+  /// the gradient norm) but a contraction gathers the whole tensor first
+  /// instead of splitting its computation. Not part of the layout (==).
+  bool storage = false;
 
   static Sh whole() { return {}; }
   static Sh split(int64_t dim, ArrayRef<StringRef> axes) {
@@ -160,8 +165,8 @@ private:
       return t;
     SmallVector<int64_t> shape(t.getShape());
     auto it = globalDims_.find(v.getAsOpaquePointer());
-    shape[s.dim] = it != globalDims_.end() ? it->second
-                                           : shape[s.dim] * groupSize(s.axes);
+    shape[s.dim] =
+        it != globalDims_.end() ? it->second : shape[s.dim] * groupSize(s.axes);
     return RankedTensorType::get(shape, t.getElementType());
   }
 
@@ -344,9 +349,8 @@ void Sharder::analyzeByRule(Operation *op, const ShardingRule &rule) {
   if (!partialOps.empty()) {
     const Sh &p = in[partialOps.front()];
     bool sum = p.reduction == Reduction::Sum;
-    bool allSame = llvm::all_of(partialOps, [&](unsigned i) {
-      return in[i] == p;
-    });
+    bool allSame =
+        llvm::all_of(partialOps, [&](unsigned i) { return in[i] == p; });
     bool passes = false;
     if (sum && rule.partials == ShardingRule::Partials::Additive && allSame)
       passes = llvm::all_of(llvm::seq(0u, n), [&](unsigned i) {
@@ -380,19 +384,29 @@ void Sharder::analyzeByRule(Operation *op, const ShardingRule &rule) {
       continue;
     int64_t g = groupSize(in[i].axes);
     const ShardingRule::Factor &factor = rule.factors[f];
+    if (in[i].storage && !factor.paddable && !isa<ReduceOp>(op))
+      continue;
     int64_t size = tensorTypeOf(op->getOperand(i)).getDimSize(in[i].dim);
     if (factor.size % g != 0 && !(factor.paddable && size == factor.size))
       continue;
     chosen = f;
     axes = in[i].axes;
   }
+  bool storage = false;
+  for (unsigned i = 0; i < n; ++i)
+    if (isTensor(i) && in[i].kind == Sh::Split && in[i].axes == axes &&
+        in[i].storage && chosen != ShardingRule::kWhole &&
+        rule.operands[i][in[i].dim] == chosen)
+      storage = true;
   SmallVector<Sh> req;
   for (unsigned i = 0; i < n; ++i) {
     Sh want = Sh::whole();
     if (isTensor(i) && chosen != ShardingRule::kWhole)
       for (auto [d, f] : llvm::enumerate(rule.operands[i]))
-        if (f == chosen)
+        if (f == chosen) {
           want = Sh::split(d, axes);
+          want.storage = storage;
+        }
     req.push_back(want);
   }
   required_[op] = req;
@@ -403,8 +417,10 @@ void Sharder::analyzeByRule(Operation *op, const ShardingRule &rule) {
         out = Sh::partial(rule.factors[chosen].reduction, axes);
       else
         for (auto [d, f] : llvm::enumerate(rule.results[k]))
-          if (f == chosen)
+          if (f == chosen) {
             out = Sh::split(d, axes);
+            out.storage = storage;
+          }
     }
     sh_[r] = out;
   }
@@ -571,8 +587,9 @@ Value Sharder::convert(OpBuilder &b, Location loc, Value v, const Sh &from,
   if (from.kind == Sh::Partial) {
     SmallVector<StringRef, 2> rest;
     if (to.kind == Sh::Split && from.reduction == Reduction::Sum &&
-        llvm::all_of(to.axes,
-                     [&](StringRef a) { return llvm::is_contained(from.axes, a); })) {
+        llvm::all_of(to.axes, [&](StringRef a) {
+          return llvm::is_contained(from.axes, a);
+        })) {
       for (StringRef a : from.axes)
         if (!llvm::is_contained(to.axes, a))
           rest.push_back(a);
@@ -590,13 +607,14 @@ Value Sharder::convert(OpBuilder &b, Location loc, Value v, const Sh &from,
                           b.getDenseI64ArrayAttr(high), b.getF64FloatAttr(0.0));
       }
       Value y = ReduceScatterOp::create(
-          b, loc, localType(global, to), ReduceKindAttr::get(b.getContext(), ReduceKind::sum),
-          x, meshRef(), axesAttr(to.axes),
-          b.getI64IntegerAttr(to.dim));
+          b, loc, localType(global, to),
+          ReduceKindAttr::get(b.getContext(), ReduceKind::sum), x, meshRef(),
+          axesAttr(to.axes), b.getI64IntegerAttr(to.dim));
       if (!rest.empty())
-        y = AllReduceOp::create(b, loc, y.getType(),
-                                ReduceKindAttr::get(b.getContext(), ReduceKind::sum),
-                                y, meshRef(), axesAttr(rest));
+        y = AllReduceOp::create(
+            b, loc, y.getType(),
+            ReduceKindAttr::get(b.getContext(), ReduceKind::sum), y, meshRef(),
+            axesAttr(rest));
       return y;
     }
     Value whole = AllReduceOp::create(
@@ -644,8 +662,9 @@ Value Sharder::convert(OpBuilder &b, Location loc, Value v, const Sh &from,
   RankedTensorType local = localType(global, to);
   SmallVector<OpFoldResult> offsets, sizes, strides;
   for (int64_t d = 0; d < global.getRank(); ++d) {
-    offsets.push_back(d == to.dim ? OpFoldResult(blockOffset(b, loc, to.axes, c))
-                                  : OpFoldResult(b.getIndexAttr(0)));
+    offsets.push_back(d == to.dim
+                          ? OpFoldResult(blockOffset(b, loc, to.axes, c))
+                          : OpFoldResult(b.getIndexAttr(0)));
     sizes.push_back(b.getIndexAttr(local.getDimSize(d)));
     strides.push_back(b.getIndexAttr(1));
   }
@@ -692,6 +711,14 @@ void Sharder::retype(Operation *op) {
         r.setType(localType(t, s));
       }
     }
+  if (auto slice = dyn_cast<SliceOp>(op)) {
+    SmallVector<int64_t> limit(slice.getLimit());
+    auto in = tensorTypeOf(slice.getOperand());
+    for (int64_t d = 0; d < in.getRank(); ++d)
+      if (slice.getStart()[d] == 0 && limit[d] > in.getDimSize(d))
+        limit[d] = in.getDimSize(d);
+    slice.setLimit(limit);
+  }
   if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op)) {
     SmallVector<int64_t> sizes(slice.getStaticSizes());
     RankedTensorType src = slice.getSourceType();
@@ -758,7 +785,8 @@ LogicalResult Sharder::rewrite(Block &block) {
         Sh s = shardingOf(r);
         RankedTensorType t = tensorTypeOf(r);
         if (s.kind == Sh::Partial) {
-          std::string text = ("partial:" + reductionName(s.reduction) + ":").str();
+          std::string text =
+              ("partial:" + reductionName(s.reduction) + ":").str();
           text += llvm::join(s.axes, ",");
           shardings.push_back(b.getStringAttr(text));
           continue;
@@ -766,10 +794,13 @@ LogicalResult Sharder::rewrite(Block &block) {
         SmallVector<Attribute> dims;
         for (int64_t d = 0; d < (t ? t.getRank() : 0); ++d)
           dims.push_back(s.kind == Sh::Split && s.dim == d
-                             ? b.getStrArrayAttr(SmallVector<StringRef>(s.axes.begin(), s.axes.end()))
+                             ? b.getStrArrayAttr(SmallVector<StringRef>(
+                                   s.axes.begin(), s.axes.end()))
                              : b.getStrArrayAttr({}));
-        shardings.push_back(
-            ShardingAttr::get(op.getContext(), meshRef(), b.getArrayAttr(dims)));
+        shardings.push_back(ShardingAttr::get(op.getContext(), meshRef(),
+                                              b.getArrayAttr(dims)));
+        if (getenv("OMNI_SHARD_DEBUG") && s.storage)
+          shardings.push_back(b.getStringAttr("storage"));
       }
       op.setAttr("omni.result_shardings", b.getArrayAttr(shardings));
     }
@@ -785,8 +816,8 @@ LogicalResult Sharder::run(func::FuncOp fn) {
   cache_.clear();
   argSh_.assign(fn.getNumArguments(), Sh::whole());
   resultSh_.assign(fn.getNumResults(), Sh::whole());
-  auto parse = [&](DictionaryAttr attrs, Type type, bool isArg,
-                   unsigned index, Sh &out) -> LogicalResult {
+  auto parse = [&](DictionaryAttr attrs, Type type, bool isArg, unsigned index,
+                   Sh &out) -> LogicalResult {
     auto attr = attrs ? attrs.getAs<ShardingAttr>("omni.sharding") : nullptr;
     if (!attr)
       return success();
@@ -807,23 +838,24 @@ LogicalResult Sharder::run(func::FuncOp fn) {
              << what() << "'s sharding has " << attr.getDims().size()
              << " entries but the tensor has rank " << t.getRank();
     if (attr.getMesh() != meshRef())
-      return fn.emitOpError() << what() << "'s sharding names mesh "
-                              << attr.getMesh() << " but the module's mesh is "
-                              << meshRef();
+      return fn.emitOpError()
+             << what() << "'s sharding names mesh " << attr.getMesh()
+             << " but the module's mesh is " << meshRef();
     for (int64_t d = 0; d < t.getRank(); ++d) {
       SmallVector<StringRef> axes = attr.getAxes(d);
       if (axes.empty())
         continue;
       for (StringRef a : axes)
         if (!mesh_.getAxisSize(a))
-          return fn.emitOpError() << what() << "'s sharding names axis \""
-                                  << a << "\" that mesh " << meshRef()
-                                  << " does not have";
+          return fn.emitOpError()
+                 << what() << "'s sharding names axis \"" << a
+                 << "\" that mesh " << meshRef() << " does not have";
       if (out.kind == Sh::Split)
         return fn.emitOpError() << what() << " splits more than one "
                                 << "dimension; omni-shard splits at most one "
                                    "dimension of a tensor";
       out = Sh::split(d, axes);
+      out.storage = true;
     }
     return success();
   };
@@ -832,8 +864,8 @@ LogicalResult Sharder::run(func::FuncOp fn) {
                      argSh_[i])))
       return failure();
   for (unsigned i = 0; i < fn.getNumResults(); ++i)
-    if (failed(parse(fn.getResultAttrDict(i), fn.getResultTypes()[i], false,
-                     i, resultSh_[i])))
+    if (failed(parse(fn.getResultAttrDict(i), fn.getResultTypes()[i], false, i,
+                     resultSh_[i])))
       return failure();
   // A state slot has one layout: on entry and on return.
   llvm::StringMap<std::pair<Sh, unsigned>> stateLayout;
@@ -846,8 +878,8 @@ LogicalResult Sharder::run(func::FuncOp fn) {
       if (it != stateLayout.end() && it->second.first != resultSh_[i])
         return fn.emitOpError()
                << "state '" << name.getValue() << "' is split differently "
-               << "as argument " << it->second.second << " and as result "
-               << i << "; a state slot has one layout";
+               << "as argument " << it->second.second << " and as result " << i
+               << "; a state slot has one layout";
     }
 
   Block &entry = fn.getBody().front();

@@ -14,7 +14,9 @@ using namespace mlir;
 using namespace mlir::omni;
 
 namespace {
-int64_t rankOf(Value v) { return cast<RankedTensorType>(v.getType()).getRank(); }
+int64_t rankOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getRank();
+}
 ArrayRef<int64_t> shapeOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getShape();
 }
@@ -39,25 +41,24 @@ ShardingRule::Reduction reductionOf(ReduceKind kind) {
 ShardingRule ShardingRule::whole(Operation *op) {
   ShardingRule rule;
   for (Value v : op->getOperands())
-    rule.operands.push_back(isa<RankedTensorType>(v.getType())
-                                ? wholeDims(v)
-                                : SmallVector<int>());
+    rule.operands.push_back(
+        isa<RankedTensorType>(v.getType()) ? wholeDims(v) : SmallVector<int>());
   for (Value v : op->getResults())
-    rule.results.push_back(isa<RankedTensorType>(v.getType())
-                               ? wholeDims(v)
-                               : SmallVector<int>());
+    rule.results.push_back(
+        isa<RankedTensorType>(v.getType()) ? wholeDims(v) : SmallVector<int>());
   return rule;
 }
 
 ShardingRule ShardingRule::elementwise(Operation *op) {
   ShardingRule rule = whole(op);
-  if (op->getNumResults() != 1)
+  if (op->getNumResults() != 1 ||
+      !isa<RankedTensorType>(op->getResult(0).getType()))
     return rule;
   ArrayRef<int64_t> shape = shapeOf(op->getResult(0));
   for (int64_t size : shape)
     rule.addFactor(size, Reduction::None, /*paddable=*/true);
   auto label = [&](Value v, SmallVector<int> &dims) {
-    if (shapeOf(v) != shape)
+    if (!isa<RankedTensorType>(v.getType()) || shapeOf(v) != shape)
       return;
     for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d)
       dims[d] = static_cast<int>(d);
