@@ -61,16 +61,17 @@ absl::Status checkWorld(const loader::Program &program, int worldSize,
     if (worldSize == 1)
       return absl::OkStatus();
     return absl::InvalidArgumentError(
-        absl::StrCat(program.name(), " has no mesh, so it runs on 1 rank, but "
+        absl::StrCat(program.name(),
+                     " has no mesh, so it runs on 1 rank, but "
                      "omnirun runs ",
                      worldSize, " (", how, ")"));
   }
   for (const loader::MeshInfo &mesh : program.meshes())
     if (mesh.numRanks != worldSize)
-      return absl::InvalidArgumentError(absl::StrCat(
-          program.name(), "'s mesh ", mesh.describe(), " has ", mesh.numRanks,
-          mesh.numRanks == 1 ? " rank" : " ranks", " but omnirun runs ",
-          worldSize, " (", how, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(program.name(), "'s mesh ", mesh.describe(), " has ",
+                       mesh.numRanks, mesh.numRanks == 1 ? " rank" : " ranks",
+                       " but omnirun runs ", worldSize, " (", how, ")"));
   return absl::OkStatus();
 }
 
@@ -114,9 +115,11 @@ private:
   absl::Status first_, lead_;
 };
 
-/// "rank <r>: <message>", unless the message names a rank already.
+/// "rank <r>: <message>", unless the message names a rank already or is
+/// an agreed stop (every rank's, rank 0's reported).
 absl::Status naming(int rank, const absl::Status &status) {
-  if (status.ok() || absl::StartsWith(status.message(), "rank "))
+  if (status.ok() || absl::IsCancelled(status) ||
+      absl::StartsWith(status.message(), "rank "))
     return status;
   return absl::Status(status.code(),
                       absl::StrCat("rank ", rank, ": ", status.message()));
@@ -130,8 +133,8 @@ absl::Status runRanks(std::shared_ptr<const loader::Program> program,
                       const RanksOptions &options, const TrainOptions &training,
                       std::ostream &log) {
   const int worldSize = provider.size();
-  if (absl::Status s = checkWorld(*program, worldSize,
-                                  absl::StrCat("--ranks ", worldSize));
+  if (absl::Status s =
+          checkWorld(*program, worldSize, absl::StrCat("--ranks ", worldSize));
       !s.ok())
     return s;
   if (localRanks.empty())
@@ -193,8 +196,9 @@ absl::Status runRanks(std::shared_ptr<const loader::Program> program,
             "gave up");
       };
     }
-    absl::Status status =
-        naming(rank, train(program, *devices[i], mine, log));
+    absl::Status status = train(program, *devices[i], mine, log);
+    if (worldSize > 1)
+      status = naming(rank, status);
     // Record before aborting, so the root cause is recorded first.
     outcome.finish(rank, status);
     statuses[i] = status;
@@ -210,8 +214,8 @@ absl::Status runRanks(std::shared_ptr<const loader::Program> program,
     for (std::thread &t : workers)
       t.join();
   }
-  bool hasLead = std::find(localRanks.begin(), localRanks.end(), 0) !=
-                 localRanks.end();
+  bool hasLead =
+      std::find(localRanks.begin(), localRanks.end(), 0) != localRanks.end();
   return outcome.result(hasLead, statuses[0]);
 }
 

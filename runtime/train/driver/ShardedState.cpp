@@ -59,9 +59,9 @@ absl::StatusOr<TypedTensor> blockOf(const loader::StateInfo &slot,
     return global;
   const loader::StateInfo::Sharding &sh = *slot.sharding;
   if (k < 0 || k >= sh.groupSize)
-    return absl::InvalidArgumentError(
-        absl::StrCat("block ", k, " of state '", slot.name, "', expected 0..",
-                     sh.groupSize - 1));
+    return absl::InvalidArgumentError(absl::StrCat("block ", k, " of state '",
+                                                   slot.name, "', expected 0..",
+                                                   sh.groupSize - 1));
   Split g = splitOf(slot.dtype, want, sh.dim);
   Split l = splitOf(slot.dtype, slot.shape, sh.dim);
   TypedTensor block(slot.dtype, slot.shape); // zero padding
@@ -79,8 +79,8 @@ absl::StatusOr<TypedTensor> assembleBlocks(const loader::StateInfo &slot,
   int64_t groupSize = slot.sharding ? slot.sharding->groupSize : 1;
   if (static_cast<int64_t>(blocks.size()) != groupSize * slot.bytes)
     return absl::InvalidArgumentError(absl::StrCat(
-        "state '", slot.name, "': ", blocks.size(), " bytes of blocks, expected ",
-        groupSize, " x ", slot.bytes));
+        "state '", slot.name, "': ", blocks.size(),
+        " bytes of blocks, expected ", groupSize, " x ", slot.bytes));
   if (!slot.sharding)
     return TypedTensor::fromBytes(slot.dtype, slot.shape, blocks);
   const loader::StateInfo::Sharding &sh = *slot.sharding;
@@ -125,8 +125,8 @@ allGatherBytes(hal::Device &device, hal::Channel &channel,
   return out;
 }
 
-absl::StatusOr<int64_t> maxOverRanks(hal::Device &device,
-                                     hal::Channel *channel, int64_t value) {
+absl::StatusOr<int64_t> maxOverRanks(hal::Device &device, hal::Channel *channel,
+                                     int64_t value) {
   if (!channel || channel->size() == 1)
     return value;
   OMNI_ASSIGN_OR_RETURN(std::unique_ptr<hal::Buffer> buffer,
@@ -164,19 +164,18 @@ ShardedState::create(absl::Span<const loader::MeshInfo> meshes,
     const loader::StateInfo::Sharding &sh = *slot.sharding;
     if (sh.mesh >= s->meshes_.size() ||
         s->meshes_[sh.mesh].numRanks != worldSize)
-      return absl::InvalidArgumentError(absl::StrCat(
-          "state '", slot.name, "' is sharded over ", sh.groupSize,
-          " ranks of mesh #", sh.mesh, " but this run has ", worldSize,
-          worldSize == 1 ? " rank" : " ranks"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("state '", slot.name, "' is sharded over ", sh.groupSize,
+                       " ranks of mesh #", sh.mesh, " but this run has ",
+                       worldSize, worldSize == 1 ? " rank" : " ranks"));
     auto key = std::make_pair(sh.mesh, sh.axes);
     if (sh.groupSize == worldSize || s->groups_.count(key))
       continue;
     loader::MeshInfo::Group group =
         s->meshes_[sh.mesh].groupOf(sh.axes, s->rank_);
-    OMNI_ASSIGN_OR_RETURN(
-        std::unique_ptr<hal::Channel> channel,
-        world->split(static_cast<int>(group.color),
-                     static_cast<int>(group.rank)));
+    OMNI_ASSIGN_OR_RETURN(std::unique_ptr<hal::Channel> channel,
+                          world->split(static_cast<int>(group.color),
+                                       static_cast<int>(group.rank)));
     s->groups_[key] = std::move(channel);
   }
   return s;
@@ -196,10 +195,9 @@ hal::Channel *ShardedState::groupChannel(const loader::StateInfo &slot) const {
 absl::StatusOr<TypedTensor> ShardedState::gather(const loader::StateInfo &slot,
                                                  TypedTensor local) {
   if (local.dtype() != slot.dtype || local.shape() != slot.shape)
-    return absl::InvalidArgumentError(
-        absl::StrCat("state '", slot.name, "' on rank ", rank_, " is ",
-                     local.typeString(), ", expected ",
-                     typeOf(slot.dtype, slot.shape)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "state '", slot.name, "' on rank ", rank_, " is ", local.typeString(),
+        ", expected ", typeOf(slot.dtype, slot.shape)));
   if (!slot.sharding)
     return local;
   if (slot.sharding->groupSize == 1)

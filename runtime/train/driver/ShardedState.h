@@ -106,8 +106,8 @@ private:
 
 /// The maximum of every rank's `value` (collective over `channel`; `value`
 /// itself when `channel` is null).
-absl::StatusOr<int64_t> maxOverRanks(hal::Device &device,
-                                     hal::Channel *channel, int64_t value);
+absl::StatusOr<int64_t> maxOverRanks(hal::Device &device, hal::Channel *channel,
+                                     int64_t value);
 
 /// recv = every rank's `send` bytes (equal lengths) end to end in rank
 /// order, through device buffers (collective over `channel`).

@@ -56,12 +56,12 @@ TEST(ShardedState, BlocksOfDimZeroPadTheLastBlock) {
   auto b1 = blockOf(slot, global, 1);
   ASSERT_TRUE(b0.ok() && b1.ok());
   EXPECT_EQ(b0->shape(), (std::vector<int64_t>{3, 2}));
-  EXPECT_EQ(std::vector<float>(b0->span<float>().begin(),
-                               b0->span<float>().end()),
-            (std::vector<float>{1, 2, 3, 4, 5, 6}));
-  EXPECT_EQ(std::vector<float>(b1->span<float>().begin(),
-                               b1->span<float>().end()),
-            (std::vector<float>{7, 8, 9, 10, 0, 0}));
+  EXPECT_EQ(
+      std::vector<float>(b0->span<float>().begin(), b0->span<float>().end()),
+      (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(
+      std::vector<float>(b1->span<float>().begin(), b1->span<float>().end()),
+      (std::vector<float>{7, 8, 9, 10, 0, 0}));
   std::vector<uint8_t> blocks(b0->bytes().begin(), b0->bytes().end());
   blocks.insert(blocks.end(), b1->bytes().begin(), b1->bytes().end());
   auto back = assembleBlocks(slot, blocks);
@@ -83,8 +83,8 @@ TEST(ShardedState, BlocksOfAnInnerDimOverFourRanks) {
       for (int64_t j = 0; j < 2; ++j)
         for (int64_t x = 0; x < 3; ++x) {
           int64_t row = k * 2 + j;
-          float want = row < 5 ? static_cast<float>((o * 5 + row) * 3 + x + 1)
-                               : 0.0f;
+          float want =
+              row < 5 ? static_cast<float>((o * 5 + row) * 3 + x + 1) : 0.0f;
           EXPECT_EQ(block->span<float>()[(o * 2 + j) * 3 + x], want)
               << "block " << k << " (" << o << ", " << j << ", " << x << ")";
         }
@@ -109,8 +109,8 @@ TEST(ShardedState, RefusesTensorsOfAnotherShape) {
 }
 
 /// Runs fn(rank, device, channel) on n in-process ranks.
-void onRanks(int n, const std::function<void(int, hal::Device &,
-                                             hal::Channel *)> &fn) {
+void onRanks(
+    int n, const std::function<void(int, hal::Device &, hal::Channel *)> &fn) {
   hal::InProcessChannelProvider provider(n, std::chrono::seconds(60));
   std::vector<std::unique_ptr<hal::Device>> devices;
   std::vector<std::unique_ptr<hal::Channel>> channels;
