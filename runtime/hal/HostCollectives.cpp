@@ -1,4 +1,4 @@
-//===- HostCollectives.cpp - Collective pieces over host memory -*- C++ -*-===//
+//===- HostCollectives.cpp - Collectives over host memory -------*- C++ -*-===//
 
 #include "runtime/hal/HostCollectives.h"
 

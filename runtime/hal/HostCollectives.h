@@ -1,4 +1,4 @@
-//===- HostCollectives.h - Collective pieces over host memory ---*- C++ -*-===//
+//===- HostCollectives.h - Collectives over host memory ---------*- C++ -*-===//
 //
 // What the channels whose buffers are host memory share, so that every one
 // of them gives the same bits (hal/Channel.h, "Results are deterministic";

@@ -13,6 +13,7 @@
 #include "runtime/executor/Executor.h"
 #include "runtime/hal/drivers/Drivers.h"
 #include "runtime/hal/drivers/cpu/CpuDriver.h"
+#include "runtime/hal/mpi/MpiChannel.h"
 #include "runtime/io/Npy.h"
 #include "runtime/io/TensorText.h"
 #include "runtime/loader/Program.h"
@@ -54,6 +55,8 @@ struct Options {
   std::string trainingOption;
   /// --ranks: the ranks of an in-process run (threads of this process).
   int ranks = 1;
+  /// --ranks was given (an error under mpirun, which starts the ranks).
+  bool ranksGiven = false;
   /// --collective-timeout, in seconds; 0 waits forever.
   double collectiveTimeoutSeconds = 60;
 
@@ -333,10 +336,12 @@ const Flag kFlags[] = {
            o.ranks > hal::cpu::kMaxThreads)
          return absl::StrCat(name, " expects an integer from 1 to ",
                              hal::cpu::kMaxThreads, ", found '", *v, "'");
+       o.ranksGiven = true;
        return std::nullopt;
      }},
     {"--collective-timeout", Arg::Value, Mode::Train, "<seconds>",
-     "with --ranks: a rank that waits longer than this for the others in a "
+     "with --ranks or under mpirun: a rank that waits longer than this for "
+     "the others in a "
      "collective ends the run, naming the ranks that did not arrive "
      "(default 60; 0 waits forever)",
      [](Options &o, const std::string &name,
@@ -495,7 +500,7 @@ void list(const loader::Program &program, std::ostream &out) {
 } // namespace
 
 int run(const std::vector<std::string> &args, std::ostream &out,
-        std::ostream &err) {
+        std::ostream &err, const MpiJoin &joinMpi) {
   auto fail = [&](absl::string_view message) {
     err << "omnirun: " << message << "\n";
     return 1;
@@ -549,24 +554,46 @@ int run(const std::vector<std::string> &args, std::ostream &out,
         train::testFaultFromEnvironment();
     if (!fault.ok())
       return fail(fault.status().message());
-    // In-process ranks: all of them local (an MPI world would give this
-    // process one rank of its own provider, train/driver/Ranks.h).
-    hal::InProcessChannelProvider provider(
-        options.ranks,
-        std::chrono::milliseconds(
-            options.collectiveTimeoutSeconds > 0
-                ? std::max<int64_t>(
-                      1, std::llround(options.collectiveTimeoutSeconds * 1000))
-                : 0));
+    const std::chrono::milliseconds timeout(
+        options.collectiveTimeoutSeconds > 0
+            ? std::max<int64_t>(
+                  1, std::llround(options.collectiveTimeoutSeconds * 1000))
+            : 0);
+    // Under mpirun every process is one rank of the MPI world
+    // (hal/mpi/MpiChannel.h); otherwise all --ranks are threads of this
+    // process (train/driver/Ranks.h).
+    std::unique_ptr<hal::ChannelProvider> provider;
     std::vector<int> localRanks;
-    for (int r = 0; r < options.ranks; ++r)
-      localRanks.push_back(r);
+    if (hal::mpi::launchedByMpi()) {
+      if (options.ranksGiven)
+        return fail("--ranks and mpirun together: under mpirun every process "
+                    "is one rank (mpirun -np N starts N); drop --ranks");
+      if (!joinMpi)
+        return fail("this omnirun was started by mpirun but built without "
+                    "MPI (install libopenmpi-dev and rebuild, or use --ranks "
+                    "N)");
+      absl::StatusOr<MpiWorld> world = joinMpi(timeout);
+      if (!world.ok())
+        return fail(world.status().message());
+      const int size = world->provider->size();
+      if (absl::Status s = train::checkWorld(**program, size,
+                                             absl::StrCat("mpirun -np ", size));
+          !s.ok())
+        return fail(s.message());
+      localRanks.push_back(world->rank);
+      provider = std::move(world->provider);
+    } else {
+      provider = std::make_unique<hal::InProcessChannelProvider>(options.ranks,
+                                                                 timeout);
+      for (int r = 0; r < options.ranks; ++r)
+        localRanks.push_back(r);
+    }
     train::RanksOptions ranks;
     ranks.driver = options.device;
     ranks.threads = options.threads;
     ranks.fault = *fault;
     absl::Status trained =
-        train::runRanks(*program, provider, localRanks, ranks, training, out);
+        train::runRanks(*program, *provider, localRanks, ranks, training, out);
     if (trained.ok())
       return 0;
     fail(trained.message());

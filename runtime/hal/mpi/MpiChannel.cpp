@@ -1,11 +1,11 @@
-//===- MpiChannel.cpp - Channels between the processes of an MPI job -*- C++
-//-*-===//
+//===- MpiChannel.cpp - Channels between MPI processes ----------*- C++ -*-===//
 
 #include "runtime/hal/mpi/MpiChannel.h"
 
 #include "runtime/base/Status.h"
 #include "runtime/hal/HostCollectives.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 // The C API only: no C++ bindings (OpenMPI and MPICH would pull them in).
@@ -63,11 +63,10 @@ std::string describe(const Post &p) {
   switch (p.kind) {
   case Kind::AllReduce:
   case Kind::ReduceScatter:
-    return absl::StrCat(kindName(p.kind), " ",
-                        reduceOpName(static_cast<ReduceOp>(p.op)), " of ",
-                        p.sendBytes, " bytes of ",
-                        dtypeName(static_cast<DType>(p.dtype)), " into ",
-                        p.recvBytes);
+    return absl::StrCat(
+        kindName(p.kind), " ", reduceOpName(static_cast<ReduceOp>(p.op)),
+        " of ", p.sendBytes, " bytes of ",
+        dtypeName(static_cast<DType>(p.dtype)), " into ", p.recvBytes);
   case Kind::AllGather:
     return absl::StrCat("all_gather of ", p.sendBytes, " bytes into ",
                         p.recvBytes);
@@ -215,8 +214,11 @@ public:
   absl::StatusOr<std::unique_ptr<Channel>> split(int color, int key) override;
 
   void abort(const absl::Status &reason) override {
-    abortJob(absl::StrCat("rank ", worldRank(),
-                          " aborts the MPI job: ", reason.message()));
+    // "rank 1: <reason>; aborting the MPI job" (once "rank 1: " even when
+    // the reason names the rank already).
+    const std::string me = absl::StrCat("rank ", worldRank(), ": ");
+    abortJob(absl::StrCat(absl::StartsWith(reason.message(), me) ? "" : me,
+                          reason.message(), "; aborting the MPI job"));
   }
 
 private:
@@ -245,9 +247,9 @@ private:
 
 absl::Status MpiChannel::mpiFailed(int error, const char *call,
                                    const char *what) {
-  failed_ = absl::InternalError(absl::StrCat("rank ", rank_, ": ", what, ": ",
-                                             call, " failed: ",
-                                             mpiErrorString(error)));
+  failed_ =
+      absl::InternalError(absl::StrCat("rank ", rank_, ": ", what, ": ", call,
+                                       " failed: ", mpiErrorString(error)));
   return failed_;
 }
 
@@ -281,9 +283,9 @@ absl::StatusOr<std::vector<Post>> MpiChannel::meet(Post post,
   for (int r = 0; r < size_; ++r) {
     const Post &p = posts[size_t(r)];
     if (p.error[0]) {
-      failed_ = absl::AbortedError(
-          absl::StrCat("the channel group was aborted by rank ", r, ": ",
-                       std::string(p.error, strnlen(p.error, sizeof(p.error)))));
+      failed_ = absl::AbortedError(absl::StrCat(
+          "the channel group was aborted by rank ", r, ": ",
+          std::string(p.error, strnlen(p.error, sizeof(p.error)))));
       return failed_;
     }
   }
@@ -299,9 +301,9 @@ absl::StatusOr<std::vector<Post>> MpiChannel::meet(Post post,
 
 absl::Status MpiChannel::checkCount(int64_t bytes, const char *what) const {
   if (bytes > INT_MAX)
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, " is ", bytes, " bytes but the MPI channel moves at ",
-                     "most ", INT_MAX, " bytes per rank and call"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " is ", bytes, " bytes but the MPI channel moves at ", "most ",
+        INT_MAX, " bytes per rank and call"));
   return absl::OkStatus();
 }
 
@@ -339,11 +341,10 @@ absl::Status MpiChannel::reduce(Kind kind, BufferRef send, BufferRef recv,
   std::vector<uint8_t> gathered(static_cast<size_t>(chunk * size_));
   MPI_Request request;
   const int count = static_cast<int>(chunk);
-  int error =
-      scatter ? MPI_Ialltoall(in, count, MPI_BYTE, gathered.data(), count,
-                              MPI_BYTE, comm_, &request)
-              : MPI_Iallgather(in, count, MPI_BYTE, gathered.data(), count,
-                               MPI_BYTE, comm_, &request);
+  int error = scatter ? MPI_Ialltoall(in, count, MPI_BYTE, gathered.data(),
+                                      count, MPI_BYTE, comm_, &request)
+                      : MPI_Iallgather(in, count, MPI_BYTE, gathered.data(),
+                                       count, MPI_BYTE, comm_, &request);
   if (error)
     return mpiFailed(error, scatter ? "MPI_Ialltoall" : "MPI_Iallgather", what);
   OMNI_RETURN_IF_ERROR(wait(request, what));
@@ -372,8 +373,8 @@ absl::Status MpiChannel::allGather(Stream &, BufferRef send, BufferRef recv) {
     OMNI_ASSIGN_OR_RETURN(out, resolve(recv, "recv"));
     if (static_cast<__int128>(send.length) * size_ != recv.length)
       return absl::InvalidArgumentError(
-          absl::StrCat("send is ", send.length, " bytes and recv ",
-                       recv.length, " but expected recv = ", size_, " x send"));
+          absl::StrCat("send is ", send.length, " bytes and recv ", recv.length,
+                       " but expected recv = ", size_, " x send"));
     return checkCount(send.length, "send");
   }();
   OMNI_RETURN_IF_ERROR(meet(post, local).status());
@@ -417,8 +418,7 @@ absl::Status MpiChannel::broadcast(Stream &, BufferRef buffer, int root) {
   return wait(request, "broadcast");
 }
 
-absl::StatusOr<std::unique_ptr<Channel>> MpiChannel::split(int color,
-                                                           int key) {
+absl::StatusOr<std::unique_ptr<Channel>> MpiChannel::split(int color, int key) {
   Post post;
   post.kind = Kind::Split;
   post.color = color;
@@ -463,8 +463,8 @@ public:
     if (int error =
             waitRequest(request, timeout_, size_, "creating the channel"))
       return absl::InternalError(absl::StrCat(
-          "rank ", rank_, ": creating the channel: MPI_Test failed: ",
-          mpiErrorString(error)));
+          "rank ", rank_,
+          ": creating the channel: MPI_Test failed: ", mpiErrorString(error)));
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
     return std::unique_ptr<Channel>(
         new MpiChannel(comm, timeout_, std::move(access)));

@@ -1,4 +1,4 @@
-//===- MpiChannel.h - Channels between the processes of an MPI job -*- C++ -*-===//
+//===- MpiChannel.h - Channels between MPI processes ------------*- C++ -*-===//
 //
 // `mpirun -np N omnirun step.bin` runs one rank per process; this provider
 // describes that group. Its specs carry a Bootstrap of kind "mpi"
@@ -20,9 +20,9 @@
 // that waits longer than the provider's timeout for the others prints
 // "rank <r>: <operation> waited longer than ..." to stderr and calls
 // MPI_Abort, which ends every process of the job. abort() does the same
-// with its reason (an MPI group cannot be failed and kept alive: a rank
-// that gave up would leave the others waiting). When a process dies,
-// mpirun ends the job.
+// with its reason ("rank <r>: <reason>; aborting the MPI job"): an MPI
+// group cannot be failed and kept alive, since a rank that gave up would
+// leave the others waiting. When a process dies, mpirun ends the job.
 //
 // MPI is initialized once per process (MPI_Init_thread, MPI_THREAD_MULTIPLE
 // requested) by the first provider, and finalized at exit.

@@ -1,5 +1,4 @@
-//===- MpiChannelTest.cpp - The MPI channel, one rank per process -*- C++
-//-*-===//
+//===- MpiChannelTest.cpp - The MPI channel, one rank a process -*- C++ -*-===//
 //
 // Runs under `mpirun -np N` (ctest: N = 2 and 4); every process is one rank
 // with its own cpu device. Checks each collective against values computed
@@ -147,7 +146,8 @@ struct Rank {
   }
   std::unique_ptr<Buffer> upload(const std::vector<uint8_t> &bytes) {
     auto buffer = *device->allocate(int64_t(bytes.size()));
-    EXPECT_TRUE(stream->writeBuffer(bytes.data(), BufferRef::all(*buffer)).ok());
+    EXPECT_TRUE(
+        stream->writeBuffer(bytes.data(), BufferRef::all(*buffer)).ok());
     return buffer;
   }
   std::vector<uint8_t> download(Buffer &buffer) {
@@ -315,13 +315,12 @@ TEST(MpiChannel, EqualsTheInProcessChannelBitForBit) {
           auto send = who.upload(encode(dtype, roundingInputs(r, sendCount)));
           auto recv = who.upload(std::vector<uint8_t>(size_t(recvBytes)));
           absl::Status s =
-              scatter ? who.channel->reduceScatter(*who.stream,
-                                                   BufferRef::all(*send),
-                                                   BufferRef::all(*recv),
-                                                   dtype, op)
-                      : who.channel->allReduce(*who.stream,
+              scatter
+                  ? who.channel->reduceScatter(*who.stream,
                                                BufferRef::all(*send),
-                                               BufferRef::all(*recv), dtype, op);
+                                               BufferRef::all(*recv), dtype, op)
+                  : who.channel->allReduce(*who.stream, BufferRef::all(*send),
+                                           BufferRef::all(*recv), dtype, op);
           EXPECT_TRUE(s.ok()) << s;
           return who.download(*recv);
         };
@@ -339,8 +338,8 @@ TEST(MpiChannel, EqualsTheInProcessChannelBitForBit) {
         for (std::thread &t : workers)
           t.join();
         EXPECT_EQ(viaMpi, viaThreads[size_t(me)])
-            << (scatter ? "reduce_scatter " : "all_reduce ")
-            << reduceOpName(op) << " " << dtypeName(dtype);
+            << (scatter ? "reduce_scatter " : "all_reduce ") << reduceOpName(op)
+            << " " << dtypeName(dtype);
       }
 }
 
@@ -358,10 +357,10 @@ TEST(MpiChannel, SplitMakesSubgroupsRankedByKey) {
   EXPECT_EQ(members[size_t((*sub)->rank())], r);
   auto send = rank.upload(encode(DType::I32, {double(r)}));
   auto recv = rank.upload(std::vector<uint8_t>(4 * members.size()));
-  ASSERT_TRUE(
-      (*sub)
-          ->allGather(*rank.stream, BufferRef::all(*send), BufferRef::all(*recv))
-          .ok());
+  ASSERT_TRUE((*sub)
+                  ->allGather(*rank.stream, BufferRef::all(*send),
+                              BufferRef::all(*recv))
+                  .ok());
   std::vector<double> want(members.begin(), members.end());
   EXPECT_EQ(rank.download(*recv), encode(DType::I32, want));
   // The parent still works after the split: the sum of 0..n-1.
@@ -369,7 +368,8 @@ TEST(MpiChannel, SplitMakesSubgroupsRankedByKey) {
                   ->allReduce(*rank.stream, BufferRef::all(*send),
                               BufferRef::all(*send), DType::I32, ReduceOp::Sum)
                   .ok());
-  EXPECT_EQ(rank.download(*send), encode(DType::I32, {double(n * (n - 1) / 2)}));
+  EXPECT_EQ(rank.download(*send),
+            encode(DType::I32, {double(n * (n - 1) / 2)}));
   // A negative color fails every rank of the parent.
   auto bad = rank.channel->split(r == 0 ? -1 : 0, 0);
   ASSERT_FALSE(bad.ok());

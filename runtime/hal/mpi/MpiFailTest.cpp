@@ -1,4 +1,4 @@
-//===- MpiFailTest.cpp - MPI jobs whose ranks fail ---------------*- C++ -*-===//
+//===- MpiFailTest.cpp - MPI jobs whose ranks fail --------------*- C++ -*-===//
 //
 // Run by MpiFailTest.sh under mpirun -np 2; argv[1] says how rank 1 fails
 // after one all_reduce that both ranks complete:

@@ -24,7 +24,7 @@ timeout)
   grep -q "rank 0: all_reduce waited longer than 2 s for the other ranks of its group of 2; aborting the MPI job" "$log" ||
     fail "rank 0 did not say that it timed out" ;;
 abort)
-  grep -q "rank 1 aborts the MPI job: the reward server is down" "$log" ||
+  grep -q "rank 1: the reward server is down; aborting the MPI job" "$log" ||
     fail "rank 1 did not say why it aborted" ;;
 esac
 echo "PASS ($mode): exit $rc"
