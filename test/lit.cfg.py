@@ -23,3 +23,13 @@ tool_dirs = [config.omni_tools_dir, config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(
     ["omni-opt", "omni-eval", "omnic", "omnirun", "omnirun-testgen", "omnigen"], tool_dirs)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+
+# `mpirun -np N omnirun` tests (REQUIRES: mpi): OpenMPI refuses root
+# without the two variables and more ranks than cores without
+# --oversubscribe (docs/backend.md, "MPI").
+if getattr(config, "omni_mpiexec", ""):
+    config.available_features.add("mpi")
+    config.substitutions.append(
+        ("%mpirun",
+         "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+         + config.omni_mpiexec + " --oversubscribe"))

@@ -4,7 +4,8 @@
 // executor per rank; the ranks are threads with their own cpu devices and
 // in-process channels. Expected values follow from the mesh's row-major
 // rank numbering (docs/backend.md, "Channels and the mesh"), computed here
-// from each rank's coordinates. Then the errors: no channel, a channel of
+// from each rank's coordinates; AxisIndex gives each rank its group rank.
+// Then the errors: no channel, a channel of
 // the wrong size, and a rank whose run fails, which must fail the others'
 // collectives instead of hanging them.
 //
@@ -262,6 +263,106 @@ TEST(Collective, NeedsAChannelOfTheMeshSize) {
   ASSERT_TRUE(outputs.ok()) << outputs.status();
   EXPECT_EQ((*outputs)[0],
             HostTensor::fromDoubles(DType::F32, {4}, {1, 2, 3, 4}));
+}
+
+/// A program whose `f` writes this rank's AxisIndex over the last mesh
+/// axis, over all axes, and over all axes in reverse order, then gathers
+/// its 1x3 input along dim 0 over the last axis.
+std::string axisIndexProgram(StepBuilder::MeshSpec mesh) {
+  StepBuilder b;
+  const uint32_t numAxes = static_cast<uint32_t>(mesh.axes.size());
+  const int64_t last = mesh.shape.back();
+  b.mesh(std::move(mesh));
+  std::vector<uint32_t> all(numAxes), reversed(numAxes);
+  for (uint32_t a = 0; a < numAxes; ++a) {
+    all[a] = a;
+    reversed[a] = numAxes - 1 - a;
+  }
+  uint32_t in = b.argument(step::DType::F32, {1, 3}, 0, "x");
+  uint32_t inner = b.arena(step::DType::I64, {}, "inner");
+  uint32_t whole = b.arena(step::DType::I64, {}, "whole");
+  uint32_t backwards = b.arena(step::DType::I64, {}, "backwards");
+  uint32_t gathered = b.arena(step::DType::F32, {last, 3}, "gathered");
+  b.function("f", {in}, {inner, whole, backwards, gathered},
+             {b.axisIndex(0, {numAxes - 1}, inner), b.axisIndex(0, all, whole),
+              b.axisIndex(0, reversed, backwards),
+              b.collective(collective(CollectiveKind::AllGather, {numAxes - 1},
+                                      in, gathered, 0))});
+  return b.finish();
+}
+
+TEST(Collective, AxisIndexIsTheGroupRank) {
+  // fsdp=2 (2 ranks), then dp=2 x fsdp=2 (4 ranks): rank r has
+  // fsdp = r % 2 and dp = r / 2 (0 on the line); over (fsdp, dp) the group
+  // rank is fsdp * dp_size + dp.
+  for (int n : {2, 4}) {
+    auto program =
+        load(n == 2 ? axisIndexProgram({"m", {"fsdp"}, {2}})
+                    : axisIndexProgram({"m", {"dp", "fsdp"}, {2, 2}}));
+    ASSERT_TRUE(program);
+    const int dpSize = n / 2;
+    std::vector<Rank> ranks = makeRanks(n);
+    onEveryRank(ranks, [&](int r, Rank &rank) {
+      ExecutorOptions options;
+      options.channel = rank.channel.get();
+      auto executor = Executor::create(program, *rank.device, options);
+      ASSERT_TRUE(executor.ok()) << executor.status();
+      auto outputs = runHostTensors(
+          **executor, "f",
+          {HostTensor::fromDoubles(DType::F32, {1, 3},
+                                   {x(r, 0, 0), x(r, 0, 1), x(r, 0, 2)})});
+      ASSERT_TRUE(outputs.ok()) << outputs.status();
+      const int fsdp = r % 2, dp = r / 2;
+      EXPECT_EQ((*outputs)[0], HostTensor::fromInts(DType::I64, {}, {fsdp}))
+          << n << " ranks, rank " << r;
+      EXPECT_EQ((*outputs)[1], HostTensor::fromInts(DType::I64, {}, {r}))
+          << n << " ranks, rank " << r;
+      EXPECT_EQ((*outputs)[2],
+                HostTensor::fromInts(DType::I64, {}, {fsdp * dpSize + dp}))
+          << n << " ranks, rank " << r;
+      // The gather over fsdp stacks the rows of this dp row's two ranks,
+      // in the order their AxisIndex over fsdp gives.
+      std::vector<double> want;
+      for (int k = 0; k < 2; ++k)
+        for (int j = 0; j < 3; ++j)
+          want.push_back(x(dp * 2 + k, 0, j));
+      EXPECT_EQ((*outputs)[3],
+                HostTensor::fromDoubles(DType::F32, {2, 3}, want))
+          << n << " ranks, rank " << r;
+    });
+  }
+}
+
+TEST(Collective, AxisIndexNeedsAChannelOfTheMeshSize) {
+  auto device = *hal::builtinDrivers().createDevice("cpu", {});
+  auto indexOnly = [](StepBuilder::MeshSpec mesh) {
+    StepBuilder b;
+    b.mesh(std::move(mesh));
+    uint32_t k = b.arena(step::DType::I64, {}, "k");
+    b.function("f", {}, {k}, {b.axisIndex(0, {0}, k)});
+    return b.finish();
+  };
+  auto program = load(indexOnly({"m", {"dp"}, {2}}));
+  auto none = Executor::create(program, *device);
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(none.status().message(),
+            "step.bin: functions[0].commands[0] (AxisIndex): the program runs "
+            "on mesh 'm' (dp=2) of 2 ranks but the executor has no channel");
+  auto loopback = device->createChannel(hal::ChannelSpec{});
+  ASSERT_TRUE(loopback.ok());
+  ExecutorOptions options;
+  options.channel = loopback->get();
+  auto wrong = Executor::create(program, *device, options);
+  EXPECT_EQ(wrong.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(wrong.status().message(),
+            "step.bin: functions[0].commands[0] (AxisIndex): mesh 'm' (dp=2) "
+            "has 2 ranks but the channel has 1");
+  // A one-rank mesh needs no channel: the index is 0.
+  auto single = Executor::create(load(indexOnly({"m", {"dp"}, {1}})), *device);
+  ASSERT_TRUE(single.ok()) << single.status();
+  auto outputs = runHostTensors(**single, "f", {});
+  ASSERT_TRUE(outputs.ok()) << outputs.status();
+  EXPECT_EQ((*outputs)[0], HostTensor::fromInts(DType::I64, {}, {0}));
 }
 
 TEST(Collective, AFailedRunOnOneRankFailsTheOthers) {

@@ -9,8 +9,8 @@
 // until the training driver sets them). A run then only submits commands:
 // Dispatch, LibraryCall, Copy (with offsets scaled by index registers,
 // range-checked when they are computed), Fill, Random, HostCall, ScalarOp,
-// Loop, Call and Collective (on ExecutorOptions.channel), on one
-// hal::Stream.
+// Loop, Call, Collective (on ExecutorOptions.channel) and AxisIndex (this
+// rank's group rank, from the channel's rank), on one hal::Stream.
 //
 // Every function invocation (the top-level run and each Call) has its own
 // index register file (all of the program's scalars, zero at entry) and
@@ -166,6 +166,7 @@ private:
   // Collectives (ExecutorCommands.cpp).
   absl::Status prepareCollectives();
   absl::Status runCollective(Frame &frame, const step::Collective &c);
+  absl::Status runAxisIndex(Frame &frame, const step::AxisIndex &a);
   void abortChannels(const absl::Status &reason);
 
   hal::BufferRef resolve(const Frame &frame, uint32_t tensor) const;
@@ -194,6 +195,8 @@ private:
       collectiveChannels_;
   std::vector<std::unique_ptr<hal::Channel>> subChannels_;
   std::unique_ptr<hal::Buffer> collectiveScratch_;
+  /// The value of each AxisIndex command on this rank (prepareCollectives).
+  std::unordered_map<const step::AxisIndex *, int64_t> axisIndices_;
   TransferStats transfers_;
   int64_t peakDeviceBytes_ = -1;
 };

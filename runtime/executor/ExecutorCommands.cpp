@@ -157,6 +157,9 @@ absl::Status Executor::runCommand(Frame &frame, const step::Command &command,
   case step::CommandKind::Collective:
     status = runCollective(frame, *command.kind_as_Collective());
     break;
+  case step::CommandKind::AxisIndex:
+    status = runAxisIndex(frame, *command.kind_as_AxisIndex());
+    break;
   default:
     status = absl::InternalError("unverified command kind");
     break;
@@ -455,19 +458,23 @@ int64_t outerCount(const TensorInfo &info, int64_t dim) {
   return n;
 }
 
-/// Every Collective under `commands` (Loop bodies included), in order,
-/// with its path.
+/// Every Collective and AxisIndex under `commands` (Loop bodies
+/// included), in order, with its path.
 void collectCollectives(
     const Vector<Offset<step::Command>> *commands, const std::string &prefix,
-    std::vector<std::pair<const step::Collective *, std::string>> &out) {
+    std::vector<std::pair<const step::Collective *, std::string>> &out,
+    std::vector<std::pair<const step::AxisIndex *, std::string>> &indices) {
   for (uint32_t i = 0; i < sizeOf(commands); ++i) {
     const step::Command *command = commands->Get(i);
     std::string at = absl::StrCat(prefix, "[", i, "]");
     if (const step::Collective *c = command->kind_as_Collective())
       out.emplace_back(
           c, absl::StrCat(at, " (", loader::commandLabel(*command), ")"));
+    else if (const step::AxisIndex *a = command->kind_as_AxisIndex())
+      indices.emplace_back(
+          a, absl::StrCat(at, " (", loader::commandLabel(*command), ")"));
     else if (const step::Loop *loop = command->kind_as_Loop())
-      collectCollectives(loop->body(), at + ".body", out);
+      collectCollectives(loop->body(), at + ".body", out, indices);
   }
 }
 
@@ -486,13 +493,30 @@ void Executor::abortChannels(const absl::Status &reason) {
 absl::Status Executor::prepareCollectives() {
   const loader::Program &p = *program_;
   std::vector<std::pair<const step::Collective *, std::string>> collectives;
+  std::vector<std::pair<const step::AxisIndex *, std::string>> indices;
   for (uint32_t f = 0; f < p.numFunctions(); ++f)
     collectCollectives(p.step().functions()->Get(f)->commands(),
-                       absl::StrCat("functions[", f, "].commands"),
-                       collectives);
+                       absl::StrCat("functions[", f, "].commands"), collectives,
+                       indices);
+  hal::Channel *channel = options_.channel;
+  // An AxisIndex is this rank's group rank: the rank is the channel's, or
+  // 0 without one, which only a mesh of one rank allows.
+  for (const auto &[a, where] : indices) {
+    const loader::MeshInfo &mesh = p.meshes()[a->mesh()];
+    std::string at = absl::StrCat(p.name(), ": ", where, ": ");
+    if (!channel && mesh.numRanks > 1)
+      return absl::FailedPreconditionError(absl::StrCat(
+          at, "the program runs on mesh ", mesh.describe(), " of ",
+          mesh.numRanks, " ranks but the executor has no channel"));
+    if (channel && mesh.numRanks != channel->size())
+      return absl::InvalidArgumentError(
+          absl::StrCat(at, "mesh ", mesh.describe(), " has ", mesh.numRanks,
+                       " ranks but the channel has ", channel->size()));
+    std::vector<uint32_t> axes(a->axes()->begin(), a->axes()->end());
+    axisIndices_[a] = mesh.groupOf(axes, channel ? channel->rank() : 0).rank;
+  }
   if (collectives.empty())
     return absl::OkStatus();
-  hal::Channel *channel = options_.channel;
   // One channel per distinct (mesh, axes), split in program order: every
   // rank runs the same program, so every rank splits the same way.
   std::map<std::pair<uint32_t, std::vector<uint32_t>>, hal::Channel *> groups;
@@ -549,6 +573,11 @@ absl::Status Executor::prepareCollectives() {
     collectiveScratch_ = std::move(*buffer);
   }
   return absl::OkStatus();
+}
+
+absl::Status Executor::runAxisIndex(Frame &frame, const step::AxisIndex &a) {
+  const int64_t value = axisIndices_.at(&a);
+  return toDevice(&value, resolve(frame, a.result()));
 }
 
 absl::Status Executor::runCollective(Frame &frame, const step::Collective &c) {

@@ -546,8 +546,8 @@ TEST(Loader, ChecksCommandKinds) {
                   b.command(static_cast<CommandKind>(42), fill.Union())};
             })),
             "step.bin: functions[0].commands[0]: kind = 42 but valid kinds are "
-            "1..10 (Dispatch, LibraryCall, Copy, Fill, Random, HostCall, "
-            "ScalarOp, Loop, Call, Collective)");
+            "1..11 (Dispatch, LibraryCall, Copy, Fill, Random, HostCall, "
+            "ScalarOp, Loop, Call, Collective, AxisIndex)");
   EXPECT_EQ(errorOf(withCommands([](StepBuilder &b) {
               return std::vector{b.command(CommandKind::Fill, 0)};
             })),
@@ -1345,6 +1345,116 @@ TEST(Loader, CollectivesMayNotWriteConstants) {
   EXPECT_EQ(errorOf(b.finish()),
             "step.bin: functions[0].commands[0] (Collective Broadcast): result "
             "is tensors[1], a Constant (read-only)");
+}
+
+//===--- AxisIndex and sharded state ------------------------------------===//
+
+TEST(Loader, ChecksAxisIndex) {
+  auto withAxisIndex = [](uint32_t mesh, std::vector<uint32_t> axes,
+                          DType dtype, std::vector<int64_t> shape) {
+    StepBuilder b;
+    b.mesh({"m", {"dp", "tp"}, {2, 3}});
+    uint32_t r = b.arena(dtype, shape, "k");
+    b.function("f", {}, {}, {b.axisIndex(mesh, axes, r)});
+    return b.finish();
+  };
+  const std::string at = "step.bin: functions[0].commands[0] (AxisIndex): ";
+  EXPECT_EQ(errorOf(withAxisIndex(0, {1, 0}, DType::I64, {})), "");
+  EXPECT_EQ(errorOf(withAxisIndex(1, {0}, DType::I64, {})),
+            at + "mesh = 1 but there are 1 meshes");
+  EXPECT_EQ(errorOf(withAxisIndex(0, {}, DType::I64, {})),
+            at + "axes is empty but expected axes of mesh 'm' (dp=2 x tp=3)");
+  EXPECT_EQ(errorOf(withAxisIndex(0, {2}, DType::I64, {})),
+            at + "axes[0] = 2 but mesh 'm' (dp=2 x tp=3) has 2 axes");
+  EXPECT_EQ(errorOf(withAxisIndex(0, {0, 0}, DType::I64, {})),
+            at + "axes[1] = 0 ('dp') repeats axes[0]");
+  EXPECT_EQ(errorOf(withAxisIndex(0, {0}, DType::I32, {})),
+            at + "result is tensors[0] (tensor<i32>, 4 bytes) but expected a "
+                 "tensor<i64> (0-D)");
+  EXPECT_EQ(errorOf(withAxisIndex(0, {0}, DType::I64, {1})),
+            at + "result is tensors[0] (tensor<1xi64>, 8 bytes) but expected "
+                 "a tensor<i64> (0-D)");
+  EXPECT_EQ(errorOf([] {
+              StepBuilder b;
+              b.mesh({"m", {"dp"}, {2}});
+              uint32_t c = b.constant(DType::I64, {}, std::vector<uint8_t>(8));
+              b.function("f", {}, {}, {b.axisIndex(0, {0}, c)});
+              return b.finish();
+            }()),
+            at + "result is tensors[0], a Constant (read-only)");
+}
+
+/// A program on mesh 'm' (dp=2 x fsdp=3) with state slot 'w' of `shape`
+/// and the given sharding.
+std::string withShardedState(std::vector<int64_t> shape,
+                             StepBuilder::ShardingSpec sharding) {
+  StepBuilder b;
+  b.mesh({"m", {"dp", "fsdp"}, {2, 3}});
+  b.stateTensor("w", DType::F32, std::move(shape));
+  b.state.back().sharding = std::move(sharding);
+  b.function("f", {}, {}, {});
+  return b.finish();
+}
+
+TEST(Loader, LoadsShardedState) {
+  // 10 rows over fsdp (3 ranks): ceil(10 / 3) = 4 rows per rank, the last
+  // rank's 2 past the end are padding.
+  auto program =
+      Program::loadBytes(withShardedState({4, 5}, {0, {1}, 0, {10, 5}}));
+  ASSERT_TRUE(program.ok()) << program.status();
+  const StateInfo &slot = (*program)->state()[0];
+  ASSERT_TRUE(slot.sharding.has_value());
+  EXPECT_EQ(slot.sharding->mesh, 0u);
+  EXPECT_EQ(slot.sharding->axes, (std::vector<uint32_t>{1}));
+  EXPECT_EQ(slot.sharding->dim, 0);
+  EXPECT_EQ(slot.sharding->globalShape, (std::vector<int64_t>{10, 5}));
+  EXPECT_EQ(slot.sharding->groupSize, 3);
+  // Over both axes (6 ranks), along dim 1: ceil(5 / 6) = 1.
+  program =
+      Program::loadBytes(withShardedState({10, 1}, {0, {0, 1}, 1, {10, 5}}));
+  ASSERT_TRUE(program.ok()) << program.status();
+  EXPECT_EQ((*program)->state()[0].sharding->groupSize, 6);
+  // A replicated slot has no sharding.
+  program = Program::loadBytes(
+      build([](StepBuilder &b) { b.stateTensor("w", DType::F32, {2}); }));
+  ASSERT_TRUE(program.ok()) << program.status();
+  EXPECT_FALSE((*program)->state()[0].sharding.has_value());
+}
+
+TEST(Loader, ChecksShardedState) {
+  const std::string at = "step.bin: state[0].sharding";
+  EXPECT_EQ(errorOf(withShardedState({4, 5}, {1, {1}, 0, {10, 5}})),
+            at + ": mesh = 1 but there are 1 meshes");
+  EXPECT_EQ(errorOf(withShardedState({4, 5}, {0, {}, 0, {10, 5}})),
+            at + ": axes is empty but expected axes of mesh 'm' (dp=2 x "
+                 "fsdp=3)");
+  EXPECT_EQ(errorOf(withShardedState({4, 5}, {0, {2}, 0, {10, 5}})),
+            at + ": axes[0] = 2 but mesh 'm' (dp=2 x fsdp=3) has 2 axes");
+  EXPECT_EQ(errorOf(withShardedState({4, 5}, {0, {1, 1}, 0, {10, 5}})),
+            at + ": axes[1] = 1 ('fsdp') repeats axes[0]");
+  EXPECT_EQ(errorOf(withShardedState({4, 5}, {0, {1}, 2, {10, 5}})),
+            at + ".dim: = 2 but state 'w' is tensor<4x5xf32> of rank 2");
+  EXPECT_EQ(errorOf(withShardedState({4, 5}, {0, {1}, -1, {10, 5}})),
+            at + ".dim: = -1 but state 'w' is tensor<4x5xf32> of rank 2");
+  EXPECT_EQ(errorOf(withShardedState({4, 5}, {0, {1}, 0, {10}})),
+            at + ".global_shape: has 1 dimensions but state 'w' is "
+                 "tensor<4x5xf32> of rank 2");
+  EXPECT_EQ(errorOf(withShardedState({3, 5}, {0, {1}, 0, {10, 5}})),
+            at + ".global_shape: = tensor<10x5xf32> but state 'w' is "
+                 "tensor<3x5xf32> and splitting dim 0 over 'fsdp' (3 ranks) "
+                 "gives 4 rows");
+  EXPECT_EQ(errorOf(withShardedState({4, 5}, {0, {1}, 0, {10, 6}})),
+            at + ".global_shape: = tensor<10x6xf32> but state 'w' is "
+                 "tensor<4x5xf32> (dim 1 differs; only dim 0 is split)");
+  EXPECT_EQ(errorOf(withShardedState({4, 5}, {0, {1}, 0, {-10, 5}})),
+            at + ".global_shape: [0] = -10 but dimensions must be >= 0");
+  // A state slot with no mesh at all.
+  EXPECT_EQ(errorOf(build([](StepBuilder &b) {
+              b.stateTensor("w", DType::F32, {2});
+              b.state.back().sharding =
+                  StepBuilder::ShardingSpec{0, {0}, 0, {4}};
+            })),
+            at + ": mesh = 0 but there are 0 meshes");
 }
 
 } // namespace

@@ -1,9 +1,11 @@
 //===- VerifyCollective.cpp - The loader's rules for meshes -----*- C++ -*-===//
 //
-// The part of ProgramVerifier (VerifyImpl.h) that checks the root's meshes
-// and every Collective command: the mesh and its axes exist, the operand
-// and result types agree with the kind and the group size (the product of
-// the named axes' sizes), the root is a rank of the group, and reductions
+// The part of ProgramVerifier (VerifyImpl.h) that checks the root's meshes,
+// the state slots' sharding (step.fbs StateSharding: the slot is the
+// ceil(global / G) block of one dimension), every AxisIndex (a 0-D i64
+// result) and every Collective command: the mesh and its axes exist, the
+// operand and result types agree with the kind and the group size (the product
+// of the named axes' sizes), the root is a rank of the group, and reductions
 // have a dtype they can reduce. What it cannot know is the channel the
 // program will run on: the executor compares the mesh's rank count with it.
 //
@@ -57,30 +59,24 @@ absl::Status ProgramVerifier::checkMeshes() {
   return absl::OkStatus();
 }
 
-absl::Status ProgramVerifier::checkCollective(const FunctionContext &ctx,
-                                              const std::string &at,
-                                              const step::Collective &c) const {
-  const step::CollectiveKind kind = c.kind();
-  if (kind < step::CollectiveKind::MIN || kind > step::CollectiveKind::MAX)
-    return fail(at + " (Collective)",
-                absl::StrCat("kind = ", static_cast<int>(kind),
-                             " but valid kinds are 0..3 (AllReduce, "
-                             "AllGather, ReduceScatter, Broadcast)"));
-  const std::string where = absl::StrCat(
-      at, " (Collective ", step::EnumNameCollectiveKind(kind), ")");
+absl::Status ProgramVerifier::checkMeshAxes(const std::string &where,
+                                            uint32_t meshIndex,
+                                            const Vector<uint32_t> *list,
+                                            std::vector<uint32_t> &axes,
+                                            int64_t &groupSize) const {
   const uint32_t numMeshes = sizeOf(step_.meshes());
-  if (c.mesh() >= numMeshes)
-    return fail(where, absl::StrCat("mesh = ", c.mesh(), " but there are ",
+  if (meshIndex >= numMeshes)
+    return fail(where, absl::StrCat("mesh = ", meshIndex, " but there are ",
                                     numMeshes, " meshes"));
-  const MeshInfo &mesh = program_.meshes_[c.mesh()];
-  const uint32_t numAxes = sizeOf(c.axes());
+  const MeshInfo &mesh = program_.meshes_[meshIndex];
+  const uint32_t numAxes = sizeOf(list);
   if (numAxes == 0)
     return fail(where, absl::StrCat("axes is empty but expected axes of mesh ",
                                     mesh.describe()));
-  std::vector<uint32_t> axes;
-  int64_t groupSize = 1;
+  axes.clear();
+  groupSize = 1;
   for (uint32_t i = 0; i < numAxes; ++i) {
-    uint32_t a = c.axes()->Get(i);
+    uint32_t a = list->Get(i);
     if (a >= mesh.axes.size())
       return fail(where, absl::StrCat("axes[", i, "] = ", a, " but mesh ",
                                       mesh.describe(), " has ",
@@ -93,6 +89,99 @@ absl::Status ProgramVerifier::checkCollective(const FunctionContext &ctx,
     axes.push_back(a);
     groupSize *= mesh.shape[a];
   }
+  return absl::OkStatus();
+}
+
+absl::Status ProgramVerifier::checkAxisIndex(const FunctionContext &ctx,
+                                             const std::string &where,
+                                             const step::AxisIndex &a) const {
+  std::vector<uint32_t> axes;
+  int64_t groupSize = 1;
+  OMNI_RETURN_IF_ERROR(
+      checkMeshAxes(where, a.mesh(), a.axes(), axes, groupSize));
+  OMNI_RETURN_IF_ERROR(
+      checkTensorRef(ctx, where, "result", a.result(), Access::Write));
+  const TensorInfo &result = program_.tensors_[a.result()];
+  if (result.dtype != DType::I64 || !result.shape.empty())
+    return fail(where, absl::StrCat("result is ", describe(a.result()),
+                                    " but expected a tensor<i64> (0-D)"));
+  return absl::OkStatus();
+}
+
+absl::Status ProgramVerifier::checkStateSharding() {
+  for (uint32_t s = 0; s < sizeOf(step_.state()); ++s) {
+    const step::StateSharding *sharding = step_.state()->Get(s)->sharding();
+    if (!sharding)
+      continue;
+    StateInfo &slot = program_.state_[s];
+    const std::string path = absl::StrCat("state[", s, "].sharding");
+    StateInfo::Sharding info;
+    OMNI_RETURN_IF_ERROR(checkMeshAxes(path, sharding->mesh(), sharding->axes(),
+                                       info.axes, info.groupSize));
+    info.mesh = sharding->mesh();
+    const int64_t rank = static_cast<int64_t>(slot.shape.size());
+    if (sharding->dim() < 0 || sharding->dim() >= rank)
+      return fail(path + ".dim",
+                  absl::StrCat("= ", sharding->dim(), " but state '", slot.name,
+                               "' is ",
+                               tensorTypeString(slot.dtype, slot.shape),
+                               " of rank ", rank));
+    info.dim = sharding->dim();
+    if (sizeOf(sharding->global_shape()) != slot.shape.size())
+      return fail(path + ".global_shape",
+                  absl::StrCat("has ", sizeOf(sharding->global_shape()),
+                               " dimensions but state '", slot.name, "' is ",
+                               tensorTypeString(slot.dtype, slot.shape),
+                               " of rank ", rank));
+    info.globalShape.assign(sharding->global_shape()->begin(),
+                            sharding->global_shape()->end());
+    const std::string group =
+        absl::StrCat("over ", program_.meshes_[info.mesh].axisNames(info.axes),
+                     " (", info.groupSize, " ranks)");
+    for (int64_t d = 0; d < rank; ++d) {
+      const int64_t global = info.globalShape[d];
+      if (global < 0)
+        return fail(path + ".global_shape",
+                    absl::StrCat("[", d, "] = ", global,
+                                 " but dimensions must be >= 0"));
+      // The block of each group rank: ceil(global / G) rows.
+      const int64_t want =
+          d == info.dim
+              ? global / info.groupSize + (global % info.groupSize != 0 ? 1 : 0)
+              : global;
+      if (slot.shape[d] != want)
+        return fail(
+            path + ".global_shape",
+            absl::StrCat("= ", tensorTypeString(slot.dtype, info.globalShape),
+                         " but state '", slot.name, "' is ",
+                         tensorTypeString(slot.dtype, slot.shape),
+                         d == info.dim
+                             ? absl::StrCat(" and splitting dim ", d, " ",
+                                            group, " gives ", want, " rows")
+                             : absl::StrCat(" (dim ", d, " differs; only dim ",
+                                            info.dim, " is split)")));
+    }
+    slot.sharding = std::move(info);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ProgramVerifier::checkCollective(const FunctionContext &ctx,
+                                              const std::string &at,
+                                              const step::Collective &c) const {
+  const step::CollectiveKind kind = c.kind();
+  if (kind < step::CollectiveKind::MIN || kind > step::CollectiveKind::MAX)
+    return fail(at + " (Collective)",
+                absl::StrCat("kind = ", static_cast<int>(kind),
+                             " but valid kinds are 0..3 (AllReduce, "
+                             "AllGather, ReduceScatter, Broadcast)"));
+  const std::string where = absl::StrCat(
+      at, " (Collective ", step::EnumNameCollectiveKind(kind), ")");
+  std::vector<uint32_t> axes;
+  int64_t groupSize = 1;
+  OMNI_RETURN_IF_ERROR(
+      checkMeshAxes(where, c.mesh(), c.axes(), axes, groupSize));
+  const MeshInfo &mesh = program_.meshes_[c.mesh()];
   OMNI_RETURN_IF_ERROR(
       checkTensorRef(ctx, where, "operand", c.operand(), Access::Read));
   OMNI_RETURN_IF_ERROR(

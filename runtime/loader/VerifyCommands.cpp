@@ -31,10 +31,10 @@ ProgramVerifier::checkCommands(FunctionContext &ctx,
       return fail(at, "kind is NONE but every command needs a kind");
     if (kind > step::CommandKind::MAX)
       return fail(at, absl::StrCat("kind = ", static_cast<int>(kind),
-                                   " but valid kinds are 1..10 (Dispatch, "
+                                   " but valid kinds are 1..11 (Dispatch, "
                                    "LibraryCall, Copy, Fill, Random, "
                                    "HostCall, ScalarOp, Loop, Call, "
-                                   "Collective)"));
+                                   "Collective, AxisIndex)"));
     std::string where = absl::StrCat(at, " (", commandKindName(kind), ")");
     if (!command->kind())
       return fail(where, "the command's table is missing");
@@ -73,6 +73,10 @@ ProgramVerifier::checkCommands(FunctionContext &ctx,
     case step::CommandKind::Collective:
       OMNI_RETURN_IF_ERROR(
           checkCollective(ctx, at, *command->kind_as_Collective()));
+      break;
+    case step::CommandKind::AxisIndex:
+      OMNI_RETURN_IF_ERROR(
+          checkAxisIndex(ctx, where, *command->kind_as_AxisIndex()));
       break;
     default:
       break;

@@ -3,7 +3,8 @@
 // The ProgramVerifier class behind verifyProgram (Verify.h), shared by
 // Verify.cpp (the root's tables, functions, the call graph),
 // VerifyCommands.cpp (the rules of each command kind) and
-// VerifyCollective.cpp (meshes and Collective commands). Internal to the
+// VerifyCollective.cpp (meshes, Collective and AxisIndex commands, state
+// sharding). Internal to the
 // loader.
 //
 //===----------------------------------------------------------------------===//
@@ -82,6 +83,7 @@ public:
     OMNI_RETURN_IF_ERROR(checkTensors());
     OMNI_RETURN_IF_ERROR(checkExecutables());
     OMNI_RETURN_IF_ERROR(checkMeshes());
+    OMNI_RETURN_IF_ERROR(checkStateSharding());
     OMNI_RETURN_IF_ERROR(checkFunctions());
     return checkCallGraph();
   }
@@ -174,6 +176,18 @@ private:
   absl::Status checkCollective(const FunctionContext &ctx,
                                const std::string &at,
                                const step::Collective &c) const;
+  /// `mesh` and `axes` of a Collective, AxisIndex or StateSharding: the
+  /// mesh exists, the axes are its axes, non-empty and distinct; sets
+  /// `outAxes` and the group size.
+  absl::Status checkMeshAxes(const std::string &where, uint32_t meshIndex,
+                             const Vector<uint32_t> *axes,
+                             std::vector<uint32_t> &outAxes,
+                             int64_t &groupSize) const;
+  absl::Status checkAxisIndex(const FunctionContext &ctx,
+                              const std::string &where,
+                              const step::AxisIndex &a) const;
+  /// Every StateSlot.sharding, after the meshes; fills StateInfo::sharding.
+  absl::Status checkStateSharding();
   /// Rejects recursion (the arena plan gives every function's transients
   /// fixed offsets, so a function cannot be live twice) and call chains
   /// deeper than the limit.

@@ -13,12 +13,14 @@
 #include "runtime/executor/Executor.h"
 #include "runtime/hal/drivers/Drivers.h"
 #include "runtime/hal/drivers/cpu/CpuDriver.h"
+#include "runtime/hal/mpi/MpiChannel.h"
 #include "runtime/io/Npy.h"
 #include "runtime/io/TensorText.h"
 #include "runtime/loader/Program.h"
 #include "runtime/train/checkpoint/AtomicFile.h"
 #include "runtime/train/checkpoint/Safetensors.h"
 #include "runtime/train/driver/Interrupt.h"
+#include "runtime/train/driver/Ranks.h"
 #include "runtime/train/driver/Trainer.h"
 #include "runtime/train/rewards/RewardFunctions.h"
 
@@ -28,6 +30,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
+#include <cmath>
 #include <cstring>
 #include <optional>
 #include <sys/stat.h>
@@ -50,6 +53,12 @@ struct Options {
   /// Training mode: --train or any training option (the first one seen).
   bool train = false;
   std::string trainingOption;
+  /// --ranks: the ranks of an in-process run (threads of this process).
+  int ranks = 1;
+  /// --ranks was given (an error under mpirun, which starts the ranks).
+  bool ranksGiven = false;
+  /// --collective-timeout, in seconds; 0 waits forever.
+  double collectiveTimeoutSeconds = 60;
 
   train::TrainOptions training;
 };
@@ -316,6 +325,34 @@ const Flag kFlags[] = {
     {"--train", Arg::None, Mode::Train, "", "train with the defaults above",
      [](Options &, const std::string &, const std::optional<std::string> &)
          -> std::optional<std::string> { return std::nullopt; }},
+    {"--ranks", Arg::Value, Mode::Train, "<n>",
+     "train on n ranks, threads of this process with a cpu device each and "
+     "--threads split between them; n must be the rank count of the "
+     "program's mesh (default 1). Only rank 0 prints and writes files; "
+     "checkpoints hold whole tensors, so a run resumes on any n",
+     [](Options &o, const std::string &name,
+        const std::optional<std::string> &v) -> std::optional<std::string> {
+       if (!absl::SimpleAtoi(*v, &o.ranks) || o.ranks < 1 ||
+           o.ranks > hal::cpu::kMaxThreads)
+         return absl::StrCat(name, " expects an integer from 1 to ",
+                             hal::cpu::kMaxThreads, ", found '", *v, "'");
+       o.ranksGiven = true;
+       return std::nullopt;
+     }},
+    {"--collective-timeout", Arg::Value, Mode::Train, "<seconds>",
+     "with --ranks or under mpirun: a rank that waits longer than this for "
+     "the others in a "
+     "collective ends the run, naming the ranks that did not arrive "
+     "(default 60; 0 waits forever)",
+     [](Options &o, const std::string &name,
+        const std::optional<std::string> &v) -> std::optional<std::string> {
+       double seconds = 0;
+       if (!absl::SimpleAtod(*v, &seconds) || !(seconds >= 0) || seconds > 1e6)
+         return absl::StrCat(
+             name, " expects seconds from 0 to 1000000, found '", *v, "'");
+       o.collectiveTimeoutSeconds = seconds;
+       return std::nullopt;
+     }},
     {"--checkpoint-dir", Arg::Value, Mode::Train, "<dir>", nullptr,
      setText<&train::TrainOptions::outDir>, "--out"},
     {"--checkpoint-every", Arg::Value, Mode::Train, "<k>", nullptr,
@@ -463,7 +500,7 @@ void list(const loader::Program &program, std::ostream &out) {
 } // namespace
 
 int run(const std::vector<std::string> &args, std::ostream &out,
-        std::ostream &err) {
+        std::ostream &err, const MpiJoin &joinMpi) {
   auto fail = [&](absl::string_view message) {
     err << "omnirun: " << message << "\n";
     return 1;
@@ -504,12 +541,6 @@ int run(const std::vector<std::string> &args, std::ostream &out,
     return 0;
   }
   if (options.train) {
-    hal::DeviceOptions deviceOptions;
-    deviceOptions.threads = options.threads;
-    absl::StatusOr<std::unique_ptr<hal::Device>> device =
-        hal::builtinDrivers().createDevice(options.device, deviceOptions);
-    if (!device.ok())
-      return fail(device.status().message());
     train::TrainOptions &training = options.training;
     absl::StatusOr<std::string> hash =
         checkpoint::fingerprintFile(options.file);
@@ -519,7 +550,50 @@ int run(const std::vector<std::string> &args, std::ostream &out,
     // Ctrl-C / SIGTERM: finish the iteration, save, exit 128 + signal.
     train::InterruptHandler interrupts;
     training.stopRequested = [] { return train::InterruptHandler::pending(); };
-    absl::Status trained = train::train(*program, **device, training, out);
+    absl::StatusOr<std::optional<train::TestFault>> fault =
+        train::testFaultFromEnvironment();
+    if (!fault.ok())
+      return fail(fault.status().message());
+    const std::chrono::milliseconds timeout(
+        options.collectiveTimeoutSeconds > 0
+            ? std::max<int64_t>(
+                  1, std::llround(options.collectiveTimeoutSeconds * 1000))
+            : 0);
+    // Under mpirun every process is one rank of the MPI world
+    // (hal/mpi/MpiChannel.h); otherwise all --ranks are threads of this
+    // process (train/driver/Ranks.h).
+    std::unique_ptr<hal::ChannelProvider> provider;
+    std::vector<int> localRanks;
+    if (hal::mpi::launchedByMpi()) {
+      if (options.ranksGiven)
+        return fail("--ranks and mpirun together: under mpirun every process "
+                    "is one rank (mpirun -np N starts N); drop --ranks");
+      if (!joinMpi)
+        return fail("this omnirun was started by mpirun but built without "
+                    "MPI (install libopenmpi-dev and rebuild, or use --ranks "
+                    "N)");
+      absl::StatusOr<MpiWorld> world = joinMpi(timeout);
+      if (!world.ok())
+        return fail(world.status().message());
+      const int size = world->provider->size();
+      if (absl::Status s = train::checkWorld(**program, size,
+                                             absl::StrCat("mpirun -np ", size));
+          !s.ok())
+        return fail(s.message());
+      localRanks.push_back(world->rank);
+      provider = std::move(world->provider);
+    } else {
+      provider = std::make_unique<hal::InProcessChannelProvider>(options.ranks,
+                                                                 timeout);
+      for (int r = 0; r < options.ranks; ++r)
+        localRanks.push_back(r);
+    }
+    train::RanksOptions ranks;
+    ranks.driver = options.device;
+    ranks.threads = options.threads;
+    ranks.fault = *fault;
+    absl::Status trained =
+        train::runRanks(*program, *provider, localRanks, ranks, training, out);
     if (trained.ok())
       return 0;
     fail(trained.message());

@@ -19,22 +19,47 @@
 // checkpoint is saved, the line says where, and the exit code is 130 or
 // 143. MLIR- and LLVM-free.
 //
+// Under an MPI launcher (`mpirun -np N omnirun ...`, detected by
+// hal::mpi::launchedByMpi) training runs this process's one rank of the MPI
+// world, joined through `joinMpi` (the omnirun main passes one when built
+// with MPI; without one, or with --ranks, the launch is an error).
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef OMNI_RUNTIME_OMNIRUN_OMNIRUN_H
 #define OMNI_RUNTIME_OMNIRUN_OMNIRUN_H
 
+#include "runtime/hal/Channel.h"
+
+#include "absl/status/statusor.h"
+
+#include <chrono>
+#include <functional>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <vector>
 
 namespace omni::omnirun {
 
+/// This process's part of an MPI job.
+struct MpiWorld {
+  /// Describes the world; makes the spec of `rank` only.
+  std::unique_ptr<hal::ChannelProvider> provider;
+  /// This process's rank.
+  int rank = 0;
+};
+
+/// Joins the MPI job this process was launched in; collectives that wait
+/// longer than `timeout` (0: forever) end the job.
+using MpiJoin =
+    std::function<absl::StatusOr<MpiWorld>(std::chrono::milliseconds timeout)>;
+
 /// Runs omnirun with `args` (argv without the program name). Returns the
 /// exit code: 0 on success, 1 on any error, 128 + the signal when training
 /// was interrupted.
 int run(const std::vector<std::string> &args, std::ostream &out,
-        std::ostream &err);
+        std::ostream &err, const MpiJoin &joinMpi = nullptr);
 
 } // namespace omni::omnirun
 

@@ -5,6 +5,7 @@
 #include "runtime/io/Npy.h"
 #include "runtime/omnirun/testing/SamplePrograms.h"
 #include "runtime/train/driver/Interrupt.h"
+#include "runtime/train/driver/testing/RankPrograms.h"
 
 #include "gtest/gtest.h"
 
@@ -221,6 +222,105 @@ TEST_F(OmniRunTest, OneLineErrors) {
     else
       EXPECT_EQ(r.err.substr(0, c.err.size()), c.err) << joined;
   }
+}
+
+/// omnirun --ranks on the programs of train/driver/testing/RankPrograms.h:
+/// the one-line errors of the flags and of a world that is not the mesh,
+/// then a failing and a hanging rank 1 (OMNI_TEST_FAULT): one line naming
+/// rank 1 and exit code 1. The hang ends by the 5 s collective timeout.
+class OmniRunRanksTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    meshBin =
+        writeTemp("omnirun_mesh2.bin",
+                  train::testing::rankProgramBytes(OMNI_TEST_KERNELS_SO, 2));
+    plainBin =
+        writeTemp("omnirun_mesh0.bin",
+                  train::testing::rankProgramBytes(OMNI_TEST_KERNELS_SO, 0));
+    out = ::testing::TempDir() + "/" + std::to_string(::getpid()) + ".ranks-" +
+          ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  }
+  void TearDown() override { ::unsetenv("OMNI_TEST_FAULT"); }
+  std::string meshBin, plainBin, out;
+};
+
+TEST_F(OmniRunRanksTest, OneLineErrors) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string err;
+  } cases[] = {
+      {{meshBin, "--ranks", "3", "--steps", "1"},
+       "omnirun: " + meshBin +
+           "'s mesh 'mesh' (fsdp=2) has 2 ranks but omnirun runs 3 "
+           "(--ranks 3)\n"},
+      {{meshBin, "--steps", "1"},
+       "omnirun: " + meshBin +
+           "'s mesh 'mesh' (fsdp=2) has 2 ranks but omnirun runs 1 "
+           "(--ranks 1)\n"},
+      {{plainBin, "--ranks=2"},
+       "omnirun: " + plainBin +
+           " has no mesh, so it runs on 1 rank, but omnirun runs 2 (--ranks "
+           "2)\n"},
+      {{meshBin, "--ranks", "0"},
+       "omnirun: --ranks expects an integer from 1 to 1024, found '0'\n"},
+      {{meshBin, "--ranks=2", "--collective-timeout=-1"},
+       "omnirun: --collective-timeout expects seconds from 0 to 1000000, "
+       "found '-1'\n"},
+      {{meshBin, "--function=train_step", "--ranks=2"},
+       "omnirun: --ranks is a training option and cannot be combined with "
+       "--function\n"},
+  };
+  for (const Case &c : cases) {
+    Result r = omnirun(c.args);
+    EXPECT_EQ(r.code, 1) << c.err;
+    EXPECT_EQ(r.err, c.err);
+  }
+  ::setenv("OMNI_TEST_FAULT", "rank=1", 1);
+  Result r = omnirun({meshBin, "--ranks=2"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.err, "omnirun: OMNI_TEST_FAULT='rank=1': missing a field, "
+                   "expected rank=R,iteration=I,mode=fail|hang\n");
+}
+
+TEST_F(OmniRunRanksTest, TwoRanksTrainAndOnlyRankZeroPrints) {
+  Result r = omnirun({meshBin, "--ranks=2", "--steps=3", "--out", out});
+  EXPECT_EQ(r.code, 0) << r.err;
+  // One progress line per iteration: rank 1 prints nothing.
+  int lines = 0;
+  for (size_t at = r.out.find("iter "); at != std::string::npos;
+       at = r.out.find("iter ", at + 1))
+    ++lines;
+  EXPECT_EQ(lines, 3) << r.out;
+  EXPECT_NE(r.out.find("iter 3/3"), std::string::npos) << r.out;
+  // The run continues on one rank with the program that has no mesh.
+  r = omnirun(
+      {plainBin, "--steps=4", "--resume", out, "--allow-program-change"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("resumed from " + out + " at iteration 3"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST_F(OmniRunRanksTest, AFailingRankIsNamed) {
+  ::setenv("OMNI_TEST_FAULT", "rank=1,iteration=1,mode=fail", 1);
+  Result r = omnirun({meshBin, "--ranks=2", "--steps=3", "--collective-timeout",
+                      "5", "--out", out});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.err, "omnirun: rank 1: iteration 1: failed on purpose "
+                   "(OMNI_TEST_FAULT, mode=fail) (the state during iteration "
+                   "1 is not saved: the failed step may have updated part of "
+                   "it; this run has no checkpoint yet)\n");
+}
+
+TEST_F(OmniRunRanksTest, AHangingRankIsCaughtByTheTimeout) {
+  ::setenv("OMNI_TEST_FAULT", "rank=1,iteration=1,mode=hang", 1);
+  Result r = omnirun({meshBin, "--ranks=2", "--steps=3", "--collective-timeout",
+                      "5", "--out", out});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("rank 0 waited 5000 ms in all_reduce for rank 1 of 2"),
+            std::string::npos)
+      << r.err;
 }
 
 TEST_F(OmniRunTest, RejectsGarbageFiles) {

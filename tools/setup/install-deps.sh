@@ -17,6 +17,8 @@ PACKAGES=(
   libturbojpeg0-dev libopenblas-dev libpng-dev
   # Linking generated kernels into shared objects
   lld-22
+  # Collectives between processes: `mpirun -np N omnirun` (runtime/hal/mpi)
+  openmpi-bin libopenmpi-dev
   # Tests
   libgtest-dev
   # tools/format/check-format.sh (the formatting the repository is checked

@@ -22,6 +22,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,11 +76,19 @@ public:
     std::vector<std::string> axes;
     std::vector<int64_t> shape;
   };
+  /// A state slot's sharding (step.fbs StateSharding).
+  struct ShardingSpec {
+    uint32_t mesh = 0;
+    std::vector<uint32_t> axes = {0};
+    int64_t dim = 0;
+    std::vector<int64_t> globalShape;
+  };
   struct StateSpec {
     std::string name;
     step::DType dtype = step::DType::F32;
     std::vector<int64_t> shape;
     step::Role role = step::Role::Parameter;
+    std::optional<ShardingSpec> sharding;
   };
   /// A kernel's signature (step.fbs KernelSignature).
   struct SignatureSpec {
@@ -275,6 +284,12 @@ public:
                                           c.dim, c.root, c.operand, c.result);
     return command(step::CommandKind::Collective, t.Union());
   }
+  /// An AxisIndex command (step.fbs).
+  CommandRef axisIndex(uint32_t mesh, std::vector<uint32_t> axes,
+                       uint32_t result) {
+    auto t = step::CreateAxisIndexDirect(fbb, mesh, &axes, result);
+    return command(step::CommandKind::AxisIndex, t.Union());
+  }
 
   /// Adds a function; returns its index.
   uint32_t function(const std::string &name, std::vector<uint32_t> inputs,
@@ -326,9 +341,15 @@ public:
           fbb, &constants[c],
           c < constantRepeats.size() ? constantRepeats[c] : 1));
     std::vector<flatbuffers::Offset<step::StateSlot>> stateTables;
-    for (const StateSpec &s : state)
+    for (const StateSpec &s : state) {
+      flatbuffers::Offset<step::StateSharding> sharding;
+      if (s.sharding)
+        sharding = step::CreateStateShardingDirect(
+            fbb, s.sharding->mesh, &s.sharding->axes, s.sharding->dim,
+            &s.sharding->globalShape);
       stateTables.push_back(step::CreateStateSlotDirect(
-          fbb, s.name.c_str(), s.dtype, &s.shape, s.role));
+          fbb, s.name.c_str(), s.dtype, &s.shape, s.role, sharding));
+    }
     std::vector<flatbuffers::Offset<step::Executable>> exeTables;
     for (uint32_t x = 0; x < executables.size(); ++x) {
       const ExecutableSpec &e = executables[x];

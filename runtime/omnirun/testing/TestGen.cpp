@@ -1,11 +1,15 @@
 //===- TestGen.cpp - Write omnirun's sample step.bin files ------*- C++ -*-===//
 //
-// `omnirun-testgen <add|matmul|rng|bad> <out.bin>` writes one of the sample
-// programs of SamplePrograms.h, for the lit tests in test/runtime. Test-only.
+// `omnirun-testgen <add|matmul|rng|bad|ranks-plain|ranks-mesh2> <out.bin>`
+// writes one of the sample programs of SamplePrograms.h, for the lit tests
+// in test/runtime, or of train/driver/testing/RankPrograms.h (ranks-plain:
+// no mesh; ranks-mesh2: a mesh of 2 ranks), for the multi-rank tests in
+// test/train. Test-only.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/omnirun/testing/SamplePrograms.h"
+#include "runtime/train/driver/testing/RankPrograms.h"
 
 #include <fstream>
 #include <iostream>
@@ -13,7 +17,8 @@
 int main(int argc, char **argv) {
   namespace samples = omni::omnirun::samples;
   if (argc != 3) {
-    std::cerr << "usage: omnirun-testgen <add|matmul|rng|bad> <out.bin>\n";
+    std::cerr << "usage: omnirun-testgen "
+                 "<add|matmul|rng|bad|ranks-plain|ranks-mesh2> <out.bin>\n";
     return 1;
   }
   std::string name = argv[1], bytes;
@@ -25,6 +30,10 @@ int main(int argc, char **argv) {
     bytes = samples::rng();
   else if (name == "bad")
     bytes = samples::badOperand();
+  else if (name == "ranks-plain")
+    bytes = omni::train::testing::rankProgramBytes(OMNI_TEST_KERNELS_SO, 0);
+  else if (name == "ranks-mesh2")
+    bytes = omni::train::testing::rankProgramBytes(OMNI_TEST_KERNELS_SO, 2);
   else {
     std::cerr << "omnirun-testgen: unknown sample '" << name << "'\n";
     return 1;

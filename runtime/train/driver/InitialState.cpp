@@ -6,7 +6,9 @@
 // function runs on the seed (writing the slots on the device) and each
 // --init file then overwrites the slots under its prefix (and the KL
 // reference copies `ref.<prefix>.*`), with setState. Either way the state is
-// on the host only while it is being loaded.
+// on the host only while it is being loaded. Both hold whole tensors: a
+// sharded slot (ShardedState.h) is checked against its global shape and
+// gets this rank's block.
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,8 +36,21 @@ bool isLoraName(const std::string &name) {
          absl::StrContains(name, ".lora_B.");
 }
 
+/// The type a checkpoint or --init file holds for `slot` (its global type
+/// when sharded).
 std::string slotType(const loader::StateInfo &slot) {
-  return loader::tensorTypeString(slot.dtype, slot.shape);
+  return loader::tensorTypeString(slot.dtype, checkpointShape(slot));
+}
+
+/// Sets `slot` from the whole tensor `value`: this rank's block of it.
+absl::Status setWhole(executor::Executor &executor, const ShardedState &sharded,
+                      const loader::StateInfo &slot, const TypedTensor &value) {
+  if (!slot.sharding)
+    return executor.setState(slot.name, value);
+  absl::StatusOr<TypedTensor> block = sharded.scatter(slot, value);
+  if (!block.ok())
+    return block.status();
+  return executor.setState(slot.name, *block);
 }
 
 /// A half-precision tensor (diffusers ships fp16/bf16) widened exactly to
@@ -49,7 +64,8 @@ TypedTensor widenToF32(const TypedTensor &t) {
 }
 
 /// Applies one --init file to the state slots.
-absl::Status applyInit(executor::Executor &executor, const InitFile &init,
+absl::Status applyInit(executor::Executor &executor,
+                       const ShardedState &sharded, const InitFile &init,
                        const Signature &sig, const std::string &stepName,
                        const std::vector<std::string> &skip,
                        std::ostream &log) {
@@ -72,7 +88,7 @@ absl::Status applyInit(executor::Executor &executor, const InitFile &init,
   if (!file.ok())
     return file.status();
   // Everything is checked before the first slot is written.
-  std::vector<std::pair<std::string, const TypedTensor *>> writes;
+  std::vector<std::pair<const loader::StateInfo *, const TypedTensor *>> writes;
   std::vector<TypedTensor> widened;
   widened.reserve(file->tensors.size());
   std::set<std::string> given;
@@ -96,11 +112,12 @@ absl::Status applyInit(executor::Executor &executor, const InitFile &init,
                        " ignores a buffer the program computes)"));
     const TypedTensor *value = &t.tensor;
     if ((value->dtype() == DType::F16 || value->dtype() == DType::BF16) &&
-        want->dtype == DType::F32 && value->shape() == want->shape) {
+        want->dtype == DType::F32 && value->shape() == checkpointShape(*want)) {
       widened.push_back(widenToF32(*value));
       value = &widened.back();
     }
-    if (value->dtype() != want->dtype || value->shape() != want->shape)
+    if (value->dtype() != want->dtype ||
+        value->shape() != checkpointShape(*want))
       return absl::InvalidArgumentError(absl::StrCat(
           init.path, ": tensor '", t.name, "' is ", t.tensor.typeString(),
           ", expected ", slotType(*want), " as state '", target, "' is"));
@@ -119,14 +136,15 @@ absl::Status applyInit(executor::Executor &executor, const InitFile &init,
             " at element ", i, " of ", value->numElements(),
             ", expected finite initial weights"));
       }
-    writes.push_back({target, value});
+    writes.push_back({want, value});
     given.insert(target);
     if (const loader::StateInfo *r = sig.findState("ref." + target)) {
-      if (r->dtype != want->dtype || r->shape != want->shape)
+      if (r->dtype != want->dtype ||
+          checkpointShape(*r) != checkpointShape(*want))
         return absl::InvalidArgumentError(absl::StrCat(
             init.path, ": tensor '", t.name, "' is ", t.tensor.typeString(),
             ", expected ", slotType(*r), " as state 'ref.", target, "' is"));
-      writes.push_back({"ref." + target, value});
+      writes.push_back({r, value});
       ++refs;
     }
   }
@@ -136,8 +154,8 @@ absl::Status applyInit(executor::Executor &executor, const InitFile &init,
           init.path, ": no tensor '", n.substr(prefix.size()), "' for state '",
           n, "', expected every parameter under '", prefix,
           "' except LoRA adapters"));
-  for (const auto &[name, value] : writes)
-    if (absl::Status s = executor.setState(name, *value); !s.ok())
+  for (const auto &[slot, value] : writes)
+    if (absl::Status s = setWhole(executor, sharded, *slot, *value); !s.ok())
       return s;
   log << "init: " << file->tensors.size() - skipped << " tensors of "
       << init.path << " into " << prefix << "*";
@@ -151,7 +169,8 @@ absl::Status applyInit(executor::Executor &executor, const InitFile &init,
 
 /// Resumes from `ckpt`: checks its metadata, sets every slot.
 absl::StatusOr<Start> restore(executor::Executor &executor,
-                              const Signature &sig, const TrainOptions &options,
+                              const ShardedState &sharded, const Signature &sig,
+                              const TrainOptions &options,
                               const std::string &resumeFrom,
                               const checkpoint::TypedCheckpoint &ckpt,
                               std::ostream &log) {
@@ -199,13 +218,14 @@ absl::StatusOr<Start> restore(executor::Executor &executor,
           absl::StrCat(resumeFrom, ": the checkpoint of step ", ckpt.step,
                        " has no tensor '", slot->name, "'"));
     const TypedTensor &t = *it->second;
-    if (t.dtype() != slot->dtype || t.shape() != slot->shape)
+    if (t.dtype() != slot->dtype || t.shape() != checkpointShape(*slot))
       return absl::InvalidArgumentError(absl::StrCat(
           resumeFrom, ": state '", slot->name, "' is ", t.typeString(),
           " but the step takes ", slotType(*slot)));
   }
   for (const loader::StateInfo *slot : sig.state)
-    if (absl::Status s = executor.setState(slot->name, *byName[slot->name]);
+    if (absl::Status s =
+            setWhole(executor, sharded, *slot, *byName[slot->name]);
         !s.ok())
       return s;
   start.iteration = ckpt.step;
@@ -225,16 +245,15 @@ absl::StatusOr<Start> restore(executor::Executor &executor,
 
 } // namespace
 
-absl::StatusOr<Start> initialState(executor::Executor &executor,
-                                   const Signature &sig,
-                                   const TrainOptions &options, bool resume,
-                                   const std::string &resumeFrom,
-                                   std::ostream &log) {
+absl::StatusOr<Start>
+initialState(executor::Executor &executor, const ShardedState &sharded,
+             const Signature &sig, const TrainOptions &options, bool resume,
+             const std::string &resumeFrom, std::ostream &log) {
   if (resume) {
     absl::StatusOr<checkpoint::TypedCheckpoint> ckpt =
         checkpoint::loadLatestCheckpointTyped(resumeFrom);
     if (ckpt.ok())
-      return restore(executor, sig, options, resumeFrom, *ckpt, log);
+      return restore(executor, sharded, sig, options, resumeFrom, *ckpt, log);
     if (!absl::IsNotFound(ckpt.status()))
       return ckpt.status();
     if (!options.resumeIfPresent) {
@@ -259,8 +278,8 @@ absl::StatusOr<Start> initialState(executor::Executor &executor,
   if (!init.ok())
     return init.status();
   for (const InitFile &file : options.inits)
-    if (absl::Status s = applyInit(executor, file, sig, options.stepFunction,
-                                   options.initSkip, log);
+    if (absl::Status s = applyInit(executor, sharded, file, sig,
+                                   options.stepFunction, options.initSkip, log);
         !s.ok())
       return s;
   return start;

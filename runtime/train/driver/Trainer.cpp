@@ -11,6 +11,10 @@
 //    the results (metrics, images) come back to the host. Then the side
 //    outputs (progress line, metrics.jsonl, sample grids) and, when due, a
 //    checkpoint (Checkpointer: the slots read back with getState).
+// With several ranks (TrainOptions::channel) every rank runs all of this;
+// only rank 0 prints and writes files, a checkpoint gathers sharded slots
+// from every rank first (ShardedState.h), and a stop request is agreed
+// before each iteration (maxOverRanks), so every rank stops at the same one.
 //
 //===----------------------------------------------------------------------===//
 
@@ -71,26 +75,40 @@ absl::StatusOr<RunPaths> checkOptions(const TrainOptions &options) {
 }
 
 /// Checkpoints of the state slots into the out folder. `saved` is the step
-/// whose state is on disk there.
+/// whose state is on disk there. With several ranks, save() is collective
+/// (sharded slots are gathered) and only rank 0 writes.
 class Checkpointer {
 public:
-  Checkpointer(executor::Executor &executor, const Signature &sig,
-               const TrainOptions &options, std::string out, int64_t seed,
-               int64_t saved)
-      : executor_(executor), sig_(sig), options_(options), out_(std::move(out)),
-        seed_(seed), saved_(saved) {}
+  Checkpointer(executor::Executor &executor, ShardedState &sharded,
+               const Signature &sig, const TrainOptions &options,
+               std::string out, int64_t seed, int64_t saved)
+      : executor_(executor), sharded_(sharded), sig_(sig), options_(options),
+        out_(std::move(out)), seed_(seed), saved_(saved) {}
 
   int64_t saved() const { return saved_; }
 
-  /// Writes step-<step>.safetensors of the slots as they are now.
+  /// Writes step-<step>.safetensors of the slots as they are now: whole
+  /// tensors, as a 1-rank run writes them.
   absl::Status save(int64_t step) {
+    const bool lead = sharded_.rank() == 0;
     std::vector<checkpoint::NamedTypedTensor> named;
     named.reserve(sig_.state.size());
     for (const loader::StateInfo *slot : sig_.state) {
       absl::StatusOr<TypedTensor> value = executor_.getState(slot->name);
       if (!value.ok())
         return value.status();
-      named.push_back({slot->name, std::move(*value)});
+      // One whole tensor at a time on each rank (ShardedState.h); the
+      // other ranks drop theirs at once.
+      absl::StatusOr<TypedTensor> whole =
+          sharded_.gather(*slot, std::move(*value));
+      if (!whole.ok())
+        return whole.status();
+      if (lead)
+        named.push_back({slot->name, std::move(*whole)});
+    }
+    if (!lead) {
+      saved_ = step;
+      return absl::OkStatus();
     }
     // The RNG is keyed on (seed, iteration): the next iteration is `step`.
     std::map<std::string, std::string> metadata = {
@@ -111,6 +129,15 @@ public:
   std::string keepState(int64_t step) {
     if (out_.empty())
       return " (no --out: the training state is not saved)";
+    // Saving is collective, and the other ranks are not in it.
+    if (options_.channel && options_.channel->size() > 1)
+      return saved_ < 0
+                 ? std::string(" (not saved: with several ranks a checkpoint "
+                               "needs every rank; this run has none yet)")
+                 : absl::StrCat(" (not saved: with several ranks a checkpoint "
+                                "needs every rank; resume from iteration ",
+                                saved_, " in ",
+                                checkpoint::checkpointPath(out_, saved_), ")");
     if (saved_ != step)
       if (absl::Status s = save(step); !s.ok())
         return absl::StrCat(
@@ -136,6 +163,7 @@ public:
 
 private:
   executor::Executor &executor_;
+  ShardedState &sharded_;
   const Signature &sig_;
   const TrainOptions &options_;
   std::string out_;
@@ -254,6 +282,7 @@ absl::StatusOr<std::unique_ptr<executor::Executor>> makeExecutor(
     return hostFunctions.status();
   executor::ExecutorOptions executorOptions;
   executorOptions.hostFunctions = std::move(*hostFunctions);
+  executorOptions.channel = options.channel;
   absl::StatusOr<std::unique_ptr<executor::Executor>> created =
       executor::Executor::create(program, device, std::move(executorOptions));
   if (created.ok())
@@ -304,7 +333,11 @@ absl::Status stopAndSave(int signal, int64_t it, const TrainOptions &options,
 
 absl::Status train(std::shared_ptr<const loader::Program> program,
                    hal::Device &device, const TrainOptions &options,
-                   std::ostream &log) {
+                   std::ostream &leadLog) {
+  // Only rank 0 prints and writes files.
+  const bool lead = !options.channel || options.channel->rank() == 0;
+  std::ostream nowhere(nullptr);
+  std::ostream &log = lead ? leadLog : nowhere;
   // 1. The step function and the options.
   absl::StatusOr<Signature> sig = checkStep(*program, options.stepFunction);
   if (!sig.ok())
@@ -331,6 +364,10 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
   if (!created.ok())
     return created.status();
   executor::Executor &executor = **created;
+  absl::StatusOr<std::unique_ptr<ShardedState>> sharded = ShardedState::create(
+      program->meshes(), program->state(), device, options.channel);
+  if (!sharded.ok())
+    return sharded.status();
   absl::StatusOr<std::optional<PromptSet>> prompts =
       loadPrompts(*sig, options, log);
   if (!prompts.ok())
@@ -338,16 +375,17 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
 
   // 3. The initial state, in the slots.
   absl::StatusOr<Start> start = initialState(
-      executor, *sig, options, paths.resume, paths.resumeFrom, log);
+      executor, **sharded, *sig, options, paths.resume, paths.resumeFrom, log);
   if (!start.ok())
     return start.status();
 
   MetricsFile metrics;
-  if (absl::Status s = openOutputs(paths, start->iteration, metrics, log);
-      !s.ok())
-    return s;
+  if (lead)
+    if (absl::Status s = openOutputs(paths, start->iteration, metrics, log);
+        !s.ok())
+      return s;
   Checkpointer checkpoints(
-      executor, *sig, options, paths.out, start->seed,
+      executor, **sharded, *sig, options, paths.out, start->seed,
       start->resumed && paths.resumeFrom == paths.out ? start->iteration : -1);
 
   executor.takePhaseTimes(); // not @init_state's
@@ -360,10 +398,26 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
   // 4. Iterations.
   bool warnedImages = false;
   for (int64_t it = start->iteration; it < options.steps; ++it) {
-    if (int signal = options.stopRequested ? options.stopRequested() : 0)
-      return stopAndSave(signal, it, options, paths, checkpoints);
-    absl::StatusOr<IterationResult> r = runIteration(
-        executor, *sig, *prompts, start->seed, it, *rewardNanos, options.stats);
+    int64_t signal = options.stopRequested ? options.stopRequested() : 0;
+    if (options.channel) {
+      absl::StatusOr<int64_t> agreed =
+          maxOverRanks(device, options.channel, signal);
+      if (!agreed.ok())
+        return absl::Status(agreed.status().code(),
+                            absl::StrCat("before iteration ", it, ": ",
+                                         agreed.status().message(),
+                                         checkpoints.afterFailedIteration(it)));
+      signal = *agreed;
+    }
+    if (signal)
+      return stopAndSave(static_cast<int>(signal), it, options, paths,
+                         checkpoints);
+    absl::Status hook = options.beforeIteration ? options.beforeIteration(it)
+                                                : absl::OkStatus();
+    absl::StatusOr<IterationResult> r =
+        hook.ok() ? runIteration(executor, *sig, *prompts, start->seed, it,
+                                 *rewardNanos, options.stats)
+                  : absl::StatusOr<IterationResult>(hook);
     if (!r.ok())
       return absl::Status(r.status().code(),
                           absl::StrCat("iteration ", it, ": ",
@@ -379,7 +433,9 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
     log << progressLine(options.steps, *sig, *r) << std::endl;
     // Side outputs: a failure stops the run, but only after the state is
     // saved.
-    if (absl::Status side = writeSideOutputs(*sig, *r, options, paths, metrics);
+    if (absl::Status side =
+            lead ? writeSideOutputs(*sig, *r, options, paths, metrics)
+                 : absl::OkStatus();
         !side.ok())
       return absl::Status(
           side.code(),

@@ -123,6 +123,17 @@ struct TrainOptions {
   /// of the last completed iteration, with a Cancelled status that says
   /// where it is. Empty: never.
   std::function<int()> stopRequested;
+
+  /// This rank's channel of a multi-rank run (runRanks, Ranks.h; not owned,
+  /// it must outlive train()); null: one rank. Every rank runs the same
+  /// iterations on the same inputs; the executor's collectives and the
+  /// sharded state (ShardedState.h) use it. Only rank 0 prints and writes
+  /// files (metrics, samples, checkpoints); a stop request is agreed by
+  /// all ranks before each iteration (the maximum of their signals).
+  hal::Channel *channel = nullptr;
+  /// Test hook, called on this rank before each iteration with its index:
+  /// an error fails the iteration (runRanks' OMNI_TEST_FAULT). Empty: none.
+  std::function<absl::Status(int64_t iteration)> beforeIteration;
 };
 
 /// Trains: initial state from `initFunction` (plus `inits`) or the latest

@@ -20,6 +20,7 @@
 #include "runtime/executor/Executor.h"
 #include "runtime/hostfn/HostFunctions.h"
 #include "runtime/loader/Program.h"
+#include "runtime/train/driver/ShardedState.h"
 #include "runtime/train/driver/Trainer.h"
 #include "runtime/train/prompts/Prompts.h"
 
@@ -88,12 +89,13 @@ struct Start {
 /// Sets every state slot: from the latest checkpoint of `resumeFrom` when
 /// `resume` (and one exists, or !resumeIfPresent makes its absence an
 /// error), else by running the init function on the seed and applying the
-/// --init files. Says what it did on `log`.
-absl::StatusOr<Start> initialState(executor::Executor &executor,
-                                   const Signature &sig,
-                                   const TrainOptions &options, bool resume,
-                                   const std::string &resumeFrom,
-                                   std::ostream &log);
+/// --init files. Says what it did on `log`. Checkpoints and --init files
+/// hold whole tensors; a sharded slot gets this rank's block of them
+/// (`sharded`).
+absl::StatusOr<Start>
+initialState(executor::Executor &executor, const ShardedState &sharded,
+             const Signature &sig, const TrainOptions &options, bool resume,
+             const std::string &resumeFrom, std::ostream &log);
 
 //===--- SideOutputs.cpp --------------------------------------------------===//
 

@@ -4,6 +4,7 @@
 
 #include "runtime/base/CheckedMath.h"
 #include "runtime/base/Status.h"
+#include "runtime/hal/HostCollectives.h"
 #include "runtime/hal/drivers/cpu/CpuDevice.h"
 
 #include "absl/strings/str_cat.h"
@@ -89,155 +90,20 @@ bool samePost(const CpuChannel::Post &a, const CpuChannel::Post &b) {
   }
 }
 
-//===--- Element access per dtype (Acc: the accumulation type) -----------===//
-
-template <typename T> T loadRaw(const uint8_t *p, int64_t i) {
-  T v;
-  std::memcpy(&v, p + i * int64_t(sizeof(T)), sizeof(T));
-  return v;
-}
-template <typename T> void storeRaw(uint8_t *p, int64_t i, T v) {
-  std::memcpy(p + i * int64_t(sizeof(T)), &v, sizeof(T));
-}
-
-template <typename T> struct FloatTraits {
-  using Acc = T;
-  static constexpr bool kFloat = true;
-  static Acc load(const uint8_t *p, int64_t i) { return loadRaw<T>(p, i); }
-  static void store(uint8_t *p, int64_t i, Acc v) { storeRaw<T>(p, i, v); }
-};
-using F32Traits = FloatTraits<float>;
-using F64Traits = FloatTraits<double>;
-
-struct F16Traits {
-  using Acc = float;
-  static constexpr bool kFloat = true;
-  static Acc load(const uint8_t *p, int64_t i) {
-    return static_cast<float>(doubleFromHalfBits(loadRaw<uint16_t>(p, i)));
-  }
-  static void store(uint8_t *p, int64_t i, Acc v) {
-    storeRaw<uint16_t>(p, i, halfBitsFromDouble(v)); // one rounding
-  }
-};
-
-struct BF16Traits {
-  using Acc = float;
-  static constexpr bool kFloat = true;
-  static Acc load(const uint8_t *p, int64_t i) {
-    uint32_t bits = uint32_t(loadRaw<uint16_t>(p, i)) << 16;
-    float f;
-    std::memcpy(&f, &bits, 4);
-    return f;
-  }
-  static void store(uint8_t *p, int64_t i, Acc v) {
-    float rounded = static_cast<float>(roundToDType(v, DType::BF16));
-    uint32_t bits;
-    std::memcpy(&bits, &rounded, 4);
-    storeRaw<uint16_t>(p, i, static_cast<uint16_t>(bits >> 16));
-  }
-};
-
-template <typename T> struct IntTraits {
-  using Acc = T;
-  using U = std::make_unsigned_t<T>;
-  static constexpr bool kFloat = false;
-  static Acc load(const uint8_t *p, int64_t i) { return loadRaw<T>(p, i); }
-  static void store(uint8_t *p, int64_t i, Acc v) { storeRaw<T>(p, i, v); }
-};
-
-/// Sum and product: floats round in Acc, integers wrap.
-template <typename Tr>
-typename Tr::Acc add(typename Tr::Acc a, typename Tr::Acc b) {
-  if constexpr (Tr::kFloat)
-    return a + b;
-  else
-    return static_cast<typename Tr::Acc>(typename Tr::U(a) + typename Tr::U(b));
-}
-template <typename Tr>
-typename Tr::Acc mul(typename Tr::Acc a, typename Tr::Acc b) {
-  if constexpr (Tr::kFloat)
-    return a * b;
-  else
-    return static_cast<typename Tr::Acc>(typename Tr::U(a) * typename Tr::U(b));
-}
-template <typename Tr> bool isNan(typename Tr::Acc v) {
-  if constexpr (Tr::kFloat)
-    return std::isnan(v);
-  else
-    return false;
-}
-
-/// out[i] = op over ranks r = 0..n-1 of src[r][first + i], i in [begin, end).
-template <typename Tr>
-void combine(ReduceOp op, const std::vector<const uint8_t *> &src,
-             int64_t first, uint8_t *out, int64_t begin, int64_t end) {
-  using Acc = typename Tr::Acc;
-  const size_t n = src.size();
-  for (int64_t i = begin; i < end; ++i) {
-    Acc acc = Tr::load(src[0], first + i);
-    for (size_t r = 1; r < n; ++r) {
-      Acc v = Tr::load(src[r], first + i);
-      switch (op) {
-      case ReduceOp::Sum:
-      case ReduceOp::Mean:
-        acc = add<Tr>(acc, v);
-        break;
-      case ReduceOp::Prod:
-        acc = mul<Tr>(acc, v);
-        break;
-      case ReduceOp::Min:
-        if (!isNan<Tr>(acc) && (isNan<Tr>(v) || v < acc))
-          acc = v;
-        break;
-      case ReduceOp::Max:
-        if (!isNan<Tr>(acc) && (isNan<Tr>(v) || v > acc))
-          acc = v;
-        break;
-      }
-    }
-    if constexpr (Tr::kFloat)
-      if (op == ReduceOp::Mean)
-        acc = acc / static_cast<Acc>(n);
-    Tr::store(out, i, acc);
-  }
-}
-
-void combineDType(DType dtype, ReduceOp op,
-                  const std::vector<const uint8_t *> &src, int64_t first,
-                  uint8_t *out, int64_t begin, int64_t end) {
-  switch (dtype) {
-  case DType::F32:
-    return combine<F32Traits>(op, src, first, out, begin, end);
-  case DType::F64:
-    return combine<F64Traits>(op, src, first, out, begin, end);
-  case DType::F16:
-    return combine<F16Traits>(op, src, first, out, begin, end);
-  case DType::BF16:
-    return combine<BF16Traits>(op, src, first, out, begin, end);
-  case DType::I32:
-    return combine<IntTraits<int32_t>>(op, src, first, out, begin, end);
-  case DType::I64:
-    return combine<IntTraits<int64_t>>(op, src, first, out, begin, end);
-  case DType::I1:
-    break; // refused by checkReduction
-  }
-}
-
-absl::Status checkReduction(DType dtype, ReduceOp op) {
-  if (dtype == DType::I1)
-    return absl::InvalidArgumentError(
-        "i1 tensors cannot be reduced (only gathered and broadcast)");
-  if (op == ReduceOp::Mean && !isFloatDType(dtype))
+/// The bytes of `ref`, a range of a buffer of `device`.
+absl::StatusOr<uint8_t *> resolveOn(const CpuDevice &device, BufferRef ref,
+                                    const char *what) {
+  if (!ref.buffer)
+    return absl::InvalidArgumentError(absl::StrCat(what, " has no buffer"));
+  if (&ref.buffer->device() != static_cast<const Device *>(&device))
     return absl::InvalidArgumentError(absl::StrCat(
-        "mean of ", dtypeName(dtype), " (expected a float dtype)"));
-  if (op < ReduceOp::Sum || op > ReduceOp::Mean)
-    return absl::InvalidArgumentError(
-        absl::StrCat("reduce op ", static_cast<int>(op)));
-  return absl::OkStatus();
+        what, " is a buffer of another device than the channel's"));
+  if (!rangeInside(ref.offset, ref.length, ref.buffer->size()))
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " range [", ref.offset, ", +", ref.length,
+        ") is outside its buffer of ", ref.buffer->size(), " bytes"));
+  return static_cast<CpuBuffer *>(ref.buffer)->data() + ref.offset;
 }
-
-/// Elements per parallel chunk of a reduction.
-constexpr int64_t kGrain = 16384;
 
 } // namespace
 
@@ -249,10 +115,23 @@ CpuChannel::create(CpuDevice &device, const ChannelSpec &spec) {
     group = std::make_shared<InProcessGroup>(1, std::chrono::milliseconds(0));
   } else if (spec.bootstrap->kind() == InProcessGroup::kKind) {
     group = std::static_pointer_cast<InProcessGroup>(spec.bootstrap);
+  } else if (auto *host = dynamic_cast<HostBootstrap *>(spec.bootstrap.get())) {
+    // A bootstrap that moves the bytes itself (MPI, one rank per process);
+    // the cpu buffers are host memory (hal/HostCollectives.h).
+    HostAccess access;
+    access.resolve = [&device](BufferRef ref, const char *what) {
+      return resolveOn(device, ref, what);
+    };
+    access.parallelFor =
+        [&device](int64_t n, int64_t grain,
+                  const std::function<void(int64_t, int64_t)> &fn) {
+          device.pool().parallelFor(n, grain, fn);
+        };
+    return host->createHostChannel(spec, std::move(access));
   } else {
     return absl::UnimplementedError(absl::StrCat(
         "the cpu device has no channels over a '", spec.bootstrap->kind(),
-        "' bootstrap (it has in-process)"));
+        "' bootstrap (it has in-process and mpi)"));
   }
   OMNI_RETURN_IF_ERROR(group->join(spec.rank));
   return std::unique_ptr<Channel>(
@@ -276,16 +155,7 @@ absl::Status CpuChannel::failGroup(absl::string_view what,
 
 absl::StatusOr<uint8_t *> CpuChannel::resolve(BufferRef ref,
                                               const char *what) const {
-  if (!ref.buffer)
-    return absl::InvalidArgumentError(absl::StrCat(what, " has no buffer"));
-  if (&ref.buffer->device() != static_cast<const Device *>(&device_))
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, " is a buffer of another device than the channel's"));
-  if (!rangeInside(ref.offset, ref.length, ref.buffer->size()))
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, " range [", ref.offset, ", +", ref.length,
-        ") is outside its buffer of ", ref.buffer->size(), " bytes"));
-  return static_cast<CpuBuffer *>(ref.buffer)->data() + ref.offset;
+  return resolveOn(device_, ref, what);
 }
 
 absl::StatusOr<std::vector<const CpuChannel::Post *>>
@@ -317,7 +187,7 @@ absl::Status CpuChannel::reduce(const char *what, BufferRef send,
   absl::StatusOr<uint8_t *> out = resolve(recv, "recv");
   if (!out.ok())
     return fail(out.status());
-  if (absl::Status s = checkReduction(dtype, op); !s.ok())
+  if (absl::Status s = checkHostReduction(dtype, op); !s.ok())
     return fail(s);
   const int64_t size = this->size(), elem = dtypeSize(dtype);
   const __int128 want =
@@ -337,9 +207,10 @@ absl::Status CpuChannel::reduce(const char *what, BufferRef send,
   const int64_t count = recv.length / elem;
   const int64_t first = scatter ? count * rank_ : 0;
   std::vector<uint8_t> staging(static_cast<size_t>(recv.length));
-  device_.pool().parallelFor(count, kGrain, [&](int64_t begin, int64_t end) {
-    combineDType(dtype, op, src, first, staging.data(), begin, end);
-  });
+  device_.pool().parallelFor(
+      count, kHostReduceGrain, [&](int64_t begin, int64_t end) {
+        reduceHostElements(dtype, op, src, first, staging.data(), begin, end);
+      });
   // Nobody reads a send buffer after this: recv may overlap ours.
   OMNI_RETURN_IF_ERROR(group_->barrier(rank_, what));
   if (recv.length)

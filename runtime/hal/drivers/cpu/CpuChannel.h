@@ -12,6 +12,10 @@
 // (a bad buffer, a mismatch) aborts the group so that no rank waits for
 // a collective that will not come.
 //
+// A HostBootstrap (hal/HostCollectives.h: the MPI bootstrap, one rank per
+// process) makes its own channel instead; create() lends it this device's
+// buffers and thread pool. Both reduce with reduceHostElements.
+//
 // Each rank normally has its own CpuDevice (as each GPU rank has its own
 // device); ranks may also share one device, each with its own stream and
 // channel. A rank's buffers must belong to the device that created its
