@@ -6,13 +6,16 @@
 // the state table and the checksums. Arguments and results with
 // `omni.state` (omni-resident-state) are not inputs and outputs: they read
 // the slot and are stored into it on return (emitReturn). Values map to
-// tensor slots and index registers in WriterValues.cpp.
+// tensor slots and index registers in WriterValues.cpp. The module's
+// omni.mesh ops become the meshes table, and state values with
+// `omni.sharding` and `omni.global_type` (omni-shard) sharded state slots.
 //
 //===----------------------------------------------------------------------===//
 
 #include "compiler/stepbin/StepWriter.h"
 #include "compiler/stepbin/WriterImpl.h"
 
+#include "dialects/omni/OmniOps.h"
 #include "runtime/schema/Integrity.h"
 
 #include "llvm/ADT/DenseSet.h"
@@ -32,16 +35,160 @@ st::Role stateRole(StringRef name) {
   return st::Role::Parameter;
 }
 
+/// The meshes table: every `omni.mesh` of the module, in order. The
+/// dialect verifier has checked axes and sizes (OmniOps.td).
+LogicalResult Writer::collectMeshes() {
+  for (auto mesh : module.getOps<MeshOp>()) {
+    MeshEntry e;
+    e.name = mesh.getSymName().str();
+    for (Attribute a : mesh.getAxes())
+      e.axes.push_back(cast<StringAttr>(a).str());
+    e.shape.assign(mesh.getShape().begin(), mesh.getShape().end());
+    meshIndex[e.name] = meshes.size();
+    meshes.push_back(std::move(e));
+  }
+  return success();
+}
+
+LogicalResult Writer::meshAxes(Operation *op, StringRef mesh, ArrayAttr axes,
+                               uint32_t &meshAt,
+                               std::vector<uint32_t> &axisIndices) {
+  auto it = meshIndex.find(mesh);
+  if (it == meshIndex.end())
+    return op->emitOpError("names mesh @")
+           << mesh << " but the module has no omni.mesh of that name";
+  meshAt = it->second;
+  const MeshEntry &m = meshes[meshAt];
+  axisIndices.clear();
+  for (Attribute a : axes) {
+    auto name = dyn_cast<StringAttr>(a);
+    auto at = name ? llvm::find(m.axes, name.getValue().str()) : m.axes.end();
+    if (at == m.axes.end())
+      return op->emitOpError("names axis ")
+             << a << " but mesh @" << mesh << " has no such axis";
+    axisIndices.push_back(at - m.axes.begin());
+  }
+  return success();
+}
+
+/// A sharded state value (docs/backend.md, "Sharded state"): the
+/// `omni.sharding` of omni-shard with one split dimension at most, and the
+/// unsharded `omni.global_type`, whose split dimension is
+/// ceil(global / G) on this rank and whose other dimensions are the local
+/// ones.
+FailureOr<std::optional<StateShardingEntry>>
+Writer::stateSharding(func::FuncOp fn, const std::string &what,
+                      Attribute shardingAttr, Attribute globalAttr,
+                      RankedTensorType type) {
+  auto error = [&]() {
+    InFlightDiagnostic d = emitError(fn.getLoc());
+    d << "@" << fn.getSymName() << ": " << what;
+    return d;
+  };
+  if (!shardingAttr) {
+    if (globalAttr)
+      return error() << " has omni.global_type but no omni.sharding; "
+                        "expected both or neither";
+    return std::optional<StateShardingEntry>();
+  }
+  auto sharding = dyn_cast<ShardingAttr>(shardingAttr);
+  if (!sharding)
+    return error() << " has omni.sharding = " << shardingAttr
+                   << "; expected an #omni.sharding";
+  if (static_cast<int64_t>(sharding.getDims().size()) != type.getRank())
+    return error() << " of type " << type << " has omni.sharding " << sharding
+                   << " with " << sharding.getDims().size()
+                   << " entries; expected one per dimension (" << type.getRank()
+                   << ")";
+  int64_t dim = -1;
+  for (int64_t d = 0; d < type.getRank(); ++d) {
+    if (sharding.getAxes(d).empty())
+      continue;
+    if (dim >= 0)
+      return error() << " has omni.sharding " << sharding
+                     << " that splits dimensions " << dim << " and " << d
+                     << "; expected at most one split dimension";
+    dim = d;
+  }
+  StringRef meshName = sharding.getMesh().getValue();
+  auto mesh = meshIndex.find(meshName);
+  if (mesh == meshIndex.end())
+    return error() << " has omni.sharding over @" << meshName
+                   << " but the module has no omni.mesh of that name";
+  auto globalType = dyn_cast_if_present<TypeAttr>(globalAttr);
+  auto global = globalType ? dyn_cast<RankedTensorType>(globalType.getValue())
+                           : RankedTensorType();
+  if (dim < 0) {
+    // Replicated: the global type, if given, is the local one.
+    if (global && global != type)
+      return error() << " is " << type << " and replicated but has "
+                     << "omni.global_type " << global
+                     << "; expected the same type";
+    return std::optional<StateShardingEntry>();
+  }
+  if (!global)
+    return error() << " has omni.sharding " << sharding
+                   << " but no omni.global_type tensor type; expected the "
+                      "unsharded type";
+  StateShardingEntry e;
+  e.mesh = mesh->second;
+  const MeshEntry &m = meshes[e.mesh];
+  int64_t groupSize = 1;
+  for (StringRef axis : sharding.getAxes(dim)) {
+    auto at = llvm::find(m.axes, axis.str());
+    if (at == m.axes.end())
+      return error() << " has omni.sharding " << sharding << " over axis '"
+                     << axis << "' but mesh @" << meshName
+                     << " has no such axis";
+    e.axes.push_back(at - m.axes.begin());
+    groupSize *= m.shape[at - m.axes.begin()];
+  }
+  e.dim = dim;
+  e.globalShape.assign(global.getShape().begin(), global.getShape().end());
+  SmallVector<int64_t> want(global.getShape());
+  bool ok = global.getElementType() == type.getElementType() &&
+            global.getRank() == type.getRank() && global.hasStaticShape();
+  if (ok) {
+    want[dim] = llvm::divideCeil(want[dim], groupSize);
+    ok = llvm::equal(want, type.getShape());
+  }
+  if (!ok)
+    return error() << " is " << type << " but omni.global_type " << global
+                   << " split along dimension " << dim << " over " << groupSize
+                   << " ranks gives "
+                   << (global.getRank() == type.getRank()
+                           ? Type(RankedTensorType::get(
+                                 want, global.getElementType()))
+                           : Type(global))
+                   << "; expected the local type to be ceil(global / "
+                      "ranks) on the split dimension and equal elsewhere";
+  return std::optional<StateShardingEntry>(std::move(e));
+}
+
 /// The state table: every `omni.state` name of the public functions, in
-/// order of first appearance. omni-resident-state has checked them; a
-/// module that did not run it gets the same checks here.
+/// order of first appearance, with its sharding (stateSharding).
+/// omni-resident-state has checked the names and types; a module that did
+/// not run it gets the same checks here.
 LogicalResult Writer::collectState() {
   for (auto fn : module.getOps<func::FuncOp>()) {
     if (fn.isExternal() || fn.isPrivate())
       continue;
-    auto visit = [&](Attribute a, Type t) -> LogicalResult {
-      if (!a)
+    auto visit = [&](Attribute a, Type t, Attribute shardingAttr,
+                     Attribute globalAttr,
+                     const std::string &position) -> LogicalResult {
+      if (!a) {
+        // Everything but state is replicated at the function boundary.
+        if (shardingAttr)
+          if (auto sharding = dyn_cast<ShardingAttr>(shardingAttr))
+            for (unsigned d = 0; d < sharding.getDims().size(); ++d)
+              if (!sharding.getAxes(d).empty())
+                return emitError(fn.getLoc())
+                       << "@" << fn.getSymName() << ": " << position
+                       << " has omni.sharding " << sharding
+                       << " but is not state; expected inputs and outputs "
+                          "to be replicated";
         return success();
+      }
       auto name = dyn_cast<StringAttr>(a);
       auto type = dyn_cast<RankedTensorType>(t);
       if (!name || name.getValue().empty() || !type ||
@@ -49,23 +196,38 @@ LogicalResult Writer::collectState() {
         return fn.emitOpError("has omni.state = ")
                << a << " on a value of type " << t
                << "; expected a non-empty name on a tensor step.bin can hold";
+      FailureOr<std::optional<StateShardingEntry>> sharding = stateSharding(
+          fn, "state '" + name.str() + "'", shardingAttr, globalAttr, type);
+      if (failed(sharding))
+        return failure();
       auto [it, inserted] =
           stateIndex.try_emplace(name.getValue(), state.size());
       if (inserted)
-        state.push_back({name.str(), type, stateRole(name.getValue())});
+        state.push_back(
+            {name.str(), type, stateRole(name.getValue()), *sharding});
       else if (state[it->second].type != type)
         return fn.emitOpError("has state '")
                << name.getValue() << "' of type " << t
                << " but another function has it as " << state[it->second].type;
+      else if (state[it->second].sharding != *sharding)
+        return emitError(fn.getLoc())
+               << "@" << fn.getSymName() << ": state '" << name.getValue()
+               << "' is sharded differently here than in an earlier use; "
+                  "expected one sharding per state slot";
       return success();
     };
     for (unsigned i = 0; i < fn.getNumArguments(); ++i)
-      if (failed(
-              visit(fn.getArgAttr(i, "omni.state"), fn.getArgumentTypes()[i])))
+      if (failed(visit(fn.getArgAttr(i, "omni.state"), fn.getArgumentTypes()[i],
+                       fn.getArgAttr(i, "omni.sharding"),
+                       fn.getArgAttr(i, "omni.global_type"),
+                       "argument #" + std::to_string(i))))
         return failure();
     for (unsigned i = 0; i < fn.getNumResults(); ++i)
-      if (failed(
-              visit(fn.getResultAttr(i, "omni.state"), fn.getResultTypes()[i])))
+      if (failed(visit(fn.getResultAttr(i, "omni.state"),
+                       fn.getResultTypes()[i],
+                       fn.getResultAttr(i, "omni.sharding"),
+                       fn.getResultAttr(i, "omni.global_type"),
+                       "result #" + std::to_string(i))))
         return failure();
   }
   return success();
@@ -230,7 +392,7 @@ LogicalResult Writer::emitReturn(func::FuncOp fn, func::ReturnOp ret,
 }
 
 FailureOr<std::vector<uint8_t>> Writer::write(StringRef producer) {
-  if (failed(collectState()))
+  if (failed(collectMeshes()) || failed(collectState()))
     return failure();
   for (auto fn : module.getOps<func::FuncOp>()) {
     if (fn.isExternal() || fn.isPrivate())
@@ -250,10 +412,27 @@ FailureOr<std::vector<uint8_t>> Writer::write(StringRef producer) {
                                              t.dtype, fbb.CreateVector(t.shape),
                                              t.storage, t.index, t.role));
   std::vector<fb::Offset<st::StateSlot>> stateSlots;
-  for (const StateEntry &e : state)
+  for (const StateEntry &e : state) {
+    fb::Offset<st::StateSharding> sharding;
+    if (e.sharding)
+      sharding = st::CreateStateSharding(
+          fbb, e.sharding->mesh, fbb.CreateVector(e.sharding->axes),
+          e.sharding->dim, fbb.CreateVector(e.sharding->globalShape));
     stateSlots.push_back(st::CreateStateSlot(
         fbb, fbb.CreateString(e.name), *dtypeOf(e.type.getElementType()),
-        fbb.CreateVector(std::vector<int64_t>(e.type.getShape())), e.role));
+        fbb.CreateVector(std::vector<int64_t>(e.type.getShape())), e.role,
+        sharding));
+  }
+  // Meshes (none: a single-rank program, the field stays absent).
+  fb::Offset<fb::Vector<fb::Offset<st::Mesh>>> meshTables;
+  if (!meshes.empty()) {
+    std::vector<fb::Offset<st::Mesh>> tables;
+    for (const MeshEntry &m : meshes)
+      tables.push_back(st::CreateMesh(fbb, fbb.CreateString(m.name),
+                                      fbb.CreateVectorOfStrings(m.axes),
+                                      fbb.CreateVector(m.shape)));
+    meshTables = fbb.CreateVector(tables);
+  }
   std::vector<fb::Offset<st::Scalar>> scalars;
   for (const std::string &s : scalarNames)
     scalars.push_back(st::CreateScalar(fbb, fbb.CreateString(s)));
@@ -275,7 +454,7 @@ FailureOr<std::vector<uint8_t>> Writer::write(StringRef producer) {
       fbb, /*version=*/1, fbb.CreateString(producer.str()), target,
       fbb.CreateVector(tensorOffsets), fbb.CreateVector(scalars), arenaSize,
       *executables, fbb.CreateVector(constants), fbb.CreateVector(stateSlots),
-      fbb.CreateVector(functions), integrity);
+      fbb.CreateVector(functions), integrity, meshTables);
   st::FinishStepBuffer(fbb, root);
   std::vector<uint8_t> bytes(fbb.GetBufferPointer(),
                              fbb.GetBufferPointer() + fbb.GetSize());

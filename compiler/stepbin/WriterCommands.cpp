@@ -15,6 +15,10 @@
 //                                    Copy (contiguous, one dynamic offset)
 //   scf.for                          Loop; carried tensors live in the slots
 //                                    omni-plan-memory gave the loop
+//   omni.all_reduce / all_gather / reduce_scatter / broadcast
+//                                    Collective (mesh and axes by index
+//                                    into the meshes table)
+//   omni.axis_index                  AxisIndex
 //   tensor.empty                     a slot, no command
 //
 // An op no row matches is an error at the op. Each emitter places its
@@ -74,6 +78,12 @@ ArrayRef<Writer::EmitterRow> Writer::emitters() {
       {[](Operation *op) { return isa<tensor::InsertSliceOp>(op); },
        &Writer::emitInsertSlice},
       {[](Operation *op) { return isa<scf::ForOp>(op); }, &Writer::emitLoop},
+      {[](Operation *op) {
+         return isa<AllReduceOp, AllGatherOp, ReduceScatterOp, BroadcastOp>(op);
+       },
+       &Writer::emitCollective},
+      {[](Operation *op) { return isa<AxisIndexOp>(op); },
+       &Writer::emitAxisIndex},
       {[](Operation *op) { return isa<tensor::EmptyOp>(op); },
        &Writer::emitEmpty},
       {[](Operation *op) { return isa<func::ReturnOp>(op); },
@@ -481,6 +491,85 @@ LogicalResult Writer::emitLoop(Operation *op, Commands &out) {
   auto cmds = fbb.CreateVector(body);
   auto l = st::CreateLoop(fbb, iv, *lower, *upper, *step, cmds);
   out.push_back(command(op, st::CommandKind::Loop, l.Union()));
+  return success();
+}
+
+namespace {
+
+st::ReduceOp toSchema(ReduceKind kind) {
+  switch (kind) {
+  case ReduceKind::sum:
+    return st::ReduceOp::Sum;
+  case ReduceKind::max:
+    return st::ReduceOp::Max;
+  case ReduceKind::min:
+    return st::ReduceOp::Min;
+  case ReduceKind::mean:
+    return st::ReduceOp::Mean;
+  }
+  llvm_unreachable("unknown reduce kind");
+}
+
+} // namespace
+
+/// A collective reads its operand and writes its own result buffer (the
+/// executor stages through scratch where a gather or scatter along an
+/// inner dimension needs it).
+LogicalResult Writer::emitCollective(Operation *op, Commands &out) {
+  st::CollectiveKind kind = st::CollectiveKind::AllReduce;
+  st::ReduceOp reduce = st::ReduceOp::Sum;
+  int64_t dim = 0, root = 0;
+  StringRef mesh;
+  ArrayAttr axes;
+  if (auto c = dyn_cast<AllReduceOp>(op)) {
+    reduce = toSchema(c.getKind());
+    mesh = c.getMesh();
+    axes = c.getAxes();
+  } else if (auto c = dyn_cast<AllGatherOp>(op)) {
+    kind = st::CollectiveKind::AllGather;
+    dim = c.getDim();
+    mesh = c.getMesh();
+    axes = c.getAxes();
+  } else if (auto c = dyn_cast<ReduceScatterOp>(op)) {
+    kind = st::CollectiveKind::ReduceScatter;
+    reduce = toSchema(c.getKind());
+    dim = c.getDim();
+    mesh = c.getMesh();
+    axes = c.getAxes();
+  } else {
+    auto b = cast<BroadcastOp>(op);
+    kind = st::CollectiveKind::Broadcast;
+    root = b.getRoot();
+    mesh = b.getMesh();
+    axes = b.getAxes();
+  }
+  uint32_t meshAt = 0;
+  std::vector<uint32_t> axisIndices;
+  if (failed(meshAxes(op, mesh, axes, meshAt, axisIndices)))
+    return failure();
+  FailureOr<uint32_t> operand = slot(op, op->getOperand(0));
+  FailureOr<uint32_t> result = arenaResult(op, 0);
+  if (failed(operand) || failed(result))
+    return failure();
+  auto body = st::CreateCollective(fbb, kind, reduce, meshAt,
+                                   fbb.CreateVector(axisIndices), dim, root,
+                                   *operand, *result);
+  out.push_back(command(op, st::CommandKind::Collective, body.Union()));
+  return success();
+}
+
+LogicalResult Writer::emitAxisIndex(Operation *op, Commands &out) {
+  auto a = cast<AxisIndexOp>(op);
+  uint32_t meshAt = 0;
+  std::vector<uint32_t> axisIndices;
+  if (failed(meshAxes(op, a.getMesh(), a.getAxes(), meshAt, axisIndices)))
+    return failure();
+  FailureOr<uint32_t> result = arenaResult(op, 0);
+  if (failed(result))
+    return failure();
+  auto body =
+      st::CreateAxisIndex(fbb, meshAt, fbb.CreateVector(axisIndices), *result);
+  out.push_back(command(op, st::CommandKind::AxisIndex, body.Union()));
   return success();
 }
 

@@ -23,6 +23,7 @@
 #include "llvm/ADT/StringMap.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,11 +49,35 @@ struct TensorEntry {
   st::Role role;
 };
 
-/// A persistent state slot: every `omni.state` name of the module.
+/// How a sharded program splits a state slot (step.fbs StateSharding):
+/// the slot holds block k of dimension `dim` of `globalShape` on group
+/// rank k of the group `axes` of mesh `mesh` form.
+struct StateShardingEntry {
+  uint32_t mesh = 0;
+  std::vector<uint32_t> axes;
+  int64_t dim = 0;
+  std::vector<int64_t> globalShape;
+  bool operator==(const StateShardingEntry &o) const {
+    return mesh == o.mesh && axes == o.axes && dim == o.dim &&
+           globalShape == o.globalShape;
+  }
+  bool operator!=(const StateShardingEntry &o) const { return !(*this == o); }
+};
+
+/// A persistent state slot: every `omni.state` name of the module. `type`
+/// is this rank's (local) type.
 struct StateEntry {
   std::string name;
   RankedTensorType type;
   st::Role role;
+  std::optional<StateShardingEntry> sharding;
+};
+
+/// An `omni.mesh` of the module (step.fbs Mesh).
+struct MeshEntry {
+  std::string name;
+  std::vector<std::string> axes;
+  std::vector<int64_t> shape;
 };
 
 using Commands = std::vector<fb::Offset<st::Command>>;
@@ -77,7 +102,18 @@ private:
   };
   static ArrayRef<EmitterRow> emitters();
 
+  LogicalResult collectMeshes();
   LogicalResult collectState();
+  /// The sharding of state value `what` of `fn` from its `omni.sharding`
+  /// and `omni.global_type` attributes (`sharding` null: none), checked
+  /// against its local `type`.
+  FailureOr<std::optional<StateShardingEntry>>
+  stateSharding(func::FuncOp fn, const std::string &what, Attribute sharding,
+                Attribute globalType, RankedTensorType type);
+  /// The mesh index and axis indices a collective or axis_index names.
+  LogicalResult meshAxes(Operation *op, StringRef mesh, ArrayAttr axes,
+                         uint32_t &meshIndex,
+                         std::vector<uint32_t> &axisIndices);
   LogicalResult writeFunction(func::FuncOp fn);
   LogicalResult emitReturn(func::FuncOp fn, func::ReturnOp ret,
                            uint32_t numInputs, std::vector<uint32_t> &outputs,
@@ -101,6 +137,8 @@ private:
   LogicalResult emitExtractSlice(Operation *op, Commands &out);
   LogicalResult emitInsertSlice(Operation *op, Commands &out);
   LogicalResult emitLoop(Operation *op, Commands &out);
+  LogicalResult emitCollective(Operation *op, Commands &out);
+  LogicalResult emitAxisIndex(Operation *op, Commands &out);
   LogicalResult emitEmpty(Operation *op, Commands &out);
   LogicalResult emitNothing(Operation *op, Commands &out);
 
@@ -132,6 +170,8 @@ private:
   std::vector<fb::Offset<st::Function>> functions;
   std::vector<StateEntry> state;
   llvm::StringMap<uint32_t> stateIndex;
+  std::vector<MeshEntry> meshes;
+  llvm::StringMap<uint32_t> meshIndex;
   int64_t arenaSize = 0;
 
   // Per function.

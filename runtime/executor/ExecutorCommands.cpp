@@ -499,24 +499,6 @@ absl::Status Executor::prepareCollectives() {
                        absl::StrCat("functions[", f, "].commands"), collectives,
                        indices);
   hal::Channel *channel = options_.channel;
-  // An AxisIndex is this rank's group rank: the rank is the channel's, or
-  // 0 without one, which only a mesh of one rank allows.
-  for (const auto &[a, where] : indices) {
-    const loader::MeshInfo &mesh = p.meshes()[a->mesh()];
-    std::string at = absl::StrCat(p.name(), ": ", where, ": ");
-    if (!channel && mesh.numRanks > 1)
-      return absl::FailedPreconditionError(absl::StrCat(
-          at, "the program runs on mesh ", mesh.describe(), " of ",
-          mesh.numRanks, " ranks but the executor has no channel"));
-    if (channel && mesh.numRanks != channel->size())
-      return absl::InvalidArgumentError(
-          absl::StrCat(at, "mesh ", mesh.describe(), " has ", mesh.numRanks,
-                       " ranks but the channel has ", channel->size()));
-    std::vector<uint32_t> axes(a->axes()->begin(), a->axes()->end());
-    axisIndices_[a] = mesh.groupOf(axes, channel ? channel->rank() : 0).rank;
-  }
-  if (collectives.empty())
-    return absl::OkStatus();
   // One channel per distinct (mesh, axes), split in program order: every
   // rank runs the same program, so every rank splits the same way.
   std::map<std::pair<uint32_t, std::vector<uint32_t>>, hal::Channel *> groups;
@@ -571,6 +553,22 @@ absl::Status Executor::prepareCollectives() {
                           absl::StrCat(p.name(), ": collective staging: ",
                                        buffer.status().message()));
     collectiveScratch_ = std::move(*buffer);
+  }
+  // An AxisIndex is this rank's group rank: the rank is the channel's, or
+  // 0 without one, which only a mesh of one rank allows.
+  for (const auto &[a, where] : indices) {
+    const loader::MeshInfo &mesh = p.meshes()[a->mesh()];
+    std::string at = absl::StrCat(p.name(), ": ", where, ": ");
+    if (!channel && mesh.numRanks > 1)
+      return absl::FailedPreconditionError(absl::StrCat(
+          at, "the program runs on mesh ", mesh.describe(), " of ",
+          mesh.numRanks, " ranks but the executor has no channel"));
+    if (channel && mesh.numRanks != channel->size())
+      return absl::InvalidArgumentError(
+          absl::StrCat(at, "mesh ", mesh.describe(), " has ", mesh.numRanks,
+                       " ranks but the channel has ", channel->size()));
+    std::vector<uint32_t> axes(a->axes()->begin(), a->axes()->end());
+    axisIndices_[a] = mesh.groupOf(axes, channel ? channel->rank() : 0).rank;
   }
   return absl::OkStatus();
 }

@@ -491,10 +491,18 @@ void list(const loader::Program &program, std::ostream &out) {
   for (uint32_t f = 0; f < program.numFunctions(); ++f)
     out << "@" << program.step().functions()->Get(f)->name()->str()
         << program.functionSignature(f) << "\n";
-  for (const loader::StateInfo &slot : program.state())
+  // A sharded slot says which part of which tensor one rank holds:
+  // "(Parameter, shard 1/2 of tensor<64x64xf32> dim 0 over 'fsdp')".
+  for (const loader::StateInfo &slot : program.state()) {
     out << "state '" << slot.name
         << "': " << loader::tensorTypeString(slot.dtype, slot.shape) << " ("
-        << step::EnumNameRole(slot.role) << ")\n";
+        << step::EnumNameRole(slot.role);
+    if (const auto &s = slot.sharding)
+      out << ", shard 1/" << s->groupSize << " of "
+          << loader::tensorTypeString(slot.dtype, s->globalShape) << " dim "
+          << s->dim << " over " << program.meshes()[s->mesh].axisNames(s->axes);
+    out << ")\n";
+  }
 }
 
 } // namespace
