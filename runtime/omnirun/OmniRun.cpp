@@ -343,7 +343,8 @@ const Flag kFlags[] = {
      "with --ranks or under mpirun: a rank that waits longer than this for "
      "the others in a "
      "collective ends the run, naming the ranks that did not arrive "
-     "(default 60; 0 waits forever)",
+     "(default 60; 0 waits forever; keep it above the time rank 0 takes to "
+     "write a checkpoint, which the others wait for)",
      [](Options &o, const std::string &name,
         const std::optional<std::string> &v) -> std::optional<std::string> {
        double seconds = 0;

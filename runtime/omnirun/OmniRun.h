@@ -9,7 +9,9 @@
 // option, or `--train`) trains a program that follows the convention of
 // runtime/train/driver/Trainer.h instead: `--out DIR` for checkpoints,
 // metrics.jsonl and sample grids, `--resume [DIR]`, `--prompts`, `--init`,
-// `--reward`, ... (see --help). The main in omnirun.cpp only forwards argv
+// `--reward`, ... (see --help); `--ranks N` trains a program with a mesh
+// on N in-process ranks (runtime/train/driver/Ranks.h). The main in
+// omnirun.cpp only forwards argv
 // here, so tests run the tool in-process.
 //
 // Every user-facing error (bad arguments, a bad step.bin, inputs of the

@@ -1,10 +1,10 @@
 //===- TestGen.cpp - Write omnirun's sample step.bin files ------*- C++ -*-===//
 //
-// `omnirun-testgen <add|matmul|rng|bad|ranks-plain|ranks-mesh2> <out.bin>`
-// writes one of the sample programs of SamplePrograms.h, for the lit tests
-// in test/runtime, or of train/driver/testing/RankPrograms.h (ranks-plain:
-// no mesh; ranks-mesh2: a mesh of 2 ranks), for the multi-rank tests in
-// test/train. Test-only.
+// `omnirun-testgen <add|matmul|rng|bad> <out.bin>` writes one of the sample
+// programs of SamplePrograms.h, for the lit tests in test/runtime;
+// `sharded1|sharded2|mesh2` the training programs of
+// runtime/train/driver/testing/RankPrograms.h for test/train/ranks.test.
+// Test-only.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,7 +18,7 @@ int main(int argc, char **argv) {
   namespace samples = omni::omnirun::samples;
   if (argc != 3) {
     std::cerr << "usage: omnirun-testgen "
-                 "<add|matmul|rng|bad|ranks-plain|ranks-mesh2> <out.bin>\n";
+                 "<add|matmul|rng|bad|sharded1|sharded2|mesh2> <out.bin>\n";
     return 1;
   }
   std::string name = argv[1], bytes;
@@ -30,9 +30,10 @@ int main(int argc, char **argv) {
     bytes = samples::rng();
   else if (name == "bad")
     bytes = samples::badOperand();
-  else if (name == "ranks-plain")
-    bytes = omni::train::testing::rankProgramBytes(OMNI_TEST_KERNELS_SO, 0);
-  else if (name == "ranks-mesh2")
+  else if (name == "sharded1" || name == "sharded2")
+    bytes = omni::train::testing::shardedProgramBytes(
+        OMNI_TEST_KERNELS_SO, name == "sharded1" ? 1 : 2);
+  else if (name == "mesh2")
     bytes = omni::train::testing::rankProgramBytes(OMNI_TEST_KERNELS_SO, 2);
   else {
     std::cerr << "omnirun-testgen: unknown sample '" << name << "'\n";

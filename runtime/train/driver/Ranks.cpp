@@ -81,15 +81,20 @@ namespace {
 /// hanging test fault.
 class Outcome {
 public:
-  /// Records `status` of `rank` (the first non-Cancelled failure wins: a
-  /// stop request is agreed, so every rank is Cancelled together).
-  void finish(int rank, const absl::Status &status) {
+  /// Records `status` of `rank`, `own` being its message before the rank
+  /// was named (the first non-Cancelled failure wins: a stop request is
+  /// agreed, so every rank is Cancelled together).
+  void finish(int rank, const absl::Status &status, const absl::Status &own) {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (rank == 0)
+    if (rank == 0) {
       lead_ = status;
+      leadOwn_ = own;
+    }
     if (!status.ok() && !absl::IsCancelled(status)) {
-      if (!failed_)
+      if (!failed_) {
         first_ = status;
+        firstOwn_ = own;
+      }
       failed_ = true;
       changed_.notify_all();
     }
@@ -103,8 +108,9 @@ public:
   /// `own` (this process's rank's).
   absl::Status result(bool hasLead, const absl::Status &own) {
     std::lock_guard<std::mutex> lock(mutex_);
+    // Every rank failing alike (a bad --init file) reports rank 0.
     if (failed_)
-      return first_;
+      return hasLead && leadOwn_ == firstOwn_ ? lead_ : first_;
     return hasLead ? lead_ : own;
   }
 
@@ -112,7 +118,7 @@ private:
   std::mutex mutex_;
   std::condition_variable changed_;
   bool failed_ = false;
-  absl::Status first_, lead_;
+  absl::Status first_, lead_, firstOwn_, leadOwn_;
 };
 
 /// "rank <r>: <message>", unless the message names a rank already or is
@@ -196,11 +202,10 @@ absl::Status runRanks(std::shared_ptr<const loader::Program> program,
             "gave up");
       };
     }
-    absl::Status status = train(program, *devices[i], mine, log);
-    if (worldSize > 1)
-      status = naming(rank, status);
+    const absl::Status own = train(program, *devices[i], mine, log);
+    const absl::Status status = worldSize > 1 ? naming(rank, own) : own;
     // Record before aborting, so the root cause is recorded first.
-    outcome.finish(rank, status);
+    outcome.finish(rank, status, own);
     statuses[i] = status;
     if (!status.ok() && !absl::IsCancelled(status) && channels[i])
       channels[i]->abort(status);

@@ -1,4 +1,5 @@
-//===- RanksTest.cpp - runRanks on in-process ranks ------------------------===//
+//===- RanksTest.cpp - runRanks on in-process ranks
+//------------------------===//
 //
 // The multi-rank driver (Ranks.h) on the hand-built programs of
 // testing/RankPrograms.h: two ranks train like one (the same checkpoint,
@@ -67,7 +68,22 @@ protected:
 
   absl::Status run(int64_t meshSize, int ranks, const TrainOptions &training,
                    std::string &log, RanksOptions options = {}) {
-    std::shared_ptr<const loader::Program> program = load(meshSize);
+    return runProgram(load(meshSize), ranks, training, log, options);
+  }
+
+  /// testing::shardedProgramBytes(ranks) on `ranks` ranks.
+  absl::Status runSharded(int ranks, const TrainOptions &training,
+                          std::string &log) {
+    auto program = loader::Program::loadBytes(
+        testing::shardedProgramBytes(OMNI_TEST_KERNELS_SO, ranks));
+    EXPECT_TRUE(program.ok()) << program.status();
+    return runProgram(program.ok() ? *program : nullptr, ranks, training, log,
+                      {});
+  }
+
+  absl::Status runProgram(std::shared_ptr<const loader::Program> program,
+                          int ranks, const TrainOptions &training,
+                          std::string &log, RanksOptions options) {
     if (!program)
       return absl::InternalError("no program");
     hal::InProcessChannelProvider provider(ranks, std::chrono::seconds(60));
@@ -86,6 +102,7 @@ protected:
     EXPECT_TRUE(ckpt.ok()) << ckpt.status();
     if (!ckpt.ok() || ckpt->tensors.size() != 1)
       return {};
+    EXPECT_EQ(ckpt->tensors[0].tensor.dtype(), DType::F32);
     EXPECT_EQ(ckpt->step, step);
     EXPECT_EQ(ckpt->tensors[0].name, "transformer.w");
     auto w = ckpt->tensors[0].tensor.span<float>();
@@ -194,6 +211,97 @@ TEST_F(RanksTest, AStopSeenByOneRankStopsBothAtTheSameIteration) {
                              "/step-1.safetensors; continue with --resume " +
                              options.outDir);
   EXPECT_EQ(savedW(options.outDir, 1), expectedW(1));
+}
+
+/// The first 3 elements of expectedW(n): w of the sharded programs.
+std::vector<float> expectedW3(int64_t n) {
+  std::vector<float> w = expectedW(n);
+  return {w[0], w[1], w[2]};
+}
+
+void expectNear(const std::vector<float> &got, const std::vector<float> &want,
+                const std::string &what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], 1e-6) << what << " [" << i << "]";
+}
+
+TEST_F(RanksTest, ShardedStateCheckpointsLikeOneRank) {
+  // The same training unsharded on 1 rank and sharded on 2 (w [3] split 2 +
+  // 1 and a padding row): the same whole, unpadded checkpoint.
+  TrainOptions one;
+  one.steps = 3;
+  one.outDir = (dir / "one").string();
+  std::string log;
+  absl::Status s = runSharded(1, one, log);
+  ASSERT_TRUE(s.ok()) << s << "\n" << log;
+  TrainOptions two = one;
+  two.outDir = (dir / "two").string();
+  s = runSharded(2, two, log);
+  ASSERT_TRUE(s.ok()) << s << "\n" << log;
+  std::vector<float> w1 = savedW(one.outDir, 3), w2 = savedW(two.outDir, 3);
+  expectNear(w2, w1, "2 ranks vs 1");
+  expectNear(w1, expectedW3(3), "1 rank vs the prompts");
+  // The metric (w[0] after the update, all_gathered on 2 ranks) agrees.
+  std::ifstream metrics(dir / "two" / "metrics.jsonl");
+  std::string line;
+  for (int64_t it = 0; it < 3; ++it) {
+    ASSERT_TRUE(std::getline(metrics, line));
+    char want[64];
+    std::snprintf(want, sizeof(want), "\"loss\": %.9g", expectedW(it + 1)[0]);
+    EXPECT_NE(line.find(want), std::string::npos) << line << " vs " << want;
+  }
+}
+
+TEST_F(RanksTest, ShardedStateResumesOnAnotherNumberOfRanks) {
+  // 2 ranks to 2, 1 rank to 4, 2 ranks to 6: what 6 iterations give.
+  TrainOptions options;
+  options.outDir = (dir / "run").string();
+  options.steps = 2;
+  std::string log;
+  absl::Status s = runSharded(2, options, log);
+  ASSERT_TRUE(s.ok()) << s << "\n" << log;
+  expectNear(savedW(options.outDir, 2), expectedW3(2), "2 ranks, step 2");
+  options.resume = true;
+  options.steps = 4;
+  s = runSharded(1, options, log);
+  ASSERT_TRUE(s.ok()) << s << "\n" << log;
+  expectNear(savedW(options.outDir, 4), expectedW3(4), "1 rank, step 4");
+  options.steps = 6;
+  s = runSharded(2, options, log);
+  ASSERT_TRUE(s.ok()) << s << "\n" << log;
+  EXPECT_NE(log.find("resumed from " + options.outDir + " at iteration 4"),
+            std::string::npos)
+      << log;
+  expectNear(savedW(options.outDir, 6), expectedW3(6), "2 ranks, step 6");
+}
+
+TEST_F(RanksTest, InitGivesEachRankItsBlock) {
+  std::string path = (dir / "init.safetensors").string();
+  ASSERT_TRUE(
+      checkpoint::writeSafetensorsTyped(
+          path, {{"w", TypedTensor::of<float>(DType::F32, {3},
+                                              std::vector<float>{10, 20, 30})}})
+          .ok());
+  TrainOptions options;
+  options.steps = 0;
+  options.outDir = (dir / "zero").string();
+  options.inits.push_back({"transformer", path});
+  std::string log;
+  absl::Status s = runSharded(2, options, log);
+  ASSERT_TRUE(s.ok()) << s << "\n" << log;
+  EXPECT_EQ(savedW(options.outDir, 0), (std::vector<float>{10, 20, 30}));
+  // A file of the block's shape is not the parameter.
+  ASSERT_TRUE(
+      checkpoint::writeSafetensorsTyped(
+          path, {{"w", TypedTensor::of<float>(DType::F32, {2},
+                                              std::vector<float>{10, 20})}})
+          .ok());
+  options.outDir = (dir / "bad").string();
+  s = runSharded(2, options, log);
+  EXPECT_EQ(s.message(), "rank 0: " + path +
+                             ": tensor 'w' is tensor<2xf32>, expected "
+                             "tensor<3xf32> as state 'transformer.w' is");
 }
 
 TEST(TestFault, Parses) {

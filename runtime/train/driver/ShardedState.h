@@ -12,10 +12,12 @@
 //   allGather) and the padding dropped; rank 0 writes the whole tensor;
 // - resume and --init: every rank reads the whole tensor and keeps its
 //   block (no communication).
-// Memory: during a checkpoint each rank holds one whole tensor at a time
-// (the gathered blocks of the slot being saved, plus the file writer's
-// copies on rank 0), besides its own blocks on the device; resume and
-// --init read the whole file on every rank.
+// Memory: during a checkpoint every rank but 0 holds one whole tensor at a
+// time (the gathered blocks of the slot being saved) besides its own
+// blocks on the device; rank 0 keeps every whole tensor until the file is
+// written, the whole unsharded state, as a 1-rank run does (the
+// safetensors writer takes them at once; a streaming writer would bring it
+// down to one tensor). Resume and --init read the whole file on every rank.
 //
 // The helpers below also agree on one number per iteration (maxOverRanks:
 // the stop request of omnirun --ranks, docs/backend.md "Channels and the

@@ -97,8 +97,8 @@ public:
       absl::StatusOr<TypedTensor> value = executor_.getState(slot->name);
       if (!value.ok())
         return value.status();
-      // One whole tensor at a time on each rank (ShardedState.h); the
-      // other ranks drop theirs at once.
+      // Every rank gathers each whole tensor; the ranks but 0 drop it at
+      // once (memory: ShardedState.h).
       absl::StatusOr<TypedTensor> whole =
           sharded_.gather(*slot, std::move(*value));
       if (!whole.ok())
