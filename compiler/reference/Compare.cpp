@@ -82,9 +82,9 @@ absl::StatusOr<ResultSharding> parseResultSharding(Operation *op,
     return rs;
   }
   auto str = dyn_cast<StringAttr>(attr);
-  std::vector<std::string> parts =
-      str ? absl::StrSplit(str.getValue().str(), ':')
-          : std::vector<std::string>{};
+  std::vector<std::string> parts;
+  if (str)
+    parts = std::vector<std::string>(absl::StrSplit(str.getValue().str(), ':'));
   if (parts.size() != 3 || parts[0] != "partial" || parts[2].empty())
     return opError(op, llvm::Twine(kResultShardingsAttr) +
                            " entries must be #omni.sharding or "
@@ -98,10 +98,10 @@ absl::StatusOr<ResultSharding> parseResultSharding(Operation *op,
   else if (parts[1] == "min")
     rs.reduce = om::ReduceKind::min;
   else
-    return opError(op, "has partial kind '" + parts[1] +
+    return opError(op, llvm::Twine("has partial kind '") + parts[1] +
                            "' in " + kResultShardingsAttr +
                            " (expected sum, max or min)");
-  rs.axes = absl::StrSplit(parts[2], ',');
+  rs.axes = std::vector<std::string>(absl::StrSplit(parts[2], ','));
   if (absl::Status st = checkAxes(rs.axes); !st.ok())
     return st;
   return rs;
@@ -132,10 +132,8 @@ ElementError worstError(const HostTensor &got, const HostTensor &want) {
       // Integers must be equal: any difference is an infinite error.
       e = a == b ? 0 : std::numeric_limits<double>::infinity();
     }
-    if (e > worst.error || worst.position < 0) {
-      if (e > worst.error || worst.position < 0)
-        worst = {e, i};
-    }
+    if (worst.position < 0 || e > worst.error)
+      worst = {e, i};
   }
   return worst;
 }

@@ -173,7 +173,7 @@ absl::StatusOr<HostTensor> reducePosts(Operation *op, om::ReduceKind kind,
 /// in group rank order (the operand alone for a 1-rank group).
 template <typename OpT>
 absl::StatusOr<std::vector<HostTensor>>
-exchange(OpT op, Interpreter &interp, RankGroup *group) {
+postAndGather(OpT op, Interpreter &interp, RankGroup *group) {
   absl::StatusOr<RankGroup> g =
       rankGroup(op, op.getMeshAttr(), op.getAxesAttr(), interp);
   if (!g.ok())
@@ -227,7 +227,7 @@ HostTensor sliceBlock(const HostTensor &t, int64_t dim, int64_t k,
 
 absl::StatusOr<Results> evalAllReduce(om::AllReduceOp op, Interpreter &interp) {
   RankGroup group;
-  absl::StatusOr<std::vector<HostTensor>> posts = exchange(op, interp, &group);
+  absl::StatusOr<std::vector<HostTensor>> posts = postAndGather(op, interp, &group);
   if (!posts.ok())
     return posts.status();
   absl::StatusOr<HostTensor> sum = reducePosts(op, op.getKind(), *posts, interp);
@@ -239,7 +239,7 @@ absl::StatusOr<Results> evalAllReduce(om::AllReduceOp op, Interpreter &interp) {
 absl::StatusOr<Results> evalReduceScatter(om::ReduceScatterOp op,
                                           Interpreter &interp) {
   RankGroup group;
-  absl::StatusOr<std::vector<HostTensor>> posts = exchange(op, interp, &group);
+  absl::StatusOr<std::vector<HostTensor>> posts = postAndGather(op, interp, &group);
   if (!posts.ok())
     return posts.status();
   absl::StatusOr<HostTensor> sum = reducePosts(op, op.getKind(), *posts, interp);
@@ -253,7 +253,7 @@ absl::StatusOr<Results> evalReduceScatter(om::ReduceScatterOp op,
 
 absl::StatusOr<Results> evalAllGather(om::AllGatherOp op, Interpreter &interp) {
   RankGroup group;
-  absl::StatusOr<std::vector<HostTensor>> posts = exchange(op, interp, &group);
+  absl::StatusOr<std::vector<HostTensor>> posts = postAndGather(op, interp, &group);
   if (!posts.ok())
     return posts.status();
   return Results{concatenate(*posts, op.getDim())};
@@ -261,7 +261,7 @@ absl::StatusOr<Results> evalAllGather(om::AllGatherOp op, Interpreter &interp) {
 
 absl::StatusOr<Results> evalBroadcast(om::BroadcastOp op, Interpreter &interp) {
   RankGroup group;
-  absl::StatusOr<std::vector<HostTensor>> posts = exchange(op, interp, &group);
+  absl::StatusOr<std::vector<HostTensor>> posts = postAndGather(op, interp, &group);
   if (!posts.ok())
     return posts.status();
   int64_t root = op.getRoot();

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/thread.h"
 
 using namespace mlir;
@@ -308,7 +309,8 @@ evaluateSpmdTraced(ModuleOp module, llvm::StringRef name, int64_t numRanks,
     std::vector<llvm::thread> threads;
     threads.reserve(numRanks);
     for (int64_t r = 0; r < numRanks; ++r)
-      threads.emplace_back(kRankStackBytes, runRank, r);
+      threads.emplace_back(std::optional<unsigned>(kRankStackBytes), runRank,
+                           r);
     for (llvm::thread &t : threads)
       t.join();
   }
