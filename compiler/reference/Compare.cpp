@@ -48,16 +48,14 @@ struct ResultSharding {
   std::string text;              // for messages
 };
 
-absl::StatusOr<ResultSharding> parseResultSharding(Operation *op,
-                                                   Attribute attr,
-                                                   const MeshGroups &mesh) {
+absl::StatusOr<ResultSharding>
+parseResultSharding(Operation *op, Attribute attr, const MeshGroups &mesh) {
   ResultSharding rs;
   auto checkAxes = [&](const std::vector<std::string> &axes) -> absl::Status {
     for (const std::string &axis : axes)
       if (llvm::find(mesh.axes, axis) == mesh.axes.end())
-        return opError(op, llvm::Twine(kResultShardingsAttr) +
-                               " names axis '" + axis +
-                               "', which the mesh does not have");
+        return opError(op, llvm::Twine(kResultShardingsAttr) + " names axis '" +
+                               axis + "', which the mesh does not have");
     return absl::OkStatus();
   };
   if (auto s = dyn_cast<om::ShardingAttr>(attr)) {
@@ -98,8 +96,8 @@ absl::StatusOr<ResultSharding> parseResultSharding(Operation *op,
   else if (parts[1] == "min")
     rs.reduce = om::ReduceKind::min;
   else
-    return opError(op, llvm::Twine("has partial kind '") + parts[1] +
-                           "' in " + kResultShardingsAttr +
+    return opError(op, llvm::Twine("has partial kind '") + parts[1] + "' in " +
+                           kResultShardingsAttr +
                            " (expected sum, max or min)");
   rs.axes = std::vector<std::string>(absl::StrSplit(parts[2], ','));
   if (absl::Status st = checkAxes(rs.axes); !st.ok())
@@ -187,12 +185,12 @@ HostTensor reduceInDouble(const std::vector<const HostTensor *> &values,
         else if (std::isnan(acc) || std::isnan(v))
           acc = std::numeric_limits<double>::quiet_NaN();
         else
-          acc = kind == om::ReduceKind::max ? std::max(acc, v)
-                                            : std::min(acc, v);
+          acc =
+              kind == om::ReduceKind::max ? std::max(acc, v) : std::min(acc, v);
       } else {
         int64_t &acc = out.ints()[i];
         int64_t v = values[r]->ints()[i];
-        acc = kind == om::ReduceKind::sum ? acc + v
+        acc = kind == om::ReduceKind::sum   ? acc + v
               : kind == om::ReduceKind::max ? std::max(acc, v)
                                             : std::min(acc, v);
       }
@@ -204,7 +202,8 @@ HostTensor reduceInDouble(const std::vector<const HostTensor *> &values,
 /// rank's mismatch, if any.
 std::optional<ShardedMismatch>
 compareResult(Operation *op, unsigned result, const ResultSharding &rs,
-              const MeshGroups &mesh, const std::vector<const HostTensor *> &got,
+              const MeshGroups &mesh,
+              const std::vector<const HostTensor *> &got,
               const HostTensor &want, double tolerance) {
   const int64_t numRanks = static_cast<int64_t>(got.size());
   auto mismatch = [&](int64_t rank, double error, std::string detail) {
@@ -218,8 +217,8 @@ compareResult(Operation *op, unsigned result, const ResultSharding &rs,
     return m;
   };
   auto check = [&](int64_t rank, const HostTensor &value,
-                   const HostTensor &expected, const std::string &what)
-      -> std::optional<ShardedMismatch> {
+                   const HostTensor &expected,
+                   const std::string &what) -> std::optional<ShardedMismatch> {
     if (value.shape() != expected.shape() ||
         value.isFloat() != expected.isFloat())
       return mismatch(rank, std::numeric_limits<double>::infinity(),
@@ -232,8 +231,8 @@ compareResult(Operation *op, unsigned result, const ResultSharding &rs,
       return std::nullopt;
     return mismatch(
         rank, worst.error,
-        absl::StrCat(what, " differs from the unsharded value by ",
-                     worst.error, " (tolerance ", tolerance, ") at ",
+        absl::StrCat(what, " differs from the unsharded value by ", worst.error,
+                     " (tolerance ", tolerance, ") at ",
                      indexString(expected.shape(), worst.position),
                      ": sharded ", elementString(value, worst.position),
                      ", unsharded ", elementString(expected, worst.position),
@@ -251,7 +250,8 @@ compareResult(Operation *op, unsigned result, const ResultSharding &rs,
       std::vector<int64_t> members = mesh.groupOf(rs.axes, r, &k);
       int64_t total = want.rank() > rs.dim ? want.shape()[rs.dim] : -1;
       if (value.rank() != want.rank() || total < 0) {
-        if (auto m = check(r, value, want, absl::StrCat("rank ", r, "'s block")))
+        if (auto m =
+                check(r, value, want, absl::StrCat("rank ", r, "'s block")))
           return m;
         break;
       }
@@ -260,8 +260,8 @@ compareResult(Operation *op, unsigned result, const ResultSharding &rs,
         return mismatch(r, std::numeric_limits<double>::infinity(),
                         absl::StrCat(members.size(), " blocks of ", block,
                                      " cannot hold dimension ", rs.dim,
-                                     " of size ", total, " (sharding ",
-                                     rs.text, ")"));
+                                     " of size ", total, " (sharding ", rs.text,
+                                     ")"));
       int64_t first = std::min(k * block, total);
       int64_t count = std::min(block, total - first);
       // The rows past the global size are padding: not compared.
@@ -322,9 +322,9 @@ compareSharded(ModuleOp unsharded, ModuleOp sharded, llvm::StringRef function,
   absl::StatusOr<std::vector<Results>> perRank =
       shardArguments(sharded, function, numRanks, inputs);
   if (!perRank.ok())
-    return absl::Status(perRank.status().code(),
-                        absl::StrCat("the sharded program: ",
-                                     perRank.status().message()));
+    return absl::Status(
+        perRank.status().code(),
+        absl::StrCat("the sharded program: ", perRank.status().message()));
   absl::StatusOr<std::vector<Results>> shardedResults = evaluateSpmdTraced(
       sharded, function, numRanks, *perRank, options, &ranks);
   if (!shardedResults.ok())
@@ -391,8 +391,8 @@ compareSharded(ModuleOp unsharded, ModuleOp sharded, llvm::StringRef function,
       std::vector<const HostTensor *> got;
       for (int64_t r = 0; r < numRanks; ++r)
         got.push_back(&ranks[r].entries[i].values[res]);
-      std::optional<ShardedMismatch> m = compareResult(
-          op, res, *rs, mesh, got, want.values[res], tolerance);
+      std::optional<ShardedMismatch> m =
+          compareResult(op, res, *rs, mesh, got, want.values[res], tolerance);
       ++comparison.valuesCompared;
       if (m) {
         m->traceId = id;

@@ -17,8 +17,8 @@
 #include "absl/strings/str_join.h"
 #include "llvm/ADT/STLExtras.h"
 
-#include <cmath>
 #include "mlir/IR/SymbolTable.h"
+#include <cmath>
 
 using namespace mlir;
 namespace om = mlir::omni;
@@ -194,16 +194,16 @@ HostTensor concatenate(const std::vector<HostTensor> &parts, int64_t dim) {
   HostTensor out(parts[0].dtype(), shape);
   std::vector<int64_t> strides = stridesOf(shape);
   for (auto [k, part] : llvm::enumerate(parts))
-    forEachIndex(part.shape(), [&](llvm::ArrayRef<int64_t> index,
-                                   int64_t position) {
-      int64_t to = 0;
-      for (size_t d = 0; d < index.size(); ++d)
-        to += (static_cast<int64_t>(d) == dim
-                   ? index[d] + static_cast<int64_t>(k) * block
-                   : index[d]) *
-              strides[d];
-      copyElement(part, position, out, to);
-    });
+    forEachIndex(part.shape(),
+                 [&](llvm::ArrayRef<int64_t> index, int64_t position) {
+                   int64_t to = 0;
+                   for (size_t d = 0; d < index.size(); ++d)
+                     to += (static_cast<int64_t>(d) == dim
+                                ? index[d] + static_cast<int64_t>(k) * block
+                                : index[d]) *
+                           strides[d];
+                   copyElement(part, position, out, to);
+                 });
   return out;
 }
 
@@ -217,9 +217,9 @@ HostTensor sliceBlock(const HostTensor &t, int64_t dim, int64_t k,
   forEachIndex(shape, [&](llvm::ArrayRef<int64_t> index, int64_t position) {
     int64_t from = 0;
     for (size_t d = 0; d < index.size(); ++d)
-      from += (static_cast<int64_t>(d) == dim ? index[d] + k * size
-                                              : index[d]) *
-              strides[d];
+      from +=
+          (static_cast<int64_t>(d) == dim ? index[d] + k * size : index[d]) *
+          strides[d];
     copyElement(t, from, out, position);
   });
   return out;
@@ -227,10 +227,12 @@ HostTensor sliceBlock(const HostTensor &t, int64_t dim, int64_t k,
 
 absl::StatusOr<Results> evalAllReduce(om::AllReduceOp op, Interpreter &interp) {
   RankGroup group;
-  absl::StatusOr<std::vector<HostTensor>> posts = postAndGather(op, interp, &group);
+  absl::StatusOr<std::vector<HostTensor>> posts =
+      postAndGather(op, interp, &group);
   if (!posts.ok())
     return posts.status();
-  absl::StatusOr<HostTensor> sum = reducePosts(op, op.getKind(), *posts, interp);
+  absl::StatusOr<HostTensor> sum =
+      reducePosts(op, op.getKind(), *posts, interp);
   if (!sum.ok())
     return sum.status();
   return Results{std::move(*sum)};
@@ -239,21 +241,23 @@ absl::StatusOr<Results> evalAllReduce(om::AllReduceOp op, Interpreter &interp) {
 absl::StatusOr<Results> evalReduceScatter(om::ReduceScatterOp op,
                                           Interpreter &interp) {
   RankGroup group;
-  absl::StatusOr<std::vector<HostTensor>> posts = postAndGather(op, interp, &group);
+  absl::StatusOr<std::vector<HostTensor>> posts =
+      postAndGather(op, interp, &group);
   if (!posts.ok())
     return posts.status();
-  absl::StatusOr<HostTensor> sum = reducePosts(op, op.getKind(), *posts, interp);
+  absl::StatusOr<HostTensor> sum =
+      reducePosts(op, op.getKind(), *posts, interp);
   if (!sum.ok())
     return sum.status();
   int64_t dim = op.getDim();
   HostTensor zeros = interp.zerosForResult(op, 0);
-  return Results{
-      sliceBlock(*sum, dim, group.groupRank, zeros.shape()[dim])};
+  return Results{sliceBlock(*sum, dim, group.groupRank, zeros.shape()[dim])};
 }
 
 absl::StatusOr<Results> evalAllGather(om::AllGatherOp op, Interpreter &interp) {
   RankGroup group;
-  absl::StatusOr<std::vector<HostTensor>> posts = postAndGather(op, interp, &group);
+  absl::StatusOr<std::vector<HostTensor>> posts =
+      postAndGather(op, interp, &group);
   if (!posts.ok())
     return posts.status();
   return Results{concatenate(*posts, op.getDim())};
@@ -261,7 +265,8 @@ absl::StatusOr<Results> evalAllGather(om::AllGatherOp op, Interpreter &interp) {
 
 absl::StatusOr<Results> evalBroadcast(om::BroadcastOp op, Interpreter &interp) {
   RankGroup group;
-  absl::StatusOr<std::vector<HostTensor>> posts = postAndGather(op, interp, &group);
+  absl::StatusOr<std::vector<HostTensor>> posts =
+      postAndGather(op, interp, &group);
   if (!posts.ok())
     return posts.status();
   int64_t root = op.getRoot();

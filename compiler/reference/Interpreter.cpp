@@ -315,8 +315,9 @@ absl::Status Interpreter::bind(Value value, HostTensor tensor, Operation *owner,
   return absl::OkStatus();
 }
 
-absl::StatusOr<func::FuncOp> checkedFunction(ModuleOp module, llvm::StringRef name,
-                                   llvm::ArrayRef<HostTensor> args) {
+absl::StatusOr<func::FuncOp> checkedFunction(ModuleOp module,
+                                             llvm::StringRef name,
+                                             llvm::ArrayRef<HostTensor> args) {
   auto fn = module.lookupSymbol<func::FuncOp>(name);
   if (!fn) {
     std::vector<std::string> names;

@@ -150,8 +150,8 @@ void World::checkStuckLocked() {
     std::vector<std::string> waits;
     for (int64_t r = 0; r < numRanks; ++r)
       if (waitingOn[r])
-        waits.push_back(absl::StrCat("rank ", r, " on ",
-                                     describeOp(waitingOn[r])));
+        waits.push_back(
+            absl::StrCat("rank ", r, " on ", describeOp(waitingOn[r])));
     abortLocked(absl::StrCat("the ranks wait on collectives that cannot "
                              "complete (a collective reached by only part "
                              "of its group): ",
@@ -197,11 +197,11 @@ World::exchange(Operation *op, int64_t rank,
   // Every member posted; they must have reached the same collective.
   for (int64_t g = 0; g < size; ++g)
     if (round.ops[g] != round.ops[0]) {
-      abortLocked(absl::StrCat(
-          "the ranks of group ", rankList(members),
-          " reached different collectives: rank ", members[0], " ",
-          describeOp(round.ops[0]), ", rank ", members[g], " ",
-          describeOp(round.ops[g])));
+      abortLocked(absl::StrCat("the ranks of group ", rankList(members),
+                               " reached different collectives: rank ",
+                               members[0], " ", describeOp(round.ops[0]),
+                               ", rank ", members[g], " ",
+                               describeOp(round.ops[g])));
       return absl::AbortedError(abortMessage);
     }
   std::vector<HostTensor> values;
@@ -231,38 +231,49 @@ void World::finish(int64_t rank) {
 
 absl::Status World::failure() const {
   std::lock_guard<std::mutex> lock(mutex);
-  return aborted ? absl::InvalidArgumentError(abortMessage)
-                 : absl::OkStatus();
+  return aborted ? absl::InvalidArgumentError(abortMessage) : absl::OkStatus();
 }
 
 //===----------------------------------------------------------------------===//
 // evaluateSpmd
 //===----------------------------------------------------------------------===//
 
+namespace {
+/// Every mesh of the module must have the world's ranks (one rank runs
+/// any program: its groups of more than one rank are errors at the op).
+absl::Status checkMeshes(ModuleOp module, int64_t numRanks) {
+  if (numRanks == 1)
+    return absl::OkStatus();
+  for (om::MeshOp mesh : module.getOps<om::MeshOp>()) {
+    int64_t size = 1;
+    for (int64_t s : mesh.getShape())
+      size *= s;
+    if (size != numRanks)
+      return absl::InvalidArgumentError(absl::StrCat(
+          locationString(mesh.getLoc()), ": mesh @", mesh.getSymName().str(),
+          " has ", size, " ranks but the evaluation runs ", numRanks));
+  }
+  return absl::OkStatus();
+}
+} // namespace
+
 absl::StatusOr<std::vector<Results>>
 evaluateSpmdTraced(ModuleOp module, llvm::StringRef name, int64_t numRanks,
                    llvm::ArrayRef<Results> perRankArgs,
                    const EvalOptions &options, std::vector<TraceLog> *logs) {
   if (numRanks < 1)
-    return absl::InvalidArgumentError(
-        absl::StrCat("the number of ranks must be at least 1, found ",
-                     numRanks));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the number of ranks must be at least 1, found ", numRanks));
   if (static_cast<int64_t>(perRankArgs.size()) != numRanks)
     return absl::InvalidArgumentError(
         absl::StrCat("evaluating ", numRanks, " ranks needs ", numRanks,
                      " argument lists, found ", perRankArgs.size()));
-  for (om::MeshOp mesh : module.getOps<om::MeshOp>()) {
-    int64_t size = 1;
-    for (int64_t s : mesh.getShape())
-      size *= s;
-    if (size != numRanks && numRanks != 1)
-      return absl::InvalidArgumentError(absl::StrCat(
-          locationString(mesh.getLoc()), ": mesh @", mesh.getSymName().str(),
-          " has ", size, " ranks but the evaluation runs ", numRanks));
-  }
+  if (absl::Status status = checkMeshes(module, numRanks); !status.ok())
+    return status;
   func::FuncOp fn;
   for (int64_t r = 0; r < numRanks; ++r) {
-    absl::StatusOr<func::FuncOp> f = checkedFunction(module, name, perRankArgs[r]);
+    absl::StatusOr<func::FuncOp> f =
+        checkedFunction(module, name, perRankArgs[r]);
     if (!f.ok())
       return numRanks == 1 ? f.status()
                            : absl::Status(f.status().code(),
@@ -333,6 +344,11 @@ absl::StatusOr<std::vector<std::vector<HostTensor>>>
 shardArguments(ModuleOp module, llvm::StringRef name, int64_t numRanks,
                llvm::ArrayRef<HostTensor> globalArgs) {
   using namespace detail;
+  if (numRanks < 1)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the number of ranks must be at least 1, found ", numRanks));
+  if (absl::Status status = checkMeshes(module, numRanks); !status.ok())
+    return status;
   auto fn = module.lookupSymbol<func::FuncOp>(name);
   if (!fn)
     // checkedFunction names the functions the module has.
@@ -365,9 +381,10 @@ shardArguments(ModuleOp module, llvm::StringRef name, int64_t numRanks,
                        ", found ", arg.typeString()));
     if (local->shape.size() != global->shape.size() ||
         sharding.getDims().size() != global->shape.size())
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ": omni.sharding, local type ", typeString(type.getInput(i)),
-          " and global type ", typeString(globalType), " disagree on the rank"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": omni.sharding, local type ",
+                       typeString(type.getInput(i)), " and global type ",
+                       typeString(globalType), " disagree on the rank"));
     absl::StatusOr<MeshGroups> mesh = meshOf(fn, sharding.getMesh());
     if (!mesh.ok())
       return mesh.status();
@@ -380,9 +397,9 @@ shardArguments(ModuleOp module, llvm::StringRef name, int64_t numRanks,
       if (a.empty())
         continue;
       if (dim >= 0)
-        return absl::InvalidArgumentError(absl::StrCat(
-            where, ": omni.sharding splits dimensions ", dim, " and ", d,
-            " (expected at most one)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": omni.sharding splits dimensions ", dim,
+                         " and ", d, " (expected at most one)"));
       for (const std::string &axis : a)
         if (llvm::find(mesh->axes, axis) == mesh->axes.end())
           return absl::InvalidArgumentError(absl::StrCat(
@@ -392,12 +409,11 @@ shardArguments(ModuleOp module, llvm::StringRef name, int64_t numRanks,
       axes = std::move(a);
     }
     for (size_t d = 0; d < global->shape.size(); ++d)
-      if (static_cast<int64_t>(d) != dim &&
-          local->shape[d] != global->shape[d])
-        return absl::InvalidArgumentError(absl::StrCat(
-            where, ": local type ", typeString(type.getInput(i)),
-            " differs from the global ", typeString(globalType),
-            " in unsharded dimension ", d));
+      if (static_cast<int64_t>(d) != dim && local->shape[d] != global->shape[d])
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": local type ", typeString(type.getInput(i)),
+                         " differs from the global ", typeString(globalType),
+                         " in unsharded dimension ", d));
     if (dim < 0)
       continue;
     if (mesh->numRanks() != numRanks)
@@ -409,9 +425,9 @@ shardArguments(ModuleOp module, llvm::StringRef name, int64_t numRanks,
       int64_t k = 0;
       std::vector<int64_t> members = mesh->groupOf(axes, r, &k);
       if (block * static_cast<int64_t>(members.size()) < total)
-        return absl::InvalidArgumentError(absl::StrCat(
-            where, ": ", members.size(), " blocks of ", block,
-            " cannot hold dimension ", dim, " of size ", total));
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": ", members.size(), " blocks of ", block,
+                         " cannot hold dimension ", dim, " of size ", total));
       HostTensor out(local->dtype, local->shape);
       std::vector<int64_t> strides = stridesOf(global->shape);
       forEachIndex(local->shape, [&](llvm::ArrayRef<int64_t> index,
@@ -421,8 +437,8 @@ shardArguments(ModuleOp module, llvm::StringRef name, int64_t numRanks,
           return; // padding stays zero
         int64_t from = 0;
         for (size_t d = 0; d < index.size(); ++d)
-          from += (static_cast<int64_t>(d) == dim ? row : index[d]) *
-                  strides[d];
+          from +=
+              (static_cast<int64_t>(d) == dim ? row : index[d]) * strides[d];
         copyElement(arg, from, out, position);
       });
       perRank[r][i] = std::move(out);

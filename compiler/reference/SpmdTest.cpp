@@ -149,9 +149,9 @@ func.func @f(%w: tensor<2x2xf32> {omni.sharding = #omni.sharding<@mesh, [["fsdp"
   ASSERT_TRUE(args.ok()) << args.status();
   // Rank r has coordinates (r / 2, r % 2); its fsdp block is r % 2.
   for (int64_t r = 0; r < 4; ++r) {
-    EXPECT_EQ(values((*args)[r][0]),
-              r % 2 == 0 ? (std::vector<double>{1, 2, 3, 4})
-                         : (std::vector<double>{5, 6, 0, 0}))
+    EXPECT_EQ(values((*args)[r][0]), r % 2 == 0
+                                         ? (std::vector<double>{1, 2, 3, 4})
+                                         : (std::vector<double>{5, 6, 0, 0}))
         << "rank " << r;
     EXPECT_EQ(values((*args)[r][1]), (std::vector<double>{7, 8}));
   }
@@ -307,15 +307,19 @@ func.func @f(%x: tensor<2xf32>) -> tensor<2xf32> {
 }
 
 TEST_F(SpmdTest, RanksWaitingOnDifferentGroupsFail) {
-  // Rank 0 reaches a dp collective while the others reach an fsdp one:
-  // nobody can proceed.
+  // Ranks 0 and 3 reach a dp collective (groups {0, 2}, {1, 3}), ranks 1
+  // and 2 an fsdp one (groups {0, 1}, {2, 3}): each waits on a rank that
+  // waits on another group, and nobody returns.
   std::string ir = R"(
 omni.mesh @mesh axes = ["dp", "fsdp"] shape = [2, 2]
 func.func @f(%x: tensor<2xf32>) -> tensor<2xf32> {
   %k = omni.axis_index over @mesh ["dp", "fsdp"] : tensor<i64>
   %kv = tensor.extract %k[] : tensor<i64>
   %zero = arith.constant 0 : i64
-  %first = arith.cmpi eq, %kv, %zero : i64
+  %three = arith.constant 3 : i64
+  %is0 = arith.cmpi eq, %kv, %zero : i64
+  %is3 = arith.cmpi eq, %kv, %three : i64
+  %first = arith.ori %is0, %is3 : i1
   %r = scf.if %first -> tensor<2xf32> {
     %s = omni.all_reduce sum %x over @mesh ["dp"] : tensor<2xf32>
     scf.yield %s : tensor<2xf32>
@@ -327,20 +331,27 @@ func.func @f(%x: tensor<2xf32>) -> tensor<2xf32> {
 })";
   std::vector<std::vector<HostTensor>> args(4, {f32({2}, {1, 2})});
   expectError(ir, 4, args,
-              "the ranks wait on collectives that cannot complete");
+              "the ranks wait on collectives that cannot complete (a "
+              "collective reached by only part of its group): rank 0 on "
+              "'omni.all_reduce' at test.mlir:12:10; rank 1 on "
+              "'omni.all_reduce' at test.mlir:15:10; rank 2 on "
+              "'omni.all_reduce' at test.mlir:15:10; rank 3 on "
+              "'omni.all_reduce' at test.mlir:12:10");
 }
 
 TEST_F(SpmdTest, TheMeshMustHaveTheWorldsRanks) {
-  expectError(linearLayer(4), 2,
-              {{f32({2, 3}, {1, 2, 3, 4, 5, 6}), f32({3, 2}, {1, 2, 3, 4, 5, 6})},
-               {f32({2, 3}, {1, 2, 3, 4, 5, 6}), f32({3, 2}, {1, 2, 3, 4, 5, 6})}},
-              "test.mlir:2:1: mesh @mesh has 4 ranks but the evaluation runs 2");
-  expectError(linearLayer(2), 2,
-              {{f32({2, 3}, {1, 2, 3, 4, 5, 6}), f32({3, 2}, {1, 2, 3, 4, 5, 6})},
-               {f32({4, 3}, std::vector<double>(12, 0)),
-                f32({3, 2}, {1, 2, 3, 4, 5, 6})}},
-              "rank 1: argument #0 of @f: expected tensor<2x3xf32>, found "
-              "tensor<4x3xf32>");
+  expectError(
+      linearLayer(4), 2,
+      {{f32({2, 3}, {1, 2, 3, 4, 5, 6}), f32({3, 2}, {1, 2, 3, 4, 5, 6})},
+       {f32({2, 3}, {1, 2, 3, 4, 5, 6}), f32({3, 2}, {1, 2, 3, 4, 5, 6})}},
+      "test.mlir:2:1: mesh @mesh has 4 ranks but the evaluation runs 2");
+  expectError(
+      linearLayer(2), 2,
+      {{f32({2, 3}, {1, 2, 3, 4, 5, 6}), f32({3, 2}, {1, 2, 3, 4, 5, 6})},
+       {f32({4, 3}, std::vector<double>(12, 0)),
+        f32({3, 2}, {1, 2, 3, 4, 5, 6})}},
+      "rank 1: argument #0 of @f: expected tensor<2x3xf32>, found "
+      "tensor<4x3xf32>");
 }
 
 //===----------------------------------------------------------------------===//
@@ -396,8 +407,8 @@ TEST_F(SpmdTest, CompareShardedAcceptsACorrectShardedProgram) {
   OwningOpRef<ModuleOp> unsharded = parse(kUnsharded);
   OwningOpRef<ModuleOp> sharded = parse(shardedProgram("sum"));
   ASSERT_TRUE(unsharded && sharded);
-  absl::StatusOr<ShardedComparison> c = compareSharded(
-      *unsharded, *sharded, "f", 2, compareInputs(), 1e-6);
+  absl::StatusOr<ShardedComparison> c =
+      compareSharded(*unsharded, *sharded, "f", 2, compareInputs(), 1e-6);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_FALSE(c->mismatch) << c->summary();
   EXPECT_EQ(c->valuesCompared, 7);
@@ -410,8 +421,8 @@ TEST_F(SpmdTest, CompareShardedNamesTheFirstWrongOp) {
   OwningOpRef<ModuleOp> unsharded = parse(kUnsharded);
   OwningOpRef<ModuleOp> sharded = parse(shardedProgram("mean"));
   ASSERT_TRUE(unsharded && sharded);
-  absl::StatusOr<ShardedComparison> c = compareSharded(
-      *unsharded, *sharded, "f", 2, compareInputs(), 1e-6);
+  absl::StatusOr<ShardedComparison> c =
+      compareSharded(*unsharded, *sharded, "f", 2, compareInputs(), 1e-6);
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_TRUE(c->mismatch);
   EXPECT_EQ(c->mismatch->traceId, 4);
@@ -437,8 +448,8 @@ TEST_F(SpmdTest, CompareShardedChecksEachBlockOfASplitValue) {
   OwningOpRef<ModuleOp> unsharded = parse(kUnsharded);
   OwningOpRef<ModuleOp> sharded = parse(wrong);
   ASSERT_TRUE(unsharded && sharded);
-  absl::StatusOr<ShardedComparison> c = compareSharded(
-      *unsharded, *sharded, "f", 2, compareInputs(), 1e-6);
+  absl::StatusOr<ShardedComparison> c =
+      compareSharded(*unsharded, *sharded, "f", 2, compareInputs(), 1e-6);
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_TRUE(c->mismatch);
   EXPECT_EQ(c->mismatch->traceId, 1);
@@ -457,8 +468,8 @@ TEST_F(SpmdTest, CompareShardedRejectsMalformedTraces) {
   OwningOpRef<ModuleOp> unsharded = parse(kUnsharded);
   OwningOpRef<ModuleOp> sharded = parse(wrong);
   ASSERT_TRUE(unsharded && sharded);
-  absl::StatusOr<ShardedComparison> c = compareSharded(
-      *unsharded, *sharded, "f", 2, compareInputs(), 1e-6);
+  absl::StatusOr<ShardedComparison> c =
+      compareSharded(*unsharded, *sharded, "f", 2, compareInputs(), 1e-6);
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().message(),
             "test.mlir:15:9: 'omni.mul' has trace id 70, which no op of the "
