@@ -74,7 +74,7 @@ evaluateFunction(mlir::ModuleOp module, llvm::StringRef name,
                  const EvalOptions &options = {});
 
 //===----------------------------------------------------------------------===//
-// SPMD programs (docs/architecture.md section 4)
+// SPMD programs (docs/reference-evaluator.md "SPMD programs on N ranks")
 //===----------------------------------------------------------------------===//
 
 /// Evaluates @name of `module` as an SPMD program on `numRanks` simulated
@@ -89,7 +89,8 @@ evaluateFunction(mlir::ModuleOp module, llvm::StringRef name,
 /// shardArguments). A rank that fails makes every rank fail: the status is
 /// "rank <r>: <its message>"; collectives that can never complete (a rank
 /// returned without reaching one, the ranks wait on different groups) fail
-/// the same way instead of hanging.
+/// the same way instead of hanging. The ranks' threads share `options`:
+/// its host functions are called concurrently.
 absl::StatusOr<std::vector<std::vector<HostTensor>>>
 evaluateSpmd(mlir::ModuleOp module, llvm::StringRef name, int64_t numRanks,
              llvm::ArrayRef<std::vector<HostTensor>> perRankArgs,

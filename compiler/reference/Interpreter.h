@@ -234,7 +234,7 @@ struct TraceLog {
   std::vector<Entry> entries;
 };
 
-/// The attributes compareSharded reads (omni-shard{trace}, Evaluator.h).
+/// The attributes compareSharded reads (docs/reference-evaluator.md).
 inline constexpr llvm::StringLiteral kTraceAttr = "omni.trace";
 inline constexpr llvm::StringLiteral kResultShardingsAttr =
     "omni.result_shardings";

@@ -11,6 +11,10 @@
 // RUN: not omni-eval %s --function=step --ranks 2 --input=4x2xf32=1,2,3,4,5,6,7,8 \
 // RUN:   --input=2x2xf32=1,0,0,2 --output=@%t.npy 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=OUTPUT
+// RUN: not omni-eval %s --function=step --ranks 0 2>&1 \
+// RUN:   | FileCheck %s --check-prefix=ZERO
+// RUN: not omni-eval %S/Inputs/spmd-unsharded.mlir --compare-sharded=%t.none.mlir \
+// RUN:   --ranks 2 --function=step 2>&1 | FileCheck %s --check-prefix=NOFILE
 
 // A data-parallel linear layer on dp=2, as omni-shard{trace} writes it: x
 // is split on the batch (omni-eval gives each rank its rows of the global
@@ -30,9 +34,13 @@
 
 // The all_reduce of @wrong averages: the partial gradient is right, the
 // scaled gradient (trace 3) is half the unsharded one.
-// DIFFER: omni-eval: the sharded program differs: trace 3 'omni.add' at {{.*}}spmd.mlir:[[@LINE+22]]:8 result #0: rank 0's value differs from the unsharded value by 0.5 (tolerance 1e-05) at [0, 0]: sharded 84, unsharded 168
+// DIFFER: omni-eval: the sharded program differs: trace 3 'omni.add' at {{.*}}spmd.mlir:[[@LINE+26]]:8 result #0: rank 0's value differs from the unsharded value by 0.5 (tolerance 1e-05) at [0, 0]: sharded 84, unsharded 168
 
-// WORLD: omni-eval: {{.*}}spmd.mlir:[[@LINE+4]]:1: mesh @mesh has 2 ranks but the evaluation runs 4
+// WORLD: omni-eval: {{.*}}spmd.mlir:[[@LINE+8]]:1: mesh @mesh has 2 ranks but the evaluation runs 4
+
+// ZERO: omni-eval: --ranks must be at least 1, found 0
+
+// NOFILE: omni-eval: cannot open input file '{{.*}}none.mlir'
 
 // OUTPUT: omni-eval: --output needs --ranks 1 (with --ranks 2 every rank's results are printed)
 
