@@ -192,7 +192,8 @@ public:
   /// Rank `rank` returned; collectives still waiting for it fail.
   void finish(int64_t rank);
 
-  /// The first failure ("rank r: ..."), or OK.
+  /// The failure of the lowest rank that failed on its own ("rank r:
+  /// ..."), else the abort's reason (a stuck collective), or OK.
   absl::Status failure() const;
 
 private:
@@ -220,6 +221,10 @@ private:
   int64_t numFinished = 0, numBlocked = 0;
   bool aborted = false;
   std::string abortMessage;
+  // The lowest rank that failed on its own (not by the abort), so that the
+  // reported failure does not depend on thread timing when several fail.
+  int64_t rootRank = -1;
+  std::string rootMessage;
 };
 
 /// The values of the ops that carry an `omni.trace` id, recorded in

@@ -219,7 +219,14 @@ void World::fail(int64_t rank, const absl::Status &status) {
     finished[rank] = true;
     ++numFinished;
   }
-  abortLocked(absl::StrCat("rank ", rank, ": ", status.message()));
+  std::string message = absl::StrCat("rank ", rank, ": ", status.message());
+  // Aborted: the rank saw the world's abort; not a failure of its own.
+  if (status.code() != absl::StatusCode::kAborted &&
+      (rootRank < 0 || rank < rootRank)) {
+    rootRank = rank;
+    rootMessage = message;
+  }
+  abortLocked(std::move(message));
 }
 
 void World::finish(int64_t rank) {
@@ -231,6 +238,8 @@ void World::finish(int64_t rank) {
 
 absl::Status World::failure() const {
   std::lock_guard<std::mutex> lock(mutex);
+  if (rootRank >= 0)
+    return absl::InvalidArgumentError(rootMessage);
   return aborted ? absl::InvalidArgumentError(abortMessage) : absl::OkStatus();
 }
 

@@ -268,6 +268,47 @@ func.func @f(%x: tensor<2xf32>) -> tensor<2xf32> {
               (std::vector<double>{1.0, 1.0 + std::ldexp(1.0, -23)}));
 }
 
+TEST_F(SpmdTest, Bf16SumsAccumulateInFloat32AndRoundOnce) {
+  // bf16 has 8 significant bits: 1 + 2^-8 is a tie that rounds to 1, so
+  // rounding after every addition would give 1; the f32 accumulator holds
+  // 1 + 2^-7, a bf16 value. Integer sums wrap at their width.
+  std::string ir = R"(
+omni.mesh @mesh axes = ["dp"] shape = [4]
+func.func @f(%x: tensor<1xbf16>, %n: tensor<1xi32>) -> (tensor<1xbf16>, tensor<1xi32>) {
+  %s = omni.all_reduce sum %x over @mesh ["dp"] : tensor<1xbf16>
+  %t = omni.all_reduce sum %n over @mesh ["dp"] : tensor<1xi32>
+  return %s, %t : tensor<1xbf16>, tensor<1xi32>
+})";
+  double e = std::ldexp(1.0, -8);
+  std::vector<double> x = {1, e, e, 0};
+  std::vector<int64_t> n = {2147483647, 1, 0, 0};
+  std::vector<std::vector<HostTensor>> args;
+  for (int64_t r = 0; r < 4; ++r)
+    args.push_back({HostTensor::fromDoubles(DType::BF16, {1}, {x[r]}),
+                    HostTensor::fromInts(DType::I32, {1}, {n[r]})});
+  auto results = runOk(ir, 4, args);
+  ASSERT_EQ(results.size(), 4u);
+  for (int64_t r = 0; r < 4; ++r) {
+    EXPECT_EQ(values(results[r][0]),
+              (std::vector<double>{1.0 + std::ldexp(1.0, -7)}));
+    EXPECT_EQ(results[r][1].ints()[0], -2147483648LL);
+  }
+}
+
+TEST_F(SpmdTest, IntegerMeanIsAnError) {
+  std::string ir = R"(
+omni.mesh @mesh axes = ["dp"] shape = [2]
+func.func @f(%x: tensor<2xi64>) -> tensor<2xi64> {
+  %s = omni.all_reduce mean %x over @mesh ["dp"] : tensor<2xi64>
+  return %s : tensor<2xi64>
+})";
+  std::vector<std::vector<HostTensor>> args(
+      2, {HostTensor::fromInts(DType::I64, {2}, {1, 2})});
+  expectError(ir, 2, args,
+              "rank 0: test.mlir:4:8: 'omni.all_reduce' reduces an integer "
+              "tensor with 'mean' (expected a float tensor)");
+}
+
 TEST_F(SpmdTest, ARankThatFailsFailsEveryRank) {
   // Rank 0 divides by its axis index (0); rank 1 waits in the all_reduce
   // and must not hang.
