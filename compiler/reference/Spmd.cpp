@@ -248,6 +248,10 @@ absl::Status World::failure() const {
 //===----------------------------------------------------------------------===//
 
 namespace {
+/// Each rank is a thread with its own stack: a bound that keeps the
+/// reservation reasonable.
+constexpr int64_t kMaxRanks = 256;
+
 /// Every mesh of the module must have the world's ranks (one rank runs
 /// any program: its groups of more than one rank are errors at the op).
 absl::Status checkMeshes(ModuleOp module, int64_t numRanks) {
@@ -270,9 +274,10 @@ absl::StatusOr<std::vector<Results>>
 evaluateSpmdTraced(ModuleOp module, llvm::StringRef name, int64_t numRanks,
                    llvm::ArrayRef<Results> perRankArgs,
                    const EvalOptions &options, std::vector<TraceLog> *logs) {
-  if (numRanks < 1)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the number of ranks must be at least 1, found ", numRanks));
+  if (numRanks < 1 || numRanks > kMaxRanks)
+    return absl::InvalidArgumentError(
+        absl::StrCat("the number of ranks must be in [1, ", kMaxRanks,
+                     "], found ", numRanks));
   if (static_cast<int64_t>(perRankArgs.size()) != numRanks)
     return absl::InvalidArgumentError(
         absl::StrCat("evaluating ", numRanks, " ranks needs ", numRanks,
@@ -353,9 +358,10 @@ absl::StatusOr<std::vector<std::vector<HostTensor>>>
 shardArguments(ModuleOp module, llvm::StringRef name, int64_t numRanks,
                llvm::ArrayRef<HostTensor> globalArgs) {
   using namespace detail;
-  if (numRanks < 1)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the number of ranks must be at least 1, found ", numRanks));
+  if (numRanks < 1 || numRanks > kMaxRanks)
+    return absl::InvalidArgumentError(
+        absl::StrCat("the number of ranks must be in [1, ", kMaxRanks,
+                     "], found ", numRanks));
   if (absl::Status status = checkMeshes(module, numRanks); !status.ok())
     return status;
   auto fn = module.lookupSymbol<func::FuncOp>(name);

@@ -380,6 +380,14 @@ func.func @f(%x: tensor<2xf32>) -> tensor<2xf32> {
               "'omni.all_reduce' at test.mlir:12:10");
 }
 
+TEST_F(SpmdTest, TheNumberOfRanksIsBounded) {
+  expectError(linearLayer(2), 0, {},
+              "the number of ranks must be in [1, 256], "
+              "found 0");
+  expectError(linearLayer(2), 100000, {},
+              "the number of ranks must be in [1, 256], found 100000");
+}
+
 TEST_F(SpmdTest, TheMeshMustHaveTheWorldsRanks) {
   expectError(
       linearLayer(4), 2,
