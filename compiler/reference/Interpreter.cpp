@@ -283,6 +283,13 @@ absl::Status Interpreter::runOp(Operation *op) {
                                    llvm::Twine("result #") + llvm::Twine(i));
         !status.ok())
       return status;
+  if (traceLog)
+    if (auto id = op->getAttrOfType<IntegerAttr>(kTraceAttr)) {
+      Results values;
+      for (Value result : op->getResults())
+        values.push_back(get(result));
+      traceLog->entries.push_back({id.getInt(), op, std::move(values)});
+    }
   return absl::OkStatus();
 }
 
@@ -308,11 +315,9 @@ absl::Status Interpreter::bind(Value value, HostTensor tensor, Operation *owner,
   return absl::OkStatus();
 }
 
-} // namespace detail
-
-absl::StatusOr<std::vector<HostTensor>>
-evaluateFunction(ModuleOp module, llvm::StringRef name,
-                 llvm::ArrayRef<HostTensor> args, const EvalOptions &options) {
+absl::StatusOr<func::FuncOp> checkedFunction(ModuleOp module,
+                                             llvm::StringRef name,
+                                             llvm::ArrayRef<HostTensor> args) {
   auto fn = module.lookupSymbol<func::FuncOp>(name);
   if (!fn) {
     std::vector<std::string> names;
@@ -331,7 +336,7 @@ evaluateFunction(ModuleOp module, llvm::StringRef name,
         "function @", name.str(), " takes ", type.getNumInputs(), " argument",
         type.getNumInputs() == 1 ? "" : "s", ", found ", args.size()));
   for (auto [i, input] : llvm::enumerate(type.getInputs())) {
-    absl::StatusOr<detail::ValueType> expected = detail::valueTypeOf(input);
+    absl::StatusOr<ValueType> expected = valueTypeOf(input);
     if (!expected.ok())
       return absl::InvalidArgumentError(
           absl::StrCat("argument #", i, " of @", name.str(), ": ",
@@ -340,11 +345,21 @@ evaluateFunction(ModuleOp module, llvm::StringRef name,
     if (arg.dtype() != expected->dtype || arg.shape() != expected->shape)
       return absl::InvalidArgumentError(absl::StrCat(
           "argument #", i, " of @", name.str(), ": expected ",
-          detail::typeString(input), input.isIndex() ? " (an i64 scalar)" : "",
+          typeString(input), input.isIndex() ? " (an i64 scalar)" : "",
           ", found ", arg.typeString()));
   }
-  detail::Interpreter interpreter(module, options);
-  return interpreter.callFunction(fn, args, nullptr);
+  return fn;
 }
 
+} // namespace detail
+
+absl::StatusOr<std::vector<HostTensor>>
+evaluateFunction(ModuleOp module, llvm::StringRef name,
+                 llvm::ArrayRef<HostTensor> args, const EvalOptions &options) {
+  absl::StatusOr<func::FuncOp> fn = detail::checkedFunction(module, name, args);
+  if (!fn.ok())
+    return fn.status();
+  detail::Interpreter interpreter(module, options);
+  return interpreter.callFunction(*fn, args, nullptr);
+}
 } // namespace omni::reference

@@ -22,13 +22,17 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Operation.h"
 #include "mlir/Support/TypeID.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/Twine.h"
 
+#include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <unordered_map>
 #include <vector>
 
@@ -132,8 +136,129 @@ template <typename F> void forEachIndex(llvm::ArrayRef<int64_t> shape, F fn) {
   }
 }
 
+//===----------------------------------------------------------------------===//
+// SPMD: the simulated world (Spmd.cpp)
+//===----------------------------------------------------------------------===//
+
+/// A mesh's axes and sizes, and the groups its axes form (the same ranking
+/// as the loader's MeshInfo::groupOf, docs/backend.md "Channels and the
+/// mesh"): rank r has row-major coordinates over `shape`; a group over
+/// `axes` ranks its members row-major over those axes in the listed order.
+struct MeshGroups {
+  std::vector<std::string> axes;
+  std::vector<int64_t> shape;
+
+  /// Product of the axis sizes.
+  int64_t numRanks() const;
+  /// The world ranks of `rank`'s group over `groupAxes`, in group rank
+  /// order; `groupRank` receives `rank`'s position. Axes must be axes of
+  /// the mesh.
+  std::vector<int64_t> groupOf(llvm::ArrayRef<std::string> groupAxes,
+                               int64_t rank, int64_t *groupRank) const;
+};
+
+/// The mesh `meshRef` names (an omni.mesh of `op`'s module), or a one-line
+/// error located at `op`.
+absl::StatusOr<MeshGroups> meshOf(mlir::Operation *op,
+                                  mlir::FlatSymbolRefAttr meshRef);
+
+/// The axis names of a collective's `axes` attribute.
+std::vector<std::string> axisList(mlir::ArrayAttr axes);
+
+/// The rendezvous of N simulated ranks (threads). A collective posts its
+/// operand on the channel of its group (the list of world ranks) and waits
+/// until every member has posted the same collective; each then computes
+/// its own result from the posts, in group rank order. Nothing hangs: a
+/// rank that fails aborts the world (every waiting and later collective
+/// fails with that rank's message), and a wait that can never complete
+/// (a member returned, or the ranks wait on different groups) aborts it
+/// too. Thread safety: every method may be called from any rank's thread.
+class World {
+public:
+  explicit World(int64_t numRanks);
+
+  int64_t size() const { return numRanks; }
+
+  /// Posts `value` for `op` by world rank `rank`, position `groupRank` of
+  /// `members`, and returns the members' posts in group rank order.
+  absl::StatusOr<std::vector<HostTensor>>
+  exchange(mlir::Operation *op, int64_t rank,
+           const std::vector<int64_t> &members, int64_t groupRank,
+           const HostTensor &value);
+
+  /// Rank `rank`'s evaluation failed with `status`: aborts the world (the
+  /// first failure is the one reported).
+  void fail(int64_t rank, const absl::Status &status);
+  /// Rank `rank` returned; collectives still waiting for it fail.
+  void finish(int64_t rank);
+
+  /// The failure of the lowest rank that failed on its own ("rank r:
+  /// ..."), else the abort's reason (a stuck collective), or OK.
+  absl::Status failure() const;
+
+private:
+  struct Round {
+    std::vector<std::shared_ptr<const HostTensor>> posts;
+    std::vector<mlir::Operation *> ops;
+    int64_t posted = 0, read = 0, blocked = 0;
+  };
+  struct Channel {
+    std::vector<int64_t> nextRound; // per group rank
+    std::map<int64_t, Round> rounds;
+  };
+
+  /// Aborts with `message` (lock held) unless already aborted.
+  void abortLocked(std::string message);
+  /// Aborts when some wait can never complete (lock held).
+  void checkStuckLocked();
+
+  const int64_t numRanks;
+  mutable std::mutex mutex;
+  std::condition_variable changed;
+  std::map<std::vector<int64_t>, Channel> channels;
+  std::vector<bool> finished;
+  std::vector<mlir::Operation *> waitingOn; // per rank, null when running
+  int64_t numFinished = 0, numBlocked = 0;
+  bool aborted = false;
+  std::string abortMessage;
+  // The lowest rank that failed on its own (not by the abort), so that the
+  // reported failure does not depend on thread timing when several fail.
+  int64_t rootRank = -1;
+  std::string rootMessage;
+};
+
+/// The values of the ops that carry an `omni.trace` id, recorded in
+/// evaluation order (an op in a loop or a called function records one
+/// occurrence per evaluation).
+struct TraceLog {
+  struct Entry {
+    int64_t id;
+    mlir::Operation *op;
+    Results values;
+  };
+  std::vector<Entry> entries;
+};
+
+/// The attributes compareSharded reads (docs/reference-evaluator.md).
+inline constexpr llvm::StringLiteral kTraceAttr = "omni.trace";
+inline constexpr llvm::StringLiteral kResultShardingsAttr =
+    "omni.result_shardings";
+
+/// Checks `args` against the signature of @name of `module` (what
+/// evaluateFunction checks) and returns the function.
+absl::StatusOr<mlir::func::FuncOp>
+checkedFunction(mlir::ModuleOp module, llvm::StringRef name,
+                llvm::ArrayRef<HostTensor> args);
+
+/// evaluateSpmd with a TraceLog per rank (null `logs` records nothing; else
+/// it is resized to numRanks). The unsharded program is the 1-rank case.
+absl::StatusOr<std::vector<Results>>
+evaluateSpmdTraced(mlir::ModuleOp module, llvm::StringRef name,
+                   int64_t numRanks, llvm::ArrayRef<Results> perRankArgs,
+                   const EvalOptions &options, std::vector<TraceLog> *logs);
+
 /// Walks functions and regions and evaluates ops. One instance per
-/// evaluateFunction call; not thread-safe.
+/// evaluateFunction call (per rank for evaluateSpmd); not thread-safe.
 class Interpreter {
 public:
   Interpreter(mlir::ModuleOp module, const EvalOptions &options);
@@ -166,6 +291,17 @@ public:
   }
 
   Precision precision() const { return options.precision; }
+
+  /// Makes this interpreter rank `rank` of `world` (null: a single-process
+  /// evaluation, where only 1-rank groups exist).
+  void setRank(World *world, int64_t rank) {
+    this->world = world;
+    this->rank = rank;
+  }
+  World *getWorld() const { return world; }
+  int64_t getRank() const { return rank; }
+  /// Records the results of ops with an omni.trace id into `log`.
+  void setTraceLog(TraceLog *log) { traceLog = log; }
   const HostFunctionRegistry &hostFunctions() const { return *hostFns; }
   mlir::ModuleOp getModule() const { return module; }
 
@@ -193,6 +329,9 @@ private:
   const HostFunctionRegistry *hostFns;
   HandlerTable handlers;
   std::vector<std::unique_ptr<Frame>> frames;
+  World *world = nullptr;
+  int64_t rank = 0;
+  TraceLog *traceLog = nullptr;
 };
 
 } // namespace omni::reference::detail
