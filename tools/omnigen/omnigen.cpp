@@ -2,7 +2,8 @@
 //
 //   omnigen --model=sd3 --config=tiny [--set=key=value]...
 //           [--decoder=autoencoder_kl|none] [--decoder-config=tiny]
-//           [--decoder-set=key=value]... [--opt=key=value]... -o train.mlir
+//           [--decoder-set=key=value]... [--opt=key=value]...
+//           [--mesh=dp=2,fsdp=2] -o train.mlir
 //   omnigen --list     (models, their configs and the recipe's options)
 //
 // The recipe is FlowGRPO (frontends/recipes/flowgrpo); the output is the
@@ -37,6 +38,8 @@ static void list(llvm::raw_ostream &os) {
   }
   os << "recipe flowgrpo options (--opt=key=value): "
      << flowgrpo::defaultOptions().str() << "\n";
+  os << "mesh (--mesh=axis=size,...): axes dp and fsdp, in mesh order "
+        "(docs/sharding.md)\n";
 }
 
 int main(int argc, char **argv) {
@@ -65,6 +68,12 @@ int main(int argc, char **argv) {
       cl::desc("train (default): the FlowGRPO training program; velocity or "
                "decode: only that public function (inference, parity)"),
       cl::init("train"), cl::cat(category));
+  cl::opt<std::string> mesh(
+      "mesh",
+      cl::desc("device mesh axis=size,... over the axes dp and fsdp in mesh "
+               "order, e.g. dp=2,fsdp=2 (docs/sharding.md); fsdp > 1 shards "
+               "the state"),
+      cl::value_desc("axes"), cl::cat(category));
   cl::opt<std::string> output("o", cl::desc("train.mlir to write (- : stdout)"),
                               cl::value_desc("file"), cl::init("-"),
                               cl::cat(category));
@@ -87,6 +96,8 @@ int main(int argc, char **argv) {
   request.decoderOverrides.assign(decoderSet.begin(), decoderSet.end());
   request.options.assign(opt.begin(), opt.end());
   request.program = program;
+  if (mesh.getNumOccurrences())
+    request.mesh = mesh;
 
   mlir::MLIRContext context;
   auto module = flowgrpo::buildProgram(context, request);

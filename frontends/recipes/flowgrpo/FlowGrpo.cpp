@@ -38,6 +38,8 @@ std::string describe(const RecipeRequest &r) {
     cmd += " --opt=" + o;
   if (r.program != "train")
     cmd += " --program=" + r.program;
+  if (r.mesh)
+    cmd += " --mesh=" + *r.mesh;
   std::string what =
       r.program == "train"
           ? "The FlowGRPO training program (frontends/recipes/flowgrpo, "
@@ -63,6 +65,7 @@ struct Options {
   od::SdeType sdeType;
   od::KlForm klForm;
   bool globalStd, normByStd;
+  bool gatherPerStep; // omni.shard_gather "per-step" (else "once")
   std::string reward;
   int64_t batch() const { return prompts * group; }
   /// Trained steps per iteration.
@@ -130,6 +133,11 @@ const OptionDesc kOptions[] = {
     // LoRA.
     {"lora_rank", "0", &Options::loraRank},   // 0: full fine-tuning
     {"lora_alpha", "0", &Options::loraAlpha}, // 0: the rank
+    // Sharding (only with --mesh; docs/sharding.md section 1): gather the
+    // sharded parameters once per rollout or before every use in the loop.
+    {"gather", "once",
+     Choice{{"once", "per-step"},
+            [](Options &o, size_t i) { o.gatherPerStep = i == 1; }}},
 };
 
 /// A check on the parsed options; failing, the error is "flowgrpo option
@@ -232,6 +240,57 @@ llvm::Expected<Options> parseOptions(const std::vector<std::string> &given) {
   return o;
 }
 
+/// The mesh of `--mesh=dp=2,fsdp=2`: its axes and sizes in the given order.
+struct MeshSpec {
+  std::vector<std::pair<std::string, int64_t>> axes;
+  /// The size of `axis`; 1 when the mesh does not have it.
+  int64_t size(llvm::StringRef axis) const {
+    for (const auto &[name, n] : axes)
+      if (name == axis)
+        return n;
+    return 1;
+  }
+  int64_t ranks() const {
+    int64_t n = 1;
+    for (const auto &axis : axes)
+      n *= axis.second;
+    return n;
+  }
+  /// FSDP: the state is split over fsdp (docs/sharding.md section 1).
+  bool fsdp() const { return size("fsdp") > 1; }
+};
+
+/// The mesh axes omnigen knows (docs/sharding.md section 1).
+constexpr std::array<llvm::StringLiteral, 2> kMeshAxes = {"dp", "fsdp"};
+
+/// Parses `axis=size[,axis=size]`; errors name the flag, the bad part and
+/// what is expected.
+llvm::Expected<MeshSpec> parseMesh(const std::string &spec) {
+  std::string flag = "--mesh=" + spec;
+  MeshSpec mesh;
+  llvm::SmallVector<llvm::StringRef> parts;
+  llvm::StringRef(spec).split(parts, ',');
+  for (llvm::StringRef part : parts) {
+    auto [axis, size] = part.split('=');
+    if (axis.empty() || size.empty() || !part.contains('='))
+      return fail(flag + ": malformed part '" + part +
+                  "': expected axis=size, comma-separated (e.g. "
+                  "--mesh=dp=2,fsdp=2)");
+    if (!llvm::is_contained(kMeshAxes, axis))
+      return fail(flag + ": unknown axis '" + axis + "': expected dp or fsdp");
+    int64_t n = 0;
+    if (size.getAsInteger(10, n) || n < 1)
+      return fail(flag + ": axis " + axis + " has size '" + size +
+                  "': expected an integer >= 1");
+    for (const auto &given : mesh.axes)
+      if (given.first == axis)
+        return fail(flag + ": axis " + axis +
+                    " is given twice: expected each axis at most once");
+    mesh.axes.emplace_back(axis.str(), n);
+  }
+  return mesh;
+}
+
 } // namespace
 
 Config defaultOptions() {
@@ -246,10 +305,11 @@ namespace {
 /// Emits the recipe's functions into one Graph.
 class Emitter {
 public:
+  /// `mesh`: null without --mesh.
   Emitter(Graph &g, const Options &o, VelocityModel &model,
-          ImageDecoder *decoder, const LoraOptions &lora)
+          ImageDecoder *decoder, const LoraOptions &lora, const MeshSpec *mesh)
       : g_(g), b_(g.builder()), o_(o), model_(model), decoder_(decoder),
-        lora_(lora) {}
+        lora_(lora), mesh_(mesh) {}
 
   /// `program`: train, velocity or decode (RecipeRequest::program).
   llvm::Error emit(const std::string &program);
@@ -351,6 +411,23 @@ private:
   Tensor compare(od::CompareDirection d, Tensor a, Tensor b) {
     return wrap(od::CompareOp::create(b_, loc(), d, a.value(), b.value()));
   }
+  /// With a mesh, a per-sample batch tensor [B, ...] marked with dimension 0
+  /// split over every mesh axis in mesh order (docs/sharding.md section 1);
+  /// without one, `t` itself.
+  Tensor shardBatch(Tensor t) {
+    if (!mesh_ || !t)
+      return t;
+    MLIRContext *ctx = &g_.context();
+    SmallVector<Attribute> all, dims;
+    for (const auto &axis : mesh_->axes)
+      all.push_back(StringAttr::get(ctx, axis.first));
+    dims.push_back(ArrayAttr::get(ctx, all));
+    for (int64_t d = 1; d < t.rank(); ++d)
+      dims.push_back(ArrayAttr::get(ctx, {}));
+    auto sharding = od::ShardingAttr::get(
+        ctx, FlatSymbolRefAttr::get(ctx, "mesh"), ArrayAttr::get(ctx, dims));
+    return wrap(od::ShardOp::create(b_, loc(), t.value(), sharding));
+  }
 
   // The random numbers of iteration n (FlowGrpo.h): counters n*(N+2) for
   // x_0, n*(N+2)+1+i for step i's noise, n*(N+2)+N+1 for the window start.
@@ -435,6 +512,7 @@ private:
   VelocityModel &model_;
   ImageDecoder *decoder_;
   const LoraOptions &lora_;
+  const MeshSpec *mesh_;
 
   ParamSet modelParams_, decoderParams_;
   std::unique_ptr<Function> velocity_, decode_, loss_;
@@ -712,11 +790,11 @@ Emitter::Conditioning Emitter::conditioningArguments(Function &f) {
   };
   Conditioning c;
   if (hasPrompt_)
-    c.prompt =
-        repeatGroups(f.argument(withPrompts(cs.promptEmbeds), "prompt_embeds"));
+    c.prompt = shardBatch(repeatGroups(
+        f.argument(withPrompts(cs.promptEmbeds), "prompt_embeds")));
   if (hasPooled_)
-    c.pooled = repeatGroups(
-        f.argument(withPrompts(cs.pooled), "pooled_prompt_embeds"));
+    c.pooled = shardBatch(repeatGroups(
+        f.argument(withPrompts(cs.pooled), "pooled_prompt_embeds")));
   return c;
 }
 
@@ -758,7 +836,7 @@ Emitter::Rollout Emitter::rollout(Tensor seed, Tensor iteration,
   int64_t batch = o_.batch();
   auto [sigmas, timesteps] = schedule();
   Tensor base = counterBase(iteration);
-  Tensor x0 = initialNoise(seed, base);
+  Tensor x0 = shardBatch(initialNoise(seed, base));
   Rollout r;
   r.start = windowStart(seed, base);
   r.end = o_.window > 0 ? r.start + i64(o_.window) : i64(o_.steps - 1);
@@ -961,6 +1039,54 @@ llvm::Error Emitter::emit(const std::string &program) {
 
 } // namespace
 
+namespace {
+
+/// Declares the mesh and the gather mode in the module and, for FSDP, splits
+/// dimension 0 of every state tensor of rank >= 1 over fsdp: @init_state's
+/// results, @train_step's first as many arguments and results (the state
+/// comes first, in @init_state's order; FlowGrpo.h). 0-D state (adamw.step)
+/// stays replicated (docs/sharding.md section 1).
+void annotateMesh(ModuleOp module, const MeshSpec &mesh, const Options &o) {
+  MLIRContext *ctx = module.getContext();
+  OpBuilder b(ctx);
+  b.setInsertionPointToStart(module.getBody());
+  SmallVector<StringRef> axes;
+  SmallVector<int64_t> shape;
+  for (const auto &[axis, n] : mesh.axes) {
+    axes.push_back(axis);
+    shape.push_back(n);
+  }
+  od::MeshOp::create(b, module.getLoc(), "mesh", b.getStrArrayAttr(axes),
+                     b.getDenseI64ArrayAttr(shape));
+  module->setAttr("omni.shard_gather",
+                  b.getStringAttr(o.gatherPerStep ? "per-step" : "once"));
+  if (!mesh.fsdp())
+    return;
+  auto init = module.lookupSymbol<func::FuncOp>("init_state");
+  auto step = module.lookupSymbol<func::FuncOp>("train_step");
+  auto sharding = [&](Type type) -> Attribute {
+    auto t = cast<RankedTensorType>(type);
+    if (t.getRank() == 0)
+      return {};
+    SmallVector<Attribute> dims{b.getStrArrayAttr({"fsdp"})};
+    for (int64_t d = 1; d < t.getRank(); ++d)
+      dims.push_back(b.getArrayAttr({}));
+    return od::ShardingAttr::get(ctx, FlatSymbolRefAttr::get(ctx, "mesh"),
+                                 b.getArrayAttr(dims));
+  };
+  constexpr llvm::StringLiteral kAttr = "omni.sharding";
+  for (unsigned i = 0, e = init.getNumResults(); i < e; ++i) {
+    Attribute a = sharding(init.getResultTypes()[i]);
+    if (!a)
+      continue;
+    init.setResultAttr(i, kAttr, a);
+    step.setArgAttr(i, kAttr, a);
+    step.setResultAttr(i, kAttr, a);
+  }
+}
+
+} // namespace
+
 llvm::Expected<OwningOpRef<ModuleOp>> buildProgram(MLIRContext &context,
                                                    const RecipeRequest &request,
                                                    const Registry &registry) {
@@ -970,9 +1096,26 @@ llvm::Expected<OwningOpRef<ModuleOp>> buildProgram(MLIRContext &context,
                 "': expected train, velocity or decode");
   if (request.program == "decode" && request.decoder.empty())
     return fail("flowgrpo: program 'decode' needs a decoder");
+  std::optional<MeshSpec> mesh;
+  if (request.mesh) {
+    auto parsed = parseMesh(*request.mesh);
+    if (!parsed)
+      return parsed.takeError();
+    mesh = std::move(*parsed);
+    if (request.program != "train")
+      return fail("--mesh=" + *request.mesh +
+                  ": only the training program is sharded (found --program=" +
+                  request.program + ")");
+  }
   auto options = parseOptions(request.options);
   if (!options)
     return options.takeError();
+  if (mesh && options->batch() % mesh->ranks() != 0)
+    return fail("--mesh=" + *request.mesh +
+                ": the rollout batch prompts_per_iteration * group_size = " +
+                std::to_string(options->batch()) +
+                " must be divisible by the mesh's " +
+                std::to_string(mesh->ranks()) + " ranks");
   auto modelConfig = registry.config(request.model, request.modelConfig,
                                      request.modelOverrides);
   if (!modelConfig)
@@ -1044,10 +1187,13 @@ llvm::Expected<OwningOpRef<ModuleOp>> buildProgram(MLIRContext &context,
     return fail("flowgrpo: lora_rank > 0 but model " + request.model +
                 " names no LoRA target layers");
   Graph graph(context);
-  Emitter emitter(graph, *options, **model, decoder.get(), lora);
+  Emitter emitter(graph, *options, **model, decoder.get(), lora,
+                  mesh ? &*mesh : nullptr);
   if (llvm::Error e = emitter.emit(request.program))
     return std::move(e);
   OwningOpRef<ModuleOp> module = graph.release();
+  if (mesh)
+    annotateMesh(*module, *mesh, *options);
   if (failed(verify(*module)))
     return fail("flowgrpo: the emitted program does not verify (a recipe or "
                 "model bug; run with --mlir-print-ir-after-failure)");

@@ -20,6 +20,14 @@
 // noise), n*(N+2)+1+i (noise of step i) and n*(N+2)+N+1 (SDE window
 // start); parameter j of the initializer uses counter 2^40 + j.
 //
+// Sharding (docs/sharding.md section 1): with a mesh (`--mesh=dp=2,fsdp=2`)
+// the module declares `omni.mesh @mesh` and `omni.shard_gather`; with an
+// fsdp axis of more than one rank, dimension 0 of every state tensor of
+// rank >= 1 is split over fsdp (an `omni.sharding` argument/result
+// attribute); the rollout batch (the repeated conditioning and x0) is
+// marked with `omni.shard` over every mesh axis. The omni-shard pass turns
+// that into per-rank programs.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef OMNI_FRONTENDS_RECIPES_FLOWGRPO_FLOWGRPO_H
@@ -31,6 +39,7 @@
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/Support/Error.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +62,10 @@ struct RecipeRequest {
   /// function, public (for inference and parity checks against diffusers),
   /// with the batch of prompts_per_iteration * group_size.
   std::string program = "train";
+  /// The device mesh, `axis=size` comma-separated over the axes dp and fsdp
+  /// in mesh order (`dp=2,fsdp=2`); unset: no mesh, one device, and the
+  /// program is exactly the unsharded one.
+  std::optional<std::string> mesh;
 };
 
 /// Builds the training program; errors are one line (unknown model, bad
