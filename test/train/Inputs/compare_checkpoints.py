@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """Compares two safetensors checkpoints tensor by tensor.
 
-usage: compare_checkpoints.py A B [TOLERANCE]
+usage: compare_checkpoints.py [--relative] A B [TOLERANCE]
 
 Prints one line per tensor ("<name> <dtype> <shape>: max |a - b| = <d>")
 and then "same within <tol>" or "DIFFERENT"; exits 1 when a tensor is
 missing, has another dtype or shape, or differs by more than TOLERANCE
-(default 1e-6). Only f32 and i64 tensors (what the test programs hold).
+(default 1e-6). With --relative the difference of a tensor is taken
+relative to its largest magnitude: max |a - b| / max(|a|, |b|) (a tensor
+that is zero in both counts as equal), the tensor-wise relative error a
+change of summation order leaves (docs/sharding.md, "Testing"). Only f32 and i64 tensors (what the test programs hold).
 Pure Python (struct + json), as the test machines have no numpy.
 """
 import json
@@ -35,8 +38,11 @@ def read(path):
 
 
 def main():
-    a, b = read(sys.argv[1]), read(sys.argv[2])
-    tol = float(sys.argv[3]) if len(sys.argv) > 3 else 1e-6
+    args = sys.argv[1:]
+    relative = "--relative" in args
+    args = [x for x in args if x != "--relative"]
+    a, b = read(args[0]), read(args[1])
+    tol = float(args[2]) if len(args) > 2 else 1e-6
     ok = sorted(a) == sorted(b)
     if not ok:
         print("tensor names differ: %s vs %s" % (sorted(a), sorted(b)))
@@ -47,7 +53,13 @@ def main():
             ok = False
             continue
         diff = max((abs(x - y) for x, y in zip(va, vb)), default=0.0)
-        print("%s %s %s: max |a - b| = %g" % (name, da, sa, diff))
+        if relative:
+            scale = max((max(abs(x), abs(y)) for x, y in zip(va, vb)),
+                        default=0.0)
+            diff = diff / scale if scale > 0 else 0.0
+            print("%s %s %s: max |a - b| / max |a| = %g" % (name, da, sa, diff))
+        else:
+            print("%s %s %s: max |a - b| = %g" % (name, da, sa, diff))
         ok = ok and diff <= tol
     print("same within %g" % tol if ok else "DIFFERENT")
     return 0 if ok else 1
