@@ -99,6 +99,7 @@ struct Recipe {
   double noiseLevel = 0.7, guidance = 1.0, beta = 0.0, clipRange = 1e-4;
   std::string reward = "jpeg_compressibility";
   std::vector<std::string> extra; // more key=value options
+  std::string mesh;               // --mesh (empty: none)
   int64_t channels = 4, size = 8, pooledDim = 8;
 
   int64_t batch() const { return prompts * group; }
@@ -129,6 +130,8 @@ struct Recipe {
                  "clip_range=" + num(clipRange),
                  "reward=" + reward};
     r.options.insert(r.options.end(), extra.begin(), extra.end());
+    if (!mesh.empty())
+      r.mesh = mesh;
     return r;
   }
 };
@@ -543,6 +546,95 @@ TEST_F(RecipeTest, BadOptionsAreOneLineErrors) {
   s = Recipe();
   s.channels = 2; // no decoder: the image is the first 3 channels
   EXPECT_NE(error(s).find("first 3 channels"), std::string::npos) << error(s);
+  s = Recipe();
+  s.mesh = "dp=3"; // a batch of 4 over 3 ranks
+  EXPECT_EQ(error(s), "--mesh=dp=3: the rollout batch prompts_per_iteration * "
+                      "group_size = 4 must be divisible by the mesh's 3 ranks");
+  s.mesh = "dp=2,tp=2";
+  EXPECT_EQ(error(s), "--mesh=dp=2,tp=2: unknown axis 'tp': expected dp or "
+                      "fsdp");
+}
+
+/// The sharding `omnigen --mesh` gives a state tensor of `type`: dimension
+/// 0 over fsdp, replicated when 0-D (docs/sharding.md section 1).
+Attribute fsdpSharding(Type type) {
+  auto t = cast<RankedTensorType>(type);
+  if (t.getRank() == 0)
+    return {};
+  MLIRContext *ctx = &sharedContext();
+  Builder b(ctx);
+  SmallVector<Attribute> dims{b.getStrArrayAttr({"fsdp"})};
+  dims.resize(t.getRank(), b.getArrayAttr({}));
+  return mlir::omni::ShardingAttr::get(ctx, FlatSymbolRefAttr::get(ctx, "mesh"),
+                                       b.getArrayAttr(dims));
+}
+
+TEST_F(RecipeTest, MeshAnnotatesStateAndBatchWithoutChangingValues) {
+  Recipe plain, meshed;
+  meshed.mesh = "dp=2,fsdp=2"; // 4 ranks, the batch of 4
+  meshed.extra = {"gather=per-step"};
+  ASSERT_OK_AND_ASSIGN(pp, buildProgram(plain));
+  ASSERT_OK_AND_ASSIGN(pm, buildProgram(meshed));
+  auto mesh = pm.module->lookupSymbol<mlir::omni::MeshOp>("mesh");
+  ASSERT_TRUE(mesh);
+  EXPECT_EQ(mesh.getShape(), ArrayRef<int64_t>({2, 2}));
+  ASSERT_EQ(mesh.getAxes().size(), 2u);
+  EXPECT_EQ(cast<StringAttr>(mesh.getAxes()[0]).getValue(), "dp");
+  EXPECT_EQ(cast<StringAttr>(mesh.getAxes()[1]).getValue(), "fsdp");
+  auto gather = pm.module.get()->getAttrOfType<StringAttr>("omni.shard_gather");
+  ASSERT_TRUE(gather);
+  EXPECT_EQ(gather.getValue(), "per-step");
+  EXPECT_FALSE(pp.module->lookupSymbol("mesh"));
+  EXPECT_FALSE(pp.module.get()->hasAttr("omni.shard_gather"));
+
+  // Every state tensor but the 0-D step is split over fsdp, alike in
+  // @init_state's results and @train_step's arguments and results; the
+  // rest of @train_step's signature is replicated.
+  func::FuncOp initFn = pm.emitted("init_state"),
+               step = pm.emitted("train_step");
+  size_t K = initFn.getNumResults(), sharded = 0;
+  for (size_t i = 0; i < K; ++i) {
+    Attribute want = fsdpSharding(initFn.getResultTypes()[i]);
+    sharded += want ? 1 : 0;
+    EXPECT_EQ(initFn.getResultAttr(i, "omni.sharding"), want) << i;
+    EXPECT_EQ(step.getArgAttr(i, "omni.sharding"), want) << i;
+    EXPECT_EQ(step.getResultAttr(i, "omni.sharding"), want) << i;
+  }
+  EXPECT_EQ(sharded, K - 1); // all but adamw.step
+  EXPECT_EQ(resultNames(initFn).back(), "adamw.step");
+  for (size_t i = K; i < step.getNumArguments(); ++i)
+    EXPECT_FALSE(step.getArgAttr(i, "omni.sharding")) << i;
+  for (size_t i = K; i < step.getNumResults(); ++i)
+    EXPECT_FALSE(step.getResultAttr(i, "omni.sharding")) << i;
+
+  // The batch: the repeated pooled embeddings [4, Dp] and x0 [4, C, S, S],
+  // dimension 0 over dp then fsdp.
+  std::vector<Shape> shardedBatch;
+  step.walk([&](mlir::omni::ShardOp op) {
+    auto dims = op.getSharding().getDims();
+    EXPECT_EQ(op.getSharding().getAxes(0),
+              (SmallVector<StringRef>{"dp", "fsdp"}));
+    for (unsigned d = 1; d < dims.size(); ++d)
+      EXPECT_TRUE(op.getSharding().getAxes(d).empty());
+    shardedBatch.push_back(
+        cast<RankedTensorType>(op.getType()).getShape().vec());
+  });
+  Shape x0 = plain.latent();
+  x0.insert(x0.begin(), plain.batch());
+  EXPECT_EQ(shardedBatch,
+            (std::vector<Shape>{{plain.batch(), plain.pooledDim}, x0}));
+
+  // The annotations are only annotations: one iteration on the same state
+  // gives the same bits.
+  std::vector<HostTensor> state;
+  Named named;
+  ASSERT_NO_FATAL_FAILURE(init(pp, state, named));
+  std::vector<HostTensor> args = trainArgs(state, 0, promptsOf(plain));
+  ASSERT_OK_AND_ASSIGN(a, evaluate(pp, "train_step", args));
+  ASSERT_OK_AND_ASSIGN(b, evaluate(pm, "train_step", args));
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_TRUE(bitEqual(a[i], b[i])) << "result " << i;
 }
 
 //===----------------------------------------------------------------------===//
