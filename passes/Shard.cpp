@@ -571,6 +571,9 @@ Value Sharder::makeLocally(OpBuilder &b, Value v, const Sh &to) {
                                 i64Constant(b, loc, rows * rowSize));
     Value offset = AddOp::create(b, loc, def->getOperand(2), shift);
     Operation *clone = b.clone(*def);
+    // A new op: not the traced original (the oracle skips untraced ops).
+    clone->removeAttr("omni.trace");
+    clone->removeAttr("omni.result_shardings");
     clone->setOperand(2, offset);
     clone->getResult(0).setType(local);
     return clone->getResult(0);
@@ -799,8 +802,6 @@ LogicalResult Sharder::rewrite(Block &block) {
                              : b.getStrArrayAttr({}));
         shardings.push_back(ShardingAttr::get(op.getContext(), meshRef(),
                                               b.getArrayAttr(dims)));
-        if (getenv("OMNI_SHARD_DEBUG") && s.storage)
-          shardings.push_back(b.getStringAttr("storage"));
       }
       op.setAttr("omni.result_shardings", b.getArrayAttr(shardings));
     }
