@@ -170,7 +170,9 @@ def OmniShardPass : Pass<"omni-shard", "::mlir::ModuleOp"> {
     `omni.shard_gather` chooses where parameters used inside a loop are
     gathered: "once" (default: before the loop, kept for its duration) or
     "per-step" (inside the loop body, before each use: less memory, more
-    traffic). Without an omni.mesh the pass does nothing.
+    traffic). Without an omni.mesh the pass does nothing; a function whose
+    state already carries `omni.global_type` is already in per-rank form
+    (an SPMD program written by hand) and is kept as it is.
 
     Errors (one line, at the op or function): a sharding on a non-state
     argument, more than one split dimension, a state sharded differently

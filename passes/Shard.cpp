@@ -704,6 +704,19 @@ Value Sharder::materialize(Value v, const Sh &target, Operation *user) {
   return out;
 }
 
+/// Static sizes of a tensor.extract_slice / insert_slice that take a
+/// dimension whole at offset 0 shrink with that dimension of `sliced` (the
+/// sliced or written-into tensor, at its local type).
+template <typename SliceOpT>
+static void clampSizes(SliceOpT op, RankedTensorType sliced) {
+  SmallVector<int64_t> sizes(op.getStaticSizes());
+  for (int64_t d = 0; d < sliced.getRank(); ++d)
+    if (sizes[d] != ShapedType::kDynamic && !op.isDynamicOffset(d) &&
+        op.getStaticOffset(d) == 0 && sizes[d] > sliced.getDimSize(d))
+      sizes[d] = sliced.getDimSize(d);
+  op.setStaticSizes(sizes);
+}
+
 /// Gives op's results and region arguments their local types.
 void Sharder::retype(Operation *op) {
   for (Value r : op->getResults())
@@ -722,24 +735,10 @@ void Sharder::retype(Operation *op) {
         limit[d] = in.getDimSize(d);
     slice.setLimit(limit);
   }
-  if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op)) {
-    SmallVector<int64_t> sizes(slice.getStaticSizes());
-    RankedTensorType src = slice.getSourceType();
-    for (int64_t d = 0; d < src.getRank(); ++d)
-      if (sizes[d] != ShapedType::kDynamic && !slice.isDynamicOffset(d) &&
-          slice.getStaticOffset(d) == 0 && sizes[d] > src.getDimSize(d))
-        sizes[d] = src.getDimSize(d);
-    slice.setStaticSizes(sizes);
-  }
-  if (auto insert = dyn_cast<tensor::InsertSliceOp>(op)) {
-    SmallVector<int64_t> sizes(insert.getStaticSizes());
-    RankedTensorType dst = insert.getDestType();
-    for (int64_t d = 0; d < dst.getRank(); ++d)
-      if (sizes[d] != ShapedType::kDynamic && !insert.isDynamicOffset(d) &&
-          insert.getStaticOffset(d) == 0 && sizes[d] > dst.getDimSize(d))
-        sizes[d] = dst.getDimSize(d);
-    insert.setStaticSizes(sizes);
-  }
+  if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op))
+    clampSizes(slice, slice.getSourceType());
+  if (auto insert = dyn_cast<tensor::InsertSliceOp>(op))
+    clampSizes(insert, insert.getDestType());
 }
 
 LogicalResult Sharder::rewrite(Block &block) {
@@ -910,6 +909,18 @@ LogicalResult Sharder::run(func::FuncOp fn) {
   return success();
 }
 
+/// A function already in per-rank form (written by hand, or sharded
+/// before): its split state carries omni.global_type. It is kept as is.
+bool isSharded(func::FuncOp fn) {
+  for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+    if (fn.getArgAttr(i, "omni.global_type"))
+      return true;
+  for (unsigned i = 0; i < fn.getNumResults(); ++i)
+    if (fn.getResultAttr(i, "omni.global_type"))
+      return true;
+  return false;
+}
+
 struct OmniShardPass : omni::impl::OmniShardPassBase<OmniShardPass> {
   using OmniShardPassBase::OmniShardPassBase;
 
@@ -952,7 +963,7 @@ struct OmniShardPass : omni::impl::OmniShardPassBase<OmniShardPass> {
     }
     Sharder sharder(module, meshes.front(), perStep, trace);
     for (auto fn : llvm::make_early_inc_range(module.getOps<func::FuncOp>()))
-      if (!fn.isExternal() && failed(sharder.run(fn)))
+      if (!fn.isExternal() && !isSharded(fn) && failed(sharder.run(fn)))
         return signalPassFailure();
   }
 };
