@@ -212,6 +212,8 @@ private:
   Value convert(OpBuilder &b, Location loc, Value v, const Sh &from,
                 const Sh &to);
   Value makeLocally(OpBuilder &b, Value v, const Sh &to);
+  Value padToBlocks(OpBuilder &b, Location loc, Value v,
+                    RankedTensorType global, const Sh &to);
   Value blockOffset(OpBuilder &b, Location loc, ArrayRef<StringRef> axes,
                     int64_t scale);
   Value axisIndex(OpBuilder &b, Location loc, ArrayRef<StringRef> axes);
@@ -222,7 +224,6 @@ private:
   MeshOp mesh_;
   bool perStep_;
   bool trace_;
-  func::FuncOp fn_;
   llvm::DenseMap<Value, Sh> sh_, pref_;
   llvm::DenseMap<Operation *, SmallVector<Sh>> required_;
   std::map<std::tuple<void *, Sh, Block *>, Value> cache_;
@@ -322,12 +323,7 @@ std::optional<ShardingRule> Sharder::ruleOf(Operation *op) {
 }
 
 void Sharder::analyzeWhole(Operation *op) {
-  SmallVector<Sh> req;
-  for (Value v : op->getOperands()) {
-    (void)v;
-    req.push_back(Sh::whole());
-  }
-  required_[op] = req;
+  required_[op] = SmallVector<Sh>(op->getNumOperands(), Sh::whole());
   for (Value r : op->getResults())
     sh_[r] = Sh::whole();
 }
@@ -581,6 +577,24 @@ Value Sharder::makeLocally(OpBuilder &b, Value v, const Sh &to) {
   return nullptr;
 }
 
+/// `v` (whole shape `global`) with zero rows appended to the split
+/// dimension of `to` up to G blocks of c rows; `v` itself when G divides it.
+Value Sharder::padToBlocks(OpBuilder &b, Location loc, Value v,
+                           RankedTensorType global, const Sh &to) {
+  int64_t g = groupSize(to.axes);
+  int64_t n = global.getDimSize(to.dim), c = blockSize(n, to.axes);
+  if (c * g == n)
+    return v;
+  SmallVector<int64_t> low(global.getRank(), 0), high(low);
+  high[to.dim] = c * g - n;
+  SmallVector<int64_t> shape(global.getShape());
+  shape[to.dim] = c * g;
+  return PadOp::create(b, loc,
+                       RankedTensorType::get(shape, global.getElementType()), v,
+                       b.getDenseI64ArrayAttr(low),
+                       b.getDenseI64ArrayAttr(high), b.getF64FloatAttr(0.0));
+}
+
 Value Sharder::convert(OpBuilder &b, Location loc, Value v, const Sh &from,
                        const Sh &to) {
   RankedTensorType global = globalType(v, from);
@@ -596,19 +610,7 @@ Value Sharder::convert(OpBuilder &b, Location loc, Value v, const Sh &from,
       for (StringRef a : from.axes)
         if (!llvm::is_contained(to.axes, a))
           rest.push_back(a);
-      int64_t g = groupSize(to.axes);
-      int64_t n = global.getDimSize(to.dim), c = blockSize(n, to.axes);
-      Value x = v;
-      if (c * g != n) {
-        SmallVector<int64_t> low(global.getRank(), 0), high(low);
-        high[to.dim] = c * g - n;
-        SmallVector<int64_t> shape(global.getShape());
-        shape[to.dim] = c * g;
-        x = PadOp::create(b, loc,
-                          RankedTensorType::get(shape, global.getElementType()),
-                          x, b.getDenseI64ArrayAttr(low),
-                          b.getDenseI64ArrayAttr(high), b.getF64FloatAttr(0.0));
-      }
+      Value x = padToBlocks(b, loc, v, global, to);
       Value y = ReduceScatterOp::create(
           b, loc, localType(global, to),
           ReduceKindAttr::get(b.getContext(), ReduceKind::sum), x, meshRef(),
@@ -649,19 +651,8 @@ Value Sharder::convert(OpBuilder &b, Location loc, Value v, const Sh &from,
     return v; // whole -> partial never asked for
   if (Value made = makeLocally(b, v, to))
     return made;
-  int64_t g = groupSize(to.axes);
-  int64_t n = global.getDimSize(to.dim), c = blockSize(n, to.axes);
-  Value x = v;
-  if (c * g != n) {
-    SmallVector<int64_t> low(global.getRank(), 0), high(low);
-    high[to.dim] = c * g - n;
-    SmallVector<int64_t> shape(global.getShape());
-    shape[to.dim] = c * g;
-    x = PadOp::create(b, loc,
-                      RankedTensorType::get(shape, global.getElementType()), x,
-                      b.getDenseI64ArrayAttr(low), b.getDenseI64ArrayAttr(high),
-                      b.getF64FloatAttr(0.0));
-  }
+  int64_t c = blockSize(global.getDimSize(to.dim), to.axes);
+  Value x = padToBlocks(b, loc, v, global, to);
   RankedTensorType local = localType(global, to);
   SmallVector<OpFoldResult> offsets, sizes, strides;
   for (int64_t d = 0; d < global.getRank(); ++d) {
@@ -809,7 +800,6 @@ LogicalResult Sharder::rewrite(Block &block) {
 }
 
 LogicalResult Sharder::run(func::FuncOp fn) {
-  fn_ = fn;
   sh_.clear();
   pref_.clear();
   required_.clear();
