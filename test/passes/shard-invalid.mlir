@@ -97,3 +97,12 @@ func.func @caller(%x: tensor<4xf32>) -> tensor<4xf32> {
   %y = func.call @f(%x) : (tensor<4xf32>) -> tensor<4xf32>
   return %y : tensor<4xf32>
 }
+
+// -----
+
+// Tests that a sharding names the module's mesh.
+omni.mesh @mesh axes = ["dp"] shape = [2]
+// expected-error@+1 {{argument 0's sharding names mesh @other but the module's mesh is @mesh}}
+func.func @othermesh(%w: tensor<4xf32> {omni.state = "w", omni.sharding = #omni.sharding<@other, [["dp"]]>}) -> tensor<4xf32> {
+  return %w : tensor<4xf32>
+}
