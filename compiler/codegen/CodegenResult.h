@@ -38,8 +38,26 @@ struct CpuLaunch {
   int64_t grid = 1;
 };
 
+/// One GPU launch of a cuda kernel (step.fbs GpuLaunch): `args` index the
+/// kernel's buffers (operands, results, then `GpuLaunches::scratch`).
+struct GpuLaunch {
+  std::string entry;
+  uint32_t grid[3] = {1, 1, 1};
+  uint32_t block[3] = {1, 1, 1};
+  uint32_t sharedBytes = 0;
+  std::vector<uint32_t> args;
+};
+
+/// A cuda kernel is a sequence of GPU launches over its buffers and scratch
+/// temporaries (step.fbs GpuKernel); its Dispatch has grid 1.
+struct GpuLaunches {
+  std::vector<GpuLaunch> launches;
+  std::vector<int64_t> scratch;
+  int64_t grid = 1;
+};
+
 /// How a kernel is launched; one alternative per target kind.
-using KernelLaunch = std::variant<CpuLaunch>;
+using KernelLaunch = std::variant<CpuLaunch, GpuLaunches>;
 
 /// The work-item count step.bin's Dispatch and KernelSignature record.
 inline int64_t dispatchGrid(const KernelLaunch &launch) {
@@ -76,6 +94,8 @@ struct CompiledExecutable {
   CodeFormat format = CodeFormat::ElfSharedObject;
   CodeTarget target;
   std::vector<char> code;
+  /// Cubin: the PTX it was assembled from (step.fbs Executable.ptx).
+  std::vector<char> ptx;
   std::vector<CompiledKernel> kernels;
 };
 

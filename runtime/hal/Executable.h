@@ -29,6 +29,24 @@ namespace omni::hal {
 /// The formats of step.bin's ExecutableFormat.
 enum class ExecutableFormat { ElfSharedObject, Ptx, Cubin };
 
+/// One GPU kernel launch (step.fbs GpuLaunch): `args` index the kernel's
+/// buffers (the dispatch's buffers, then the scratch buffers); the entry
+/// takes those pointers, then every dispatch scalar as an i64.
+struct GpuLaunchSpec {
+  std::string entry;
+  uint32_t grid[3] = {1, 1, 1};
+  uint32_t block[3] = {1, 1, 1};
+  uint32_t sharedBytes = 0;
+  std::vector<uint32_t> args;
+};
+
+/// How one kernel of a Ptx/Cubin executable runs (step.fbs GpuKernel).
+struct GpuKernelSpec {
+  std::vector<GpuLaunchSpec> launches;
+  /// Bytes of each scratch buffer.
+  std::vector<int64_t> scratch;
+};
+
 /// What Device::loadExecutable needs. Non-owning: `code` must stay valid
 /// for the duration of the call only.
 struct ExecutableSpec {
@@ -43,6 +61,11 @@ struct ExecutableSpec {
   std::string target;
   /// The exported kernel symbols, in Dispatch's index order.
   std::vector<std::string> kernels;
+  /// Ptx/Cubin: one per kernel, how it launches (empty for other formats).
+  std::vector<GpuKernelSpec> gpuKernels;
+  /// Cubin: the PTX it was assembled from (the fallback for a device of
+  /// another architecture); empty when absent.
+  absl::Span<const uint8_t> ptx;
 };
 
 class Executable {
