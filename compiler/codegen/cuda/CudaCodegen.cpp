@@ -499,7 +499,7 @@ std::optional<FullReduction> matchFullReduction(scf::ForOp outer) {
 }
 
 /// Full reductions of at least this many elements run on many blocks.
-constexpr int64_t kCooperativeMinElements = 4096;
+constexpr int64_t kCooperativeMinElements = 1024;
 /// At most this many blocks (two per SM of an H200) each of kBlockThreads
 /// threads; every thread reduces at least 4 elements.
 constexpr int64_t kCooperativeMaxBlocks = 264;
