@@ -16,9 +16,11 @@
 //    to 1-D in row-major order (consecutive threads, consecutive output
 //    elements): blocks of 256 threads on a 1-D grid, the tail guarded.
 //    Reduction dimensions stay scf.for loops inside a thread, accumulating
-//    in memory as KernelBuilder wrote them (f64 for float sums). Top-level
-//    work that is not a parallel loop (0-d results, a full reduction to one
-//    element) runs in a one-thread launch. Side-effect-free ops (constants,
+//    in memory as KernelBuilder wrote them (f64 for float sums). A full
+//    reduction to one element of at least kCooperativeMinElements runs on
+//    many blocks (register partials, then an ordered fold); other top-level
+//    work that is not a parallel loop (0-d results, small full reductions)
+//    runs in a one-thread launch. Side-effect-free ops (constants,
 //    index arithmetic, view ops) are cloned into every launch that uses
 //    them, so each launch's parameters are function arguments only.
 // 4. gpu-kernel-outlining; each gpu.launch_func, in order, becomes a
