@@ -63,12 +63,12 @@ OMNI_PHILOX_HD Words4 philox4x32_10(Words4 ctr, uint32_t k0, uint32_t k1) {
 /// The block of one element (Philox.h philoxBlockAt), on 64-bit words.
 OMNI_PHILOX_HD Words4 blockAt(uint64_t seed, uint64_t counter,
                               uint64_t position) {
-  return philox4x32_10(
-      Words4{{static_cast<uint32_t>(position),
-              static_cast<uint32_t>(position >> 32),
-              static_cast<uint32_t>(counter),
-              static_cast<uint32_t>(counter >> 32)}},
-      static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+  return philox4x32_10(Words4{{static_cast<uint32_t>(position),
+                               static_cast<uint32_t>(position >> 32),
+                               static_cast<uint32_t>(counter),
+                               static_cast<uint32_t>(counter >> 32)}},
+                       static_cast<uint32_t>(seed),
+                       static_cast<uint32_t>(seed >> 32));
 }
 
 //===--- Deterministic log and cos (DetMath.h) ----------------------------===//
@@ -154,9 +154,8 @@ OMNI_PHILOX_HD double cosCoeff(int i) {
 constexpr int kSinTerms = 8;
 OMNI_PHILOX_HD double sinCoeff(int i) {
   constexpr double c[kSinTerms] = {
-      -0x1.5555555555555p-3,  0x1.1111111111111p-7,
-      -0x1.a01a01a01a01ap-13, 0x1.71de3a556c734p-19,
-      -0x1.ae64567f544e4p-26, 0x1.6124613a86d09p-33,
+      -0x1.5555555555555p-3,  0x1.1111111111111p-7,   -0x1.a01a01a01a01ap-13,
+      0x1.71de3a556c734p-19,  -0x1.ae64567f544e4p-26, 0x1.6124613a86d09p-33,
       -0x1.ae7f3e733b81fp-41, 0x1.952c77030ad4ap-49,
   };
   return c[i];
