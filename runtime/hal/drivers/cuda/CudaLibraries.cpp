@@ -54,6 +54,15 @@ cudaDataType_t cudaTypeOf(DType dtype) {
   }
 }
 
+/// The alignment cuBLASLt may assume of an operand whose batches start at
+/// `pointer` + b * `strideBytes`: the largest power of two dividing both,
+/// at most 256 (cuBLASLt's default assumption, which the executor's arena
+/// offsets do not always meet).
+uint32_t alignmentOf(CUdeviceptr pointer, int64_t strideBytes) {
+  uint64_t bits = pointer | static_cast<uint64_t>(strideBytes) | 256u;
+  return static_cast<uint32_t>(bits & (~bits + 1));
+}
+
 /// Destroys cuBLASLt descriptors at scope exit.
 struct LtObjects {
   const CublasLtApi &lt;
@@ -174,6 +183,19 @@ absl::Status CudaStream::gemm(DType inType, DType outType, int64_t batch,
   OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatmulPreferenceSetAttribute(
       o.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
       sizeof(workspace))));
+  const int64_t batched = batch > 1 ? 1 : 0;
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignments[] =
+      {{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+        alignmentOf(rhs.pointer, batched * rhs.batchStride * inSize)},
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        alignmentOf(lhs.pointer, batched * lhs.batchStride * inSize)},
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+        alignmentOf(result, batched * resultStride * outSize)},
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+        alignmentOf(result, batched * resultStride * outSize)}};
+  for (const auto &[attribute, bytes] : alignments)
+    OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatmulPreferenceSetAttribute(
+        o.preference, attribute, &bytes, sizeof(bytes))));
   cublasLtMatmulHeuristicResult_t heuristic = {};
   int found = 0;
   OMNI_RETURN_IF_ERROR(ok(

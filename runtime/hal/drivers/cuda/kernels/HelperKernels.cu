@@ -66,7 +66,8 @@ __device__ void im2colKernel(const T *in, T *col, int64_t images, int64_t c,
   const int64_t spatial = oh * ow, rows = c * kh * kw;
   const int64_t total = images * rows * spatial;
   for (int64_t i = firstIndex(); i < total; i += gridStride()) {
-    int64_t s = i % spatial, row = (i / spatial) % rows, img = i / (spatial * rows);
+    int64_t s = i % spatial, row = (i / spatial) % rows,
+            img = i / (spatial * rows);
     int64_t ox = s % ow, oy = s / ow;
     int64_t kj = row % kw, ki = (row / kw) % kh, ci = row / (kw * kh);
     int64_t y = oy * sh - ph + ki * dh, x = ox * sw - pw + kj * dw;
@@ -87,8 +88,11 @@ template <typename S> __device__ inline S expOf(S x);
 template <> __device__ inline float expOf<float>(float x) { return expf(x); }
 template <> __device__ inline double expOf<double>(double x) { return exp(x); }
 
+/// max that propagates NaN (as the cpu driver's softmax does).
 template <typename S> __device__ inline S maxOf(S a, S b) {
-  return a > b || b != b ? (a != a ? a : a > b ? a : b) : b;
+  if (a != a || b != b)
+    return a + b;
+  return a > b ? a : b;
 }
 
 // One block (power-of-two blockDim.x <= 1024) per row of scores (S: f32,
@@ -153,11 +157,10 @@ __device__ void softmaxKernel(const S *scores, const T *mask, T *out,
 extern "C" {
 
 #define OMNI_RANDOM(name, T, normal)                                           \
-  __global__ void omni_random_##name(const int64_t *key,                      \
-                                     const int64_t *counter,                  \
-                                     const int64_t *offset, T *out,           \
-                                     int64_t n) {                             \
-    randomKernel<T, normal>(key, counter, offset, out, n);                    \
+  __global__ void omni_random_##name(                                          \
+      const int64_t *key, const int64_t *counter, const int64_t *offset,       \
+      T *out, int64_t n) {                                                     \
+    randomKernel<T, normal>(key, counter, offset, out, n);                     \
   }
 OMNI_RANDOM(normal_f32, float, true)
 OMNI_RANDOM(normal_f64, double, true)
@@ -181,12 +184,12 @@ __global__ void omni_fill_bytes(uint8_t *dst, int64_t n, uint64_t p0,
 }
 
 #define OMNI_IM2COL(name, T)                                                   \
-  __global__ void omni_im2col_##name(                                         \
-      const T *in, T *col, int64_t images, int64_t c, int64_t h, int64_t w,   \
-      int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw, \
-      int64_t dh, int64_t dw, int64_t oh, int64_t ow) {                       \
-    im2colKernel<T>(in, col, images, c, h, w, kh, kw, sh, sw, ph, pw, dh, dw, \
-                    oh, ow);                                                  \
+  __global__ void omni_im2col_##name(                                          \
+      const T *in, T *col, int64_t images, int64_t c, int64_t h, int64_t w,    \
+      int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,  \
+      int64_t dh, int64_t dw, int64_t oh, int64_t ow) {                        \
+    im2colKernel<T>(in, col, images, c, h, w, kh, kw, sh, sw, ph, pw, dh, dw,  \
+                    oh, ow);                                                   \
   }
 OMNI_IM2COL(b2, uint16_t)
 OMNI_IM2COL(b4, uint32_t)
@@ -194,12 +197,12 @@ OMNI_IM2COL(b8, uint64_t)
 #undef OMNI_IM2COL
 
 #define OMNI_SOFTMAX(name, S, T)                                               \
-  __global__ void omni_softmax_##name(                                        \
-      const S *scores, const T *mask, T *out, int64_t rows, int64_t seqQ,     \
-      int64_t seqK, int64_t heads, int64_t bh0, int64_t maskBatchStride,      \
-      int64_t maskHeadStride, int64_t hasMask) {                              \
-    softmaxKernel<S, T>(scores, mask, out, rows, seqQ, seqK, heads, bh0,      \
-                        maskBatchStride, maskHeadStride, hasMask);            \
+  __global__ void omni_softmax_##name(                                         \
+      const S *scores, const T *mask, T *out, int64_t rows, int64_t seqQ,      \
+      int64_t seqK, int64_t heads, int64_t bh0, int64_t maskBatchStride,       \
+      int64_t maskHeadStride, int64_t hasMask) {                               \
+    softmaxKernel<S, T>(scores, mask, out, rows, seqQ, seqK, heads, bh0,       \
+                        maskBatchStride, maskHeadStride, hasMask);             \
   }
 OMNI_SOFTMAX(f32, float, float)
 OMNI_SOFTMAX(f64, double, double)
