@@ -177,6 +177,32 @@ TEST(CudaApi, LoadsTheFake) {
   EXPECT_EQ(oom.message(), "allocating: CUDA_ERROR_OUT_OF_MEMORY");
 }
 
+TEST(CudaApi, LibrariesLoadOrSayWhyNot) {
+  // cuBLASLt and cuDNN load without a GPU (their entry points are found by
+  // dlsym); on a machine without them the reason is one line.
+  auto api = CudaApi::load(OMNI_FAKE_LIBCUDA);
+  ASSERT_TRUE(api.ok()) << api.status();
+  absl::StatusOr<const CublasLtApi *> lt = (*api)->cublasLt();
+  if (lt.ok()) {
+    EXPECT_NE((*lt)->cublasLtMatmul, nullptr);
+  } else {
+    EXPECT_EQ(lt.status().code(), absl::StatusCode::kUnavailable);
+    EXPECT_EQ(lt.status().message().rfind("cuda: no cuBLASLt for matmuls (", 0),
+              0u)
+        << lt.status();
+  }
+  absl::StatusOr<const CudnnApi *> dnn = (*api)->cudnn();
+  if (dnn.ok()) {
+    EXPECT_NE((*dnn)->cudnnConvolutionForward, nullptr);
+    EXPECT_GE((*dnn)->cudnnGetVersion(), 90000u);
+  } else {
+    EXPECT_EQ(dnn.status().code(), absl::StatusCode::kUnavailable);
+    EXPECT_EQ(dnn.status().message().rfind("cuda: ", 0), 0u) << dnn.status();
+  }
+  // Loaded once: the same table (or reason) every time.
+  EXPECT_EQ((*api)->cublasLt().ok(), lt.ok());
+}
+
 TEST(CudaExecutable, WhichCubinRunsWhere) {
   // Arch-specific cubins run on exactly their device.
   EXPECT_TRUE(cubinRunsOn("sm_90a", 9, 0));
