@@ -549,7 +549,7 @@ absl::Status CudaStream::attention(const AttentionParams &p, BufferRef q,
         launchHelper(softmax, 0,
                      {&scores, &maskArg, &probs, &rows, &seqQ, &seqK, &heads,
                       &bh0, &maskBatchStride, &maskHeadStride, &hasMask},
-                     rows, kBlock, static_cast<unsigned>(kBlock * ss));
+                     rows, kBlock, kBlock * sizeof(double));
     if (!status.ok())
       break;
     status = gemm(p.dtype, p.dtype, nb, p.seqQ, p.valueDim, p.seqK,

@@ -95,8 +95,9 @@ template <typename S> __device__ inline S maxOf(S a, S b) {
   return a > b ? a : b;
 }
 
-// One block (power-of-two blockDim.x <= 1024) per row of scores (S: f32,
-// f64 for f64 attention): p = softmax(scores + mask), written as T. Rows
+// One block (power-of-two blockDim.x <= 1024, blockDim.x doubles of shared
+// memory) per row of scores (S: f32, f64 for f64 attention):
+// p = softmax(scores + mask), written as T. Rows
 // [0, rows) of this call are (batch * heads + bh0) * seqQ + row of the
 // whole attention; the mask broadcasts by its strides (0 for a shared dim).
 template <typename S, typename T>
@@ -105,8 +106,10 @@ __device__ void softmaxKernel(const S *scores, const T *mask, T *out,
                               int64_t heads, int64_t bh0,
                               int64_t maskBatchStride, int64_t maskHeadStride,
                               int64_t hasMask) {
+  // One double per thread: the max (exact in double) and then the sum of
+  // the exponentials, accumulated in double as the cpu driver does.
   extern __shared__ unsigned char sharedBytes[];
-  S *partial = reinterpret_cast<S *>(sharedBytes);
+  double *partial = reinterpret_cast<double *>(sharedBytes);
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const S *in = scores + row * seqK;
     T *dst = out + row * seqK;
@@ -133,11 +136,11 @@ __device__ void softmaxKernel(const S *scores, const T *mask, T *out,
             maxOf(partial[threadIdx.x], partial[threadIdx.x + s]);
       __syncthreads();
     }
-    const S rowMax = partial[0];
+    const S rowMax = static_cast<S>(partial[0]);
     __syncthreads();
-    S localSum = 0;
+    double localSum = 0;
     for (int64_t j = threadIdx.x; j < seqK; j += blockDim.x)
-      localSum += expOf(value(j) - rowMax);
+      localSum += static_cast<double>(expOf(value(j) - rowMax));
     partial[threadIdx.x] = localSum;
     __syncthreads();
     for (unsigned s = blockDim.x / 2; s > 0; s /= 2) {
@@ -145,10 +148,10 @@ __device__ void softmaxKernel(const S *scores, const T *mask, T *out,
         partial[threadIdx.x] += partial[threadIdx.x + s];
       __syncthreads();
     }
-    const S sum = partial[0];
+    const S inverse = static_cast<S>(1.0 / partial[0]);
     __syncthreads();
     for (int64_t j = threadIdx.x; j < seqK; j += blockDim.x)
-      dst[j] = static_cast<T>(expOf(value(j) - rowMax) / sum);
+      dst[j] = static_cast<T>(expOf(value(j) - rowMax) * inverse);
   }
 }
 
