@@ -14,6 +14,7 @@
 #include "runtime/hal/drivers/Drivers.h"
 #include "runtime/hal/drivers/cuda/CudaApi.h"
 #include "runtime/hal/drivers/cuda/CudaExecutable.h"
+#include "runtime/hal/drivers/cuda/CudaStream.h"
 
 #include "gtest/gtest.h"
 
@@ -219,6 +220,60 @@ TEST(CudaExecutable, WhichCubinRunsWhere) {
   EXPECT_FALSE(cubinRunsOn("", 9, 0));
   EXPECT_FALSE(cubinRunsOn("compute_90", 9, 0));
   EXPECT_FALSE(cubinRunsOn("sm_x0", 9, 0));
+}
+
+/// What cuBLASLt computes for a plan: D = op(A) op(B), column-major.
+std::vector<double> columnMajorGemm(const GemmPlan &plan, int64_t m, int64_t n,
+                                    int64_t k, const std::vector<double> &a,
+                                    const std::vector<double> &b) {
+  // op(A) is n x k, op(B) is k x m, D is n x m with leading dimension ldc.
+  auto opA = [&](int64_t i, int64_t j) {
+    return plan.transposeA ? a[j + i * plan.lda] : a[i + j * plan.lda];
+  };
+  auto opB = [&](int64_t i, int64_t j) {
+    return plan.transposeB ? b[j + i * plan.ldb] : b[i + j * plan.ldb];
+  };
+  std::vector<double> d(static_cast<size_t>(plan.ldc * m));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < m; ++j) {
+      double acc = 0;
+      for (int64_t l = 0; l < k; ++l)
+        acc += opA(i, l) * opB(l, j);
+      d[static_cast<size_t>(i + j * plan.ldc)] = acc;
+    }
+  return d;
+}
+
+TEST(CudaLibraries, RowMajorMatmulsMapOntoColumnMajorCublas) {
+  // The bytes of the row-major operands, read as planGemm says, give the
+  // row-major product in the result's bytes, for every transpose.
+  const int64_t m = 3, n = 4, k = 5;
+  for (bool tl : {false, true})
+    for (bool tr : {false, true}) {
+      std::vector<double> lhs(m * k), rhs(k * n);
+      for (size_t i = 0; i < lhs.size(); ++i)
+        lhs[i] = double(i) * 0.5 - 3;
+      for (size_t i = 0; i < rhs.size(); ++i)
+        rhs[i] = double(i * i % 7) - 2;
+      auto L = [&](int64_t i, int64_t l) { // op(lhs)[i, l], row-major
+        return tl ? lhs[l * m + i] : lhs[i * k + l];
+      };
+      auto R = [&](int64_t l, int64_t j) { // op(rhs)[l, j], row-major
+        return tr ? rhs[j * k + l] : rhs[l * n + j];
+      };
+      GemmPlan plan = planGemm(m, n, k, tl, tr);
+      EXPECT_EQ(plan.aRows * plan.aCols, uint64_t(k * n));
+      EXPECT_EQ(plan.bRows * plan.bCols, uint64_t(m * k));
+      std::vector<double> got = columnMajorGemm(plan, m, n, k, rhs, lhs);
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double want = 0;
+          for (int64_t l = 0; l < k; ++l)
+            want += L(i, l) * R(l, j);
+          EXPECT_EQ(got[static_cast<size_t>(i * n + j)], want)
+              << "tl " << tl << " tr " << tr << " at " << i << ", " << j;
+        }
+    }
 }
 
 //===----------------------------------------------------------------------===//

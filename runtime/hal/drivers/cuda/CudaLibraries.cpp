@@ -118,6 +118,24 @@ struct LtObjects {
 
 } // namespace
 
+GemmPlan planGemm(int64_t m, int64_t n, int64_t k, bool transposeLhs,
+                  bool transposeRhs) {
+  GemmPlan plan;
+  // rhs, row-major k x n (n x k when transposed), is the column-major
+  // n x k (k x n) matrix with the same bytes.
+  plan.transposeA = transposeRhs;
+  plan.aRows = static_cast<uint64_t>(transposeRhs ? k : n);
+  plan.aCols = static_cast<uint64_t>(transposeRhs ? n : k);
+  plan.lda = static_cast<int64_t>(plan.aRows);
+  // lhs, row-major m x k (k x m), is the column-major k x m (m x k).
+  plan.transposeB = transposeLhs;
+  plan.bRows = static_cast<uint64_t>(transposeLhs ? m : k);
+  plan.bCols = static_cast<uint64_t>(transposeLhs ? k : m);
+  plan.ldb = static_cast<int64_t>(plan.bRows);
+  plan.ldc = n;
+  return plan;
+}
+
 absl::Status CudaStream::ensureCublasLt() {
   if (ltHandle_)
     return absl::OkStatus();
@@ -186,22 +204,22 @@ absl::Status CudaStream::gemm(DType inType, DType outType, int64_t batch,
   LtObjects o{lt};
   OMNI_RETURN_IF_ERROR(
       ok(lt.cublasLtMatmulDescCreate(&o.desc, compute, scaleType)));
-  cublasOperation_t opA = rhs.transpose ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasOperation_t opB = lhs.transpose ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const GemmPlan plan = planGemm(m, n, k, lhs.transpose, rhs.transpose);
+  cublasOperation_t opA = plan.transposeA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opB = plan.transposeB ? CUBLAS_OP_T : CUBLAS_OP_N;
   OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatmulDescSetAttribute(
       o.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof(opA))));
   OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatmulDescSetAttribute(
       o.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB))));
   // Column-major views: A = rhs^T-view, B = lhs^T-view, C = result^T.
   const cudaDataType_t in = cudaTypeOf(inType), out = cudaTypeOf(outType);
-  uint64_t aRows = rhs.transpose ? k : n, aCols = rhs.transpose ? n : k;
-  uint64_t bRows = lhs.transpose ? m : k, bCols = lhs.transpose ? k : m;
-  OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatrixLayoutCreate(
-      &o.a, in, aRows, aCols, static_cast<int64_t>(aRows))));
-  OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatrixLayoutCreate(
-      &o.b, in, bRows, bCols, static_cast<int64_t>(bRows))));
-  OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatrixLayoutCreate(
-      &o.c, out, static_cast<uint64_t>(n), static_cast<uint64_t>(m), n)));
+  OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatrixLayoutCreate(&o.a, in, plan.aRows,
+                                                        plan.aCols, plan.lda)));
+  OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatrixLayoutCreate(&o.b, in, plan.bRows,
+                                                        plan.bCols, plan.ldb)));
+  OMNI_RETURN_IF_ERROR(
+      ok(lt.cublasLtMatrixLayoutCreate(&o.c, out, static_cast<uint64_t>(n),
+                                       static_cast<uint64_t>(m), plan.ldc)));
   if (batch > 1) {
     int32_t count = static_cast<int32_t>(batch);
     const std::pair<cublasLtMatrixLayout_t, int64_t> layouts[] = {

@@ -50,6 +50,18 @@
 
 namespace omni::hal::cuda {
 
+/// How a row-major result[m, n] = op(lhs)[m, k] op(rhs)[k, n] is asked of
+/// column-major cuBLASLt: D = op(A) op(B) with A the rhs and B the lhs
+/// (C^T = op(rhs)^T op(lhs)^T), each a rows x cols column-major matrix with
+/// leading dimension ld, and C n x m with ld n.
+struct GemmPlan {
+  bool transposeA = false, transposeB = false;
+  uint64_t aRows = 0, aCols = 0, bRows = 0, bCols = 0;
+  int64_t lda = 0, ldb = 0, ldc = 0;
+};
+GemmPlan planGemm(int64_t m, int64_t n, int64_t k, bool transposeLhs,
+                  bool transposeRhs);
+
 class CudaStream final : public Stream {
 public:
   static absl::StatusOr<std::unique_ptr<CudaStream>> create(CudaDevice &device);
