@@ -15,9 +15,11 @@
 #include "runtime/hal/drivers/cuda/CudaApi.h"
 #include "runtime/hal/drivers/cuda/CudaExecutable.h"
 #include "runtime/hal/drivers/cuda/CudaStream.h"
+#include "runtime/hal/drivers/cuda/kernels/Indexing.h"
 
 #include "gtest/gtest.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <dlfcn.h>
 #include <fstream>
@@ -273,6 +275,76 @@ TEST(CudaLibraries, RowMajorMatmulsMapOntoColumnMajorCublas) {
           EXPECT_EQ(got[static_cast<size_t>(i * n + j)], want)
               << "tl " << tl << " tr " << tr << " at " << i << ", " << j;
         }
+    }
+}
+
+TEST(CudaLibraries, Im2colTimesFilterIsTheConvolution) {
+  // The cts conv2d cases: filter [o, c*kh*kw] x col gives naive conv2d.
+  struct Case {
+    int64_t n, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw;
+  };
+  for (Case k : {Case{2, 3, 8, 7, 4, 3, 3, 1, 1, 1, 1, 1, 1},
+                 Case{1, 2, 9, 10, 3, 3, 2, 2, 3, 0, 2, 1, 1},
+                 Case{1, 4, 11, 11, 2, 3, 3, 1, 2, 2, 1, 2, 3}}) {
+    int64_t oh = (k.h + 2 * k.ph - k.dh * (k.kh - 1) - 1) / k.sh + 1;
+    int64_t ow = (k.w + 2 * k.pw - k.dw * (k.kw - 1) - 1) / k.sw + 1;
+    Im2colShape shape{k.c,  k.h,  k.w,  k.kh, k.kw, k.sh, k.sw,
+                      k.ph, k.pw, k.dh, k.dw, oh,   ow};
+    std::vector<double> x(k.n * k.c * k.h * k.w), w(k.o * k.c * k.kh * k.kw);
+    for (size_t i = 0; i < x.size(); ++i)
+      x[i] = double(i % 13) - 6;
+    for (size_t i = 0; i < w.size(); ++i)
+      w[i] = double(i % 5) - 2;
+    const int64_t rows = k.c * k.kh * k.kw, spatial = oh * ow;
+    std::vector<double> col(k.n * rows * spatial);
+    for (int64_t i = 0; i < int64_t(col.size()); ++i) {
+      int64_t source = im2colSource(shape, i);
+      col[i] = source < 0 ? 0.0 : x[source];
+    }
+    for (int64_t img = 0; img < k.n; ++img)
+      for (int64_t o = 0; o < k.o; ++o)
+        for (int64_t oy = 0; oy < oh; ++oy)
+          for (int64_t ox = 0; ox < ow; ++ox) {
+            double want = 0, got = 0;
+            for (int64_t c = 0; c < k.c; ++c)
+              for (int64_t ky = 0; ky < k.kh; ++ky)
+                for (int64_t kx = 0; kx < k.kw; ++kx) {
+                  int64_t iy = oy * k.sh - k.ph + ky * k.dh;
+                  int64_t ix = ox * k.sw - k.pw + kx * k.dw;
+                  if (iy >= 0 && iy < k.h && ix >= 0 && ix < k.w)
+                    want += x[((img * k.c + c) * k.h + iy) * k.w + ix] *
+                            w[((o * k.c + c) * k.kh + ky) * k.kw + kx];
+                }
+            for (int64_t r = 0; r < rows; ++r)
+              got += w[o * rows + r] *
+                     col[(img * rows + r) * spatial + oy * ow + ox];
+            ASSERT_EQ(got, want) << img << " " << o << " " << oy << " " << ox;
+          }
+  }
+}
+
+TEST(CudaLibraries, MaskRowsBroadcastAcrossChunks) {
+  const int64_t batch = 2, heads = 3, seqQ = 5, seqK = 7;
+  for (bool batchShared : {false, true})
+    for (bool headShared : {false, true}) {
+      const int64_t mh = headShared ? 1 : heads;
+      const int64_t batchStride = batchShared ? 0 : mh * seqQ * seqK;
+      const int64_t headStride = headShared ? 0 : seqQ * seqK;
+      // Chunks of 1, 2 and all (batch, head) pairs.
+      for (int64_t chunk : {int64_t(1), int64_t(2), batch * heads})
+        for (int64_t bh0 = 0; bh0 < batch * heads; bh0 += chunk)
+          for (int64_t row = 0;
+               row < std::min(chunk, batch * heads - bh0) * seqQ; ++row) {
+            int64_t bh = bh0 + row / seqQ, b = bh / heads, h = bh % heads;
+            int64_t q = row % seqQ;
+            int64_t want =
+                (((batchShared ? 0 : b) * mh + (headShared ? 0 : h)) * seqQ +
+                 q) *
+                seqK;
+            ASSERT_EQ(maskRowOffset(row, bh0, seqQ, seqK, heads, batchStride,
+                                    headStride),
+                      want);
+          }
     }
 }
 

@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/flowgrpo/PhiloxCore.h"
+#include "runtime/hal/drivers/cuda/kernels/Indexing.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -57,24 +58,19 @@ __device__ void randomKernel(const int64_t *key, const int64_t *counter,
 }
 
 // row-major input [images, c, h, w] -> col [images, c*kh*kw, oh*ow]
-// (zero outside the padded input); T is only moved, never computed with.
+// (zero outside the padded input; Indexing.h); T is only moved, never
+// computed with.
 template <typename T>
 __device__ void im2colKernel(const T *in, T *col, int64_t images, int64_t c,
                              int64_t h, int64_t w, int64_t kh, int64_t kw,
                              int64_t sh, int64_t sw, int64_t ph, int64_t pw,
                              int64_t dh, int64_t dw, int64_t oh, int64_t ow) {
-  const int64_t spatial = oh * ow, rows = c * kh * kw;
-  const int64_t total = images * rows * spatial;
+  const omni::hal::cuda::Im2colShape shape{c,  h,  w,  kh, kw, sh, sw,
+                                           ph, pw, dh, dw, oh, ow};
+  const int64_t total = images * c * kh * kw * oh * ow;
   for (int64_t i = firstIndex(); i < total; i += gridStride()) {
-    int64_t s = i % spatial, row = (i / spatial) % rows,
-            img = i / (spatial * rows);
-    int64_t ox = s % ow, oy = s / ow;
-    int64_t kj = row % kw, ki = (row / kw) % kh, ci = row / (kw * kh);
-    int64_t y = oy * sh - ph + ki * dh, x = ox * sw - pw + kj * dw;
-    T v{};
-    if (y >= 0 && y < h && x >= 0 && x < w)
-      v = in[((img * c + ci) * h + y) * w + x];
-    col[i] = v;
+    int64_t source = omni::hal::cuda::im2colSource(shape, i);
+    col[i] = source < 0 ? T{} : in[source];
   }
 }
 
@@ -114,11 +110,10 @@ __device__ void softmaxKernel(const S *scores, const T *mask, T *out,
     const S *in = scores + row * seqK;
     T *dst = out + row * seqK;
     const T *m = nullptr;
-    if (hasMask) {
-      int64_t bh = bh0 + row / seqQ, q = row % seqQ;
-      m = mask + (bh / heads) * maskBatchStride +
-          (bh % heads) * maskHeadStride + q * seqK;
-    }
+    if (hasMask)
+      m = mask + omni::hal::cuda::maskRowOffset(row, bh0, seqQ, seqK, heads,
+                                                maskBatchStride,
+                                                maskHeadStride);
     auto value = [&](int64_t j) -> S {
       S x = in[j];
       if (m)
