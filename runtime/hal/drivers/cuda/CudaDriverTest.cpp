@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <dlfcn.h>
 #include <fstream>
 #include <optional>
@@ -469,6 +470,80 @@ TEST_F(CudaGpuTest, LoadErrorsAreOneLine) {
   absl::Status s = stream->dispatch(**bad, 0, 1, buffers, scalars);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(stream->synchronize().ok());
+}
+
+TEST_F(CudaGpuTest, ReadsLandBeforeALaterEventCompletes) {
+  auto stream = *device_->createStream();
+  std::vector<uint32_t> values(300000);
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = uint32_t(i * 2654435761u);
+  auto buffer = *device_->allocate(int64_t(values.size() * 4));
+  ASSERT_TRUE(stream->writeBuffer(values.data(), BufferRef::all(*buffer)).ok());
+  // The source may be reused as soon as writeBuffer returns.
+  std::vector<uint32_t> original = values;
+  std::fill(values.begin(), values.end(), 0u);
+  std::vector<uint32_t> out(values.size());
+  ASSERT_TRUE(stream->readBuffer(BufferRef::all(*buffer), out.data()).ok());
+  auto event = stream->recordEvent();
+  ASSERT_TRUE(event.ok());
+  ASSERT_TRUE((*event)->wait().ok());
+  EXPECT_TRUE((*event)->isComplete());
+  EXPECT_EQ(out, original);
+}
+
+TEST_F(CudaGpuTest, EveryFillPathAndOverlappingCopies) {
+  auto stream = *device_->createStream();
+  auto buffer = *device_->allocate(96);
+  auto expectPattern = [&](absl::Span<const uint8_t> pattern, int64_t offset,
+                           int64_t length) {
+    ASSERT_TRUE(stream->fill({buffer.get(), offset, length}, pattern).ok());
+    std::vector<uint8_t> got(96);
+    ASSERT_TRUE(stream->readBuffer(BufferRef::all(*buffer), got.data()).ok());
+    ASSERT_TRUE(stream->synchronize().ok());
+    for (int64_t i = 0; i < length; ++i)
+      ASSERT_EQ(got[offset + i], pattern[i % pattern.size()])
+          << pattern.size() << "-byte pattern at " << i;
+  };
+  const uint8_t two[] = {1, 2}, four[] = {1, 2, 3, 4},
+                eight[] = {1, 2, 3, 4, 5, 6, 7, 8};
+  uint8_t twentyFour[24];
+  for (int i = 0; i < 24; ++i)
+    twentyFour[i] = uint8_t(100 + i);
+  expectPattern(two, 0, 96);        // cuMemsetD16Async
+  expectPattern(two, 1, 94);        // unaligned: the kernel
+  expectPattern(four, 4, 88);       // cuMemsetD32Async
+  expectPattern(four, 2, 92);       // unaligned: the kernel
+  expectPattern(eight, 8, 80);      // the kernel
+  expectPattern(twentyFour, 0, 96); // doubling copies
+  // Overlapping copies, both directions (memmove).
+  std::vector<uint8_t> bytes(96);
+  for (int i = 0; i < 96; ++i)
+    bytes[i] = uint8_t(i);
+  ASSERT_TRUE(stream->writeBuffer(bytes.data(), BufferRef::all(*buffer)).ok());
+  ASSERT_TRUE(stream->copy({buffer.get(), 0, 64}, {buffer.get(), 16, 64}).ok());
+  ASSERT_TRUE(
+      stream->copy({buffer.get(), 40, 50}, {buffer.get(), 30, 50}).ok());
+  std::vector<uint8_t> want = bytes;
+  std::memmove(want.data() + 16, want.data(), 64);
+  std::memmove(want.data() + 30, want.data() + 40, 50);
+  std::vector<uint8_t> got(96);
+  ASSERT_TRUE(stream->readBuffer(BufferRef::all(*buffer), got.data()).ok());
+  ASSERT_TRUE(stream->synchronize().ok());
+  EXPECT_EQ(got, want);
+}
+
+TEST_F(CudaGpuTest, MemoryIsCountedAndScratchToo) {
+  int64_t before = device_->bytesInUse();
+  auto buffer = *device_->allocate(1000);
+  EXPECT_EQ(device_->bytesInUse(), before + 1000);
+  ExecutableSpec spec = addSpec({0, 1, 2});
+  spec.gpuKernels[0].scratch = {4096};
+  auto exe = device_->loadExecutable(spec);
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  EXPECT_EQ(device_->bytesInUse(), before + 1000 + 4096);
+  exe->reset();
+  buffer.reset();
+  EXPECT_EQ(device_->bytesInUse(), before);
 }
 
 TEST_F(CudaGpuTest, DescriptionNamesTheArchitecture) {
