@@ -249,8 +249,8 @@ Tensor linear(const Tensor &x, const Tensor &weight, const Tensor &bias) {
   Graph &g = x.graph();
   if (Type low = lowPrecision(x)) {
     // The bias is added in f32, after the product is widened back.
-    Tensor y = linear(x.cast(low), weight.cast(low), Tensor())
-                   .cast(x.elementType());
+    Tensor y =
+        linear(x.cast(low), weight.cast(low), Tensor()).cast(x.elementType());
     return bias ? y + bias : y;
   }
   return wrap(g, od::LinearOp::create(g.builder(), g.loc(), x.value(),

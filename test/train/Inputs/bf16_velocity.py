@@ -10,14 +10,20 @@ Deterministic inputs and parameters (a fixed linear congruential generator,
 PyTorch's default init bounds) go to .npy files; omnirun runs both programs,
 omni-eval the bf16 one. Printed (for FileCheck), then checked:
 
-  - `bf16 vs f32`: max |v_bf16 - v_f32| / max |v_f32| <= the bound of
-    docs/precision.md section 3 (3 * 2^-8 per contraction on the longest
-    path, plus 2^-24 per element of each contraction length), and >= 2^-12,
-    so the bf16 program really rounds (an f32 program differs by ~1e-6);
-  - `reference vs omnirun (bf16)`: omni-eval rounds where the program does,
-    so it is at least 8x closer to omnirun's bf16 result than the f32
-    velocity is (the only differences left are accumulation order and the
-    bf16 roundings that it tips over).
+  - `bf16 vs f32`: max |v_bf16 - v_f32| / max |v_f32| <= BF16_BOUND (the
+    bound of docs/precision.md section 3: 3 * 2^-8 per contraction on the
+    longest path, plus 2^-24 per element of the longest contraction), and
+    >= 2^-12, so the bf16 program really rounds (two f32 evaluations differ
+    by ~1e-6);
+  - `reference vs omnirun (bf16)` <= BF16_BOUND, and `reference (bf16) vs
+    f32` in the same window as bf16 vs f32: omni-eval rounds the bf16
+    program too (one that ignored the casts would be ~1e-6 from f32). Not
+    closer than that: where the two evaluations differ in the last f32 bit
+    before a bf16 rounding, one rounds up and the other down, and such
+    1-ulp flips cascade through the layers to the size of the bf16 error
+    itself (docs/precision.md section 3);
+  - `reference vs omnirun (f32)` <= F32_BOUND, the same bound with
+    u = 2^-24: the differences above come from bf16, not the evaluators.
 
 No NumPy: .npy is written and read with struct (f32, little-endian, C order).
 """
@@ -118,31 +124,33 @@ def main():
     outs = {}
     for tag, cmd in [("f32", [omnirun, f32_bin, "--function=velocity"]),
                      ("bf16", [omnirun, bf16_bin, "--function=velocity"]),
-                     ("ref", [omni_eval, bf16_mlir, "--function=velocity"])]:
+                     ("ref_f32", [omni_eval, f32_mlir, "--function=velocity"]),
+                     ("ref_bf16", [omni_eval, bf16_mlir, "--function=velocity"])]:
         path = os.path.join(work, tag + ".npy")
         run(cmd + inputs + ["--output=@" + path])
         outs[tag] = read_npy(path)
-    f32, bf16, ref = outs["f32"], outs["bf16"], outs["ref"]
-    if not all(math.isfinite(v) for v in f32 + bf16 + ref):
+    if not all(math.isfinite(v) for o in outs.values() for v in o):
         sys.exit("bf16_velocity.py: a velocity is not finite")
-    scale = max_abs(f32)
-    rel = max_abs([a - b for a, b in zip(bf16, f32)]) / scale
-    ref_rel = max_abs([a - b for a, b in zip(bf16, ref)]) / scale
-    bound = float(os.environ.get("BF16_BOUND", "nan"))
-    print("velocity: %d values, max |v_f32| %.4g" % (len(f32), scale))
-    print("bf16 vs f32: relative error %.3e (bound %.3e)" % (rel, bound))
-    print("reference vs omnirun (bf16): relative error %.3e" % ref_rel)
+    scale = max_abs(outs["f32"])
+
+    def rel(a, b):
+        return max_abs([x - y for x, y in zip(outs[a], outs[b])]) / scale
+
+    bound = float(os.environ["BF16_BOUND"])
+    f32_bound = float(os.environ["F32_BOUND"])
+    print("velocity: %d values, max |v_f32| %.4g" % (len(outs["f32"]), scale))
+    checks = [
+        ("bf16 vs f32", rel("bf16", "f32"), 2.0**-12, bound),
+        ("reference vs omnirun (bf16)", rel("ref_bf16", "bf16"), 0, bound),
+        ("reference (bf16) vs f32", rel("ref_bf16", "f32"), 2.0**-12, bound),
+        ("reference vs omnirun (f32)", rel("ref_f32", "f32"), 0, f32_bound),
+    ]
     ok = True
-    if not rel <= bound:
-        print("FAIL: bf16 vs f32 above the bound")
-        ok = False
-    if not rel >= 2.0**-12:
-        print("FAIL: bf16 vs f32 below 2^-12: is the program rounding to bf16?")
-        ok = False
-    if not ref_rel * 8 <= rel:
-        print("FAIL: the reference evaluator does not follow omnirun's bf16 "
-              "rounding (error not 8x below bf16 vs f32)")
-        ok = False
+    for what, err, lo, hi in checks:
+        good = lo <= err <= hi
+        print("%s: relative error %.3e (expected %.3e .. %.3e)%s" %
+              (what, err, lo, hi, "" if good else " FAIL"))
+        ok = ok and good
     print("PASS" if ok else "FAILED")
     return 0 if ok else 1
 

@@ -273,8 +273,8 @@ absl::Status runAttention(const AttentionParams &p, const void *q,
                               p.seqK;
     std::vector<float> mf = widenBf16(mask, maskElems);
     std::vector<float> of(static_cast<size_t>(bh * p.seqQ * p.valueDim));
-    attention(p, qf.data(), kf.data(), vf.data(),
-              mask ? mf.data() : nullptr, of.data(), pool);
+    attention(p, qf.data(), kf.data(), vf.data(), mask ? mf.data() : nullptr,
+              of.data(), pool);
     narrowToBf16(of, result);
   } else if (p.dtype == DType::F32)
     attention(p, static_cast<const float *>(q), static_cast<const float *>(k),

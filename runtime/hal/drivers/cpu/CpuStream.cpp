@@ -239,8 +239,9 @@ absl::Status CpuStream::attention(const AttentionParams &p, BufferRef q,
                                   BufferRef k, BufferRef v, BufferRef mask,
                                   BufferRef result) {
   if (!device_.supportsLibrary(Library::Attention, p.dtype))
-    return absl::UnimplementedError(absl::StrCat(
-        "the cpu Attention supports f32, f64 and bf16, not ", dtypeName(p.dtype)));
+    return absl::UnimplementedError(
+        absl::StrCat("the cpu Attention supports f32, f64 and bf16, not ",
+                     dtypeName(p.dtype)));
   OMNI_ASSIGN_OR_RETURN(
       uint8_t *qp,
       resolveSized(q, bytesOf({p.batch, p.heads, p.seqQ, p.headDim}, p.dtype),
