@@ -598,7 +598,7 @@ TEST_F(DataTrainerTest, RewardRebindingChangesTheReward) {
   // brightness is the mean pixel value.
   EXPECT_NEAR(own[0]["reward_mean"], own[0]["image_mean"], 1e-6);
 
-  options.reward = "jpeg_incompressibility";
+  options.rewards = {"jpeg_incompressibility"};
   options.outDir = (dir / "jpeg").string();
   std::string log;
   options.metricsPath = (dir / "jpeg.jsonl").string();
@@ -632,12 +632,13 @@ TEST_F(DataTrainerTest, RewardRebindingChangesTheReward) {
   EXPECT_GT(jpeg[0]["reward_time_s"], 0.0);
 
   // Unknown rewards and steps without a reward are refused.
-  options.reward = "nope";
+  options.rewards = {"nope"};
   absl::Status s = train(options, log);
   EXPECT_EQ(s.message(),
             "--reward: unknown reward 'nope' (known rewards: brightness, "
-            "jpeg_compressibility, jpeg_incompressibility)");
-  options.reward = "brightness";
+            "jpeg_compressibility, jpeg_incompressibility; or a server: "
+            "http://HOST:PORT[/PATH])");
+  options.rewards = {"brightness"};
   options.stepFunction = "step_embeds_only";
   s = train(options, log);
   EXPECT_EQ(s.message(),
