@@ -26,7 +26,8 @@ For tests, --misbehave makes it answer wrongly (status-500, nonsense,
 wrong-count, nan) and --die-after N exits right after its N-th answer.
 --port 0 lets the kernel choose a free port; --port-file writes it (after
 the socket listens, via a temporary file and a rename, so a reader never
-sees half a number).
+sees half a number). --unix SOCKET listens on a Unix domain socket instead
+(`omnirun --reward unix:SOCKET`).
 
 The float32 of each score: the score is -bytes / 500000 in double, which
 the client reads back exactly (JSON numbers are written with repr) and
@@ -41,6 +42,7 @@ import base64
 import io
 import json
 import os
+import socketserver
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -101,6 +103,9 @@ def score(mode, images):
 class Handler(BaseHTTPRequestHandler):
     server_version = "omni-reward-server/1"
 
+    def address_string(self):  # a Unix socket's peer has no address
+        return str(self.client_address[0]) if self.client_address else "unix"
+
     def log_message(self, fmt, *args):  # quiet unless --verbose
         if self.server.options.verbose:
             super().log_message(fmt, *args)
@@ -157,6 +162,10 @@ def main():
     parser.add_argument("--port", type=int, default=8000,
                         help="0: a free port (see --port-file)")
     parser.add_argument("--port-file", help="write the port here")
+    parser.add_argument("--unix", metavar="SOCKET",
+                        help="listen on this Unix domain socket instead "
+                        "(omnirun --reward unix:SOCKET; --port-file gets "
+                        "the socket's path)")
     parser.add_argument("--path", default="/score")
     parser.add_argument("--mode", default="jpeg_compressibility",
                         choices=["jpeg_compressibility",
@@ -169,19 +178,30 @@ def main():
     parser.add_argument("--verbose", action="store_true")
     options = parser.parse_args()
 
-    server = ThreadingHTTPServer((options.host, options.port), Handler)
+    if options.unix:
+        if os.path.exists(options.unix):
+            os.unlink(options.unix)
+
+        class UnixServer(socketserver.ThreadingMixIn,
+                         socketserver.UnixStreamServer):
+            pass
+
+        server = UnixServer(options.unix, Handler)
+        port, where = options.unix, f"unix:{options.unix}"
+    else:
+        server = ThreadingHTTPServer((options.host, options.port), Handler)
+        port = server.server_address[1]
+        where = f"http://{options.host}:{port}{options.path}"
     server.daemon_threads = True
     server.options = options
     server.lock = threading.Lock()
     server.answered = 0
-    port = server.server_address[1]
     if options.port_file:
         tmp = options.port_file + ".tmp"
         with open(tmp, "w") as f:
             f.write(f"{port}\n")
         os.replace(tmp, options.port_file)
-    print(f"reward server: {options.mode} on http://{options.host}:{port}"
-          f"{options.path}", flush=True)
+    print(f"reward server: {options.mode} on {where}", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -318,7 +318,8 @@ const Flag kFlags[] = {
      }},
     {"--reward", Arg::Value, Mode::Train, "<spec>",
      "run this reward wherever the program calls one: a built-in's name or "
-     "a reward server, http://HOST:PORT[/PATH] (docs/rewards.md); "
+     "a reward server, http://HOST:PORT[/PATH] or unix:SOCKET "
+     "(docs/rewards.md); "
      "repeatable for a weighted mix, each spec with an optional :WEIGHT "
      "(default 1), e.g. --reward jpeg_compressibility:0.5 --reward "
      "http://127.0.0.1:8000:0.5",

@@ -19,6 +19,8 @@
 
 #include <httplib.h>
 
+#include <sys/socket.h>
+
 #include <chrono>
 #include <cmath>
 #include <thread>
@@ -30,10 +32,23 @@ namespace omni::rewards {
 //===----------------------------------------------------------------------===//
 
 std::string HttpEndpoint::url() const {
+  if (!socket.empty())
+    return absl::StrCat("unix:", socket);
   return absl::StrCat("http://", host, ":", port, path);
 }
 
 absl::StatusOr<HttpEndpoint> parseHttpEndpoint(absl::string_view url) {
+  if (url.substr(0, 5) == "unix:") {
+    HttpEndpoint endpoint;
+    endpoint.socket = std::string(url.substr(5));
+    // sockaddr_un's sun_path holds 107 bytes and a NUL.
+    if (endpoint.socket.empty() || endpoint.socket.size() > 107)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "reward socket '", url,
+          "': ", endpoint.socket.empty() ? "no file" : "a path over 107 bytes",
+          ", expected unix:SOCKET_FILE"));
+    return endpoint;
+  }
   auto bad = [&](absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat(
         "reward URL '", url, "': ", why, ", expected http://HOST:PORT[/PATH]"));
@@ -627,7 +642,12 @@ absl::StatusOr<Scores> HttpReward::score(const ImageBatch &batch,
     return body.status();
   const size_t count = static_cast<size_t>(batch.shape[0]);
 
-  httplib::Client client(endpoint_.host, endpoint_.port);
+  // A Unix socket: cpp-httplib takes the file as the host.
+  httplib::Client client(endpoint_.socket.empty() ? endpoint_.host
+                                                  : endpoint_.socket,
+                         endpoint_.port);
+  if (!endpoint_.socket.empty())
+    client.set_address_family(AF_UNIX);
   auto timeout = std::chrono::duration<double>(options_.timeoutSeconds);
   auto micros = std::chrono::duration_cast<std::chrono::microseconds>(timeout);
   client.set_connection_timeout(micros);

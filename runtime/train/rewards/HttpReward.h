@@ -35,20 +35,23 @@
 
 namespace omni::rewards {
 
-/// Where a reward server listens: `http://HOST:PORT[/PATH]`. The port is
-/// required (so that a mix weight after it, `...:8000:0.5`, cannot be read
-/// as the port); PATH defaults to /score.
+/// Where a reward server listens: `http://HOST:PORT[/PATH]` (TCP), or
+/// `unix:SOCKET` (a Unix domain socket's file; the path is /score). The
+/// port is required (so that a mix weight after it, `...:8000:0.5`, cannot
+/// be read as the port); PATH defaults to /score.
 struct HttpEndpoint {
   std::string host;
   int port = 0;
   std::string path = "/score";
+  /// Set for a Unix domain socket (host and port are then unused).
+  std::string socket;
 
-  /// "http://HOST:PORT/PATH", for messages.
+  /// "http://HOST:PORT/PATH" or "unix:SOCKET", for messages.
   std::string url() const;
 };
 
-/// Parses `http://HOST:PORT[/PATH]`. One-line errors naming the part that
-/// is wrong.
+/// Parses `http://HOST:PORT[/PATH]` or `unix:SOCKET`. One-line errors
+/// naming the part that is wrong.
 absl::StatusOr<HttpEndpoint> parseHttpEndpoint(absl::string_view url);
 
 /// How the images travel: PNG files or raw interleaved RGB bytes (HWC,

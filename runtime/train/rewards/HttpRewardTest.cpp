@@ -40,6 +40,19 @@ TEST(HttpEndpointTest, ParsesHostPortAndPath) {
   EXPECT_EQ(e->url(), "http://localhost:1/v1/reward");
 }
 
+TEST(HttpEndpointTest, ParsesUnixSockets) {
+  absl::StatusOr<HttpEndpoint> e = parseHttpEndpoint("unix:/tmp/r.sock");
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->socket, "/tmp/r.sock");
+  EXPECT_EQ(e->path, "/score");
+  EXPECT_EQ(e->url(), "unix:/tmp/r.sock");
+  EXPECT_EQ(parseHttpEndpoint("unix:").status().message(),
+            "reward socket 'unix:': no file, expected unix:SOCKET_FILE");
+  EXPECT_TRUE(absl::StrContains(
+      parseHttpEndpoint("unix:/" + std::string(200, 'a')).status().message(),
+      "a path over 107 bytes"));
+}
+
 TEST(HttpEndpointTest, RefusesWhatIsNotHostPortPath) {
   auto message = [](absl::string_view url) {
     return std::string(parseHttpEndpoint(url).status().message());
@@ -84,6 +97,12 @@ TEST(RewardComponentTest, WeightIsTheLastNumberAfterAColon) {
   c = parse("http://127.0.0.1:8000/v1/score:3");
   EXPECT_EQ(c.http->path, "/v1/score");
   EXPECT_EQ(c.weight, 3);
+  c = parse("unix:/tmp/r.sock");
+  EXPECT_EQ(c.http->socket, "/tmp/r.sock");
+  EXPECT_EQ(c.weight, 1);
+  c = parse("unix:/tmp/r.sock:0.5");
+  EXPECT_EQ(c.http->socket, "/tmp/r.sock");
+  EXPECT_EQ(c.weight, 0.5);
 }
 
 TEST(RewardComponentTest, BadSpecsSayWhy) {

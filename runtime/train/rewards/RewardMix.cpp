@@ -28,7 +28,9 @@ std::optional<double> parseWeight(absl::string_view text) {
   return w;
 }
 
-bool isUrl(absl::string_view s) { return s.substr(0, 7) == "http://"; }
+bool isUrl(absl::string_view s) {
+  return s.substr(0, 7) == "http://" || s.substr(0, 5) == "unix:";
+}
 
 } // namespace
 

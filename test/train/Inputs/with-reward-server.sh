@@ -2,7 +2,8 @@
 # usage: with-reward-server.sh NAME [SERVER_OPTION...] -- COMMAND...
 # Starts examples/reward-server/server.py on a free port of 127.0.0.1
 # (--port 0; it writes the port to NAME.port once it listens), runs
-# COMMAND with every @PORT@ in its arguments replaced by the port, stops
+# COMMAND with every @PORT@ in its arguments replaced by the port (the
+# socket's path when SERVER_OPTIONs has --unix), stops
 # the server and prints "exit <code>" (COMMAND's exit code). The server's
 # output goes to NAME.server.log. Nothing here can hang: the wait for the
 # port and the command are bounded.
