@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <future>
 #include <thread>
 
 namespace omni::rewards {
@@ -384,15 +385,21 @@ TEST(HttpRewardTest, ServerDownIsRetriedThenSaid) {
 }
 
 TEST(HttpRewardTest, ASlowServerTimesOut) {
-  TestServer server([](const httplib::Request &, httplib::Response &res) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-    res.set_content(R"({"scores": [1, 2]})", "application/json");
-  });
+  // The server answers only after the client has given up (no race: it
+  // waits for the test to say so).
+  std::promise<void> gaveUp;
+  std::shared_future<void> released = gaveUp.get_future().share();
+  TestServer server(
+      [released](const httplib::Request &, httplib::Response &res) {
+        released.wait();
+        res.set_content(R"({"scores": [1, 2]})", "application/json");
+      });
   TestBatch t;
   HttpRewardOptions o = fastOptions();
   o.timeoutSeconds = 0.3;
   HttpReward reward(server.endpoint(), o);
   absl::Status s = reward.score(t.batch, {}).status();
+  gaveUp.set_value();
   EXPECT_EQ(s.message(), "reward server " + server.endpoint().url() +
                              ": no answer (the connection closed or 0.3 s "
                              "passed, --reward-timeout)");
