@@ -637,7 +637,7 @@ TEST_F(DataTrainerTest, RewardRebindingChangesTheReward) {
   EXPECT_EQ(s.message(),
             "--reward: unknown reward 'nope' (known rewards: brightness, "
             "jpeg_compressibility, jpeg_incompressibility; or a server: "
-            "http://HOST:PORT[/PATH])");
+            "http://HOST:PORT[/PATH] or unix:SOCKET)");
   options.rewards = {"brightness"};
   options.stepFunction = "step_embeds_only";
   s = train(options, log);
@@ -1376,7 +1376,8 @@ TEST_F(DataTrainerTest, CommandLine) {
   EXPECT_EQ(r.code, 1);
   EXPECT_EQ(r.err, "omnirun: --reward: unknown reward 'nope' (known rewards: "
                    "brightness, jpeg_compressibility, "
-                   "jpeg_incompressibility)\n");
+                   "jpeg_incompressibility; or a server: "
+                   "http://HOST:PORT[/PATH] or unix:SOCKET)\n");
   r = omnirun({bin, "--steps=1", "--init=vae=" + init});
   EXPECT_EQ(r.code, 1);
   EXPECT_EQ(r.err.rfind("omnirun: --init vae=" + init +

@@ -113,7 +113,7 @@ TEST(RewardComponentTest, BadSpecsSayWhy) {
   EXPECT_EQ(message("nope"),
             "--reward: unknown reward 'nope' (known rewards: brightness, "
             "jpeg_compressibility, jpeg_incompressibility; or a server: "
-            "http://HOST:PORT[/PATH])");
+            "http://HOST:PORT[/PATH] or unix:SOCKET)");
   EXPECT_EQ(message("brightness:abc"),
             "--reward brightness:abc: weight 'abc' is not a finite number, "
             "expected NAME[:WEIGHT] or http://HOST:PORT[/PATH][:WEIGHT]");

@@ -76,7 +76,7 @@ absl::StatusOr<RewardComponent> parseRewardComponent(absl::string_view spec) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--reward: unknown reward '", source,
         "' (known rewards: ", absl::StrJoin(registeredRewards(), ", "),
-        "; or a server: http://HOST:PORT[/PATH])"));
+        "; or a server: http://HOST:PORT[/PATH] or unix:SOCKET)"));
   return c;
 }
 
