@@ -682,6 +682,9 @@ absl::StatusOr<Scores> HttpReward::score(const ImageBatch &batch,
                        absl::StrFormat("no answer (the connection closed or "
                                        "%g s passed, --reward-timeout)",
                                        options_.timeoutSeconds));
+        if (e == httplib::Error::Write)
+          return error(absl::StatusCode::kUnavailable,
+                       "the connection closed while the batch was sent");
         return error(absl::StatusCode::kUnavailable,
                      absl::StrCat("request failed: ", httplib::to_string(e)));
       }

@@ -18,6 +18,11 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -382,6 +387,48 @@ TEST(HttpRewardTest, ServerDownIsRetriedThenSaid) {
   EXPECT_EQ(s.message(), "reward server " + e.url() +
                              ": cannot connect (3 tries): is the server "
                              "running?");
+}
+
+TEST(HttpRewardTest, AServerThatHangsUpWhileTheBatchIsSentIsSaid) {
+  // A listener that reads the start of the request and resets the
+  // connection; the batch (16 MiB of base64) is far more than the socket
+  // buffers take, so the client is still writing when the reset arrives.
+  int listener = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr *>(&addr), sizeof addr),
+            0);
+  ASSERT_EQ(listen(listener, 1), 0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(getsockname(listener, reinterpret_cast<sockaddr *>(&addr), &len),
+            0);
+  std::thread hangUp([listener] {
+    int c = accept(listener, nullptr, nullptr);
+    if (c < 0)
+      return;
+    char buf[4096];
+    (void)!read(c, buf, sizeof buf);
+    linger reset{1, 0};
+    setsockopt(c, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+    close(c);
+  });
+  std::vector<float> pixels(3 * 2048 * 2048, 0.5f);
+  ImageBatch batch;
+  batch.data = pixels.data();
+  batch.shape = {1, 3, 2048, 2048};
+  HttpEndpoint e;
+  e.host = "127.0.0.1";
+  e.port = ntohs(addr.sin_port);
+  HttpRewardOptions o = fastOptions();
+  o.encoding = ImageEncoding::Raw;
+  absl::Status s = HttpReward(e, o).score(batch, {}).status();
+  hangUp.join();
+  close(listener);
+  EXPECT_EQ(s.message(), "reward server " + e.url() +
+                             ": the connection closed while the batch was "
+                             "sent");
 }
 
 TEST(HttpRewardTest, ASlowServerTimesOut) {
