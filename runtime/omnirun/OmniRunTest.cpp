@@ -340,7 +340,7 @@ TEST_F(OmniRunTest, Help) {
   for (const char *flag :
        {"--steps=<n>", "--out=<dir>", "--save-every=<k>", "--resume[=<dir>]",
         "--sample-every=<k>", "--prompts=<file>", "--init=[<prefix>=]<file>",
-        "--reward=<name>", "--metrics=<file>", "--checkpoint-dir",
+        "--reward=<spec>", "--metrics=<file>", "--checkpoint-dir",
         "--keep-last=<n>", "--resume-if-present[=<dir>]",
         "--allow-program-change"})
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
