@@ -2,8 +2,9 @@
 #
 # omni_import_system_libraries(<missing-var> [GLOBAL]) defines the imported
 # targets Omni::TurboJPEG (libjpeg-turbo's TurboJPEG API, Debian
-# libturbojpeg0-dev) and Omni::OpenBLAS (cblas.h and libopenblas, Debian
-# libopenblas-dev) from a header and a library search, because neither ships
+# libturbojpeg0-dev), Omni::OpenBLAS (cblas.h and libopenblas, Debian
+# libopenblas-dev) and Omni::CppHttplib (httplib.h and libcpp-httplib, Debian
+# libcpp-httplib-dev) from a header and a library search, because none ships
 # a CMake package on every distribution. Both the build (top-level
 # CMakeLists.txt, GLOBAL) and the installed omniConfig.cmake (for the link
 # interfaces of the static runtime libraries) use it, so the two find the
@@ -46,6 +47,25 @@ function(omni_import_system_libraries missing_var)
     else()
       list(APPEND missing
         "OpenBLAS (cblas.h / libopenblas; install libopenblas-dev)")
+    endif()
+  endif()
+
+  # cpp-httplib as Debian builds it (libcpp-httplib-dev): a shared library
+  # compiled with OpenSSL, zlib and Brotli support, so its header must be
+  # read with the same three macros (they change the classes' layout).
+  if(NOT TARGET Omni::CppHttplib)
+    find_path(CPPHTTPLIB_INCLUDE_DIR httplib.h)
+    find_library(CPPHTTPLIB_LIBRARY cpp-httplib)
+    if(CPPHTTPLIB_INCLUDE_DIR AND CPPHTTPLIB_LIBRARY)
+      add_library(Omni::CppHttplib UNKNOWN IMPORTED ${scope})
+      set_target_properties(Omni::CppHttplib PROPERTIES
+        IMPORTED_LOCATION "${CPPHTTPLIB_LIBRARY}"
+        INTERFACE_INCLUDE_DIRECTORIES "${CPPHTTPLIB_INCLUDE_DIR}"
+        INTERFACE_COMPILE_DEFINITIONS
+          "CPPHTTPLIB_OPENSSL_SUPPORT;CPPHTTPLIB_ZLIB_SUPPORT;CPPHTTPLIB_BROTLI_SUPPORT")
+    else()
+      list(APPEND missing
+        "cpp-httplib (httplib.h / libcpp-httplib; install libcpp-httplib-dev)")
     endif()
   endif()
 

@@ -69,6 +69,39 @@ Value floatConst(OpBuilder &b, Location loc, Type t, double v) {
   return arith::ConstantOp::create(b, loc, t, b.getFloatAttr(t, v));
 }
 
+/// `v` rounded to the float type `to`, narrower than v's type, once (to
+/// nearest even), as the reference evaluator rounds. f64 to a type
+/// narrower than f32 (bf16, f16) goes through f32 rounded to odd: with f32's
+/// 24 bits, at least two more than the target's, the second rounding then
+/// gives the correctly rounded result (round-to-odd, Boldo and Melquiond).
+/// A direct arith.truncf from f64 would become a compiler-rt call
+/// (__truncdfbf2) that the kernels' shared object cannot resolve, and
+/// rounding to f32 by nearest even first could round twice.
+Value truncFloat(OpBuilder &b, Location loc, Type to, Value v) {
+  Type f32 = b.getF32Type();
+  if (!v.getType().isF64() || to.getIntOrFloatBitWidth() >= 32)
+    return arith::TruncFOp::create(b, loc, to, v);
+  Type i32 = b.getI32Type();
+  Value nearest = arith::TruncFOp::create(b, loc, f32, v);
+  Value back = arith::ExtFOp::create(b, loc, v.getType(), nearest);
+  // Inexact: step the f32 toward zero if it rounded away (the bits of a
+  // sign-magnitude float shrink toward zero for either sign), then set its
+  // last bit. NaN stays NaN (the exponent is untouched).
+  Value inexact =
+      arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNE, back, v);
+  Value awayFromZero = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT,
+                                             math::AbsFOp::create(b, loc, back),
+                                             math::AbsFOp::create(b, loc, v));
+  Value bits = arith::BitcastOp::create(b, loc, i32, nearest);
+  Value one = arith::ConstantOp::create(b, loc, i32, b.getI32IntegerAttr(1));
+  Value toward = arith::SelectOp::create(
+      b, loc, awayFromZero, arith::SubIOp::create(b, loc, bits, one), bits);
+  Value odd = arith::SelectOp::create(
+      b, loc, inexact, arith::OrIOp::create(b, loc, toward, one), bits);
+  return arith::TruncFOp::create(b, loc, to,
+                                 arith::BitcastOp::create(b, loc, f32, odd));
+}
+
 /// The scalar body of an elementwise omni op, or null if `op` is not one.
 FailureOr<Value> scalarBody(Operation *op, OpBuilder &b, Location loc,
                             ValueRange a) {
@@ -224,7 +257,7 @@ FailureOr<Value> scalarBody(Operation *op, OpBuilder &b, Location loc,
             if (f && toF)
               return to.getIntOrFloatBitWidth() > t.getIntOrFloatBitWidth()
                          ? Value(arith::ExtFOp::create(b, loc, to, a[0]))
-                         : Value(arith::TruncFOp::create(b, loc, to, a[0]));
+                         : truncFloat(b, loc, to, a[0]);
             if (f)
               return arith::FPToSIOp::create(b, loc, to, a[0]);
             if (toF)
@@ -368,7 +401,7 @@ FailureOr<SmallVector<Value>> lowerReduce(ReduceOp red, OpBuilder &b,
           v = arith::DivFOp::create(
               nb, nl, v, floatConst(nb, nl, f64, static_cast<double>(count)));
         if (t != f64)
-          v = arith::TruncFOp::create(nb, nl, t, v);
+          v = truncFloat(nb, nl, t, v);
         return v;
       });
   return SmallVector<Value>{r};

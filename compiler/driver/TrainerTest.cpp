@@ -598,7 +598,7 @@ TEST_F(DataTrainerTest, RewardRebindingChangesTheReward) {
   // brightness is the mean pixel value.
   EXPECT_NEAR(own[0]["reward_mean"], own[0]["image_mean"], 1e-6);
 
-  options.reward = "jpeg_incompressibility";
+  options.rewards = {"jpeg_incompressibility"};
   options.outDir = (dir / "jpeg").string();
   std::string log;
   options.metricsPath = (dir / "jpeg.jsonl").string();
@@ -632,12 +632,13 @@ TEST_F(DataTrainerTest, RewardRebindingChangesTheReward) {
   EXPECT_GT(jpeg[0]["reward_time_s"], 0.0);
 
   // Unknown rewards and steps without a reward are refused.
-  options.reward = "nope";
+  options.rewards = {"nope"};
   absl::Status s = train(options, log);
   EXPECT_EQ(s.message(),
             "--reward: unknown reward 'nope' (known rewards: brightness, "
-            "jpeg_compressibility, jpeg_incompressibility)");
-  options.reward = "brightness";
+            "jpeg_compressibility, jpeg_incompressibility; or a server: "
+            "http://HOST:PORT[/PATH] or unix:SOCKET)");
+  options.rewards = {"brightness"};
   options.stepFunction = "step_embeds_only";
   s = train(options, log);
   EXPECT_EQ(s.message(),
@@ -1375,7 +1376,8 @@ TEST_F(DataTrainerTest, CommandLine) {
   EXPECT_EQ(r.code, 1);
   EXPECT_EQ(r.err, "omnirun: --reward: unknown reward 'nope' (known rewards: "
                    "brightness, jpeg_compressibility, "
-                   "jpeg_incompressibility)\n");
+                   "jpeg_incompressibility; or a server: "
+                   "http://HOST:PORT[/PATH] or unix:SOCKET)\n");
   r = omnirun({bin, "--steps=1", "--init=vae=" + init});
   EXPECT_EQ(r.code, 1);
   EXPECT_EQ(r.err.rfind("omnirun: --init vae=" + init +

@@ -183,12 +183,28 @@ LogicalResult AttentionOp::buildVJP(OpBuilder &b, ArrayRef<Value> g,
   // S = q k^T scale + mask, P = softmax(S), O = P v:
   // dv = P^T dO; dP = dO v^T; dS = P (dP - sum(dP P)); dq = dS k scale;
   // dk = dS^T q scale; dmask = dS summed to the mask's shape.
+  // bf16/f16 operands: all of it in f32 (the operands widened exactly, the
+  // cotangents rounded once at the end), as the forward op keeps its
+  // softmax in f32 (docs/precision.md).
   Emitter e = begin(*this, b, out);
   Location loc = getLoc();
   RankedTensorType qt = getQuery().getType();
+  Type element = qt.getElementType();
+  bool narrow = element.getIntOrFloatBitWidth() < 32;
+  auto widen = [&](Value x) -> Value {
+    if (!narrow || !x)
+      return x;
+    auto t = cast<RankedTensorType>(x.getType());
+    return b.createOrFold<CastOp>(loc, t.clone(b.getF32Type()), x);
+  };
+  auto narrowTo = [&](Value x, Value like) -> Value {
+    return narrow ? b.createOrFold<CastOp>(loc, like.getType(), x) : x;
+  };
+  Value q = widen(getQuery()), k = widen(getKey()), v = widen(getValue());
+  Value dO = widen(g[0]);
   double scale = getScale() ? getScale()->convertToDouble()
                             : 1.0 / std::sqrt(double(qt.getDimSize(3)));
-  Value s = e.scale(e.matmul(getQuery(), getKey(), false, true), scale);
+  Value s = e.scale(e.matmul(q, k, false, true), scale);
   RankedTensorType st = Emitter::typeOf(s);
   Value mask = getMask();
   SmallVector<int64_t> maskReduced;
@@ -203,20 +219,23 @@ LogicalResult AttentionOp::buildVJP(OpBuilder &b, ArrayRef<Value> g,
         shape.push_back(mt.getDimSize(d));
       }
     }
-    Value full = BroadcastInDimOp::create(b, loc, st, e.reshape(mask, shape),
-                                          b.getDenseI64ArrayAttr(keep));
+    Value full =
+        BroadcastInDimOp::create(b, loc, st, e.reshape(widen(mask), shape),
+                                 b.getDenseI64ArrayAttr(keep));
     s = e.add(s, full);
   }
   Value p = SoftmaxOp::create(b, loc, s, b.getI64IntegerAttr(3));
-  out[2] = e.matmul(p, g[0], true, false);
-  Value dp = e.matmul(g[0], getValue(), false, true);
+  out[2] = narrowTo(e.matmul(p, dO, true, false), getValue());
+  Value dp = e.matmul(dO, v, false, true);
   Value dot = e.unreduce(e.reduce(ReduceKind::sum, e.mul(dp, p), {3}), st, 3);
   Value ds = e.mul(p, e.sub(dp, dot));
-  out[0] = e.scale(e.matmul(ds, getKey()), scale);
-  out[1] = e.scale(e.matmul(ds, getQuery(), true, false), scale);
-  if (mask)
-    out[3] = e.sumTo(ds, maskReduced,
-                     cast<RankedTensorType>(mask.getType()).getShape());
+  out[0] = narrowTo(e.scale(e.matmul(ds, k), scale), getQuery());
+  out[1] = narrowTo(e.scale(e.matmul(ds, q, true, false), scale), getKey());
+  if (mask) {
+    auto mt = cast<RankedTensorType>(mask.getType());
+    Value dmask = e.sumTo(ds, maskReduced, mt.getShape());
+    out[3] = narrowTo(dmask, mask);
+  }
   return success();
 }
 

@@ -226,15 +226,33 @@ Tensor concat(const std::vector<Tensor> &inputs, int64_t dim) {
                                       dim < 0 ? dim + rank : dim));
 }
 
+/// The type contractions of `x`'s graph compute in when it differs from
+/// `x`'s (f32) element type: the graph's contraction type; else null.
+static Type lowPrecision(const Tensor &x) {
+  Type low = x.graph().contractionType();
+  if (!low || low == x.elementType() || !x.elementType().isF32())
+    return Type();
+  return low;
+}
+
 Tensor matmul(const Tensor &a, const Tensor &b, bool transposeA,
               bool transposeB) {
   Graph &g = a.graph();
+  if (Type low = lowPrecision(a))
+    return matmul(a.cast(low), b.cast(low), transposeA, transposeB)
+        .cast(a.elementType());
   return wrap(g, od::MatmulOp::create(g.builder(), g.loc(), a.value(),
                                       b.value(), transposeA, transposeB));
 }
 
 Tensor linear(const Tensor &x, const Tensor &weight, const Tensor &bias) {
   Graph &g = x.graph();
+  if (Type low = lowPrecision(x)) {
+    // The bias is added in f32, after the product is widened back.
+    Tensor y =
+        linear(x.cast(low), weight.cast(low), Tensor()).cast(x.elementType());
+    return bias ? y + bias : y;
+  }
   return wrap(g, od::LinearOp::create(g.builder(), g.loc(), x.value(),
                                       weight.value(), bias.value()));
 }
@@ -272,6 +290,12 @@ Tensor groupNorm(const Tensor &x, int64_t groups, const Tensor &weight,
 Tensor conv2d(const Tensor &x, const Tensor &filter, const Tensor &bias,
               int64_t stride, int64_t padding) {
   Graph &g = x.graph();
+  if (Type low = lowPrecision(x)) {
+    // The bias is added in f32, after the convolution is widened back.
+    Tensor y = conv2d(x.cast(low), filter.cast(low), Tensor(), stride, padding)
+                   .cast(x.elementType());
+    return bias ? y + bias.broadcastInDim(y.shape(), {1}) : y;
+  }
   Tensor y = wrap(g, od::Conv2dOp::create(g.builder(), g.loc(), x.value(),
                                           filter.value(),
                                           ArrayRef<int64_t>{stride, stride},
@@ -291,6 +315,9 @@ Tensor upsampleNearest(const Tensor &x, int64_t factor) {
 
 Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v) {
   Graph &g = q.graph();
+  if (Type low = lowPrecision(q))
+    return attention(q.cast(low), k.cast(low), v.cast(low))
+        .cast(q.elementType());
   return wrap(g, od::AttentionOp::create(g.builder(), g.loc(), q.value(),
                                          k.value(), v.value(), Value(),
                                          FloatAttr()));
@@ -505,12 +532,18 @@ Tensor Module::linear(const std::string &name, const Tensor &x, int64_t out,
   Tensor a = layer.param("lora_A.weight", {r, in},
                          Init::normal(1.0 / static_cast<double>(r)));
   Tensor bb = layer.param("lora_B.weight", {out, r}, Init::zeros());
+  double scale = lora_->alpha / static_cast<double>(r);
+  if (lowPrecision(x)) {
+    // omni.lora_linear's decomposition, each product through fe::linear so
+    // it rounds its operands and the sum and scaling stay f32.
+    Tensor up = fe::linear(fe::linear(x, a, Tensor()), bb, Tensor());
+    return fe::linear(x, w, b) + up * scale;
+  }
   Graph &g = x.graph();
   return Tensor(
       &g, od::LoraLinearOp::create(g.builder(), g.loc(), x.value(), w.value(),
                                    b.value(), a.value(), bb.value(),
-                                   g.builder().getF64FloatAttr(
-                                       lora_->alpha / static_cast<double>(r))));
+                                   g.builder().getF64FloatAttr(scale)));
 }
 
 Tensor Module::layerNorm(const std::string &name, const Tensor &x, bool affine,

@@ -156,7 +156,17 @@ public:
   mlir::OwningOpRef<mlir::ModuleOp> release() { return std::move(module_); }
 
   mlir::Type f32() { return builder_.getF32Type(); }
+  mlir::Type bf16() { return builder_.getBF16Type(); }
   mlir::Type i64() { return builder_.getI64Type(); }
+
+  /// The element type the contractions (matmul, linear, conv2d, attention)
+  /// built from now on compute in; null (the default) or f32: as given.
+  /// With bf16, f32 operands are rounded to bf16 (omni.cast) right before
+  /// the op and its bf16 result is widened back to f32, so the graph around
+  /// it (norms, softmax outside attention, elementwise, biases) stays f32
+  /// (docs/precision.md).
+  void setContractionType(mlir::Type element) { contraction_ = element; }
+  mlir::Type contractionType() const { return contraction_; }
   mlir::RankedTensorType tensorType(const Shape &shape, mlir::Type element);
 
   /// A constant of `shape` filled with `value` (f32 unless said).
@@ -172,6 +182,24 @@ private:
   mlir::OpBuilder builder_;
   mlir::Location loc_;
   mlir::OwningOpRef<mlir::ModuleOp> module_;
+  mlir::Type contraction_;
+};
+
+/// Sets the graph's contraction type for a scope (Graph::setContractionType)
+/// and restores the previous one on exit.
+class ContractionScope {
+public:
+  ContractionScope(Graph &graph, mlir::Type element)
+      : graph_(graph), saved_(graph.contractionType()) {
+    graph.setContractionType(element);
+  }
+  ~ContractionScope() { graph_.setContractionType(saved_); }
+  ContractionScope(const ContractionScope &) = delete;
+  ContractionScope &operator=(const ContractionScope &) = delete;
+
+private:
+  Graph &graph_;
+  mlir::Type saved_;
 };
 
 /// Builds one func.func at the end of the module. The graph's insertion

@@ -13,6 +13,7 @@
 #include "frontends/builder/Model.h"
 #include "frontends/builder/testing/TestUtil.h"
 #include "frontends/models/Layers.h"
+#include "runtime/io/ElementCodec.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -474,6 +475,105 @@ TEST(BuilderTest, LoraAdaptsOnlyTargetsAndFreezesTheRest) {
     }
     return y;
   });
+}
+
+/// With the graph's contraction type bf16 (docs/precision.md): linear,
+/// matmul and LoRA take their operands rounded to bf16 and round their
+/// result to bf16, and the bias, the LoRA scaling and sum stay f32. Checked
+/// in the evaluator's float32 mode, where every op rounds to its type.
+TEST(BuilderTest, Bf16ContractionsRoundOperandsAndKeepTheRestF32) {
+  Fn f;
+  LoraOptions lora;
+  lora.rank = 2;
+  lora.alpha = 3.0;
+  lora.targets = {"lo"};
+  Module m(f.fn, f.params, "", &lora);
+  Tensor x = f.fn.argument({2, 3}, "x");
+  Tensor y = f.fn.argument({3, 5}, "y");
+  Tensor lin, mm, lo, after;
+  {
+    ContractionScope scope(f.g, f.g.bf16());
+    lin = m.linear("lin", x, 4);
+    mm = matmul(x, y);
+    lo = m.linear("lo", x, 4);
+  }
+  EXPECT_FALSE(f.g.contractionType());
+  after = matmul(x, y);
+  EXPECT_TRUE(lin.elementType().isF32());
+  EXPECT_TRUE(mm.elementType().isF32());
+  int bf16Linears = 0, loraOps = 0;
+  f.g.module().walk([&](mlir::Operation *op) {
+    llvm::StringRef name = op->getName().getStringRef();
+    loraOps += name == "omni.lora_linear";
+    if ((name == "omni.linear" || name == "omni.matmul") &&
+        llvm::all_of(op->getOperandTypes(), [](mlir::Type t) {
+          return llvm::cast<mlir::RankedTensorType>(t)
+              .getElementType()
+              .isBF16();
+        }))
+      ++bf16Linears;
+  });
+  EXPECT_EQ(loraOps, 0);     // built from its decomposition
+  EXPECT_EQ(bf16Linears, 5); // lin, mm, lo's base, A and B; not `after`
+
+  HostTensor hx = randomF32({2, 3}, 31), hy = randomF32({3, 5}, 32);
+  std::map<std::string, HostTensor> params;
+  for (const auto &[name, t] : f.fn.parameters())
+    params[name] = randomF32(t.shape(), 33 + params.size());
+  std::vector<HostTensor> r =
+      f.run({lin, mm, lo, after}, f.withParams({hx, hy}, params),
+            reference::Precision::F32);
+  auto bf = [](double v) { return roundToDType(v, DType::BF16); };
+  auto f32 = [](double v) { return roundToDType(v, DType::F32); };
+  const HostTensor &w = params.at("lin.weight"), &b = params.at("lin.bias");
+  // f32 (one rounding of the add); the bf16 product is rounded exactly as
+  // the reference rounds it, so 1 f32 ulp is the tolerance.
+  expectValues(
+      r[0], {2, 4},
+      [&](const Index &i) {
+        double s = 0;
+        for (int64_t c = 0; c < 3; ++c)
+          s += bf(at(hx, {i[0], c})) * bf(at(w, {i[1], c}));
+        return f32(bf(s) + at(b, {i[1]}));
+      },
+      1.2e-7, "linear");
+  expectValues(
+      r[1], {2, 5},
+      [&](const Index &i) {
+        double s = 0;
+        for (int64_t c = 0; c < 3; ++c)
+          s += bf(at(hx, {i[0], c})) * bf(at(hy, {c, i[1]}));
+        return bf(s);
+      },
+      0.0, "matmul");
+  const HostTensor &lw = params.at("lo.weight"), &lb = params.at("lo.bias"),
+                   &la = params.at("lo.lora_A.weight"),
+                   &lbb = params.at("lo.lora_B.weight");
+  expectValues(
+      r[2], {2, 4},
+      [&](const Index &i) {
+        double base = 0, up = 0;
+        for (int64_t c = 0; c < 3; ++c)
+          base += bf(at(hx, {i[0], c})) * bf(at(lw, {i[1], c}));
+        for (int64_t j = 0; j < 2; ++j) {
+          double down = 0;
+          for (int64_t c = 0; c < 3; ++c)
+            down += bf(at(hx, {i[0], c})) * bf(at(la, {j, c}));
+          up += bf(down) * bf(at(lbb, {i[1], j}));
+        }
+        return f32(f32(bf(base) + at(lb, {i[1]})) + f32(bf(up) * 1.5));
+      },
+      1.2e-7, "lora");
+  // Outside the scope: plain f32.
+  expectValues(
+      r[3], {2, 5},
+      [&](const Index &i) {
+        double s = 0;
+        for (int64_t c = 0; c < 3; ++c)
+          s += at(hx, {i[0], c}) * at(hy, {c, i[1]});
+        return f32(s);
+      },
+      0.0, "f32 matmul");
 }
 
 TEST(BuilderTest, WithoutLoraEverythingTrains) {

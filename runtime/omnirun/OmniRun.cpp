@@ -316,9 +316,42 @@ const Flag kFlags[] = {
        o.training.initSkip.push_back(*v);
        return std::nullopt;
      }},
-    {"--reward", Arg::Value, Mode::Train, "<name>",
-     "run this reward wherever the program calls one",
-     setText<&train::TrainOptions::reward>},
+    {"--reward", Arg::Value, Mode::Train, "<spec>",
+     "run this reward wherever the program calls one: a built-in's name or "
+     "a reward server, http://HOST:PORT[/PATH] or unix:SOCKET "
+     "(docs/rewards.md); "
+     "repeatable for a weighted mix, each spec with an optional :WEIGHT "
+     "(default 1), e.g. --reward jpeg_compressibility:0.5 --reward "
+     "http://127.0.0.1:8000:0.5",
+     [](Options &o, const std::string &,
+        const std::optional<std::string> &v) -> std::optional<std::string> {
+       o.training.rewards.push_back(*v);
+       return std::nullopt;
+     }},
+    {"--reward-timeout", Arg::Value, Mode::Train, "<seconds>",
+     "the longest wait for a reward server's connection and answer "
+     "(default 60); a server that cannot be reached is tried 5 times "
+     "over about 4 s",
+     [](Options &o, const std::string &name,
+        const std::optional<std::string> &v) -> std::optional<std::string> {
+       double seconds = 0;
+       if (!absl::SimpleAtod(*v, &seconds) || !(seconds > 0) || seconds > 1e6)
+         return absl::StrCat(
+             name, " expects seconds above 0, at most 1000000, found '", *v,
+             "'");
+       o.training.rewardTimeoutSeconds = seconds;
+       return std::nullopt;
+     }},
+    {"--reward-images", Arg::Value, Mode::Train, "png|raw",
+     "how images go to reward servers: base64 PNG (default) or base64 raw "
+     "RGB bytes, row-major HWC",
+     [](Options &o, const std::string &name,
+        const std::optional<std::string> &v) -> std::optional<std::string> {
+       if (*v != "png" && *v != "raw")
+         return absl::StrCat(name, " expects png or raw, found '", *v, "'");
+       o.training.rewardRawImages = *v == "raw";
+       return std::nullopt;
+     }},
     {"--metrics", Arg::Value, Mode::Train, "<file>",
      "append the JSON metrics lines here instead",
      setText<&train::TrainOptions::metricsPath>},

@@ -192,7 +192,7 @@ TEST_F(OmniRunTest, OneLineErrors) {
       {{add, "--list", "--device=tpu"}, ""},
       {{add, "--function=add", "--input=4xf32=1,2,3,4", "--input=4xf32=1,2,3,4",
         "--device=tpu"},
-       "omnirun: no driver named 'tpu' (available: cpu)\n"},
+       "omnirun: no driver named 'tpu' (available: cpu, cuda)\n"},
       {{mm, "--function=both", "--input=2x3xf64=1,2,3,4,5,6", "--output=x.npy",
         "--output=-"},
        "omnirun: --output #0 must be @file.npy or -, found 'x.npy'\n"},
@@ -340,7 +340,7 @@ TEST_F(OmniRunTest, Help) {
   for (const char *flag :
        {"--steps=<n>", "--out=<dir>", "--save-every=<k>", "--resume[=<dir>]",
         "--sample-every=<k>", "--prompts=<file>", "--init=[<prefix>=]<file>",
-        "--reward=<name>", "--metrics=<file>", "--checkpoint-dir",
+        "--reward=<spec>", "--metrics=<file>", "--checkpoint-dir",
         "--keep-last=<n>", "--resume-if-present[=<dir>]",
         "--allow-program-change"})
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag;

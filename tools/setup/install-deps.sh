@@ -15,12 +15,15 @@ PACKAGES=(
   # Runtime libraries
   libabsl-dev libflatbuffers-dev flatbuffers-compiler
   libturbojpeg0-dev libopenblas-dev libpng-dev
+  # Rewards computed by a server over HTTP (runtime/train/rewards/HttpReward)
+  libcpp-httplib-dev
   # Linking generated kernels into shared objects
   lld-22
   # Collectives between processes: `mpirun -np N omnirun` (runtime/hal/mpi)
   openmpi-bin libopenmpi-dev
-  # Tests
-  libgtest-dev
+  # Tests (python3-pil: examples/reward-server, which the reward-server
+  # test starts)
+  libgtest-dev python3-pil
   # tools/format/check-format.sh (the formatting the repository is checked
   # against is clang-format 22's)
   clang-format-22

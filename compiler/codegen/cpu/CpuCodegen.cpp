@@ -18,6 +18,7 @@
 
 #include "compiler/codegen/cpu/CpuCodegen.h"
 
+#include "mlir/Dialect/Arith/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -26,6 +27,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Target/LLVMIR/Export.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Bitcode/BitcodeReader.h"
 #include "llvm/Bitcode/BitcodeWriter.h"
@@ -123,6 +125,22 @@ LogicalResult lowerToLLVMDialect(ModuleOp kernels) {
                            copy.getTarget());
     copy.erase();
   });
+  // bf16 (docs/precision.md): arithmetic on bf16 runs in f32 and rounds its
+  // result (per op, as the reference evaluator does), and f32<->bf16
+  // conversions become integer code (round to nearest even). Left to LLVM,
+  // x86 rounds through the __truncsfbf2 libcall, which the kernels' shared
+  // object cannot resolve.
+  PassManager bf16(ctx, ModuleOp::getOperationName());
+  if (failed(parsePassPipeline(
+          "math-extend-to-supported-types,"
+          "arith-emulate-unsupported-floats{source-types=bf16 target-type=f32}",
+          bf16)) ||
+      failed(bf16.run(kernels)))
+    return failure();
+  RewritePatternSet expandBf16(ctx);
+  arith::populateExpandBFloat16Patterns(expandBf16);
+  if (failed(applyPatternsGreedily(kernels, std::move(expandBf16))))
+    return failure();
   PassManager lower(ctx, ModuleOp::getOperationName());
   if (failed(parsePassPipeline(
           "func.func(convert-linalg-to-loops),"

@@ -66,6 +66,7 @@ struct Options {
   od::KlForm klForm;
   bool globalStd, normByStd;
   bool gatherPerStep; // omni.shard_gather "per-step" (else "once")
+  bool bf16;          // the model's contractions in bf16 (docs/precision.md)
   std::string reward;
   int64_t batch() const { return prompts * group; }
   /// Trained steps per iteration.
@@ -138,6 +139,11 @@ const OptionDesc kOptions[] = {
     {"gather", "once",
      Choice{{"once", "per-step"},
             [](Options &o, size_t i) { o.gatherPerStep = i == 1; }}},
+    // Precision (docs/precision.md): bf16 rounds the operands of the
+    // velocity model's matmuls, convolutions and attention to bf16; every
+    // other op, the decoder and the training state stay f32.
+    {"precision", "f32",
+     Choice{{"f32", "bf16"}, [](Options &o, size_t i) { o.bf16 = i == 1; }}},
 };
 
 /// A check on the parsed options; failing, the error is "flowgrpo option
@@ -556,7 +562,11 @@ void Emitter::emitVelocity() {
     prompt = doubled(prompt);
     pooled = doubled(pooled);
   }
-  Tensor v = model_.forward(m, x, t, prompt, pooled);
+  Tensor v;
+  {
+    ContractionScope precision(g_, o_.bf16 ? g_.bf16() : Type());
+    v = model_.forward(m, x, t, prompt, pooled);
+  }
   g_.setLocation("");
   if (cfg)
     v = wrap(od::CfgCombineOp::create(b_, loc(), v.value(),

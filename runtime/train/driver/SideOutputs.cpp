@@ -150,6 +150,12 @@ std::string metricsLine(const Signature &sig, const IterationResult &r) {
   }
   if (sig.images)
     absl::StrAppend(&json, ", \"nonfinite_images\": ", r.badImages);
+  // The --reward mix's components and sub-scores (always finite).
+  for (const auto &[name, mean] : r.rewardMeans) {
+    absl::StrAppend(&json, ", ");
+    checkpoint::json::appendJsonString(json, name);
+    absl::StrAppend(&json, ": ", format("%.9g", mean));
+  }
   absl::StrAppend(&json, ", \"time_s\": ", format("%.6g", r.totalSeconds),
                   ", \"reward_time_s\": ", format("%.6g", r.rewardSeconds),
                   ", \"compute_time_s\": ", format("%.6g", r.computeSeconds));

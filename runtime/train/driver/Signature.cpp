@@ -5,7 +5,7 @@
 // training state is the program's state slots (omnic's omni-resident-state
 // pass makes them of the convention's leading state arguments and
 // results). Also the host functions the executor gets: every registered
-// reward, timed, and rebound by --reward.
+// reward, timed, and rebound by --reward (to a mix, RewardMix.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -181,23 +181,47 @@ void collectHostCalls(const loader::Program &program, uint32_t function,
   }
 }
 
+/// The mix as a host function (one NCHW float operand, one [N] f32 result,
+/// like rewards::registerRewards' functions).
+HostFunction mixFunction(std::shared_ptr<rewards::RewardMix> mix) {
+  return [mix](absl::Span<const HostTensor> args)
+             -> absl::StatusOr<std::vector<HostTensor>> {
+    if (args.size() != 1)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "reward ", mix->describe(), " takes 1 image batch, found ",
+          args.size(), " operands"));
+    const HostTensor &images = args[0];
+    if (!images.isFloat())
+      return absl::InvalidArgumentError(
+          absl::StrCat("reward ", mix->describe(),
+                       " takes float images, found ", images.typeString()));
+    std::vector<float> pixels(images.floats().begin(), images.floats().end());
+    rewards::ImageBatch batch;
+    batch.data = pixels.data();
+    batch.shape = images.shape();
+    absl::StatusOr<std::vector<float>> values = mix->score(batch);
+    if (!values.ok())
+      return values.status();
+    HostTensor result(DType::F32, {static_cast<int64_t>(values->size())});
+    for (size_t i = 0; i < values->size(); ++i)
+      result.floats()[i] = (*values)[i];
+    return std::vector<HostTensor>{std::move(result)};
+  };
+}
+
 } // namespace
 
-absl::StatusOr<HostFunctionRegistry>
-trainingHostFunctions(const loader::Program &program, uint32_t step,
-                      const std::string &stepName, const std::string &reward,
-                      std::shared_ptr<std::atomic<int64_t>> nanos,
-                      std::ostream &log) {
+absl::StatusOr<HostFunctionRegistry> trainingHostFunctions(
+    const loader::Program &program, uint32_t step, const std::string &stepName,
+    std::shared_ptr<rewards::RewardMix> mix,
+    std::shared_ptr<std::atomic<int64_t>> nanos, std::ostream &log) {
   HostFunctionRegistry base = rewards::rewardHostFunctions();
   std::vector<std::string> known = rewards::registeredRewards();
   auto isReward = [&](const std::string &n) {
     return std::find(known.begin(), known.end(), n) != known.end();
   };
-  if (!reward.empty()) {
-    if (!isReward(reward) || !base.lookup(reward))
-      return absl::InvalidArgumentError(
-          absl::StrCat("--reward: unknown reward '", reward,
-                       "' (known rewards: ", absl::StrJoin(known, ", "), ")"));
+  const std::string reward = mix ? mix->describe() : std::string();
+  if (mix) {
     std::set<std::string> callees;
     std::set<uint32_t> visited;
     collectHostCalls(program, step, visited, callees);
@@ -215,10 +239,9 @@ trainingHostFunctions(const loader::Program &program, uint32_t step,
         << "\n";
   }
   HostFunctionRegistry registry;
+  HostFunction mixed = mix ? mixFunction(mix) : HostFunction();
   for (const std::string &name : base.names()) {
-    const std::string &target =
-        !reward.empty() && isReward(name) ? reward : name;
-    HostFunction fn = *base.lookup(target);
+    HostFunction fn = mix && isReward(name) ? mixed : *base.lookup(name);
     registry.add(name, [fn, nanos](absl::Span<const HostTensor> args) {
       auto start = std::chrono::steady_clock::now();
       absl::StatusOr<std::vector<HostTensor>> results = fn(args);

@@ -270,14 +270,15 @@ absl::Status openOutputs(const RunPaths &paths, int64_t start,
 }
 
 /// The executor with the training host functions (rewards timed into
-/// `rewardNanos`, rebound by --reward), timing phases.
+/// `rewardNanos`, rebound by --reward to `mix`), timing phases.
 absl::StatusOr<std::unique_ptr<executor::Executor>> makeExecutor(
     std::shared_ptr<const loader::Program> program, hal::Device &device,
     const Signature &sig, const TrainOptions &options,
+    std::shared_ptr<rewards::RewardMix> mix,
     std::shared_ptr<std::atomic<int64_t>> rewardNanos, std::ostream &log) {
   absl::StatusOr<HostFunctionRegistry> hostFunctions =
       trainingHostFunctions(*program, sig.function, options.stepFunction,
-                            options.reward, std::move(rewardNanos), log);
+                            std::move(mix), std::move(rewardNanos), log);
   if (!hostFunctions.ok())
     return hostFunctions.status();
   executor::ExecutorOptions executorOptions;
@@ -357,10 +358,22 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
           << paths.metricsPath << ")\n";
   }
 
-  // 2. Host functions, the executor and the prompt set.
+  // 2. Host functions (--reward's mix), the executor and the prompt set.
+  std::shared_ptr<rewards::RewardMix> mix;
+  if (!options.rewards.empty()) {
+    rewards::HttpRewardOptions http;
+    http.timeoutSeconds = options.rewardTimeoutSeconds;
+    http.encoding = options.rewardRawImages ? rewards::ImageEncoding::Raw
+                                            : rewards::ImageEncoding::Png;
+    absl::StatusOr<std::shared_ptr<rewards::RewardMix>> made =
+        rewards::RewardMix::create(options.rewards, http);
+    if (!made.ok())
+      return made.status();
+    mix = std::move(*made);
+  }
   auto rewardNanos = std::make_shared<std::atomic<int64_t>>(0);
   absl::StatusOr<std::unique_ptr<executor::Executor>> created =
-      makeExecutor(program, device, *sig, options, rewardNanos, log);
+      makeExecutor(program, device, *sig, options, mix, rewardNanos, log);
   if (!created.ok())
     return created.status();
   executor::Executor &executor = **created;
@@ -414,6 +427,20 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
                          checkpoints);
     absl::Status hook = options.beforeIteration ? options.beforeIteration(it)
                                                 : absl::OkStatus();
+    // What reward servers are told about this iteration's images. Each
+    // rank scores the batch its host call sees; which prompt rows a rank's
+    // part of a sharded batch holds is not known here, so only one rank
+    // says (docs/rewards.md).
+    if (mix) {
+      rewards::ScoreContext context;
+      context.iteration = it;
+      context.seed = start->seed;
+      if (!options.channel || options.channel->size() == 1) {
+        context.promptsPerIteration = sig->prompts.perIteration;
+        context.promptCount = *prompts ? (*prompts)->size() : 0;
+      }
+      mix->setContext(std::move(context));
+    }
     absl::StatusOr<IterationResult> r =
         hook.ok() ? runIteration(executor, *sig, *prompts, start->seed, it,
                                  *rewardNanos, options.stats)
@@ -423,6 +450,8 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
                           absl::StrCat("iteration ", it, ": ",
                                        r.status().message(),
                                        checkpoints.afterFailedIteration(it)));
+    if (mix)
+      r->rewardMeans = mix->takeMeans();
     if (r->badImages && !warnedImages) {
       log << "warning: iteration " << it << ": " << r->badImages << " of "
           << r->numImages

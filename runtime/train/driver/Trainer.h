@@ -23,8 +23,11 @@
 //   reward_std, approx_kl, clipfrac, kl, grad_norm, skipped, ...); a result
 //   named `images` (f32 [B, 3, H, W] in [0, 1]) is saved as a PNG grid; other
 //   tensors are ignored.
-// - Rewards are host calls (omni.host_call "<reward>"); TrainOptions::reward
-//   rebinds every callee that is a registered reward to another one.
+// - Rewards are host calls (omni.host_call "<reward>"); TrainOptions::rewards
+//   rebinds every callee that is a registered reward to another one, a
+//   reward server or a weighted mix (docs/rewards.md); the servers are told
+//   each batch's iteration, seed and prompt rows, and the mix's component
+//   and sub-score means go to metrics.jsonl as reward/<name>.
 // Every iteration's random numbers are keyed on (seed, iteration), so a run
 // resumed from a checkpoint continues bit for bit; checkpoints record both,
 // and the program's fingerprint (a resume with another step.bin is refused).
@@ -112,8 +115,15 @@ struct TrainOptions {
   /// computes itself, e.g. SD3's `pos_embed.pos_embed`); a trailing `*`
   /// matches a prefix (`encoder.*`).
   std::vector<std::string> initSkip;
-  /// The reward the program's reward host calls run; empty: their own.
-  std::string reward;
+  /// What the program's reward host calls run instead of their own: a
+  /// weighted mix of registered rewards and reward servers, one spec each
+  /// (`jpeg_compressibility:0.5`, `http://127.0.0.1:8000:0.5`;
+  /// rewards/RewardMix.h, docs/rewards.md); empty: their own.
+  std::vector<std::string> rewards;
+  /// For reward servers: the longest wait for a connection and for an
+  /// answer, and whether images go as raw RGB bytes instead of PNG.
+  double rewardTimeoutSeconds = 60;
+  bool rewardRawImages = false;
   /// Measure each iteration's host<->device bytes and device memory
   /// (progress line and metrics.jsonl: host_to_device_bytes,
   /// device_to_host_bytes, device_bytes).

@@ -23,6 +23,7 @@
 #include "runtime/train/driver/ShardedState.h"
 #include "runtime/train/driver/Trainer.h"
 #include "runtime/train/prompts/Prompts.h"
+#include "runtime/train/rewards/RewardMix.h"
 
 #include "absl/status/statusor.h"
 
@@ -68,13 +69,12 @@ absl::StatusOr<Signature> checkStep(const loader::Program &program,
                                     const std::string &name);
 
 /// The executor's host functions: every registered one, timed into
-/// `nanos`; with `reward`, every reward runs `reward` (and the step must
-/// call at least one).
-absl::StatusOr<HostFunctionRegistry>
-trainingHostFunctions(const loader::Program &program, uint32_t step,
-                      const std::string &stepName, const std::string &reward,
-                      std::shared_ptr<std::atomic<int64_t>> nanos,
-                      std::ostream &log);
+/// `nanos`; with `mix`, every reward runs the mix (and the step must call
+/// at least one).
+absl::StatusOr<HostFunctionRegistry> trainingHostFunctions(
+    const loader::Program &program, uint32_t step, const std::string &stepName,
+    std::shared_ptr<rewards::RewardMix> mix,
+    std::shared_ptr<std::atomic<int64_t>> nanos, std::ostream &log);
 
 //===--- InitialState.cpp -------------------------------------------------===//
 
@@ -108,6 +108,8 @@ struct IterationResult {
   std::vector<std::pair<std::string, double>> phases;
   bool namedPhases = false;
   int64_t badImages = 0, numImages = 0;
+  /// The --reward mix's means of the iteration (reward/<name>).
+  std::vector<std::pair<std::string, double>> rewardMeans;
   /// With --stats: host<->device bytes and peak device memory of the
   /// iteration (-1: the device does not count).
   std::optional<executor::TransferStats> transfers;

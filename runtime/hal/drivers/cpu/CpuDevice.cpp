@@ -110,7 +110,8 @@ absl::StatusOr<std::unique_ptr<Stream>> CpuDevice::createStream() {
 }
 
 bool CpuDevice::supportsLibrary(Library, DType dtype) const {
-  return dtype == DType::F32 || dtype == DType::F64;
+  // bf16: widened to f32 (CpuLibraries.cpp, docs/precision.md).
+  return dtype == DType::F32 || dtype == DType::F64 || dtype == DType::BF16;
 }
 
 absl::StatusOr<std::unique_ptr<Channel>>

@@ -4,9 +4,20 @@
 // 32-bit BLAS interface bounds each gemm dimension; larger problems fail
 // with Unimplemented instead of overflowing an int.
 //
+// bf16 operands (docs/precision.md) are widened to f32, which is exact, the
+// f32 routine runs (sgemm: every product of two bf16 values is exact in f32,
+// so only the f32 accumulation order differs from any other f32-accumulating
+// bf16 gemm), and the f32 result is rounded once to bf16, to nearest even.
+// OpenBLAS's cblas_sbgemm would skip the widening copies, but its kernels
+// differ by CPU and release (0.3.21's are not all exact-product), so the
+// results would too; attention keeps its softmax in f32 this way, as flash
+// attention does.
+//
 //===----------------------------------------------------------------------===//
 
 #include "runtime/hal/drivers/cpu/CpuLibraries.h"
+
+#include "runtime/io/ElementCodec.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -174,6 +185,27 @@ void attention(const AttentionParams &p, const T *q, const T *k, const T *v,
   }
 }
 
+/// `n` bf16 elements widened (exactly) to f32; null stays empty.
+std::vector<float> widenBf16(const void *data, int64_t n) {
+  std::vector<float> out;
+  if (!data)
+    return out;
+  out.resize(static_cast<size_t>(n));
+  const auto *bits = static_cast<const uint16_t *>(data);
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t word = static_cast<uint32_t>(bits[i]) << 16;
+    std::memcpy(&out[i], &word, sizeof(float));
+  }
+  return out;
+}
+
+/// `values` rounded to bf16 (to nearest even, NaN kept) into `out`.
+void narrowToBf16(const std::vector<float> &values, void *out) {
+  auto *bits = static_cast<uint16_t *>(out);
+  for (size_t i = 0; i < values.size(); ++i)
+    bits[i] = bf16BitsFromDouble(static_cast<double>(values[i]));
+}
+
 } // namespace
 
 absl::Status runMatmul(const MatmulParams &p, const void *lhs, const void *rhs,
@@ -181,7 +213,14 @@ absl::Status runMatmul(const MatmulParams &p, const void *lhs, const void *rhs,
   absl::Status fits = fitsBlas("Matmul", {{"m", p.m}, {"n", p.n}, {"k", p.k}});
   if (!fits.ok())
     return fits;
-  if (p.dtype == DType::F32)
+  if (p.dtype == DType::BF16) {
+    std::vector<float> a = widenBf16(lhs, p.batch * p.m * p.k);
+    std::vector<float> b =
+        widenBf16(rhs, (p.rhsShared ? 1 : p.batch) * p.k * p.n);
+    std::vector<float> c(static_cast<size_t>(p.batch * p.m * p.n));
+    matmul(p, a.data(), b.data(), c.data());
+    narrowToBf16(c, result);
+  } else if (p.dtype == DType::F32)
     matmul(p, static_cast<const float *>(lhs), static_cast<const float *>(rhs),
            static_cast<float *>(result));
   else
@@ -198,7 +237,13 @@ absl::Status runConv2d(const Conv2dParams &p, const void *input,
                           {"input channels x kernel taps", p.c * p.kh * p.kw}});
   if (!fits.ok())
     return fits;
-  if (p.dtype == DType::F32)
+  if (p.dtype == DType::BF16) {
+    std::vector<float> x = widenBf16(input, p.n * p.c * p.h * p.w);
+    std::vector<float> w = widenBf16(filter, p.o * p.c * p.kh * p.kw);
+    std::vector<float> y(static_cast<size_t>(p.n * p.o * p.outH * p.outW));
+    conv2d(p, x.data(), w.data(), y.data(), pool);
+    narrowToBf16(y, result);
+  } else if (p.dtype == DType::F32)
     conv2d(p, static_cast<const float *>(input),
            static_cast<const float *>(filter), static_cast<float *>(result),
            pool);
@@ -218,7 +263,20 @@ absl::Status runAttention(const AttentionParams &p, const void *q,
                                              {"value size", p.valueDim}});
   if (!fits.ok())
     return fits;
-  if (p.dtype == DType::F32)
+  if (p.dtype == DType::BF16) {
+    const int64_t bh = p.batch * p.heads;
+    std::vector<float> qf = widenBf16(q, bh * p.seqQ * p.headDim);
+    std::vector<float> kf = widenBf16(k, bh * p.seqK * p.headDim);
+    std::vector<float> vf = widenBf16(v, bh * p.seqK * p.valueDim);
+    const int64_t maskElems = (p.maskBatchShared ? 1 : p.batch) *
+                              (p.maskHeadShared ? 1 : p.heads) * p.seqQ *
+                              p.seqK;
+    std::vector<float> mf = widenBf16(mask, maskElems);
+    std::vector<float> of(static_cast<size_t>(bh * p.seqQ * p.valueDim));
+    attention(p, qf.data(), kf.data(), vf.data(), mask ? mf.data() : nullptr,
+              of.data(), pool);
+    narrowToBf16(of, result);
+  } else if (p.dtype == DType::F32)
     attention(p, static_cast<const float *>(q), static_cast<const float *>(k),
               static_cast<const float *>(v), static_cast<const float *>(mask),
               static_cast<float *>(result), pool);

@@ -198,7 +198,7 @@ absl::Status CpuStream::matmul(const MatmulParams &p, BufferRef lhs,
                                BufferRef rhs, BufferRef result) {
   if (!device_.supportsLibrary(Library::Matmul, p.dtype))
     return absl::UnimplementedError(absl::StrCat(
-        "the cpu Matmul supports f32 and f64, not ", dtypeName(p.dtype)));
+        "the cpu Matmul supports f32, f64 and bf16, not ", dtypeName(p.dtype)));
   int64_t lhsRows = p.transposeLhs ? p.k : p.m,
           lhsCols = p.transposeLhs ? p.m : p.k;
   int64_t rhsRows = p.transposeRhs ? p.n : p.k,
@@ -221,7 +221,7 @@ absl::Status CpuStream::conv2d(const Conv2dParams &p, BufferRef input,
                                BufferRef filter, BufferRef result) {
   if (!device_.supportsLibrary(Library::Conv2d, p.dtype))
     return absl::UnimplementedError(absl::StrCat(
-        "the cpu Conv2d supports f32 and f64, not ", dtypeName(p.dtype)));
+        "the cpu Conv2d supports f32, f64 and bf16, not ", dtypeName(p.dtype)));
   OMNI_ASSIGN_OR_RETURN(
       uint8_t *x,
       resolveSized(input, bytesOf({p.n, p.c, p.h, p.w}, p.dtype), "input"));
@@ -239,8 +239,9 @@ absl::Status CpuStream::attention(const AttentionParams &p, BufferRef q,
                                   BufferRef k, BufferRef v, BufferRef mask,
                                   BufferRef result) {
   if (!device_.supportsLibrary(Library::Attention, p.dtype))
-    return absl::UnimplementedError(absl::StrCat(
-        "the cpu Attention supports f32 and f64, not ", dtypeName(p.dtype)));
+    return absl::UnimplementedError(
+        absl::StrCat("the cpu Attention supports f32, f64 and bf16, not ",
+                     dtypeName(p.dtype)));
   OMNI_ASSIGN_OR_RETURN(
       uint8_t *qp,
       resolveSized(q, bytesOf({p.batch, p.heads, p.seqQ, p.headDim}, p.dtype),

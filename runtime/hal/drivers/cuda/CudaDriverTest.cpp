@@ -1,0 +1,580 @@
+//===- CudaDriverTest.cpp - The cuda driver without (and with) a GPU ------===//
+//
+// CudaApi::load's one-line errors, each reached on a machine without a GPU:
+// a missing library, a library that is not a driver, the toolkit's stub
+// library, and (through FakeLibcuda.c) a driver too old, one without
+// devices and an ordinal past the last device. The hal conformance suites
+// (runtime/hal/cts) cover a real GPU; the last tests here check what only
+// the cuda driver does (architecture choice, launch checks) and skip
+// without one.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/hal/drivers/cuda/CudaDriver.h"
+#include "runtime/hal/drivers/Drivers.h"
+#include "runtime/hal/drivers/cuda/CudaApi.h"
+#include "runtime/hal/drivers/cuda/CudaExecutable.h"
+#include "runtime/hal/drivers/cuda/CudaStream.h"
+#include "runtime/hal/drivers/cuda/kernels/Indexing.h"
+
+#include "gtest/gtest.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <dlfcn.h>
+#include <fstream>
+#include <optional>
+
+namespace omni::hal::cuda {
+namespace {
+
+/// Sets environment variables for one test and restores them after.
+class ScopedEnv {
+public:
+  ScopedEnv(const char *name, const std::string &value) : name_(name) {
+    if (const char *old = std::getenv(name))
+      old_ = old;
+    setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (old_)
+      setenv(name_, old_->c_str(), 1);
+    else
+      unsetenv(name_);
+  }
+
+private:
+  const char *name_;
+  std::optional<std::string> old_;
+};
+
+absl::Status createWith(const std::string &library, int ordinal = 0) {
+  CudaDriver driver(library);
+  DeviceOptions options;
+  options.ordinal = ordinal;
+  return driver.createDevice(options).status();
+}
+
+TEST(CudaDriver, IsRegistered) {
+  EXPECT_NE(builtinDrivers().find("cuda"), nullptr);
+}
+
+TEST(CudaDriver, MissingLibraryIsOneLine) {
+  absl::Status s = createWith("/nonexistent/libcuda.so.1");
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(s.message(),
+            "cuda: no NVIDIA driver (/nonexistent/libcuda.so.1: cannot open "
+            "shared object file: No such file or directory)");
+}
+
+TEST(CudaDriver, EnvironmentOverridesTheLibrary) {
+  ScopedEnv env("OMNI_CUDA_DRIVER_LIBRARY", "/nonexistent/libcuda-test.so");
+  CudaDriver driver;
+  absl::Status s = driver.createDevice({}).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(s.message(),
+            "cuda: no NVIDIA driver (/nonexistent/libcuda-test.so: cannot "
+            "open shared object file: No such file or directory)");
+}
+
+TEST(CudaDriver, DefaultLibraryWithoutADriver) {
+  if (void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) {
+    dlclose(h);
+    GTEST_SKIP() << "this machine has libcuda.so.1";
+  }
+  unsetenv("OMNI_CUDA_DRIVER_LIBRARY");
+  auto device = builtinDrivers().createDevice("cuda", {});
+  ASSERT_FALSE(device.ok());
+  EXPECT_EQ(device.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(device.status().message(),
+            "cuda: no NVIDIA driver (libcuda.so.1: cannot open shared object "
+            "file: No such file or directory)");
+}
+
+TEST(CudaDriver, LibraryWithoutTheEntryPoints) {
+  absl::Status s = createWith(OMNI_NOT_A_DRIVER);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(s.message(),
+            std::string("cuda: no NVIDIA driver (") + OMNI_NOT_A_DRIVER +
+                " has no cuGetProcAddress_v2; the driver must be 12.0 or "
+                "newer)");
+}
+
+TEST(CudaDriver, ToolkitStubLibrary) {
+  if (!std::ifstream(OMNI_CUDA_STUB_LIBCUDA).good())
+    GTEST_SKIP() << "no stub library at " << OMNI_CUDA_STUB_LIBCUDA;
+  absl::Status s = createWith(OMNI_CUDA_STUB_LIBCUDA);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(s.message(),
+            std::string("cuda: no NVIDIA driver (") + OMNI_CUDA_STUB_LIBCUDA +
+                " is the CUDA toolkit's stub library, not a driver)");
+}
+
+TEST(CudaDriver, DriverTooOld) {
+  ScopedEnv version("OMNI_FAKE_CUDA_VERSION", "11080");
+  absl::Status s = createWith(OMNI_FAKE_LIBCUDA);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(s.message(),
+            "cuda: driver version 11.8 is too old; need 12.0 or newer");
+}
+
+TEST(CudaDriver, NoDevicesAtInit) {
+  ScopedEnv init("OMNI_FAKE_CUDA_INIT", "100"); // CUDA_ERROR_NO_DEVICE
+  absl::Status s = createWith(OMNI_FAKE_LIBCUDA);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(s.message(),
+            "cuda: the driver has no devices (cuInit: CUDA_ERROR_NO_DEVICE)");
+}
+
+TEST(CudaDriver, OtherInitFailuresAreNamed) {
+  ScopedEnv init("OMNI_FAKE_CUDA_INIT", "803"); // SYSTEM_DRIVER_MISMATCH
+  absl::Status s = createWith(OMNI_FAKE_LIBCUDA);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(s.message(), "cuda: the driver did not start (cuInit: "
+                         "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH)");
+}
+
+TEST(CudaDriver, ZeroDevices) {
+  ScopedEnv devices("OMNI_FAKE_CUDA_DEVICES", "0");
+  absl::Status s = createWith(OMNI_FAKE_LIBCUDA);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(s.message(),
+            "cuda: the driver has no devices (cuDeviceGetCount: 0)");
+}
+
+TEST(CudaDriver, OrdinalPastTheLastDevice) {
+  ScopedEnv devices("OMNI_FAKE_CUDA_DEVICES", "1");
+  absl::Status s = createWith(OMNI_FAKE_LIBCUDA, 3);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(s.message(), "cuda: device 3 requested but only 1 present");
+  absl::Status negative = createWith(OMNI_FAKE_LIBCUDA, -1);
+  EXPECT_EQ(negative.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(negative.message(), "cuda: device -1 requested (expected >= 0)");
+}
+
+TEST(CudaDriver, TheFailureIsKept) {
+  // A driver that failed to load fails the same way every time (no retry
+  // that could find another library).
+  CudaDriver driver("/nonexistent/libcuda.so.1");
+  absl::Status first = driver.createDevice({}).status();
+  absl::Status second = driver.createDevice({}).status();
+  EXPECT_EQ(first, second);
+}
+
+TEST(CudaApi, LoadsTheFake) {
+  // Everything CudaApi resolves exists in the fake, so load succeeds and
+  // reports what the fake says.
+  ScopedEnv version("OMNI_FAKE_CUDA_VERSION", "12080");
+  ScopedEnv devices("OMNI_FAKE_CUDA_DEVICES", "4");
+  auto api = CudaApi::load(OMNI_FAKE_LIBCUDA);
+  ASSERT_TRUE(api.ok()) << api.status();
+  EXPECT_EQ((*api)->driverVersion(), 12080);
+  EXPECT_EQ((*api)->deviceCount(), 4);
+  EXPECT_TRUE((*api)->checkOrdinal(3).ok());
+  // The fake cannot name errors; the built-in table can.
+  EXPECT_EQ((*api)->errorName(CUDA_ERROR_ILLEGAL_ADDRESS),
+            "CUDA_ERROR_ILLEGAL_ADDRESS");
+  EXPECT_EQ((*api)->errorName(static_cast<CUresult>(12345)), "CUresult 12345");
+  absl::Status oom = (*api)->check(CUDA_ERROR_OUT_OF_MEMORY, "allocating");
+  EXPECT_EQ(oom.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(oom.message(), "allocating: CUDA_ERROR_OUT_OF_MEMORY");
+}
+
+TEST(CudaApi, LibrariesLoadOrSayWhyNot) {
+  // cuBLASLt and cuDNN load without a GPU (their entry points are found by
+  // dlsym); on a machine without them the reason is one line.
+  auto api = CudaApi::load(OMNI_FAKE_LIBCUDA);
+  ASSERT_TRUE(api.ok()) << api.status();
+  absl::StatusOr<const CublasLtApi *> lt = (*api)->cublasLt();
+  if (lt.ok()) {
+    EXPECT_NE((*lt)->cublasLtMatmul, nullptr);
+  } else {
+    EXPECT_EQ(lt.status().code(), absl::StatusCode::kUnavailable);
+    EXPECT_EQ(lt.status().message().rfind("cuda: no cuBLASLt for matmuls (", 0),
+              0u)
+        << lt.status();
+  }
+  absl::StatusOr<const CudnnApi *> dnn = (*api)->cudnn();
+  if (dnn.ok()) {
+    EXPECT_NE((*dnn)->cudnnConvolutionForward, nullptr);
+    EXPECT_GE((*dnn)->cudnnGetVersion(), 90000u);
+  } else {
+    EXPECT_EQ(dnn.status().code(), absl::StatusCode::kUnavailable);
+    EXPECT_EQ(dnn.status().message().rfind("cuda: ", 0), 0u) << dnn.status();
+  }
+  // Loaded once: the same table (or reason) every time.
+  EXPECT_EQ((*api)->cublasLt().ok(), lt.ok());
+}
+
+TEST(CudaExecutable, WhichCubinRunsWhere) {
+  // Arch-specific cubins run on exactly their device.
+  EXPECT_TRUE(cubinRunsOn("sm_90a", 9, 0));
+  EXPECT_FALSE(cubinRunsOn("sm_90a", 10, 0));
+  EXPECT_FALSE(cubinRunsOn("sm_90a", 8, 0));
+  // Plain cubins run on later minors of the same major.
+  EXPECT_TRUE(cubinRunsOn("sm_80", 8, 0));
+  EXPECT_TRUE(cubinRunsOn("sm_80", 8, 9));
+  EXPECT_FALSE(cubinRunsOn("sm_86", 8, 0));
+  EXPECT_FALSE(cubinRunsOn("sm_80", 9, 0));
+  EXPECT_TRUE(cubinRunsOn("sm_100", 10, 0));
+  EXPECT_TRUE(cubinRunsOn("sm_100f", 10, 3));
+  // Not an architecture.
+  EXPECT_FALSE(cubinRunsOn("", 9, 0));
+  EXPECT_FALSE(cubinRunsOn("compute_90", 9, 0));
+  EXPECT_FALSE(cubinRunsOn("sm_x0", 9, 0));
+}
+
+/// What cuBLASLt computes for a plan: D = op(A) op(B), column-major.
+std::vector<double> columnMajorGemm(const GemmPlan &plan, int64_t m, int64_t n,
+                                    int64_t k, const std::vector<double> &a,
+                                    const std::vector<double> &b) {
+  // op(A) is n x k, op(B) is k x m, D is n x m with leading dimension ldc.
+  auto opA = [&](int64_t i, int64_t j) {
+    return plan.transposeA ? a[j + i * plan.lda] : a[i + j * plan.lda];
+  };
+  auto opB = [&](int64_t i, int64_t j) {
+    return plan.transposeB ? b[j + i * plan.ldb] : b[i + j * plan.ldb];
+  };
+  std::vector<double> d(static_cast<size_t>(plan.ldc * m));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < m; ++j) {
+      double acc = 0;
+      for (int64_t l = 0; l < k; ++l)
+        acc += opA(i, l) * opB(l, j);
+      d[static_cast<size_t>(i + j * plan.ldc)] = acc;
+    }
+  return d;
+}
+
+TEST(CudaLibraries, RowMajorMatmulsMapOntoColumnMajorCublas) {
+  // The bytes of the row-major operands, read as planGemm says, give the
+  // row-major product in the result's bytes, for every transpose.
+  const int64_t m = 3, n = 4, k = 5;
+  for (bool tl : {false, true})
+    for (bool tr : {false, true}) {
+      std::vector<double> lhs(m * k), rhs(k * n);
+      for (size_t i = 0; i < lhs.size(); ++i)
+        lhs[i] = double(i) * 0.5 - 3;
+      for (size_t i = 0; i < rhs.size(); ++i)
+        rhs[i] = double(i * i % 7) - 2;
+      auto L = [&](int64_t i, int64_t l) { // op(lhs)[i, l], row-major
+        return tl ? lhs[l * m + i] : lhs[i * k + l];
+      };
+      auto R = [&](int64_t l, int64_t j) { // op(rhs)[l, j], row-major
+        return tr ? rhs[j * k + l] : rhs[l * n + j];
+      };
+      GemmPlan plan = planGemm(m, n, k, tl, tr);
+      EXPECT_EQ(plan.aRows * plan.aCols, uint64_t(k * n));
+      EXPECT_EQ(plan.bRows * plan.bCols, uint64_t(m * k));
+      std::vector<double> got = columnMajorGemm(plan, m, n, k, rhs, lhs);
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double want = 0;
+          for (int64_t l = 0; l < k; ++l)
+            want += L(i, l) * R(l, j);
+          EXPECT_EQ(got[static_cast<size_t>(i * n + j)], want)
+              << "tl " << tl << " tr " << tr << " at " << i << ", " << j;
+        }
+    }
+}
+
+TEST(CudaLibraries, Im2colTimesFilterIsTheConvolution) {
+  // The cts conv2d cases: filter [o, c*kh*kw] x col gives naive conv2d.
+  struct Case {
+    int64_t n, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw;
+  };
+  for (Case k : {Case{2, 3, 8, 7, 4, 3, 3, 1, 1, 1, 1, 1, 1},
+                 Case{1, 2, 9, 10, 3, 3, 2, 2, 3, 0, 2, 1, 1},
+                 Case{1, 4, 11, 11, 2, 3, 3, 1, 2, 2, 1, 2, 3}}) {
+    int64_t oh = (k.h + 2 * k.ph - k.dh * (k.kh - 1) - 1) / k.sh + 1;
+    int64_t ow = (k.w + 2 * k.pw - k.dw * (k.kw - 1) - 1) / k.sw + 1;
+    Im2colShape shape{k.c,  k.h,  k.w,  k.kh, k.kw, k.sh, k.sw,
+                      k.ph, k.pw, k.dh, k.dw, oh,   ow};
+    std::vector<double> x(k.n * k.c * k.h * k.w), w(k.o * k.c * k.kh * k.kw);
+    for (size_t i = 0; i < x.size(); ++i)
+      x[i] = double(i % 13) - 6;
+    for (size_t i = 0; i < w.size(); ++i)
+      w[i] = double(i % 5) - 2;
+    const int64_t rows = k.c * k.kh * k.kw, spatial = oh * ow;
+    std::vector<double> col(k.n * rows * spatial);
+    for (int64_t i = 0; i < int64_t(col.size()); ++i) {
+      int64_t source = im2colSource(shape, i);
+      col[i] = source < 0 ? 0.0 : x[source];
+    }
+    for (int64_t img = 0; img < k.n; ++img)
+      for (int64_t o = 0; o < k.o; ++o)
+        for (int64_t oy = 0; oy < oh; ++oy)
+          for (int64_t ox = 0; ox < ow; ++ox) {
+            double want = 0, got = 0;
+            for (int64_t c = 0; c < k.c; ++c)
+              for (int64_t ky = 0; ky < k.kh; ++ky)
+                for (int64_t kx = 0; kx < k.kw; ++kx) {
+                  int64_t iy = oy * k.sh - k.ph + ky * k.dh;
+                  int64_t ix = ox * k.sw - k.pw + kx * k.dw;
+                  if (iy >= 0 && iy < k.h && ix >= 0 && ix < k.w)
+                    want += x[((img * k.c + c) * k.h + iy) * k.w + ix] *
+                            w[((o * k.c + c) * k.kh + ky) * k.kw + kx];
+                }
+            for (int64_t r = 0; r < rows; ++r)
+              got += w[o * rows + r] *
+                     col[(img * rows + r) * spatial + oy * ow + ox];
+            ASSERT_EQ(got, want) << img << " " << o << " " << oy << " " << ox;
+          }
+  }
+}
+
+TEST(CudaLibraries, MaskRowsBroadcastAcrossChunks) {
+  const int64_t batch = 2, heads = 3, seqQ = 5, seqK = 7;
+  for (bool batchShared : {false, true})
+    for (bool headShared : {false, true}) {
+      const int64_t mh = headShared ? 1 : heads;
+      const int64_t batchStride = batchShared ? 0 : mh * seqQ * seqK;
+      const int64_t headStride = headShared ? 0 : seqQ * seqK;
+      // Chunks of 1, 2 and all (batch, head) pairs.
+      for (int64_t chunk : {int64_t(1), int64_t(2), batch * heads})
+        for (int64_t bh0 = 0; bh0 < batch * heads; bh0 += chunk)
+          for (int64_t row = 0;
+               row < std::min(chunk, batch * heads - bh0) * seqQ; ++row) {
+            int64_t bh = bh0 + row / seqQ, b = bh / heads, h = bh % heads;
+            int64_t q = row % seqQ;
+            int64_t want =
+                (((batchShared ? 0 : b) * mh + (headShared ? 0 : h)) * seqQ +
+                 q) *
+                seqK;
+            ASSERT_EQ(maskRowOffset(row, bh0, seqQ, seqK, heads, batchStride,
+                                    headStride),
+                      want);
+          }
+    }
+}
+
+//===----------------------------------------------------------------------===//
+// With a GPU
+//===----------------------------------------------------------------------===//
+
+class CudaGpuTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    auto device = builtinDrivers().createDevice("cuda", {});
+    if (!device.ok()) {
+      ASSERT_EQ(device.status().code(), absl::StatusCode::kUnavailable)
+          << device.status();
+      GTEST_SKIP() << "no GPU: " << device.status().message();
+    }
+    device_ = std::move(*device);
+  }
+  std::unique_ptr<Device> device_;
+};
+
+// A PTX module with one kernel: out[i] = a[i] + b[i] + s (s: an i64
+// scalar after the pointers, as GpuLaunch's ABI says).
+constexpr char kAddPtx[] = R"(
+.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry add_scalar(.param .u64 a, .param .u64 b, .param .u64 out,
+                           .param .u64 s)
+{
+  .reg .b64 %rd<12>;
+  .reg .f32 %f<5>;
+  .reg .b32 %r<3>;
+  ld.param.u64 %rd1, [a];
+  ld.param.u64 %rd2, [b];
+  ld.param.u64 %rd3, [out];
+  ld.param.u64 %rd4, [s];
+  mov.u32 %r1, %tid.x;
+  mul.wide.u32 %rd5, %r1, 4;
+  cvta.to.global.u64 %rd6, %rd1;
+  cvta.to.global.u64 %rd7, %rd2;
+  cvta.to.global.u64 %rd8, %rd3;
+  add.s64 %rd9, %rd6, %rd5;
+  add.s64 %rd10, %rd7, %rd5;
+  add.s64 %rd11, %rd8, %rd5;
+  ld.global.f32 %f1, [%rd9];
+  ld.global.f32 %f2, [%rd10];
+  cvt.rn.f32.s64 %f3, %rd4;
+  add.f32 %f4, %f1, %f2;
+  add.f32 %f4, %f4, %f3;
+  st.global.f32 [%rd11], %f4;
+  ret;
+}
+)";
+
+ExecutableSpec addSpec(std::vector<uint32_t> args) {
+  ExecutableSpec spec;
+  spec.name = "add";
+  spec.format = ExecutableFormat::Ptx;
+  spec.code = absl::Span<const uint8_t>(
+      reinterpret_cast<const uint8_t *>(kAddPtx), sizeof(kAddPtx));
+  spec.target = "sm_80";
+  spec.kernels = {"add"};
+  GpuKernelSpec kernel;
+  GpuLaunchSpec launch;
+  launch.entry = "add_scalar";
+  launch.block[0] = 4;
+  launch.args = std::move(args);
+  kernel.launches.push_back(launch);
+  spec.gpuKernels.push_back(kernel);
+  return spec;
+}
+
+TEST_F(CudaGpuTest, DispatchesAPtxKernelWithPointersThenScalars) {
+  auto exe = device_->loadExecutable(addSpec({0, 1, 2}));
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  auto stream = *device_->createStream();
+  std::vector<float> a = {1, 2, 3, 4}, b = {10, 20, 30, 40}, out(4);
+  auto ba = *device_->allocate(16), bb = *device_->allocate(16),
+       bo = *device_->allocate(16);
+  ASSERT_TRUE(stream->writeBuffer(a.data(), BufferRef::all(*ba)).ok());
+  ASSERT_TRUE(stream->writeBuffer(b.data(), BufferRef::all(*bb)).ok());
+  const BufferRef buffers[] = {BufferRef::all(*ba), BufferRef::all(*bb),
+                               BufferRef::all(*bo)};
+  const int64_t scalars[] = {100};
+  ASSERT_TRUE(stream->dispatch(**exe, 0, 1, buffers, scalars).ok());
+  ASSERT_TRUE(stream->readBuffer(BufferRef::all(*bo), out.data()).ok());
+  ASSERT_TRUE(stream->synchronize().ok());
+  EXPECT_EQ(out, (std::vector<float>{111, 122, 133, 144}));
+}
+
+TEST_F(CudaGpuTest, LoadErrorsAreOneLine) {
+  ExecutableSpec missing = addSpec({0, 1, 2});
+  missing.gpuKernels[0].launches[0].entry = "nope";
+  auto exe = device_->loadExecutable(missing);
+  ASSERT_FALSE(exe.ok());
+  EXPECT_EQ(exe.status().message(), "cuda: executable 'add' has no entry "
+                                    "point 'nope' (kernel 'add')");
+
+  // A cubin for another architecture without PTX.
+  ExecutableSpec cubin = addSpec({0, 1, 2});
+  cubin.format = ExecutableFormat::Cubin;
+  cubin.target = "sm_10a";
+  auto wrong = device_->loadExecutable(cubin);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(std::string(wrong.status().message())
+                .find("is a cubin for sm_10a but cuda:0 is sm_"),
+            std::string::npos)
+      << wrong.status();
+  // ... with the PTX fallback it loads.
+  cubin.ptx = cubin.code;
+  EXPECT_TRUE(device_->loadExecutable(cubin).ok());
+
+  // An argument index past the dispatch's buffers fails at dispatch.
+  auto bad = device_->loadExecutable(addSpec({0, 1, 5}));
+  ASSERT_TRUE(bad.ok()) << bad.status();
+  auto stream = *device_->createStream();
+  auto buffer = *device_->allocate(16);
+  const BufferRef buffers[] = {BufferRef::all(*buffer), BufferRef::all(*buffer),
+                               BufferRef::all(*buffer)};
+  const int64_t scalars[] = {0};
+  absl::Status s = stream->dispatch(**bad, 0, 1, buffers, scalars);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(stream->synchronize().ok());
+}
+
+TEST_F(CudaGpuTest, ReadsLandBeforeALaterEventCompletes) {
+  auto stream = *device_->createStream();
+  std::vector<uint32_t> values(300000);
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = uint32_t(i * 2654435761u);
+  auto buffer = *device_->allocate(int64_t(values.size() * 4));
+  ASSERT_TRUE(stream->writeBuffer(values.data(), BufferRef::all(*buffer)).ok());
+  // The source may be reused as soon as writeBuffer returns.
+  std::vector<uint32_t> original = values;
+  std::fill(values.begin(), values.end(), 0u);
+  std::vector<uint32_t> out(values.size());
+  ASSERT_TRUE(stream->readBuffer(BufferRef::all(*buffer), out.data()).ok());
+  auto event = stream->recordEvent();
+  ASSERT_TRUE(event.ok());
+  ASSERT_TRUE((*event)->wait().ok());
+  EXPECT_TRUE((*event)->isComplete());
+  EXPECT_EQ(out, original);
+}
+
+TEST_F(CudaGpuTest, EveryFillPathAndOverlappingCopies) {
+  auto stream = *device_->createStream();
+  auto buffer = *device_->allocate(96);
+  auto expectPattern = [&](absl::Span<const uint8_t> pattern, int64_t offset,
+                           int64_t length) {
+    ASSERT_TRUE(stream->fill({buffer.get(), offset, length}, pattern).ok());
+    std::vector<uint8_t> got(96);
+    ASSERT_TRUE(stream->readBuffer(BufferRef::all(*buffer), got.data()).ok());
+    ASSERT_TRUE(stream->synchronize().ok());
+    for (int64_t i = 0; i < length; ++i)
+      ASSERT_EQ(got[offset + i], pattern[i % pattern.size()])
+          << pattern.size() << "-byte pattern at " << i;
+  };
+  const uint8_t two[] = {1, 2}, four[] = {1, 2, 3, 4},
+                eight[] = {1, 2, 3, 4, 5, 6, 7, 8};
+  uint8_t twentyFour[24];
+  for (int i = 0; i < 24; ++i)
+    twentyFour[i] = uint8_t(100 + i);
+  expectPattern(two, 0, 96);        // cuMemsetD16Async
+  expectPattern(two, 1, 94);        // unaligned: the kernel
+  expectPattern(four, 4, 88);       // cuMemsetD32Async
+  expectPattern(four, 2, 92);       // unaligned: the kernel
+  expectPattern(eight, 8, 80);      // the kernel
+  expectPattern(twentyFour, 0, 96); // doubling copies
+  // Overlapping copies, both directions (memmove).
+  std::vector<uint8_t> bytes(96);
+  for (int i = 0; i < 96; ++i)
+    bytes[i] = uint8_t(i);
+  ASSERT_TRUE(stream->writeBuffer(bytes.data(), BufferRef::all(*buffer)).ok());
+  ASSERT_TRUE(stream->copy({buffer.get(), 0, 64}, {buffer.get(), 16, 64}).ok());
+  ASSERT_TRUE(
+      stream->copy({buffer.get(), 40, 50}, {buffer.get(), 30, 50}).ok());
+  std::vector<uint8_t> want = bytes;
+  std::memmove(want.data() + 16, want.data(), 64);
+  std::memmove(want.data() + 30, want.data() + 40, 50);
+  std::vector<uint8_t> got(96);
+  ASSERT_TRUE(stream->readBuffer(BufferRef::all(*buffer), got.data()).ok());
+  ASSERT_TRUE(stream->synchronize().ok());
+  EXPECT_EQ(got, want);
+}
+
+TEST_F(CudaGpuTest, MemoryIsCountedAndScratchToo) {
+  int64_t before = device_->bytesInUse();
+  auto buffer = *device_->allocate(1000);
+  EXPECT_EQ(device_->bytesInUse(), before + 1000);
+  ExecutableSpec spec = addSpec({0, 1, 2});
+  spec.gpuKernels[0].scratch = {4096};
+  auto exe = device_->loadExecutable(spec);
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  EXPECT_EQ(device_->bytesInUse(), before + 1000 + 4096);
+  exe->reset();
+  buffer.reset();
+  EXPECT_EQ(device_->bytesInUse(), before);
+}
+
+TEST_F(CudaGpuTest, DescriptionNamesTheArchitecture) {
+  EXPECT_NE(device_->description().find("(sm_"), std::string::npos)
+      << device_->description();
+  EXPECT_EQ(device_->driverName(), "cuda");
+}
+
+TEST_F(CudaGpuTest, Bf16MatmulAccumulatesInF32) {
+  // 512 ones times 512 ones: an f32 accumulator reaches 512 (exact in
+  // bf16); a bf16 running sum would stall at 256 (256 + 1 rounds to even).
+  const int64_t k = 512;
+  std::vector<uint16_t> ones(k, 0x3f80);
+  auto stream = *device_->createStream();
+  auto bl = *device_->allocate(2 * k), br = *device_->allocate(2 * k),
+       bo = *device_->allocate(2);
+  ASSERT_TRUE(stream->writeBuffer(ones.data(), BufferRef::all(*bl)).ok());
+  ASSERT_TRUE(stream->writeBuffer(ones.data(), BufferRef::all(*br)).ok());
+  MatmulParams p;
+  p.dtype = DType::BF16;
+  p.m = 1;
+  p.n = 1;
+  p.k = k;
+  absl::Status s = stream->matmul(p, BufferRef::all(*bl), BufferRef::all(*br),
+                                  BufferRef::all(*bo));
+  ASSERT_TRUE(s.ok()) << s;
+  uint16_t out = 0;
+  ASSERT_TRUE(stream->readBuffer(BufferRef::all(*bo), &out).ok());
+  ASSERT_TRUE(stream->synchronize().ok());
+  EXPECT_EQ(out, 0x4400); // 512.0 in bf16
+}
+
+} // namespace
+} // namespace omni::hal::cuda
