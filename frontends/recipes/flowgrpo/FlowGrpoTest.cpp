@@ -211,9 +211,22 @@ Named byName(func::FuncOp f, const std::vector<HostTensor> &results) {
   return out;
 }
 
+/// `args` followed by the defaults of `f`'s runtime hyper-parameter
+/// arguments (omni.hparam) that `args` does not reach: the values omnirun
+/// feeds without --set.
+std::vector<HostTensor> withHyperParams(func::FuncOp f,
+                                        std::vector<HostTensor> args) {
+  for (unsigned i = args.size(); i < f.getNumArguments(); ++i)
+    if (auto hp = f.getArgAttrOfType<DictionaryAttr>(i, "omni.hparam"))
+      args.push_back(HostTensor::fromDoubles(
+          DType::F64, {}, {hp.getAs<FloatAttr>("default").getValueAsDouble()}));
+  return args;
+}
+
 absl::StatusOr<std::vector<HostTensor>>
-evaluate(const Program &p, StringRef name, const std::vector<HostTensor> &args,
+evaluate(const Program &p, StringRef name, std::vector<HostTensor> args,
          reference::Precision precision = reference::Precision::F64) {
+  args = withHyperParams(p.fn(name), std::move(args));
   static const ::omni::HostFunctionRegistry rewardFns =
       ::omni::rewards::rewardHostFunctions();
   reference::EvalOptions options;
@@ -748,7 +761,10 @@ protected:
     for (size_t i = 0; i < names.size(); ++i)
       if (absl::Status s = executor->setState(names[i], args[i]); !s.ok())
         return s;
-    std::vector<HostTensor> rest(args.begin() + names.size(), args.end());
+    std::vector<HostTensor> rest =
+        withHyperParams(program->fn("train_step"),
+                        std::vector<HostTensor>(args.begin(), args.end()));
+    rest.erase(rest.begin(), rest.begin() + names.size());
     absl::StatusOr<std::vector<HostTensor>> results =
         ::omni::executor::runHostTensors(*executor, "train_step", rest);
     if (!results.ok())

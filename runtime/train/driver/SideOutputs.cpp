@@ -150,6 +150,8 @@ std::string metricsLine(const Signature &sig, const IterationResult &r) {
   }
   if (sig.images)
     absl::StrAppend(&json, ", \"nonfinite_images\": ", r.badImages);
+  if (r.lr)
+    absl::StrAppend(&json, ", \"lr\": ", formatExact(*r.lr));
   absl::StrAppend(&json, ", \"time_s\": ", format("%.6g", r.totalSeconds),
                   ", \"reward_time_s\": ", format("%.6g", r.rewardSeconds),
                   ", \"compute_time_s\": ", format("%.6g", r.computeSeconds));

@@ -97,6 +97,17 @@ struct TrainOptions {
   /// or checked.
   std::string programHash;
   bool allowProgramChange = false;
+  /// Runtime hyper-parameters (HyperParams.h, docs/recipes.md): `name=value`
+  /// overrides of the step.bin defaults (--set), and the learning-rate
+  /// schedule (--lr-schedule constant|linear|cosine, --warmup iterations,
+  /// --lr-min; the decay ends at `steps`). The values go to run.json and
+  /// every checkpoint; a resume with other values is refused unless
+  /// allowHparamChange.
+  std::vector<std::string> hparamSets;
+  std::string lrSchedule;
+  int64_t warmup = 0;
+  std::optional<double> lrMin;
+  bool allowHparamChange = false;
   /// Append one JSON object per iteration here; empty: outDir/metrics.jsonl
   /// (none without an out folder).
   std::string metricsPath;
