@@ -454,7 +454,7 @@ TEST_F(RecipeTest, StateLayoutAgreesAcrossFunctions) {
     std::vector<std::string> state = resultNames(init);
     size_t K = state.size();
     std::vector<std::string> args = argNames(step), results = resultNames(step);
-    ASSERT_EQ(args.size(), K + 3);
+    ASSERT_EQ(args.size(), K + 3 + 6);
     ASSERT_EQ(results.size(), K + kMetrics.size() + 1);
     for (size_t i = 0; i < K; ++i) {
       EXPECT_EQ(args[i], state[i]) << "argument " << i;
@@ -462,13 +462,34 @@ TEST_F(RecipeTest, StateLayoutAgreesAcrossFunctions) {
       EXPECT_TRUE(step.getArgumentTypes()[i] == init.getResultTypes()[i]) << i;
       EXPECT_TRUE(step.getResultTypes()[i] == init.getResultTypes()[i]) << i;
     }
-    EXPECT_EQ(std::vector<std::string>(args.begin() + K, args.end()),
-              (std::vector<std::string>{"seed", "iteration",
-                                        "pooled_prompt_embeds"}));
+    EXPECT_EQ(
+        std::vector<std::string>(args.begin() + K, args.end()),
+        (std::vector<std::string>{"seed", "iteration", "pooled_prompt_embeds",
+                                  "lr", "weight_decay", "beta1", "beta2",
+                                  "adam_eps", "max_grad_norm"}));
     Builder b(&sharedContext());
     EXPECT_TRUE(
         step.getArgumentTypes()[K + 2] ==
         RankedTensorType::get({s.prompts, s.pooledDim}, b.getF32Type()));
+    // The runtime hyper-parameters: 0-D f64 with the recipe's option as
+    // the default and the range omnirun --set accepts (step.bin's table).
+    ::omni::fe::Config defaults = fg::defaultOptions();
+    const char *ranges[] = {"[0, inf)", "[0, inf)", "[0, 1)",
+                            "[0, 1)",   "(0, inf)", "(0, inf)"};
+    for (size_t h = 0; h < 6; ++h) {
+      unsigned i = static_cast<unsigned>(K + 3 + h);
+      EXPECT_TRUE(step.getArgumentTypes()[i] ==
+                  RankedTensorType::get({}, b.getF64Type()))
+          << args[i];
+      auto hp = step.getArgAttrOfType<DictionaryAttr>(i, "omni.hparam");
+      ASSERT_TRUE(hp) << args[i];
+      EXPECT_EQ(hp.getAs<FloatAttr>("default").getValueAsDouble(),
+                std::stod(defaults.values().at(args[i])))
+          << args[i];
+      EXPECT_EQ(hp.getAs<StringAttr>("range").str(), ranges[h]) << args[i];
+    }
+    EXPECT_EQ(fg::runtimeOptions(),
+              std::vector<std::string>(args.begin() + K + 3, args.end()));
     for (size_t m = 0; m < kMetrics.size(); ++m) {
       EXPECT_EQ(results[K + m], kMetrics[m]);
       EXPECT_TRUE(step.getResultTypes()[K + m] ==
