@@ -77,10 +77,9 @@ std::optional<unsigned> stepStateCount(func::FuncOp fn) {
   unsigned numData = 0;
   // Trailing data inputs and runtime hyper-parameters (omni.hparam,
   // docs/recipes.md section 11).
-  while (numData < numIn &&
-         (isDataName(fn.getArgAttrOfType<StringAttr>(numIn - 1 - numData,
-                                                     kName)) ||
-          fn.getArgAttr(numIn - 1 - numData, "omni.hparam")))
+  while (numData < numIn && (isDataName(fn.getArgAttrOfType<StringAttr>(
+                                 numIn - 1 - numData, kName)) ||
+                             fn.getArgAttr(numIn - 1 - numData, "omni.hparam")))
     ++numData;
   unsigned k = numIn - numData;
   if (k < 3 || !isI64Scalar(type.getInput(k - 2)) ||
