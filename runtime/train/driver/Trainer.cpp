@@ -7,10 +7,11 @@
 // 3. initialState: the state slots from the latest checkpoint or from the
 //    init function and the --init files.
 // 4. Per iteration (runIteration): the step function on (seed, iteration,
-//    prompts); the state is updated in its slots on the device, and only
-//    the results (metrics, images) come back to the host. Then the side
-//    outputs (progress line, metrics.jsonl, sample grids) and, when due, a
-//    checkpoint (Checkpointer: the slots read back with getState).
+//    prompts, hyper-parameters: HyperParams.h); the state is updated in
+//    its slots on the device, and only the results (metrics, images) come
+//    back to the host. Then the side outputs (progress line, metrics.jsonl,
+//    sample grids) and, when due, a checkpoint (Checkpointer: the slots read
+//    back with getState). run.json records what the run uses.
 // With several ranks (TrainOptions::channel) every rank runs all of this;
 // only rank 0 prints and writes files, a checkpoint gathers sharded slots
 // from every rank first (ShardedState.h), and a stop request is agreed

@@ -7,6 +7,8 @@
 //   InitialState.cpp  the state slots from the latest checkpoint, or from
 //                     the init function and the --init files;
 //   SideOutputs.cpp   the progress line, metrics.jsonl and sample grids;
+//   HyperParams.cpp   the runtime hyper-parameters' values (--set, the lr
+//                     schedule) and their record (run.json, checkpoints);
 //   Trainer.cpp       options, one iteration, checkpoints, the loop.
 // The training state stays in the executor's state slots the whole run;
 // only checkpoints (getState) and --init/resume (setState) move it.
