@@ -16,6 +16,7 @@
 #include "compiler/stepbin/WriterImpl.h"
 
 #include "dialects/omni/OmniOps.h"
+#include "runtime/loader/Program.h"
 #include "runtime/schema/Integrity.h"
 
 #include "llvm/ADT/DenseSet.h"
@@ -263,6 +264,14 @@ LogicalResult Writer::collectHyperParams() {
                        << (name ? " named '" + name.str() + "'"
                                 : std::string(" without omni.name"))
                        << "; expected a named tensor<f64> input (not state)";
+      // The loader's own reading of the range (runtime/loader/Program.h).
+      ::omni::loader::HyperParamInfo probe;
+      if (!::omni::loader::parseRange(range.str(), probe))
+        return error() << "has omni.hparam range \"" << range.getValue()
+                       << "\"; expected an interval such as \"[0, inf)\"";
+      if (!probe.contains(value.getValueAsDouble()))
+        return error() << "has omni.hparam default " << value.getValueAsDouble()
+                       << " outside its range " << range.getValue();
       auto entry = std::make_pair(value.getValueAsDouble(), range.str());
       auto [it, inserted] = hyperParams.try_emplace(name.str(), entry);
       if (!inserted && it->second != entry)
