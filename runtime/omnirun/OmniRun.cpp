@@ -19,6 +19,7 @@
 #include "runtime/loader/Program.h"
 #include "runtime/train/checkpoint/AtomicFile.h"
 #include "runtime/train/checkpoint/Safetensors.h"
+#include "runtime/train/driver/HyperParams.h"
 #include "runtime/train/driver/Interrupt.h"
 #include "runtime/train/driver/Ranks.h"
 #include "runtime/train/driver/Trainer.h"
@@ -283,6 +284,40 @@ const Flag kFlags[] = {
      "resume a checkpoint that another step.bin wrote (checkpoints record "
      "the program's fingerprint)",
      setOn<&train::TrainOptions::allowProgramChange>},
+    {"--set", Arg::Value, Mode::Train, "<name>=<value>",
+     "override a runtime hyper-parameter's default (step.bin records them: "
+     "omnirun --list shows names, defaults and ranges; the FlowGRPO "
+     "recipe's are lr, weight_decay, beta1, beta2, adam_eps and "
+     "max_grad_norm, every other recipe option is compile-time, set with "
+     "omnigen --opt); repeatable",
+     [](Options &o, const std::string &,
+        const std::optional<std::string> &v) -> std::optional<std::string> {
+       o.training.hparamSets.push_back(*v);
+       return std::nullopt;
+     }},
+    {"--lr-schedule", Arg::Value, Mode::Train, "<kind>",
+     "constant (default), linear or cosine: after the warmup, lr decays "
+     "from its value to --lr-min at --steps (docs/recipes.md has the "
+     "formula); each iteration's lr is in metrics.jsonl",
+     setText<&train::TrainOptions::lrSchedule>},
+    {"--warmup", Arg::Value, Mode::Train, "<n>",
+     "raise lr linearly from 0 over the first n iterations (default 0)",
+     setCount<&train::TrainOptions::warmup>},
+    {"--lr-min", Arg::Value, Mode::Train, "<lr>",
+     "the lr a linear or cosine schedule ends at (default 0)",
+     [](Options &o, const std::string &name,
+        const std::optional<std::string> &v) -> std::optional<std::string> {
+       double lr = 0;
+       if (!absl::SimpleAtod(*v, &lr) || !(lr >= 0) || std::isinf(lr))
+         return absl::StrCat(name, " expects a finite number >= 0, found '", *v,
+                             "'");
+       o.training.lrMin = lr;
+       return std::nullopt;
+     }},
+    {"--allow-hparam-change", Arg::None, Mode::Train, "",
+     "resume a checkpoint trained with other hyper-parameter values "
+     "(--set, the schedule; checkpoints and run.json record them)",
+     setOn<&train::TrainOptions::allowHparamChange>},
     {"--stats", Arg::None, Mode::Train, "",
      "per iteration, the bytes copied to and from the device and the device "
      "memory in use (progress line and metrics.jsonl)",
@@ -404,8 +439,12 @@ files you would run as programs.
 constexpr const char *kTrainingIntro = R"(
 Training (the program follows the convention of runtime/train/driver/
 Trainer.h: @init_state(seed) and @train_step(state..., seed, iteration,
-[prompt_embeds], [pooled_prompt_embeds]), the state in omni.state slots;
-any of these options trains):
+[prompt_embeds], [pooled_prompt_embeds], hyper-parameters...), the state
+in omni.state slots; any of these options trains). Runtime
+hyper-parameters (--set, --lr-schedule) change without recompiling;
+options that change shapes or the program (group size, prompts per
+iteration, steps, window, LoRA rank, beta > 0, guidance, ...) are
+compile-time: omnigen --opt, then omnic:
 )";
 
 /// `--name`, `--name=<v>` or `--name[=<v>]`, as --help shows a flag.
@@ -525,6 +564,11 @@ void list(const loader::Program &program, std::ostream &out) {
   for (uint32_t f = 0; f < program.numFunctions(); ++f)
     out << "@" << program.step().functions()->Get(f)->name()->str()
         << program.functionSignature(f) << "\n";
+  // Runtime hyper-parameters: what --set may change.
+  for (const loader::HyperParamInfo &hp : program.hyperParams())
+    out << "hparam '" << hp.name << "': default "
+        << train::formatExact(hp.defaultValue) << ", range " << hp.range
+        << " (runtime: --set " << hp.name << "=<value>)\n";
   // A sharded slot says which part of which tensor one rank holds:
   // "(Parameter, shard 1/2 of tensor<64x64xf32> dim 0 over 'fsdp')".
   for (const loader::StateInfo &slot : program.state()) {
