@@ -1,0 +1,146 @@
+//===- CudaDevice.h - One NVIDIA GPU as a hal Device ------------*- C++ -*-===//
+//
+// The cuda driver's Device, on the primary context of its ordinal (shared
+// with anything else in the process that uses the runtime API on that GPU).
+//
+// Memory: buffers come from the device's default memory pool through the
+// stream-ordered allocator (cuMemAllocAsync on a stream the device owns),
+// zero-filled there, and the device waits for that stream before returning
+// them, so a new buffer is ready for any stream. Freeing is
+// cuMemFreeAsync on the same stream: the Buffer contract (hal/Buffer.h)
+// already requires every command using the buffer to have completed. The
+// pool keeps freed memory cached (release threshold: unlimited), so the
+// executor's arenas and the drivers' temporaries do not return to the OS
+// between steps. memoryLimitBytes bounds the bytes of live buffers, and
+// bytesInUse reports them (omnirun --stats); scratch buffers of
+// executables count too, the library routines' temporaries do not.
+//
+// Helper kernels (kernels/HelperKernels.cu: random numbers, fills, im2col,
+// softmax) are JIT-compiled from their embedded PTX once, at creation.
+//
+// Ownership: created by CudaDriver::createDevice; must outlive every
+// Buffer, Executable, Stream and Channel it creates. Thread safety: every
+// method may be called from any thread (each binds the context first).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OMNI_RUNTIME_HAL_DRIVERS_CUDA_CUDADEVICE_H
+#define OMNI_RUNTIME_HAL_DRIVERS_CUDA_CUDADEVICE_H
+
+#include "runtime/hal/Device.h"
+#include "runtime/hal/Driver.h"
+#include "runtime/hal/drivers/cuda/CudaApi.h"
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+namespace omni::hal::cuda {
+
+class CudaDevice;
+
+/// The embedded PTX of kernels/HelperKernels.cu (generated file).
+const char *helperKernelsPtx();
+
+/// The entry points of the helper module, in kHelperKernelNames' order.
+enum class HelperKernel {
+  RandomNormalF32,
+  RandomNormalF64,
+  RandomNormalF16,
+  RandomNormalBF16,
+  RandomUniformF32,
+  RandomUniformF64,
+  RandomUniformF16,
+  RandomUniformBF16,
+  FillBytes,
+  Im2colB2,
+  Im2colB4,
+  Im2colB8,
+  SoftmaxF32,
+  SoftmaxF64,
+  SoftmaxF16,
+  SoftmaxBF16,
+  Count,
+};
+
+/// Device memory owned by a CudaDevice (no host mapping).
+class CudaBuffer final : public Buffer {
+public:
+  CudaBuffer(CudaDevice &device, CUdeviceptr pointer, int64_t size);
+  ~CudaBuffer() override;
+
+  int64_t size() const override { return size_; }
+  Device &device() const override;
+  CUdeviceptr pointer() const { return pointer_; }
+
+private:
+  CudaDevice &device_;
+  CUdeviceptr pointer_;
+  int64_t size_;
+};
+
+class CudaDevice final : public Device {
+public:
+  /// Retains the primary context of `options.ordinal` (checked by the
+  /// caller), creates the allocation stream and loads the helper kernels.
+  static absl::StatusOr<std::unique_ptr<CudaDevice>>
+  create(std::shared_ptr<const CudaApi> api, const DeviceOptions &options);
+  ~CudaDevice() override;
+
+  const std::string &driverName() const override;
+  /// "cuda:0 NVIDIA H200 (sm_90, 132 SMs, 139.8 GiB)".
+  std::string description() const override;
+  absl::StatusOr<std::unique_ptr<Buffer>> allocate(int64_t bytes) override;
+  bool supportsFormat(ExecutableFormat format) const override;
+  absl::StatusOr<std::unique_ptr<Executable>>
+  loadExecutable(const ExecutableSpec &spec) override;
+  absl::StatusOr<std::unique_ptr<Stream>> createStream() override;
+  /// Matmul, Conv2d and Attention of f32, f64, f16 and bf16.
+  bool supportsLibrary(Library library, DType dtype) const override;
+  int64_t bytesInUse() const override {
+    return allocated_.load(std::memory_order_relaxed);
+  }
+  /// The NCCL channel (NcclChannel.h).
+  absl::StatusOr<std::unique_ptr<Channel>>
+  createChannel(const ChannelSpec &spec) override;
+
+  const CudaApi &api() const { return *api_; }
+  int ordinal() const { return ordinal_; }
+  CUcontext context() const { return context_; }
+  /// Makes this device's context current on the calling thread.
+  absl::Status bind() const;
+  /// "sm_90" (compute capability 9.0).
+  const std::string &arch() const { return arch_; }
+  int computeMajor() const { return major_; }
+  int computeMinor() const { return minor_; }
+  int multiprocessors() const { return multiprocessors_; }
+  CUfunction helper(HelperKernel kernel) const {
+    return helpers_[static_cast<int>(kernel)];
+  }
+  /// "cuda:0" for messages.
+  std::string label() const;
+
+private:
+  friend class CudaBuffer;
+  CudaDevice(std::shared_ptr<const CudaApi> api, const DeviceOptions &options);
+  /// Returns the bytes of a destroyed buffer.
+  void release(CUdeviceptr pointer, int64_t size);
+
+  std::shared_ptr<const CudaApi> api_;
+  int ordinal_;
+  int64_t memoryLimit_;
+  CUdevice device_ = 0;
+  CUcontext context_ = nullptr;
+  CUstream allocStream_ = nullptr;
+  CUmodule helperModule_ = nullptr;
+  CUfunction helpers_[static_cast<int>(HelperKernel::Count)] = {};
+  std::string name_;
+  std::string arch_;
+  int major_ = 0, minor_ = 0, multiprocessors_ = 0;
+  size_t totalMemory_ = 0;
+  std::atomic<int64_t> allocated_{0};
+};
+
+} // namespace omni::hal::cuda
+
+#endif // OMNI_RUNTIME_HAL_DRIVERS_CUDA_CUDADEVICE_H

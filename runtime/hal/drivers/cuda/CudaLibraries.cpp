@@ -1,0 +1,393 @@
+//===- CudaLibraries.cpp - Matmul, conv2d and attention on a GPU -*- C++
+//-*-===//
+//
+// The library routines of CudaStream (hal/Library.h):
+//  - matmul: one cuBLASLt matmul (strided batches; a shared rhs folds the
+//    batch into m when lhs is not transposed, else one call per batch).
+//    f32 computes with CUBLAS_COMPUTE_32F (no TF32), f64 with 64F, f16 and
+//    bf16 inputs accumulate in f32 and round the result once.
+//  - conv2d: per image, im2col (the omni_im2col kernel; skipped for 1x1
+//    stride-1 unpadded filters) into a stream-ordered temporary, then a
+//    cuBLASLt matmul filter[o, c*kh*kw] x col[c*kh*kw, outH*outW].
+//  - attention: per chunk of (batch, head) pairs (temporaries up to
+//    kAttentionTempBytes), scores = scale q k^T by cuBLASLt into f32 (f64
+//    for f64), the omni_softmax kernel (mask added, broadcast by strides)
+//    writing the probabilities in the input type, and p v by cuBLASLt.
+//    For f16/bf16 the probabilities are rounded to the input type before
+//    the second matmul, as fused attention kernels do.
+// The row-major matrices are handed to column-major cuBLASLt as their
+// transposes: C^T = op(B)^T op(A)^T, so "A" is rhs and "B" is lhs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/base/CheckedMath.h"
+#include "runtime/base/Status.h"
+#include "runtime/hal/drivers/cuda/CudaStream.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <algorithm>
+
+namespace omni::hal::cuda {
+namespace {
+
+constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+constexpr int64_t kAttentionTempBytes = int64_t(1) << 30;
+
+int64_t bytesOf(std::initializer_list<int64_t> dims, DType dtype) {
+  std::optional<int64_t> n = checkedNumElements(std::vector<int64_t>(dims));
+  std::optional<int64_t> b =
+      n ? checkedMul(*n, dtypeSize(dtype)) : std::nullopt;
+  return b ? *b : -1;
+}
+
+cudaDataType_t cudaTypeOf(DType dtype) {
+  switch (dtype) {
+  case DType::F64:
+    return CUDA_R_64F;
+  case DType::F16:
+    return CUDA_R_16F;
+  case DType::BF16:
+    return CUDA_R_16BF;
+  default:
+    return CUDA_R_32F;
+  }
+}
+
+/// Destroys cuBLASLt descriptors at scope exit.
+struct LtObjects {
+  const CublasLtApi &lt;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulPreference_t preference = nullptr;
+  ~LtObjects() {
+    if (preference)
+      lt.cublasLtMatmulPreferenceDestroy(preference);
+    for (cublasLtMatrixLayout_t l : {a, b, c})
+      if (l)
+        lt.cublasLtMatrixLayoutDestroy(l);
+    if (desc)
+      lt.cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+} // namespace
+
+absl::Status CudaStream::ensureCublasLt() {
+  if (ltHandle_)
+    return absl::OkStatus();
+  OMNI_ASSIGN_OR_RETURN(lt_, device_.api().cublasLt());
+  cublasStatus_t s = lt_->cublasLtCreate(&ltHandle_);
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    ltHandle_ = nullptr;
+    return absl::InternalError(
+        absl::StrCat(device_.label(),
+                     ": cublasLtCreate: ", lt_->cublasLtGetStatusString(s)));
+  }
+  OMNI_ASSIGN_OR_RETURN(workspace_,
+                        allocTemp(static_cast<int64_t>(kWorkspaceBytes)));
+  workspaceBytes_ = kWorkspaceBytes;
+  return absl::OkStatus();
+}
+
+absl::Status CudaStream::gemm(DType inType, DType outType, int64_t batch,
+                              int64_t m, int64_t n, int64_t k, GemmOperand lhs,
+                              GemmOperand rhs, CUdeviceptr result,
+                              int64_t resultStride, double alpha) {
+  if (batch == 0 || m == 0 || n == 0)
+    return absl::OkStatus();
+  const int64_t outSize = dtypeSize(outType), inSize = dtypeSize(inType);
+  if (k == 0) {
+    // An empty sum: zeros (every caller's results are contiguous).
+    return check(
+        device_.api().cuMemsetD8Async(
+            result, 0, static_cast<size_t>(batch * m * n * outSize), stream_),
+        "cuMemsetD8Async");
+  }
+  if (batch > 1 &&
+      (lhs.batchStride == 0 || rhs.batchStride == 0 || batch > 65535)) {
+    if (rhs.batchStride == 0 && !lhs.transpose && lhs.batchStride == m * k &&
+        resultStride == m * n)
+      // One shared rhs: the batches are rows of one taller lhs.
+      return gemm(inType, outType, 1, batch * m, n, k, lhs, rhs, result,
+                  resultStride, alpha);
+    for (int64_t b = 0; b < batch; ++b) {
+      GemmOperand l = lhs, r = rhs;
+      l.pointer += static_cast<CUdeviceptr>(b * lhs.batchStride * inSize);
+      r.pointer += static_cast<CUdeviceptr>(b * rhs.batchStride * inSize);
+      OMNI_RETURN_IF_ERROR(
+          gemm(inType, outType, 1, m, n, k, l, r,
+               result + static_cast<CUdeviceptr>(b * resultStride * outSize),
+               resultStride, alpha));
+    }
+    return absl::OkStatus();
+  }
+  OMNI_RETURN_IF_ERROR(ensureCublasLt());
+  const CublasLtApi &lt = *lt_;
+  const std::string what = absl::StrCat(
+      device_.label(), ": cuBLASLt ", dtypeName(inType), " matmul (batch ",
+      batch, ", m ", m, ", n ", n, ", k ", k, ")");
+  auto ok = [&](cublasStatus_t s) -> absl::Status {
+    if (s == CUBLAS_STATUS_SUCCESS)
+      return absl::OkStatus();
+    return absl::InternalError(
+        absl::StrCat(what, ": ", lt.cublasLtGetStatusString(s)));
+  };
+
+  const bool f64 = inType == DType::F64;
+  const cublasComputeType_t compute =
+      f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
+  const cudaDataType_t scaleType = f64 ? CUDA_R_64F : CUDA_R_32F;
+  LtObjects o{lt};
+  OMNI_RETURN_IF_ERROR(
+      ok(lt.cublasLtMatmulDescCreate(&o.desc, compute, scaleType)));
+  cublasOperation_t opA = rhs.transpose ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opB = lhs.transpose ? CUBLAS_OP_T : CUBLAS_OP_N;
+  OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatmulDescSetAttribute(
+      o.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof(opA))));
+  OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatmulDescSetAttribute(
+      o.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB))));
+  // Column-major views: A = rhs^T-view, B = lhs^T-view, C = result^T.
+  const cudaDataType_t in = cudaTypeOf(inType), out = cudaTypeOf(outType);
+  uint64_t aRows = rhs.transpose ? k : n, aCols = rhs.transpose ? n : k;
+  uint64_t bRows = lhs.transpose ? m : k, bCols = lhs.transpose ? k : m;
+  OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatrixLayoutCreate(
+      &o.a, in, aRows, aCols, static_cast<int64_t>(aRows))));
+  OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatrixLayoutCreate(
+      &o.b, in, bRows, bCols, static_cast<int64_t>(bRows))));
+  OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatrixLayoutCreate(
+      &o.c, out, static_cast<uint64_t>(n), static_cast<uint64_t>(m), n)));
+  if (batch > 1) {
+    int32_t count = static_cast<int32_t>(batch);
+    const std::pair<cublasLtMatrixLayout_t, int64_t> layouts[] = {
+        {o.a, rhs.batchStride}, {o.b, lhs.batchStride}, {o.c, resultStride}};
+    for (const auto &[layout, stride] : layouts) {
+      OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatrixLayoutSetAttribute(
+          layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count))));
+      OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatrixLayoutSetAttribute(
+          layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+          sizeof(stride))));
+    }
+  }
+  OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatmulPreferenceCreate(&o.preference)));
+  uint64_t workspace = workspaceBytes_;
+  OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatmulPreferenceSetAttribute(
+      o.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+      sizeof(workspace))));
+  cublasLtMatmulHeuristicResult_t heuristic = {};
+  int found = 0;
+  OMNI_RETURN_IF_ERROR(ok(
+      lt.cublasLtMatmulAlgoGetHeuristic(ltHandle_, o.desc, o.a, o.b, o.c, o.c,
+                                        o.preference, 1, &heuristic, &found)));
+  if (found == 0)
+    return absl::UnimplementedError(
+        absl::StrCat(what, ": cuBLASLt has no algorithm for it"));
+  float alpha32 = static_cast<float>(alpha), beta32 = 0;
+  double beta64 = 0;
+  const void *alphaPtr = f64 ? static_cast<const void *>(&alpha)
+                             : static_cast<const void *>(&alpha32);
+  const void *betaPtr = f64 ? static_cast<const void *>(&beta64)
+                            : static_cast<const void *>(&beta32);
+  return ok(lt.cublasLtMatmul(
+      ltHandle_, o.desc, alphaPtr, reinterpret_cast<const void *>(rhs.pointer),
+      o.a, reinterpret_cast<const void *>(lhs.pointer), o.b, betaPtr,
+      reinterpret_cast<const void *>(result), o.c,
+      reinterpret_cast<void *>(result), o.c, &heuristic.algo,
+      reinterpret_cast<void *>(workspace_), workspaceBytes_, stream_));
+}
+
+absl::Status CudaStream::matmul(const MatmulParams &p, BufferRef lhs,
+                                BufferRef rhs, BufferRef result) {
+  if (!device_.supportsLibrary(Library::Matmul, p.dtype))
+    return absl::UnimplementedError(
+        absl::StrCat("the cuda Matmul supports f32, f64, f16 and bf16, not ",
+                     dtypeName(p.dtype)));
+  int64_t lhsRows = p.transposeLhs ? p.k : p.m,
+          lhsCols = p.transposeLhs ? p.m : p.k;
+  int64_t rhsRows = p.transposeRhs ? p.n : p.k,
+          rhsCols = p.transposeRhs ? p.k : p.n;
+  OMNI_ASSIGN_OR_RETURN(
+      CUdeviceptr a,
+      resolveSized(lhs, bytesOf({p.batch, lhsRows, lhsCols}, p.dtype), "lhs"));
+  OMNI_ASSIGN_OR_RETURN(
+      CUdeviceptr b,
+      resolveSized(
+          rhs, bytesOf({p.rhsShared ? 1 : p.batch, rhsRows, rhsCols}, p.dtype),
+          "rhs"));
+  OMNI_ASSIGN_OR_RETURN(
+      CUdeviceptr c,
+      resolveSized(result, bytesOf({p.batch, p.m, p.n}, p.dtype), "result"));
+  OMNI_RETURN_IF_ERROR(begin());
+  return gemm(p.dtype, p.dtype, p.batch, p.m, p.n, p.k,
+              GemmOperand{a, p.transposeLhs, p.m * p.k},
+              GemmOperand{b, p.transposeRhs, p.rhsShared ? 0 : p.k * p.n}, c,
+              p.m * p.n, 1.0);
+}
+
+absl::Status CudaStream::conv2d(const Conv2dParams &p, BufferRef input,
+                                BufferRef filter, BufferRef result) {
+  if (!device_.supportsLibrary(Library::Conv2d, p.dtype))
+    return absl::UnimplementedError(
+        absl::StrCat("the cuda Conv2d supports f32, f64, f16 and bf16, not ",
+                     dtypeName(p.dtype)));
+  OMNI_ASSIGN_OR_RETURN(
+      CUdeviceptr x,
+      resolveSized(input, bytesOf({p.n, p.c, p.h, p.w}, p.dtype), "input"));
+  OMNI_ASSIGN_OR_RETURN(
+      CUdeviceptr w,
+      resolveSized(filter, bytesOf({p.o, p.c, p.kh, p.kw}, p.dtype), "filter"));
+  OMNI_ASSIGN_OR_RETURN(
+      CUdeviceptr y,
+      resolveSized(result, bytesOf({p.n, p.o, p.outH, p.outW}, p.dtype),
+                   "result"));
+  OMNI_RETURN_IF_ERROR(begin());
+  const int64_t es = dtypeSize(p.dtype);
+  const int64_t spatial = p.outH * p.outW, rows = p.c * p.kh * p.kw;
+  if (p.n == 0 || p.o == 0 || spatial == 0)
+    return absl::OkStatus();
+  const bool direct = p.kh == 1 && p.kw == 1 && p.strideH == 1 &&
+                      p.strideW == 1 && p.padH == 0 && p.padW == 0 &&
+                      p.outH == p.h && p.outW == p.w;
+  CUdeviceptr col = 0;
+  if (!direct && rows > 0) {
+    std::optional<int64_t> colBytes = checkedMul(rows * es, spatial);
+    if (!colBytes)
+      return absl::InvalidArgumentError("conv2d im2col size overflows");
+    OMNI_ASSIGN_OR_RETURN(col, allocTemp(*colBytes));
+  }
+  HelperKernel im2col = es == 2   ? HelperKernel::Im2colB2
+                        : es == 4 ? HelperKernel::Im2colB4
+                                  : HelperKernel::Im2colB8;
+  absl::Status status;
+  for (int64_t i = 0; i < p.n && status.ok(); ++i) {
+    CUdeviceptr image = x + static_cast<CUdeviceptr>(i * p.c * p.h * p.w * es);
+    CUdeviceptr operand = direct ? image : col;
+    if (!direct && rows > 0) {
+      int64_t one = 1, c = p.c, h = p.h, wd = p.w, kh = p.kh, kw = p.kw,
+              sh = p.strideH, sw = p.strideW, ph = p.padH, pw = p.padW,
+              dh = p.dilationH, dw = p.dilationW, oh = p.outH, ow = p.outW;
+      status = launchHelper(im2col, rows * spatial,
+                            {&image, &col, &one, &c, &h, &wd, &kh, &kw, &sh,
+                             &sw, &ph, &pw, &dh, &dw, &oh, &ow});
+      if (!status.ok())
+        break;
+    }
+    status = gemm(p.dtype, p.dtype, 1, p.o, spatial, rows,
+                  GemmOperand{w, false, 0}, GemmOperand{operand, false, 0},
+                  y + static_cast<CUdeviceptr>(i * p.o * spatial * es),
+                  p.o * spatial, 1.0);
+  }
+  if (col)
+    freeTemp(col);
+  return status;
+}
+
+absl::Status CudaStream::attention(const AttentionParams &p, BufferRef q,
+                                   BufferRef k, BufferRef v, BufferRef mask,
+                                   BufferRef result) {
+  if (!device_.supportsLibrary(Library::Attention, p.dtype))
+    return absl::UnimplementedError(
+        absl::StrCat("the cuda Attention supports f32, f64, f16 and bf16, not ",
+                     dtypeName(p.dtype)));
+  OMNI_ASSIGN_OR_RETURN(
+      CUdeviceptr qp,
+      resolveSized(q, bytesOf({p.batch, p.heads, p.seqQ, p.headDim}, p.dtype),
+                   "query"));
+  OMNI_ASSIGN_OR_RETURN(
+      CUdeviceptr kp,
+      resolveSized(k, bytesOf({p.batch, p.heads, p.seqK, p.headDim}, p.dtype),
+                   "key"));
+  OMNI_ASSIGN_OR_RETURN(
+      CUdeviceptr vp,
+      resolveSized(v, bytesOf({p.batch, p.heads, p.seqK, p.valueDim}, p.dtype),
+                   "value"));
+  CUdeviceptr mp = 0;
+  if (p.hasMask) {
+    OMNI_ASSIGN_OR_RETURN(
+        mp,
+        resolveSized(mask,
+                     bytesOf({p.maskBatchShared ? 1 : p.batch,
+                              p.maskHeadShared ? 1 : p.heads, p.seqQ, p.seqK},
+                             p.dtype),
+                     "mask"));
+  }
+  OMNI_ASSIGN_OR_RETURN(
+      CUdeviceptr out,
+      resolveSized(result,
+                   bytesOf({p.batch, p.heads, p.seqQ, p.valueDim}, p.dtype),
+                   "result"));
+  OMNI_RETURN_IF_ERROR(begin());
+  const int64_t pairs = p.batch * p.heads;
+  if (pairs == 0 || p.seqQ == 0 || p.valueDim == 0)
+    return absl::OkStatus();
+  const DType scoreType = p.dtype == DType::F64 ? DType::F64 : DType::F32;
+  const int64_t es = dtypeSize(p.dtype), ss = dtypeSize(scoreType);
+  const int64_t square = p.seqQ * p.seqK;
+  const int64_t perPair = std::max<int64_t>(square * (ss + es), 1);
+  const int64_t chunk =
+      std::max<int64_t>(1, std::min(pairs, kAttentionTempBytes / perPair));
+  HelperKernel softmax = p.dtype == DType::F32   ? HelperKernel::SoftmaxF32
+                         : p.dtype == DType::F64 ? HelperKernel::SoftmaxF64
+                         : p.dtype == DType::F16 ? HelperKernel::SoftmaxF16
+                                                 : HelperKernel::SoftmaxBF16;
+  const int64_t maskHeads = p.maskHeadShared ? 1 : p.heads;
+  int64_t maskBatchStride = p.maskBatchShared ? 0 : maskHeads * square;
+  int64_t maskHeadStride = p.maskHeadShared ? 0 : square;
+  int64_t hasMask = p.hasMask ? 1 : 0;
+
+  CUdeviceptr scores = 0, probs = 0;
+  if (square > 0) {
+    OMNI_ASSIGN_OR_RETURN(scores, allocTemp(chunk * square * ss));
+    absl::StatusOr<CUdeviceptr> pr = allocTemp(chunk * square * es);
+    if (!pr.ok()) {
+      freeTemp(scores);
+      return pr.status();
+    }
+    probs = *pr;
+  }
+  absl::Status status;
+  for (int64_t b0 = 0; b0 < pairs && status.ok(); b0 += chunk) {
+    int64_t nb = std::min(chunk, pairs - b0);
+    CUdeviceptr outChunk =
+        out + static_cast<CUdeviceptr>(b0 * p.seqQ * p.valueDim * es);
+    if (square == 0) {
+      // No keys: every output row is an empty sum.
+      status = gemm(p.dtype, p.dtype, nb, p.seqQ, p.valueDim, 0, {}, {},
+                    outChunk, p.seqQ * p.valueDim, 1.0);
+      continue;
+    }
+    status = gemm(
+        p.dtype, scoreType, nb, p.seqQ, p.seqK, p.headDim,
+        GemmOperand{qp + static_cast<CUdeviceptr>(b0 * p.seqQ * p.headDim * es),
+                    false, p.seqQ * p.headDim},
+        GemmOperand{kp + static_cast<CUdeviceptr>(b0 * p.seqK * p.headDim * es),
+                    true, p.seqK * p.headDim},
+        scores, square, p.scale);
+    if (!status.ok())
+      break;
+    int64_t rows = nb * p.seqQ, seqQ = p.seqQ, seqK = p.seqK, heads = p.heads,
+            bh0 = b0;
+    CUdeviceptr maskArg = mp;
+    constexpr unsigned kBlock = 256;
+    status =
+        launchHelper(softmax, 0,
+                     {&scores, &maskArg, &probs, &rows, &seqQ, &seqK, &heads,
+                      &bh0, &maskBatchStride, &maskHeadStride, &hasMask},
+                     rows, kBlock, static_cast<unsigned>(kBlock * ss));
+    if (!status.ok())
+      break;
+    status = gemm(p.dtype, p.dtype, nb, p.seqQ, p.valueDim, p.seqK,
+                  GemmOperand{probs, false, square},
+                  GemmOperand{vp + static_cast<CUdeviceptr>(b0 * p.seqK *
+                                                            p.valueDim * es),
+                              false, p.seqK * p.valueDim},
+                  outChunk, p.seqQ * p.valueDim, 1.0);
+  }
+  if (scores)
+    freeTemp(scores);
+  if (probs)
+    freeTemp(probs);
+  return status;
+}
+
+} // namespace omni::hal::cuda

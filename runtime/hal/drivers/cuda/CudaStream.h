@@ -1,0 +1,150 @@
+//===- CudaStream.h - A CUDA stream as a hal Stream -------------*- C++ -*-===//
+//
+// The cuda driver's Stream: one non-blocking CUstream of the device's
+// primary context; every command is enqueued and the call returns.
+//
+// Transfers (hal/Stream.h's contract, met without blocking the host):
+//  - writeBuffer copies the host bytes into pinned staging memory before it
+//    returns (so `host` may be reused at once), then enqueues the
+//    host-to-device copy from there;
+//  - readBuffer enqueues the device-to-host copy into pinned staging memory
+//    and then a host function (cuLaunchHostFunc) that copies the staging
+//    bytes to `host`, in stream order: `host` holds the bytes once the
+//    stream reaches that point, i.e. after synchronize() or an event
+//    recorded later completes;
+//  - staging blocks are reused once the event recorded after their copy
+//    has completed (at most kStagingCacheBytes stay cached when idle).
+// copy is cuMemcpyDtoDAsync, through a temporary when the ranges overlap
+// (memmove semantics); fill is cuMemsetD8/D16/D32Async for uniform bytes
+// and aligned 2- and 4-byte patterns, the omni_fill_bytes kernel for other
+// patterns up to 16 bytes, and repeated doubling copies beyond. dispatch
+// launches each GpuLaunchSpec of the kernel in order with the pointers its
+// `args` name (the dispatch's buffers, then the kernel's scratch buffers)
+// followed by every scalar as an i64; `grid` is ignored (1 for cuda
+// kernels). random runs the Philox kernels (bit-identical to the cpu
+// driver), reading key, counter and offset on the device. The library
+// routines are in CudaLibraries.cpp (cuBLASLt; conv2d as im2col + cuBLASLt;
+// attention as two cuBLASLt matmuls around a softmax kernel).
+//
+// Errors: a malformed command fails at once (InvalidArgument, as the cpu
+// driver's); an asynchronous failure (an illegal address in a kernel) is
+// reported by the next synchronize() or Event::wait() in one line, and the
+// stream stays failed: later commands and synchronizes return that error.
+//
+// Ownership: created by CudaDevice::createStream; the device must outlive
+// it. The destructor synchronizes. Thread safety: one thread at a time
+// (hal::Stream); handle() may be used by the NCCL channel on that thread.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OMNI_RUNTIME_HAL_DRIVERS_CUDA_CUDASTREAM_H
+#define OMNI_RUNTIME_HAL_DRIVERS_CUDA_CUDASTREAM_H
+
+#include "runtime/hal/Stream.h"
+#include "runtime/hal/drivers/cuda/CudaApi.h"
+#include "runtime/hal/drivers/cuda/CudaDevice.h"
+
+#include <memory>
+#include <vector>
+
+namespace omni::hal::cuda {
+
+class CudaStream final : public Stream {
+public:
+  static absl::StatusOr<std::unique_ptr<CudaStream>> create(CudaDevice &device);
+  ~CudaStream() override;
+
+  /// The CUDA stream (for NCCL collectives, which run on it).
+  CUstream handle() const { return stream_; }
+  CudaDevice &device() const { return device_; }
+
+  absl::Status writeBuffer(const void *host, BufferRef dst) override;
+  absl::Status readBuffer(BufferRef src, void *host) override;
+  absl::Status copy(BufferRef src, BufferRef dst) override;
+  absl::Status fill(BufferRef dst, absl::Span<const uint8_t> pattern) override;
+  absl::Status dispatch(const Executable &executable, int64_t kernel,
+                        int64_t grid, absl::Span<const BufferRef> buffers,
+                        absl::Span<const int64_t> scalars) override;
+  absl::Status random(Distribution distribution, DType dtype, int64_t count,
+                      BufferRef key, BufferRef counter, BufferRef offset,
+                      BufferRef result) override;
+  absl::Status matmul(const MatmulParams &params, BufferRef lhs, BufferRef rhs,
+                      BufferRef result) override;
+  absl::Status conv2d(const Conv2dParams &params, BufferRef input,
+                      BufferRef filter, BufferRef result) override;
+  absl::Status attention(const AttentionParams &params, BufferRef q,
+                         BufferRef k, BufferRef v, BufferRef mask,
+                         BufferRef result) override;
+  absl::StatusOr<std::shared_ptr<Event>> recordEvent() override;
+  absl::Status waitEvent(const std::shared_ptr<Event> &event) override;
+  absl::Status synchronize() override;
+
+  /// Idle staging memory kept for reuse.
+  static constexpr size_t kStagingCacheBytes = size_t(256) << 20;
+
+private:
+  struct Staging {
+    void *host = nullptr;
+    size_t capacity = 0;
+    CUevent done = nullptr;
+    bool busy = false;
+  };
+  /// A matrix operand of gemm: row-major rows x cols before `transpose`.
+  struct GemmOperand {
+    CUdeviceptr pointer = 0;
+    bool transpose = false;
+    int64_t batchStride = 0;
+  };
+
+  explicit CudaStream(CudaDevice &device) : device_(device) {}
+  /// Binds the context and returns the stream's sticky error, if any.
+  absl::Status begin();
+  /// Records a CUDA failure of `what` (submission or asynchronous) as the
+  /// stream's sticky error and returns it.
+  absl::Status fail(CUresult result, const std::string &what);
+  absl::Status check(CUresult result, const std::string &what) {
+    return result == CUDA_SUCCESS ? absl::OkStatus() : fail(result, what);
+  }
+  /// The device address of `ref` after checking it (as the cpu driver).
+  absl::StatusOr<CUdeviceptr> resolve(BufferRef ref, const char *what) const;
+  absl::StatusOr<CUdeviceptr> resolveSized(BufferRef ref, int64_t bytes,
+                                           const char *what) const;
+  /// A pinned block of at least `bytes`, not in use by a pending copy.
+  absl::StatusOr<Staging *> acquireStaging(size_t bytes);
+  /// Marks `staging` busy until the commands enqueued so far complete.
+  absl::Status releaseStagingAfterPending(Staging *staging);
+  /// Frees idle blocks beyond kStagingCacheBytes.
+  void trimStaging();
+  /// Launches a helper kernel over `count` elements with a grid-stride
+  /// grid, or one block per row (`rows` > 0) with `shared` bytes.
+  absl::Status launchHelper(HelperKernel kernel, int64_t count,
+                            std::vector<void *> params, int64_t rows = 0,
+                            unsigned block = 256, unsigned shared = 0);
+  /// Temporary device memory in stream order (freed with freeTemp, also in
+  /// stream order).
+  absl::StatusOr<CUdeviceptr> allocTemp(int64_t bytes);
+  void freeTemp(CUdeviceptr pointer);
+
+  // CudaLibraries.cpp.
+  /// result[b] = alpha op(lhs[b]) op(rhs[b]) for row-major matrices, lhs m
+  /// x k, rhs k x n after their transposes; inType for lhs and rhs,
+  /// outType for result.
+  absl::Status gemm(DType inType, DType outType, int64_t batch, int64_t m,
+                    int64_t n, int64_t k, GemmOperand lhs, GemmOperand rhs,
+                    CUdeviceptr result, int64_t resultStride, double alpha);
+  absl::Status ensureCublasLt();
+
+  CudaDevice &device_;
+  CUstream stream_ = nullptr;
+  absl::Status failed_;
+  std::vector<std::unique_ptr<Staging>> staging_;
+  // cuBLASLt, created at the first library call.
+  const CublasLtApi *lt_ = nullptr;
+  cublasLtHandle_t ltHandle_ = nullptr;
+  CUdeviceptr workspace_ = 0;
+  size_t workspaceBytes_ = 0;
+};
+
+} // namespace omni::hal::cuda
+
+#endif // OMNI_RUNTIME_HAL_DRIVERS_CUDA_CUDASTREAM_H

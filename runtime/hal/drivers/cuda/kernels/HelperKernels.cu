@@ -1,0 +1,210 @@
+//===- HelperKernels.cu - Device code the cuda driver itself needs --------===//
+//
+// Kernels behind Stream commands that are not compiled programs: Philox
+// random numbers (the same PhiloxCore.h the cpu driver runs, so the bits
+// agree; docs/rng.md), byte-pattern fills, im2col for conv2d and the
+// row softmax of attention. Compiled at build time by nvcc to PTX for
+// compute_80 with --fmad=false (no contraction: docs/rng.md), IEEE division
+// and square root, and embedded in the runtime as a string
+// (EmbedPtx.cmake); CudaDevice JIT-loads it once per device. Entry names
+// are extern "C" so the driver finds them with cuModuleGetFunction.
+// Every kernel is a grid-stride loop over a 64-bit element count.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/flowgrpo/PhiloxCore.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+namespace {
+
+using omni::flowgrpo::core::blockAt;
+using omni::flowgrpo::core::normalFromBlock;
+using omni::flowgrpo::core::uniformFromBlock;
+
+__device__ inline int64_t firstIndex() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ inline int64_t gridStride() {
+  return static_cast<int64_t>(gridDim.x) * blockDim.x;
+}
+
+// Rounding a float once to the element type (round to nearest even, as the
+// cpu driver's halfBitsFromDouble / bf16BitsFromDouble of the same float).
+template <typename T> __device__ inline T fromFloat(float v);
+template <> __device__ inline float fromFloat<float>(float v) { return v; }
+template <> __device__ inline double fromFloat<double>(float v) { return v; }
+template <> __device__ inline __half fromFloat<__half>(float v) {
+  return __float2half_rn(v);
+}
+template <> __device__ inline __nv_bfloat16 fromFloat<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+
+template <typename T, bool Normal>
+__device__ void randomKernel(const int64_t *key, const int64_t *counter,
+                             const int64_t *offset, T *out, int64_t n) {
+  const uint64_t seed = static_cast<uint64_t>(*key);
+  const uint64_t stream = static_cast<uint64_t>(*counter);
+  const uint64_t first = static_cast<uint64_t>(*offset);
+  for (int64_t j = firstIndex(); j < n; j += gridStride()) {
+    // Positions wrap modulo 2^64 (docs/rng.md).
+    auto block = blockAt(seed, stream, first + static_cast<uint64_t>(j));
+    float v = Normal ? normalFromBlock(block) : uniformFromBlock(block);
+    out[j] = fromFloat<T>(v);
+  }
+}
+
+// row-major input [images, c, h, w] -> col [images, c*kh*kw, oh*ow]
+// (zero outside the padded input); T is only moved, never computed with.
+template <typename T>
+__device__ void im2colKernel(const T *in, T *col, int64_t images, int64_t c,
+                             int64_t h, int64_t w, int64_t kh, int64_t kw,
+                             int64_t sh, int64_t sw, int64_t ph, int64_t pw,
+                             int64_t dh, int64_t dw, int64_t oh, int64_t ow) {
+  const int64_t spatial = oh * ow, rows = c * kh * kw;
+  const int64_t total = images * rows * spatial;
+  for (int64_t i = firstIndex(); i < total; i += gridStride()) {
+    int64_t s = i % spatial, row = (i / spatial) % rows, img = i / (spatial * rows);
+    int64_t ox = s % ow, oy = s / ow;
+    int64_t kj = row % kw, ki = (row / kw) % kh, ci = row / (kw * kh);
+    int64_t y = oy * sh - ph + ki * dh, x = ox * sw - pw + kj * dw;
+    T v{};
+    if (y >= 0 && y < h && x >= 0 && x < w)
+      v = in[((img * c + ci) * h + y) * w + x];
+    col[i] = v;
+  }
+}
+
+// A mask element in the score type's precision (exact widening).
+__device__ inline float widen(float v) { return v; }
+__device__ inline double widen(double v) { return v; }
+__device__ inline float widen(__half v) { return __half2float(v); }
+__device__ inline float widen(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <typename S> __device__ inline S expOf(S x);
+template <> __device__ inline float expOf<float>(float x) { return expf(x); }
+template <> __device__ inline double expOf<double>(double x) { return exp(x); }
+
+template <typename S> __device__ inline S maxOf(S a, S b) {
+  return a > b || b != b ? (a != a ? a : a > b ? a : b) : b;
+}
+
+// One block (power-of-two blockDim.x <= 1024) per row of scores (S: f32,
+// f64 for f64 attention): p = softmax(scores + mask), written as T. Rows
+// [0, rows) of this call are (batch * heads + bh0) * seqQ + row of the
+// whole attention; the mask broadcasts by its strides (0 for a shared dim).
+template <typename S, typename T>
+__device__ void softmaxKernel(const S *scores, const T *mask, T *out,
+                              int64_t rows, int64_t seqQ, int64_t seqK,
+                              int64_t heads, int64_t bh0,
+                              int64_t maskBatchStride, int64_t maskHeadStride,
+                              int64_t hasMask) {
+  extern __shared__ unsigned char sharedBytes[];
+  S *partial = reinterpret_cast<S *>(sharedBytes);
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const S *in = scores + row * seqK;
+    T *dst = out + row * seqK;
+    const T *m = nullptr;
+    if (hasMask) {
+      int64_t bh = bh0 + row / seqQ, q = row % seqQ;
+      m = mask + (bh / heads) * maskBatchStride +
+          (bh % heads) * maskHeadStride + q * seqK;
+    }
+    auto value = [&](int64_t j) -> S {
+      S x = in[j];
+      if (m)
+        x = x + static_cast<S>(widen(m[j]));
+      return x;
+    };
+    S localMax = -static_cast<S>(INFINITY);
+    for (int64_t j = threadIdx.x; j < seqK; j += blockDim.x)
+      localMax = maxOf(localMax, value(j));
+    partial[threadIdx.x] = localMax;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s /= 2) {
+      if (threadIdx.x < s)
+        partial[threadIdx.x] =
+            maxOf(partial[threadIdx.x], partial[threadIdx.x + s]);
+      __syncthreads();
+    }
+    const S rowMax = partial[0];
+    __syncthreads();
+    S localSum = 0;
+    for (int64_t j = threadIdx.x; j < seqK; j += blockDim.x)
+      localSum += expOf(value(j) - rowMax);
+    partial[threadIdx.x] = localSum;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s /= 2) {
+      if (threadIdx.x < s)
+        partial[threadIdx.x] += partial[threadIdx.x + s];
+      __syncthreads();
+    }
+    const S sum = partial[0];
+    __syncthreads();
+    for (int64_t j = threadIdx.x; j < seqK; j += blockDim.x)
+      dst[j] = static_cast<T>(expOf(value(j) - rowMax) / sum);
+  }
+}
+
+} // namespace
+
+extern "C" {
+
+#define OMNI_RANDOM(name, T, normal)                                           \
+  __global__ void omni_random_##name(const int64_t *key,                      \
+                                     const int64_t *counter,                  \
+                                     const int64_t *offset, T *out,           \
+                                     int64_t n) {                             \
+    randomKernel<T, normal>(key, counter, offset, out, n);                    \
+  }
+OMNI_RANDOM(normal_f32, float, true)
+OMNI_RANDOM(normal_f64, double, true)
+OMNI_RANDOM(normal_f16, __half, true)
+OMNI_RANDOM(normal_bf16, __nv_bfloat16, true)
+OMNI_RANDOM(uniform_f32, float, false)
+OMNI_RANDOM(uniform_f64, double, false)
+OMNI_RANDOM(uniform_f16, __half, false)
+OMNI_RANDOM(uniform_bf16, __nv_bfloat16, false)
+#undef OMNI_RANDOM
+
+/// dst[i] = pattern[i % size] for i in [0, n); the pattern (1..16 bytes) is
+/// passed as two little-endian words.
+__global__ void omni_fill_bytes(uint8_t *dst, int64_t n, uint64_t p0,
+                                uint64_t p1, int64_t size) {
+  for (int64_t i = firstIndex(); i < n; i += gridStride()) {
+    int64_t b = i % size;
+    uint64_t word = b < 8 ? p0 : p1;
+    dst[i] = static_cast<uint8_t>(word >> (8 * (b % 8)));
+  }
+}
+
+#define OMNI_IM2COL(name, T)                                                   \
+  __global__ void omni_im2col_##name(                                         \
+      const T *in, T *col, int64_t images, int64_t c, int64_t h, int64_t w,   \
+      int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw, \
+      int64_t dh, int64_t dw, int64_t oh, int64_t ow) {                       \
+    im2colKernel<T>(in, col, images, c, h, w, kh, kw, sh, sw, ph, pw, dh, dw, \
+                    oh, ow);                                                  \
+  }
+OMNI_IM2COL(b2, uint16_t)
+OMNI_IM2COL(b4, uint32_t)
+OMNI_IM2COL(b8, uint64_t)
+#undef OMNI_IM2COL
+
+#define OMNI_SOFTMAX(name, S, T)                                               \
+  __global__ void omni_softmax_##name(                                        \
+      const S *scores, const T *mask, T *out, int64_t rows, int64_t seqQ,     \
+      int64_t seqK, int64_t heads, int64_t bh0, int64_t maskBatchStride,      \
+      int64_t maskHeadStride, int64_t hasMask) {                              \
+    softmaxKernel<S, T>(scores, mask, out, rows, seqQ, seqK, heads, bh0,      \
+                        maskBatchStride, maskHeadStride, hasMask);            \
+  }
+OMNI_SOFTMAX(f32, float, float)
+OMNI_SOFTMAX(f64, double, double)
+OMNI_SOFTMAX(f16, float, __half)
+OMNI_SOFTMAX(bf16, float, __nv_bfloat16)
+#undef OMNI_SOFTMAX
+
+} // extern "C"
