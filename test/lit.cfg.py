@@ -33,3 +33,22 @@ if getattr(config, "omni_mpiexec", ""):
         ("%mpirun",
          "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
          + config.omni_mpiexec + " --oversubscribe"))
+
+# An NVIDIA GPU with a working driver (`nvidia-smi -L` lists one): GPU tests
+# REQUIRE `cuda-gpu`; the tests of what omnirun says without one are
+# UNSUPPORTED there (test/runtime/gpu-missing.test).
+def _has_cuda_gpu():
+    import shutil
+    import subprocess
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return False
+    try:
+        listed = subprocess.run([smi, "-L"], capture_output=True, text=True,
+                                timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return listed.returncode == 0 and "GPU " in listed.stdout
+
+if _has_cuda_gpu():
+    config.available_features.add("cuda-gpu")

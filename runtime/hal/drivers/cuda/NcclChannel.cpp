@@ -216,9 +216,9 @@ absl::StatusOr<ncclDataType_t> ncclType(DType dtype) {
   case DType::I64:
     return ncclInt64;
   default:
-    return absl::InvalidArgumentError(absl::StrCat(
-        "nccl: cannot reduce ", dtypeName(dtype),
-        " (expected bf16, f16, f32, f64, i32 or i64)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("nccl: cannot reduce ", dtypeName(dtype),
+                     " (expected bf16, f16, f32, f64, i32 or i64)"));
   }
 }
 
@@ -298,8 +298,8 @@ public:
     if (recv.length != size_ * send.length)
       return named(absl::InvalidArgumentError(
           absl::StrCat("all_gather of ", send.length, " bytes into ",
-                       recv.length, " (expected ", size_ * send.length,
-                       " = ", size_, " ranks x ", send.length, ")")));
+                       recv.length, " (expected ", size_ * send.length, " = ",
+                       size_, " ranks x ", send.length, ")")));
     const size_t count = static_cast<size_t>(send.length);
     return submit("all_gather", stream, send, recv,
                   [&](const void *s, void *r, cudaStream_t st) {
@@ -330,9 +330,8 @@ public:
 
   absl::Status broadcast(Stream &stream, BufferRef buffer, int root) override {
     if (root < 0 || root >= size_)
-      return named(absl::InvalidArgumentError(
-          absl::StrCat("broadcast from rank ", root, " (expected 0..",
-                       size_ - 1, ")")));
+      return named(absl::InvalidArgumentError(absl::StrCat(
+          "broadcast from rank ", root, " (expected 0..", size_ - 1, ")")));
     const size_t count = static_cast<size_t>(buffer.length);
     return submit("broadcast", stream, buffer, buffer,
                   [&](const void *s, void *r, cudaStream_t st) {
@@ -341,8 +340,7 @@ public:
                   });
   }
 
-  absl::StatusOr<std::unique_ptr<Channel>> split(int color,
-                                                 int key) override {
+  absl::StatusOr<std::unique_ptr<Channel>> split(int color, int key) override {
     if (color < 0)
       return named(absl::InvalidArgumentError(
           absl::StrCat("split color ", color, " (expected >= 0)")));
@@ -381,7 +379,8 @@ public:
     if (absl::Status s = waitComm(child, "split"); !s.ok())
       return fail(s);
     int childRank = 0, childSize = 0;
-    if (ncclResult_t r = nccl_.commUserRank(child, &childRank); r != ncclSuccess)
+    if (ncclResult_t r = nccl_.commUserRank(child, &childRank);
+        r != ncclSuccess)
       return fail(named(ncclError(nccl_, r, child, "nccl split")));
     if (ncclResult_t r = nccl_.commCount(child, &childSize); r != ncclSuccess)
       return fail(named(ncclError(nccl_, r, child, "nccl split")));
@@ -439,8 +438,7 @@ private:
   /// Polls `comm` until its last call completed (a non-blocking
   /// communicator), failing with the group's status, an NCCL error, or a
   /// DeadlineExceeded that aborts the group.
-  absl::Status waitComm(ncclComm_t comm, const char *what,
-                        bool owned = false) {
+  absl::Status waitComm(ncclComm_t comm, const char *what, bool owned = false) {
     const auto start = std::chrono::steady_clock::now();
     for (int spins = 0;; ++spins) {
       if (absl::Status s = group_->status(); !s.ok())
@@ -462,17 +460,17 @@ private:
       if (state == ncclSuccess)
         return absl::OkStatus();
       if (state != ncclInProgress) {
-        absl::Status error = named(
-            ncclError(nccl_, state, comm, absl::StrCat("nccl ", what)));
+        absl::Status error =
+            named(ncclError(nccl_, state, comm, absl::StrCat("nccl ", what)));
         group_->abort(error);
         return error;
       }
       if (timeout_.count() > 0 &&
           std::chrono::steady_clock::now() - start > timeout_) {
-        absl::Status late = absl::DeadlineExceededError(absl::StrCat(
-            "rank ", rank_, ": nccl ", what, " did not complete within ",
-            formatTimeout(timeout_),
-            " (a rank did not arrive; --collective-timeout)"));
+        absl::Status late = absl::DeadlineExceededError(
+            absl::StrCat("rank ", rank_, ": nccl ", what,
+                         " did not complete within ", formatTimeout(timeout_),
+                         " (a rank did not arrive; --collective-timeout)"));
         group_->abort(late);
         return late;
       }
@@ -637,10 +635,9 @@ public:
   absl::Status allGather(Stream &stream, BufferRef send,
                          BufferRef recv) override {
     if (send.length != recv.length)
-      return absl::InvalidArgumentError(
-          absl::StrCat("all_gather of ", send.length, " bytes into ",
-                       recv.length, " (expected ", send.length, " = 1 rank x ",
-                       send.length, ")"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "all_gather of ", send.length, " bytes into ", recv.length,
+          " (expected ", send.length, " = 1 rank x ", send.length, ")"));
     return copy(stream, send, recv);
   }
   absl::Status reduceScatter(Stream &stream, BufferRef send, BufferRef recv,
@@ -746,9 +743,9 @@ absl::StatusOr<ChannelSpec> NcclChannelProvider::spec(int rank) const {
       localRanks_.end())
     return absl::InvalidArgumentError(absl::StrCat(
         "rank ", rank, " is not a rank of this process's NCCL group (",
-        localRanks_.empty() ? std::string("none")
-                            : absl::StrCat(localRanks_.front(), "..",
-                                           localRanks_.back()),
+        localRanks_.empty()
+            ? std::string("none")
+            : absl::StrCat(localRanks_.front(), "..", localRanks_.back()),
         " of ", size_, ")"));
   if (size_ == 1)
     return ChannelSpec{};

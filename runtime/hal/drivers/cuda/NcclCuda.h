@@ -38,8 +38,7 @@ absl::StatusOr<void *> devicePointer(BufferRef ref, const char *what);
 absl::StatusOr<void *> recordEvent(const NcclDeviceContext &context,
                                    void *stream);
 /// Whether `event` completed (cuEventQuery); an error for a failed one.
-absl::StatusOr<bool> queryEvent(const NcclDeviceContext &context,
-                                void *event);
+absl::StatusOr<bool> queryEvent(const NcclDeviceContext &context, void *event);
 void destroyEvent(const NcclDeviceContext &context, void *event);
 
 } // namespace omni::hal::cuda
