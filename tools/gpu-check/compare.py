@@ -8,7 +8,8 @@ their tensors, matched by name). Per tensor the error is relative to the
 tensor's largest magnitude: max |a - b| / max(max |a|, max |b|), zero when
 both are all zeros, infinite when a NaN or Inf sits where the other has
 another value; integer and bool tensors must be equal. Prints one line per
-tensor and a last line "PASS max-rel <e>" or "FAIL ..."; exits 0 on PASS,
+tensor and a last line "PASS max-rel <e> (tolerance <t>; largest: <the 3
+tensors of largest error>)" or "FAIL ..."; exits 0 on PASS,
 1 on FAIL, 2 on unreadable input. Pure Python (npyio.py), no numpy.
 """
 import argparse
@@ -70,7 +71,7 @@ def main():
     except (OSError, ValueError, KeyError) as e:
         print(f"FAIL cannot read: {e}")
         return 2
-    worst, failed = 0.0, False
+    worst, failed, errors = 0.0, False, []
     for name in sorted(exp):
         if name not in act:
             print(f"{name}: missing")
@@ -78,13 +79,15 @@ def main():
             continue
         line, e = compare(name, exp[name], act[name], a.tolerance)
         print(line)
+        errors.append((e, name))
         worst = max(worst, e)
         failed |= e > a.tolerance
     for name in sorted(set(act) - set(exp)):
         print(f"{name}: not expected")
         failed = True
+    largest = ", ".join(f"{n} {e:.3g}" for e, n in sorted(errors)[-3:][::-1])
     print(f"{'FAIL' if failed else 'PASS'} max-rel {worst:.3g} "
-          f"(tolerance {a.tolerance:g})")
+          f"(tolerance {a.tolerance:g}; largest: {largest})")
     return 1 if failed else 0
 
 

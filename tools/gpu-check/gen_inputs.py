@@ -29,7 +29,6 @@ RANGES = {
     ("attention", 3): (-2.0, 0.0),
     ("random", 0): 42,
     ("random", 1): 7,
-    ("sde_step", 3): 3,
 }
 EXACT = {"random", "cast"}
 DTYPES = {"f32": "f32", "f64": "f64", "i64": "i64", "i32": "i32",

@@ -44,7 +44,7 @@ func.func @math(%x: tensor<67x129xf32>, %p: tensor<67x129xf32>) -> (tensor<67x12
 
 func.func @activations(%x: tensor<67x129xf32>) -> (tensor<67x129xf32>, tensor<67x129xf32>, tensor<67x129xf32>) {
   %g = omni.gelu tanh %x : tensor<67x129xf32>
-  %gs = omni.gelu sigmoid %x : tensor<67x129xf32>
+  %gs = omni.gelu erf %x : tensor<67x129xf32>
   %s = omni.silu %x : tensor<67x129xf32>
   return %g, %gs, %s : tensor<67x129xf32>, tensor<67x129xf32>, tensor<67x129xf32>
 }
@@ -137,7 +137,8 @@ func.func @random(%key: tensor<i64>, %counter: tensor<i64>) -> (tensor<3x1001xf3
 }
 
 // The SDE step of the rollout (docs/flowgrpo-math.md), with given noise.
-func.func @sde_step(%x: tensor<4x4096xf32>, %v: tensor<4x4096xf32>, %e: tensor<4x4096xf32>, %i: tensor<i64>) -> (tensor<4x4096xf32>, tensor<4xf32>, tensor<4x4096xf32>) {
+func.func @sde_step(%x: tensor<4x4096xf32>, %v: tensor<4x4096xf32>, %e: tensor<4x4096xf32>) -> (tensor<4x4096xf32>, tensor<4xf32>, tensor<4x4096xf32>) {
+  %i = arith.constant 3 : index
   %sigmas = omni.constant dense<[1.0, 0.95, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.0]> : tensor<11xf32>
   %xn, %lp, %mu, %std = omni.sde_step sde %x, %v, %sigmas[%i] noise %e {noise_level = 0.7} : tensor<4x4096xf32>, tensor<11xf32>
   return %xn, %lp, %mu : tensor<4x4096xf32>, tensor<4xf32>, tensor<4x4096xf32>
