@@ -47,7 +47,7 @@ PY=$(command -v python3 || command -v python || true)
 
 out "# gpu-check results"
 out ""
-out "- bundle: $(tr '\n' ';' < "$BUNDLE/manifest.txt" 2>/dev/null)"
+out "- bundle: $(grep -v "^torch wheels" "$BUNDLE/manifest.txt" 2>/dev/null | tr "\n" ";")"
 out "- host: $(uname -n), $(uname -sr), $(nproc) cores, run $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 
 # --- omnirun from the bundle ---------------------------------------------
