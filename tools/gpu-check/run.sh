@@ -13,7 +13,9 @@
 # BUNDLE defaults to tools/gpu-check/bundle, RESULTS to $OUT/results.md
 # when $OUT is set (the device tool), else BUNDLE/../results.md.
 # Exit: 0 when every check passed, 1 when one failed, 2 without a GPU or
-# with an unusable bundle.
+# with an unusable bundle. GPU_CHECK_DRY_RUN=1 runs the cpu programs on
+# the cpu driver instead (no GPU needed): a test of this script's
+# plumbing, whose checks then compare the cpu driver with itself.
 set -uo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 BUNDLE="$(cd "${1:-$HERE/bundle}" 2>/dev/null && pwd)" || {
@@ -60,6 +62,12 @@ if ! xz -dc "$BUNDLE/lib.tar.xz" | tar -C "$TMP" -xf -; then
   out "- ERROR: cannot unpack lib.tar.xz"
   exit 2
 fi
+DRY=${GPU_CHECK_DRY_RUN:-0}
+if [ "$DRY" = 1 ]; then
+  RUNFLAGS=(--device cpu) OPS=ops-cpu.bin TINY=tiny-cpu.bin
+else
+  RUNFLAGS=(--gpus 1) OPS=ops-cuda.bin TINY=tiny-cuda.bin
+fi
 OMNIRUN=("env" "LD_LIBRARY_PATH=$TMP/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$BUNDLE/bin/omnirun")
 
 # --- 1. the machine -------------------------------------------------------
@@ -70,7 +78,9 @@ GPU_LINE=""
 if [ -n "$SMI" ]; then
   GPU_LINE=$(timeout 30 "$SMI" --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit,compute_cap --format=csv,noheader 2>&1 | head -8)
 fi
-if [ -z "$SMI" ] || ! timeout 30 "$SMI" -L 2>/dev/null | grep -q "^GPU "; then
+if [ "$DRY" = 1 ]; then
+  out "- DRY RUN (GPU_CHECK_DRY_RUN=1): the cpu programs on the cpu driver"
+elif [ -z "$SMI" ] || ! timeout 30 "$SMI" -L 2>/dev/null | grep -q "^GPU "; then
   # Ask omnirun too: its cuda driver names what is missing in one line.
   # (A cuda program's first step makes the device; --list would not.)
   WHY=""
@@ -84,14 +94,16 @@ if [ -z "$SMI" ] || ! timeout 30 "$SMI" -L 2>/dev/null | grep -q "^GPU "; then
   echo "run.sh: $MSG" >&2
   exit 2
 fi
-out "- nvidia-smi: $GPU_LINE"
-out "- CUDA driver: $(timeout 30 "$SMI" | grep -o 'CUDA Version: [0-9.]*' | head -1)"
+if [ "$DRY" != 1 ]; then
+  out "- nvidia-smi: $GPU_LINE"
+  out "- CUDA driver: $(timeout 30 "$SMI" | grep -o 'CUDA Version: [0-9.]*' | head -1)"
+fi
 
 # --- 2. per-op checks -----------------------------------------------------
 out ""
 out "## Per-op differential checks (GPU vs the cpu driver)"
 out ""
-if [ ! -f "$BUNDLE/ops/ops-cuda.bin" ]; then
+if [ ! -f "$BUNDLE/ops/$OPS" ]; then
   out "SKIPPED: the bundle has no ops-cuda.bin ($(grep '^no-cuda ops' "$BUNDLE/manifest.txt" | head -1))"
   FAILED=1
 else
@@ -102,7 +114,7 @@ else
     args=()
     for ((i = 0; i < ins; i++)); do args+=("--input=@$BUNDLE/ops/in/$fn.in$i.npy"); done
     for ((j = 0; j < outs; j++)); do args+=("--output=@$TMP/ops/$fn.out$j.npy"); done
-    if ! err=$(within 60 "${OMNIRUN[@]}" "$BUNDLE/ops/ops-cuda.bin" --gpus 1 --function "$fn" "${args[@]}" 2>&1 >/dev/null); then
+    if ! err=$(within 60 "${OMNIRUN[@]}" "$BUNDLE/ops/$OPS" "${RUNFLAGS[@]}" --function "$fn" "${args[@]}" 2>&1 >/dev/null); then
       out "| $fn | all | - | $tol | FAIL: $(echo "$err" | tail -1 | tr '|' '/') |"
       FAILED=1
       continue
@@ -121,10 +133,10 @@ fi
 out ""
 out "## Tiny FlowGRPO, 3 iterations (GPU vs the cpu driver's checkpoints)"
 out ""
-if [ ! -f "$BUNDLE/tiny/tiny-cuda.bin" ]; then
+if [ ! -f "$BUNDLE/tiny/$TINY" ]; then
   out "SKIPPED: the bundle has no tiny-cuda.bin"
   FAILED=1
-elif within 120 "${OMNIRUN[@]}" "$BUNDLE/tiny/tiny-cuda.bin" --gpus 1 --steps 3 --seed 7 --save-every 1 --sample-every 1000 --out "$TMP/tiny" > "$TMP/tiny.log" 2>&1; then
+elif within 120 "${OMNIRUN[@]}" "$BUNDLE/tiny/$TINY" "${RUNFLAGS[@]}" --steps 3 --seed 7 --save-every 1 --sample-every 1000 --out "$TMP/tiny" > "$TMP/tiny.log" 2>&1; then
   for s in 1 3; do
     "$PY" "$HERE/compare.py" --tolerance 1e-5 "$BUNDLE/tiny/expected/step-$s.safetensors" "$TMP/tiny/step-$s.safetensors" > "$TMP/cmp$s.txt"
     rc=$?
@@ -147,7 +159,9 @@ out ""
 out "## SD3.5-Medium shape (512 px, 1 prompt x 2 samples, 10 steps, window 2)"
 out ""
 OMNI_TIME=""
-if [ ! -f "$BUNDLE/sd35m/sd35m-cuda.bin.xz" ]; then
+if [ "$DRY" = 1 ]; then
+  out "SKIPPED: dry run"
+elif [ ! -f "$BUNDLE/sd35m/sd35m-cuda.bin.xz" ]; then
   out "SKIPPED: the bundle has no sd35m-cuda.bin.xz"
 else
   xz -dc "$BUNDLE/sd35m/sd35m-cuda.bin.xz" > "$TMP/sd35m.bin"
@@ -165,7 +179,9 @@ fi
 out ""
 out "## PyTorch on the same GPU"
 out ""
-if [ ! -d "$BUNDLE/torch/wheels" ]; then
+if [ "$DRY" = 1 ]; then
+  out "SKIPPED: dry run"
+elif [ ! -d "$BUNDLE/torch/wheels" ]; then
   out "SKIPPED: the bundle has no torch baseline"
 elif ! "$PY" -c "import torch" 2>/dev/null; then
   out "SKIPPED: no torch in $PY"
