@@ -18,7 +18,8 @@ int main(int argc, char **argv) {
   namespace samples = omni::omnirun::samples;
   if (argc != 3) {
     std::cerr << "usage: omnirun-testgen "
-                 "<add|matmul|cuda-matmul|rng|bad|sharded1|sharded2|mesh2> <out.bin>\n";
+                 "<add|matmul|cuda-matmul|rng|bad|sharded1|sharded2|mesh2> "
+                 "<out.bin>\n";
     return 1;
   }
   std::string name = argv[1], bytes;
