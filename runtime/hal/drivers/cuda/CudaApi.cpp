@@ -224,4 +224,34 @@ absl::StatusOr<const CublasLtApi *> CudaApi::cublasLt() const {
   return cublasLt_;
 }
 
+absl::StatusOr<const CudnnApi *> CudaApi::cudnn() const {
+  std::call_once(cudnnOnce_, [this] {
+    void *handle = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+      cudnn_ = absl::UnavailableError(absl::StrCat(
+          "cuda: no cuDNN for convolutions (", lastDlError(), ")"));
+      return;
+    }
+#define OMNI_RESOLVE_ENTRY(name)                                               \
+  cudnnTable_.name =                                                           \
+      reinterpret_cast<decltype(cudnnTable_.name)>(dlsym(handle, #name));      \
+  if (!cudnnTable_.name) {                                                     \
+    cudnn_ = absl::UnavailableError(                                           \
+        "cuda: the cuDNN library has no entry point " #name);                  \
+    return;                                                                    \
+  }
+    OMNI_CUDNN_ENTRIES(OMNI_RESOLVE_ENTRY)
+#undef OMNI_RESOLVE_ENTRY
+    // The legacy convolution API is cuDNN 9's (it moved between 8 and 9).
+    size_t version = cudnnTable_.cudnnGetVersion();
+    if (version < 90000) {
+      cudnn_ = absl::UnavailableError(absl::StrCat(
+          "cuda: cuDNN ", version, " is too old for convolutions; need 9"));
+      return;
+    }
+    cudnn_ = &cudnnTable_;
+  });
+  return cudnn_;
+}
+
 } // namespace omni::hal::cuda

@@ -6,8 +6,9 @@
 // cuGetProcAddress_v2 with dlsym and resolves every driver entry point the
 // cuda driver uses through it, asking for the CUDA 12.0 ABI of each (the
 // oldest driver omni accepts; none of the entries below changed signature
-// since). cuBLASLt (libcublasLt.so.13, then .12) is opened by dlsym when a
-// stream first needs it. The toolkit headers give the types only.
+// since). cuBLASLt (libcublasLt.so.13, then .12) and cuDNN (libcudnn.so.9)
+// are opened, their entries found by dlsym, when a stream first needs them.
+// The toolkit headers give the types only.
 //
 // Errors are one line, meant for users: no driver library, a library
 // without the entry points, the toolkit's stub library, a driver older
@@ -18,7 +19,7 @@
 // Ownership: CudaApi::load returns an owned table; the library handles stay
 // open for the process's lifetime (unloading libcuda while any context
 // lives is unsafe). Thread safety: immutable after load, except the lazy
-// cuBLASLt table, which cublasLt() initializes once under a std::once_flag.
+// cuBLASLt and cuDNN tables, each initialized once under a std::once_flag.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,6 +28,7 @@
 
 #include <cublasLt.h>
 #include <cuda.h>
+#include <cudnn.h>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -96,6 +98,33 @@ namespace omni::hal::cuda {
   X(cublasLtMatmulAlgoGetHeuristic)                                            \
   X(cublasLtMatmul)
 
+#define OMNI_CUDNN_ENTRIES(X)                                                  \
+  X(cudnnGetVersion)                                                           \
+  X(cudnnGetErrorString)                                                       \
+  X(cudnnCreate)                                                               \
+  X(cudnnDestroy)                                                              \
+  X(cudnnSetStream)                                                            \
+  X(cudnnCreateTensorDescriptor)                                               \
+  X(cudnnSetTensor4dDescriptor)                                                \
+  X(cudnnDestroyTensorDescriptor)                                              \
+  X(cudnnCreateFilterDescriptor)                                               \
+  X(cudnnSetFilter4dDescriptor)                                                \
+  X(cudnnDestroyFilterDescriptor)                                              \
+  X(cudnnCreateConvolutionDescriptor)                                          \
+  X(cudnnSetConvolution2dDescriptor)                                           \
+  X(cudnnSetConvolutionMathType)                                               \
+  X(cudnnGetConvolution2dForwardOutputDim)                                     \
+  X(cudnnDestroyConvolutionDescriptor)                                         \
+  X(cudnnGetConvolutionForwardAlgorithm_v7)                                    \
+  X(cudnnConvolutionForward)
+
+/// cuDNN's entry points (the legacy convolution API of cuDNN 9).
+struct CudnnApi {
+#define OMNI_DECLARE_ENTRY(name) decltype(&::name) name = nullptr;
+  OMNI_CUDNN_ENTRIES(OMNI_DECLARE_ENTRY)
+#undef OMNI_DECLARE_ENTRY
+};
+
 /// cuBLASLt's entry points.
 struct CublasLtApi {
 #define OMNI_DECLARE_ENTRY(name) decltype(&::name) name = nullptr;
@@ -125,6 +154,9 @@ public:
 
   /// cuBLASLt, opened on first use; Unavailable (one line) when missing.
   absl::StatusOr<const CublasLtApi *> cublasLt() const;
+  /// cuDNN 9 (libcudnn.so.9), opened on first use; Unavailable when
+  /// missing (conv2d then uses im2col + cuBLASLt).
+  absl::StatusOr<const CudnnApi *> cudnn() const;
 
   /// "CUDA_ERROR_NO_DEVICE" for a CUresult (the driver's name when it
   /// knows it, else a built-in table, else "CUresult <n>").
@@ -145,6 +177,10 @@ private:
   mutable absl::StatusOr<const CublasLtApi *> cublasLt_ =
       absl::UnknownError("not loaded");
   mutable CublasLtApi cublasLtTable_;
+  mutable std::once_flag cudnnOnce_;
+  mutable absl::StatusOr<const CudnnApi *> cudnn_ =
+      absl::UnknownError("not loaded");
+  mutable CudnnApi cudnnTable_;
 };
 
 /// A name for CUresult values the driver might not be able to name (its

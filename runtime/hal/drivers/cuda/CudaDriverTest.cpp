@@ -14,10 +14,14 @@
 #include "runtime/hal/drivers/Drivers.h"
 #include "runtime/hal/drivers/cuda/CudaApi.h"
 #include "runtime/hal/drivers/cuda/CudaExecutable.h"
+#include "runtime/hal/drivers/cuda/CudaStream.h"
+#include "runtime/hal/drivers/cuda/kernels/Indexing.h"
 
 #include "gtest/gtest.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <dlfcn.h>
 #include <fstream>
 #include <optional>
@@ -177,6 +181,32 @@ TEST(CudaApi, LoadsTheFake) {
   EXPECT_EQ(oom.message(), "allocating: CUDA_ERROR_OUT_OF_MEMORY");
 }
 
+TEST(CudaApi, LibrariesLoadOrSayWhyNot) {
+  // cuBLASLt and cuDNN load without a GPU (their entry points are found by
+  // dlsym); on a machine without them the reason is one line.
+  auto api = CudaApi::load(OMNI_FAKE_LIBCUDA);
+  ASSERT_TRUE(api.ok()) << api.status();
+  absl::StatusOr<const CublasLtApi *> lt = (*api)->cublasLt();
+  if (lt.ok()) {
+    EXPECT_NE((*lt)->cublasLtMatmul, nullptr);
+  } else {
+    EXPECT_EQ(lt.status().code(), absl::StatusCode::kUnavailable);
+    EXPECT_EQ(lt.status().message().rfind("cuda: no cuBLASLt for matmuls (", 0),
+              0u)
+        << lt.status();
+  }
+  absl::StatusOr<const CudnnApi *> dnn = (*api)->cudnn();
+  if (dnn.ok()) {
+    EXPECT_NE((*dnn)->cudnnConvolutionForward, nullptr);
+    EXPECT_GE((*dnn)->cudnnGetVersion(), 90000u);
+  } else {
+    EXPECT_EQ(dnn.status().code(), absl::StatusCode::kUnavailable);
+    EXPECT_EQ(dnn.status().message().rfind("cuda: ", 0), 0u) << dnn.status();
+  }
+  // Loaded once: the same table (or reason) every time.
+  EXPECT_EQ((*api)->cublasLt().ok(), lt.ok());
+}
+
 TEST(CudaExecutable, WhichCubinRunsWhere) {
   // Arch-specific cubins run on exactly their device.
   EXPECT_TRUE(cubinRunsOn("sm_90a", 9, 0));
@@ -193,6 +223,130 @@ TEST(CudaExecutable, WhichCubinRunsWhere) {
   EXPECT_FALSE(cubinRunsOn("", 9, 0));
   EXPECT_FALSE(cubinRunsOn("compute_90", 9, 0));
   EXPECT_FALSE(cubinRunsOn("sm_x0", 9, 0));
+}
+
+/// What cuBLASLt computes for a plan: D = op(A) op(B), column-major.
+std::vector<double> columnMajorGemm(const GemmPlan &plan, int64_t m, int64_t n,
+                                    int64_t k, const std::vector<double> &a,
+                                    const std::vector<double> &b) {
+  // op(A) is n x k, op(B) is k x m, D is n x m with leading dimension ldc.
+  auto opA = [&](int64_t i, int64_t j) {
+    return plan.transposeA ? a[j + i * plan.lda] : a[i + j * plan.lda];
+  };
+  auto opB = [&](int64_t i, int64_t j) {
+    return plan.transposeB ? b[j + i * plan.ldb] : b[i + j * plan.ldb];
+  };
+  std::vector<double> d(static_cast<size_t>(plan.ldc * m));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < m; ++j) {
+      double acc = 0;
+      for (int64_t l = 0; l < k; ++l)
+        acc += opA(i, l) * opB(l, j);
+      d[static_cast<size_t>(i + j * plan.ldc)] = acc;
+    }
+  return d;
+}
+
+TEST(CudaLibraries, RowMajorMatmulsMapOntoColumnMajorCublas) {
+  // The bytes of the row-major operands, read as planGemm says, give the
+  // row-major product in the result's bytes, for every transpose.
+  const int64_t m = 3, n = 4, k = 5;
+  for (bool tl : {false, true})
+    for (bool tr : {false, true}) {
+      std::vector<double> lhs(m * k), rhs(k * n);
+      for (size_t i = 0; i < lhs.size(); ++i)
+        lhs[i] = double(i) * 0.5 - 3;
+      for (size_t i = 0; i < rhs.size(); ++i)
+        rhs[i] = double(i * i % 7) - 2;
+      auto L = [&](int64_t i, int64_t l) { // op(lhs)[i, l], row-major
+        return tl ? lhs[l * m + i] : lhs[i * k + l];
+      };
+      auto R = [&](int64_t l, int64_t j) { // op(rhs)[l, j], row-major
+        return tr ? rhs[j * k + l] : rhs[l * n + j];
+      };
+      GemmPlan plan = planGemm(m, n, k, tl, tr);
+      EXPECT_EQ(plan.aRows * plan.aCols, uint64_t(k * n));
+      EXPECT_EQ(plan.bRows * plan.bCols, uint64_t(m * k));
+      std::vector<double> got = columnMajorGemm(plan, m, n, k, rhs, lhs);
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double want = 0;
+          for (int64_t l = 0; l < k; ++l)
+            want += L(i, l) * R(l, j);
+          EXPECT_EQ(got[static_cast<size_t>(i * n + j)], want)
+              << "tl " << tl << " tr " << tr << " at " << i << ", " << j;
+        }
+    }
+}
+
+TEST(CudaLibraries, Im2colTimesFilterIsTheConvolution) {
+  // The cts conv2d cases: filter [o, c*kh*kw] x col gives naive conv2d.
+  struct Case {
+    int64_t n, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw;
+  };
+  for (Case k : {Case{2, 3, 8, 7, 4, 3, 3, 1, 1, 1, 1, 1, 1},
+                 Case{1, 2, 9, 10, 3, 3, 2, 2, 3, 0, 2, 1, 1},
+                 Case{1, 4, 11, 11, 2, 3, 3, 1, 2, 2, 1, 2, 3}}) {
+    int64_t oh = (k.h + 2 * k.ph - k.dh * (k.kh - 1) - 1) / k.sh + 1;
+    int64_t ow = (k.w + 2 * k.pw - k.dw * (k.kw - 1) - 1) / k.sw + 1;
+    Im2colShape shape{k.c,  k.h,  k.w,  k.kh, k.kw, k.sh, k.sw,
+                      k.ph, k.pw, k.dh, k.dw, oh,   ow};
+    std::vector<double> x(k.n * k.c * k.h * k.w), w(k.o * k.c * k.kh * k.kw);
+    for (size_t i = 0; i < x.size(); ++i)
+      x[i] = double(i % 13) - 6;
+    for (size_t i = 0; i < w.size(); ++i)
+      w[i] = double(i % 5) - 2;
+    const int64_t rows = k.c * k.kh * k.kw, spatial = oh * ow;
+    std::vector<double> col(k.n * rows * spatial);
+    for (int64_t i = 0; i < int64_t(col.size()); ++i) {
+      int64_t source = im2colSource(shape, i);
+      col[i] = source < 0 ? 0.0 : x[source];
+    }
+    for (int64_t img = 0; img < k.n; ++img)
+      for (int64_t o = 0; o < k.o; ++o)
+        for (int64_t oy = 0; oy < oh; ++oy)
+          for (int64_t ox = 0; ox < ow; ++ox) {
+            double want = 0, got = 0;
+            for (int64_t c = 0; c < k.c; ++c)
+              for (int64_t ky = 0; ky < k.kh; ++ky)
+                for (int64_t kx = 0; kx < k.kw; ++kx) {
+                  int64_t iy = oy * k.sh - k.ph + ky * k.dh;
+                  int64_t ix = ox * k.sw - k.pw + kx * k.dw;
+                  if (iy >= 0 && iy < k.h && ix >= 0 && ix < k.w)
+                    want += x[((img * k.c + c) * k.h + iy) * k.w + ix] *
+                            w[((o * k.c + c) * k.kh + ky) * k.kw + kx];
+                }
+            for (int64_t r = 0; r < rows; ++r)
+              got += w[o * rows + r] *
+                     col[(img * rows + r) * spatial + oy * ow + ox];
+            ASSERT_EQ(got, want) << img << " " << o << " " << oy << " " << ox;
+          }
+  }
+}
+
+TEST(CudaLibraries, MaskRowsBroadcastAcrossChunks) {
+  const int64_t batch = 2, heads = 3, seqQ = 5, seqK = 7;
+  for (bool batchShared : {false, true})
+    for (bool headShared : {false, true}) {
+      const int64_t mh = headShared ? 1 : heads;
+      const int64_t batchStride = batchShared ? 0 : mh * seqQ * seqK;
+      const int64_t headStride = headShared ? 0 : seqQ * seqK;
+      // Chunks of 1, 2 and all (batch, head) pairs.
+      for (int64_t chunk : {int64_t(1), int64_t(2), batch * heads})
+        for (int64_t bh0 = 0; bh0 < batch * heads; bh0 += chunk)
+          for (int64_t row = 0;
+               row < std::min(chunk, batch * heads - bh0) * seqQ; ++row) {
+            int64_t bh = bh0 + row / seqQ, b = bh / heads, h = bh % heads;
+            int64_t q = row % seqQ;
+            int64_t want =
+                (((batchShared ? 0 : b) * mh + (headShared ? 0 : h)) * seqQ +
+                 q) *
+                seqK;
+            ASSERT_EQ(maskRowOffset(row, bh0, seqQ, seqK, heads, batchStride,
+                                    headStride),
+                      want);
+          }
+    }
 }
 
 //===----------------------------------------------------------------------===//
@@ -316,6 +470,80 @@ TEST_F(CudaGpuTest, LoadErrorsAreOneLine) {
   absl::Status s = stream->dispatch(**bad, 0, 1, buffers, scalars);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(stream->synchronize().ok());
+}
+
+TEST_F(CudaGpuTest, ReadsLandBeforeALaterEventCompletes) {
+  auto stream = *device_->createStream();
+  std::vector<uint32_t> values(300000);
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = uint32_t(i * 2654435761u);
+  auto buffer = *device_->allocate(int64_t(values.size() * 4));
+  ASSERT_TRUE(stream->writeBuffer(values.data(), BufferRef::all(*buffer)).ok());
+  // The source may be reused as soon as writeBuffer returns.
+  std::vector<uint32_t> original = values;
+  std::fill(values.begin(), values.end(), 0u);
+  std::vector<uint32_t> out(values.size());
+  ASSERT_TRUE(stream->readBuffer(BufferRef::all(*buffer), out.data()).ok());
+  auto event = stream->recordEvent();
+  ASSERT_TRUE(event.ok());
+  ASSERT_TRUE((*event)->wait().ok());
+  EXPECT_TRUE((*event)->isComplete());
+  EXPECT_EQ(out, original);
+}
+
+TEST_F(CudaGpuTest, EveryFillPathAndOverlappingCopies) {
+  auto stream = *device_->createStream();
+  auto buffer = *device_->allocate(96);
+  auto expectPattern = [&](absl::Span<const uint8_t> pattern, int64_t offset,
+                           int64_t length) {
+    ASSERT_TRUE(stream->fill({buffer.get(), offset, length}, pattern).ok());
+    std::vector<uint8_t> got(96);
+    ASSERT_TRUE(stream->readBuffer(BufferRef::all(*buffer), got.data()).ok());
+    ASSERT_TRUE(stream->synchronize().ok());
+    for (int64_t i = 0; i < length; ++i)
+      ASSERT_EQ(got[offset + i], pattern[i % pattern.size()])
+          << pattern.size() << "-byte pattern at " << i;
+  };
+  const uint8_t two[] = {1, 2}, four[] = {1, 2, 3, 4},
+                eight[] = {1, 2, 3, 4, 5, 6, 7, 8};
+  uint8_t twentyFour[24];
+  for (int i = 0; i < 24; ++i)
+    twentyFour[i] = uint8_t(100 + i);
+  expectPattern(two, 0, 96);        // cuMemsetD16Async
+  expectPattern(two, 1, 94);        // unaligned: the kernel
+  expectPattern(four, 4, 88);       // cuMemsetD32Async
+  expectPattern(four, 2, 92);       // unaligned: the kernel
+  expectPattern(eight, 8, 80);      // the kernel
+  expectPattern(twentyFour, 0, 96); // doubling copies
+  // Overlapping copies, both directions (memmove).
+  std::vector<uint8_t> bytes(96);
+  for (int i = 0; i < 96; ++i)
+    bytes[i] = uint8_t(i);
+  ASSERT_TRUE(stream->writeBuffer(bytes.data(), BufferRef::all(*buffer)).ok());
+  ASSERT_TRUE(stream->copy({buffer.get(), 0, 64}, {buffer.get(), 16, 64}).ok());
+  ASSERT_TRUE(
+      stream->copy({buffer.get(), 40, 50}, {buffer.get(), 30, 50}).ok());
+  std::vector<uint8_t> want = bytes;
+  std::memmove(want.data() + 16, want.data(), 64);
+  std::memmove(want.data() + 30, want.data() + 40, 50);
+  std::vector<uint8_t> got(96);
+  ASSERT_TRUE(stream->readBuffer(BufferRef::all(*buffer), got.data()).ok());
+  ASSERT_TRUE(stream->synchronize().ok());
+  EXPECT_EQ(got, want);
+}
+
+TEST_F(CudaGpuTest, MemoryIsCountedAndScratchToo) {
+  int64_t before = device_->bytesInUse();
+  auto buffer = *device_->allocate(1000);
+  EXPECT_EQ(device_->bytesInUse(), before + 1000);
+  ExecutableSpec spec = addSpec({0, 1, 2});
+  spec.gpuKernels[0].scratch = {4096};
+  auto exe = device_->loadExecutable(spec);
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  EXPECT_EQ(device_->bytesInUse(), before + 1000 + 4096);
+  exe->reset();
+  buffer.reset();
+  EXPECT_EQ(device_->bytesInUse(), before);
 }
 
 TEST_F(CudaGpuTest, DescriptionNamesTheArchitecture) {

@@ -6,9 +6,13 @@
 //    batch into m when lhs is not transposed, else one call per batch).
 //    f32 computes with CUBLAS_COMPUTE_32F (no TF32), f64 with 64F, f16 and
 //    bf16 inputs accumulate in f32 and round the result once.
-//  - conv2d: per image, im2col (the omni_im2col kernel; skipped for 1x1
-//    stride-1 unpadded filters) into a stream-ordered temporary, then a
-//    cuBLASLt matmul filter[o, c*kh*kw] x col[c*kh*kw, outH*outW].
+//  - conv2d: cuDNN's cudnnConvolutionForward (NCHW, cross-correlation; f32
+//    with CUDNN_FMA_MATH, i.e. no TF32; f16/bf16 accumulate in f32; the
+//    algorithm from cudnnGetConvolutionForwardAlgorithm_v7, workspace up to
+//    kConvWorkspaceBytes). Without cuDNN, or when it offers no algorithm:
+//    per image, im2col (the omni_im2col kernel; skipped for 1x1 stride-1
+//    unpadded filters) into a stream-ordered temporary, then a cuBLASLt
+//    matmul filter[o, c*kh*kw] x col[c*kh*kw, outH*outW].
 //  - attention: per chunk of (batch, head) pairs (temporaries up to
 //    kAttentionTempBytes), scores = scale q k^T by cuBLASLt into f32 (f64
 //    for f64), the omni_softmax kernel (mask added, broadcast by strides)
@@ -27,12 +31,44 @@
 #include "absl/strings/str_cat.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace omni::hal::cuda {
 namespace {
 
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;
 constexpr int64_t kAttentionTempBytes = int64_t(1) << 30;
+constexpr size_t kConvWorkspaceBytes = size_t(256) << 20;
+
+cudnnDataType_t cudnnTypeOf(DType dtype) {
+  switch (dtype) {
+  case DType::F64:
+    return CUDNN_DATA_DOUBLE;
+  case DType::F16:
+    return CUDNN_DATA_HALF;
+  case DType::BF16:
+    return CUDNN_DATA_BFLOAT16;
+  default:
+    return CUDNN_DATA_FLOAT;
+  }
+}
+
+/// Destroys cuDNN descriptors at scope exit.
+struct DnnObjects {
+  const CudnnApi &dnn;
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  ~DnnObjects() {
+    if (conv)
+      dnn.cudnnDestroyConvolutionDescriptor(conv);
+    if (w)
+      dnn.cudnnDestroyFilterDescriptor(w);
+    for (cudnnTensorDescriptor_t t : {x, y})
+      if (t)
+        dnn.cudnnDestroyTensorDescriptor(t);
+  }
+};
 
 int64_t bytesOf(std::initializer_list<int64_t> dims, DType dtype) {
   std::optional<int64_t> n = checkedNumElements(std::vector<int64_t>(dims));
@@ -54,6 +90,15 @@ cudaDataType_t cudaTypeOf(DType dtype) {
   }
 }
 
+/// The alignment cuBLASLt may assume of an operand whose batches start at
+/// `pointer` + b * `strideBytes`: the largest power of two dividing both,
+/// at most 256 (cuBLASLt's default assumption, which the executor's arena
+/// offsets do not always meet).
+uint32_t alignmentOf(CUdeviceptr pointer, int64_t strideBytes) {
+  uint64_t bits = pointer | static_cast<uint64_t>(strideBytes) | 256u;
+  return static_cast<uint32_t>(bits & (~bits + 1));
+}
+
 /// Destroys cuBLASLt descriptors at scope exit.
 struct LtObjects {
   const CublasLtApi &lt;
@@ -72,6 +117,24 @@ struct LtObjects {
 };
 
 } // namespace
+
+GemmPlan planGemm(int64_t m, int64_t n, int64_t k, bool transposeLhs,
+                  bool transposeRhs) {
+  GemmPlan plan;
+  // rhs, row-major k x n (n x k when transposed), is the column-major
+  // n x k (k x n) matrix with the same bytes.
+  plan.transposeA = transposeRhs;
+  plan.aRows = static_cast<uint64_t>(transposeRhs ? k : n);
+  plan.aCols = static_cast<uint64_t>(transposeRhs ? n : k);
+  plan.lda = static_cast<int64_t>(plan.aRows);
+  // lhs, row-major m x k (k x m), is the column-major k x m (m x k).
+  plan.transposeB = transposeLhs;
+  plan.bRows = static_cast<uint64_t>(transposeLhs ? m : k);
+  plan.bCols = static_cast<uint64_t>(transposeLhs ? k : m);
+  plan.ldb = static_cast<int64_t>(plan.bRows);
+  plan.ldc = n;
+  return plan;
+}
 
 absl::Status CudaStream::ensureCublasLt() {
   if (ltHandle_)
@@ -141,22 +204,22 @@ absl::Status CudaStream::gemm(DType inType, DType outType, int64_t batch,
   LtObjects o{lt};
   OMNI_RETURN_IF_ERROR(
       ok(lt.cublasLtMatmulDescCreate(&o.desc, compute, scaleType)));
-  cublasOperation_t opA = rhs.transpose ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasOperation_t opB = lhs.transpose ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const GemmPlan plan = planGemm(m, n, k, lhs.transpose, rhs.transpose);
+  cublasOperation_t opA = plan.transposeA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opB = plan.transposeB ? CUBLAS_OP_T : CUBLAS_OP_N;
   OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatmulDescSetAttribute(
       o.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof(opA))));
   OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatmulDescSetAttribute(
       o.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB))));
   // Column-major views: A = rhs^T-view, B = lhs^T-view, C = result^T.
   const cudaDataType_t in = cudaTypeOf(inType), out = cudaTypeOf(outType);
-  uint64_t aRows = rhs.transpose ? k : n, aCols = rhs.transpose ? n : k;
-  uint64_t bRows = lhs.transpose ? m : k, bCols = lhs.transpose ? k : m;
-  OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatrixLayoutCreate(
-      &o.a, in, aRows, aCols, static_cast<int64_t>(aRows))));
-  OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatrixLayoutCreate(
-      &o.b, in, bRows, bCols, static_cast<int64_t>(bRows))));
-  OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatrixLayoutCreate(
-      &o.c, out, static_cast<uint64_t>(n), static_cast<uint64_t>(m), n)));
+  OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatrixLayoutCreate(&o.a, in, plan.aRows,
+                                                        plan.aCols, plan.lda)));
+  OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatrixLayoutCreate(&o.b, in, plan.bRows,
+                                                        plan.bCols, plan.ldb)));
+  OMNI_RETURN_IF_ERROR(
+      ok(lt.cublasLtMatrixLayoutCreate(&o.c, out, static_cast<uint64_t>(n),
+                                       static_cast<uint64_t>(m), plan.ldc)));
   if (batch > 1) {
     int32_t count = static_cast<int32_t>(batch);
     const std::pair<cublasLtMatrixLayout_t, int64_t> layouts[] = {
@@ -174,6 +237,19 @@ absl::Status CudaStream::gemm(DType inType, DType outType, int64_t batch,
   OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatmulPreferenceSetAttribute(
       o.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
       sizeof(workspace))));
+  const int64_t batched = batch > 1 ? 1 : 0;
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignments[] =
+      {{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+        alignmentOf(rhs.pointer, batched * rhs.batchStride * inSize)},
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        alignmentOf(lhs.pointer, batched * lhs.batchStride * inSize)},
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+        alignmentOf(result, batched * resultStride * outSize)},
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+        alignmentOf(result, batched * resultStride * outSize)}};
+  for (const auto &[attribute, bytes] : alignments)
+    OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatmulPreferenceSetAttribute(
+        o.preference, attribute, &bytes, sizeof(bytes))));
   cublasLtMatmulHeuristicResult_t heuristic = {};
   int found = 0;
   OMNI_RETURN_IF_ERROR(ok(
@@ -224,6 +300,118 @@ absl::Status CudaStream::matmul(const MatmulParams &p, BufferRef lhs,
               p.m * p.n, 1.0);
 }
 
+absl::Status CudaStream::cudnnConv2d(const Conv2dParams &p, CUdeviceptr x,
+                                     CUdeviceptr w, CUdeviceptr y) {
+  if (dnnMissing_)
+    return absl::UnimplementedError("no cuDNN");
+  if (!dnnHandle_) {
+    absl::StatusOr<const CudnnApi *> dnn = device_.api().cudnn();
+    if (!dnn.ok()) {
+      dnnMissing_ = true;
+      return absl::UnimplementedError(dnn.status().message());
+    }
+    dnn_ = *dnn;
+    if (dnn_->cudnnCreate(&dnnHandle_) != CUDNN_STATUS_SUCCESS ||
+        dnn_->cudnnSetStream(dnnHandle_, stream_) != CUDNN_STATUS_SUCCESS) {
+      if (dnnHandle_)
+        dnn_->cudnnDestroy(dnnHandle_);
+      dnnHandle_ = nullptr;
+      dnnMissing_ = true;
+      return absl::UnimplementedError("cudnnCreate failed");
+    }
+  }
+  // cuDNN's legacy API takes int dimensions.
+  for (int64_t d : {p.n, p.c, p.h, p.w, p.o, p.kh, p.kw, p.strideH, p.strideW,
+                    p.padH, p.padW, p.dilationH, p.dilationW, p.outH, p.outW})
+    if (d > INT32_MAX)
+      return absl::UnimplementedError("dimension too large for cuDNN");
+  const CudnnApi &dnn = *dnn_;
+  DnnObjects o{dnn};
+  const cudnnDataType_t type = cudnnTypeOf(p.dtype);
+  const cudnnDataType_t compute =
+      p.dtype == DType::F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+  auto setup = [](cudnnStatus_t s) { return s == CUDNN_STATUS_SUCCESS; };
+  if (!setup(dnn.cudnnCreateTensorDescriptor(&o.x)) ||
+      !setup(dnn.cudnnCreateTensorDescriptor(&o.y)) ||
+      !setup(dnn.cudnnCreateFilterDescriptor(&o.w)) ||
+      !setup(dnn.cudnnCreateConvolutionDescriptor(&o.conv)) ||
+      !setup(dnn.cudnnSetTensor4dDescriptor(o.x, CUDNN_TENSOR_NCHW, type,
+                                            int(p.n), int(p.c), int(p.h),
+                                            int(p.w))) ||
+      !setup(dnn.cudnnSetTensor4dDescriptor(o.y, CUDNN_TENSOR_NCHW, type,
+                                            int(p.n), int(p.o), int(p.outH),
+                                            int(p.outW))) ||
+      !setup(dnn.cudnnSetFilter4dDescriptor(o.w, type, CUDNN_TENSOR_NCHW,
+                                            int(p.o), int(p.c), int(p.kh),
+                                            int(p.kw))) ||
+      !setup(dnn.cudnnSetConvolution2dDescriptor(
+          o.conv, int(p.padH), int(p.padW), int(p.strideH), int(p.strideW),
+          int(p.dilationH), int(p.dilationW), CUDNN_CROSS_CORRELATION,
+          compute)))
+    return absl::UnimplementedError("cuDNN refuses the descriptors");
+  // f32 without TF32 (results match the cpu within 1e-5); tensor cores
+  // for the 16-bit types.
+  const bool sixteen = p.dtype == DType::F16 || p.dtype == DType::BF16;
+  const cudnnMathType_t math = p.dtype == DType::F32 ? CUDNN_FMA_MATH
+                               : sixteen             ? CUDNN_TENSOR_OP_MATH
+                                                     : CUDNN_DEFAULT_MATH;
+  if (!setup(dnn.cudnnSetConvolutionMathType(o.conv, math)))
+    return absl::UnimplementedError("cuDNN refuses the math type");
+  int on = 0, oc = 0, oh = 0, ow = 0;
+  if (!setup(dnn.cudnnGetConvolution2dForwardOutputDim(o.conv, o.x, o.w, &on,
+                                                       &oc, &oh, &ow)) ||
+      on != p.n || oc != p.o || oh != p.outH || ow != p.outW)
+    return absl::UnimplementedError("cuDNN computes another output shape");
+  cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT] = {};
+  int returned = 0;
+  if (!setup(dnn.cudnnGetConvolutionForwardAlgorithm_v7(
+          dnnHandle_, o.x, o.w, o.conv, o.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+          &returned, perf)))
+    return absl::UnimplementedError("cuDNN has no algorithm list");
+  const cudnnConvolutionFwdAlgoPerf_t *chosen = nullptr;
+  for (int i = 0; i < returned && !chosen; ++i) {
+    const cudnnConvolutionFwdAlgoPerf_t &candidate = perf[i];
+    if (candidate.status != CUDNN_STATUS_SUCCESS ||
+        candidate.memory > kConvWorkspaceBytes)
+      continue;
+    // Never TF32 for f32.
+    if (p.dtype == DType::F32 && candidate.mathType != CUDNN_FMA_MATH &&
+        candidate.mathType != CUDNN_DEFAULT_MATH)
+      continue;
+    chosen = &candidate;
+  }
+  if (!chosen)
+    return absl::UnimplementedError("cuDNN has no algorithm for the case");
+  if (!setup(dnn.cudnnSetConvolutionMathType(o.conv, chosen->mathType)))
+    return absl::UnimplementedError("cuDNN refuses the algorithm's math");
+
+  CUdeviceptr workspace = 0;
+  if (chosen->memory > 0) {
+    OMNI_ASSIGN_OR_RETURN(workspace,
+                          allocTemp(static_cast<int64_t>(chosen->memory)));
+  }
+  float alpha32 = 1, beta32 = 0;
+  double alpha64 = 1, beta64 = 0;
+  const bool f64 = p.dtype == DType::F64;
+  cudnnStatus_t s = dnn.cudnnConvolutionForward(
+      dnnHandle_,
+      f64 ? static_cast<const void *>(&alpha64)
+          : static_cast<const void *>(&alpha32),
+      o.x, reinterpret_cast<const void *>(x), o.w,
+      reinterpret_cast<const void *>(w), o.conv, chosen->algo,
+      reinterpret_cast<void *>(workspace), chosen->memory,
+      f64 ? static_cast<const void *>(&beta64)
+          : static_cast<const void *>(&beta32),
+      o.y, reinterpret_cast<void *>(y));
+  if (workspace)
+    freeTemp(workspace);
+  if (s != CUDNN_STATUS_SUCCESS)
+    return absl::InternalError(absl::StrCat(
+        device_.label(), ": cuDNN ", dtypeName(p.dtype), " conv2d (algorithm ",
+        static_cast<int>(chosen->algo), "): ", dnn.cudnnGetErrorString(s)));
+  return absl::OkStatus();
+}
+
 absl::Status CudaStream::conv2d(const Conv2dParams &p, BufferRef input,
                                 BufferRef filter, BufferRef result) {
   if (!device_.supportsLibrary(Library::Conv2d, p.dtype))
@@ -245,6 +433,12 @@ absl::Status CudaStream::conv2d(const Conv2dParams &p, BufferRef input,
   const int64_t spatial = p.outH * p.outW, rows = p.c * p.kh * p.kw;
   if (p.n == 0 || p.o == 0 || spatial == 0)
     return absl::OkStatus();
+  if (rows > 0 && !std::getenv("OMNI_CUDA_CONV_IM2COL")) {
+    absl::Status viaCudnn = cudnnConv2d(p, x, w, y);
+    if (viaCudnn.code() != absl::StatusCode::kUnimplemented)
+      return viaCudnn;
+    // No cuDNN, or no algorithm for this case: im2col + cuBLASLt.
+  }
   const bool direct = p.kh == 1 && p.kw == 1 && p.strideH == 1 &&
                       p.strideW == 1 && p.padH == 0 && p.padW == 0 &&
                       p.outH == p.h && p.outW == p.w;
@@ -373,7 +567,7 @@ absl::Status CudaStream::attention(const AttentionParams &p, BufferRef q,
         launchHelper(softmax, 0,
                      {&scores, &maskArg, &probs, &rows, &seqQ, &seqK, &heads,
                       &bh0, &maskBatchStride, &maskHeadStride, &hasMask},
-                     rows, kBlock, static_cast<unsigned>(kBlock * ss));
+                     rows, kBlock, kBlock * sizeof(double));
     if (!status.ok())
       break;
     status = gemm(p.dtype, p.dtype, nb, p.seqQ, p.valueDim, p.seqK,

@@ -88,6 +88,8 @@ CudaStream::~CudaStream() {
   }
   if (ltHandle_)
     (void)lt_->cublasLtDestroy(ltHandle_);
+  if (dnnHandle_)
+    (void)dnn_->cudnnDestroy(dnnHandle_);
   if (workspace_)
     (void)api.cuMemFreeAsync(workspace_, stream_);
   (void)api.cuStreamSynchronize(stream_);

@@ -23,8 +23,9 @@
 // followed by every scalar as an i64; `grid` is ignored (1 for cuda
 // kernels). random runs the Philox kernels (bit-identical to the cpu
 // driver), reading key, counter and offset on the device. The library
-// routines are in CudaLibraries.cpp (cuBLASLt; conv2d as im2col + cuBLASLt;
-// attention as two cuBLASLt matmuls around a softmax kernel).
+// routines are in CudaLibraries.cpp (cuBLASLt; conv2d through cuDNN, or
+// im2col + cuBLASLt without it; attention as two cuBLASLt matmuls around a
+// softmax kernel).
 //
 // Errors: a malformed command fails at once (InvalidArgument, as the cpu
 // driver's); an asynchronous failure (an illegal address in a kernel) is
@@ -48,6 +49,18 @@
 #include <vector>
 
 namespace omni::hal::cuda {
+
+/// How a row-major result[m, n] = op(lhs)[m, k] op(rhs)[k, n] is asked of
+/// column-major cuBLASLt: D = op(A) op(B) with A the rhs and B the lhs
+/// (C^T = op(rhs)^T op(lhs)^T), each a rows x cols column-major matrix with
+/// leading dimension ld, and C n x m with ld n.
+struct GemmPlan {
+  bool transposeA = false, transposeB = false;
+  uint64_t aRows = 0, aCols = 0, bRows = 0, bCols = 0;
+  int64_t lda = 0, ldb = 0, ldc = 0;
+};
+GemmPlan planGemm(int64_t m, int64_t n, int64_t k, bool transposeLhs,
+                  bool transposeRhs);
 
 class CudaStream final : public Stream {
 public:
@@ -133,6 +146,10 @@ private:
                     int64_t n, int64_t k, GemmOperand lhs, GemmOperand rhs,
                     CUdeviceptr result, int64_t resultStride, double alpha);
   absl::Status ensureCublasLt();
+  /// conv2d through cuDNN; Unimplemented when cuDNN is missing or has no
+  /// algorithm for the case (the caller then uses im2col + gemm).
+  absl::Status cudnnConv2d(const Conv2dParams &p, CUdeviceptr x, CUdeviceptr w,
+                           CUdeviceptr y);
 
   CudaDevice &device_;
   CUstream stream_ = nullptr;
@@ -143,6 +160,10 @@ private:
   cublasLtHandle_t ltHandle_ = nullptr;
   CUdeviceptr workspace_ = 0;
   size_t workspaceBytes_ = 0;
+  // cuDNN, created at the first conv2d (dnnMissing_: not available).
+  const CudnnApi *dnn_ = nullptr;
+  cudnnHandle_t dnnHandle_ = nullptr;
+  bool dnnMissing_ = false;
 };
 
 } // namespace omni::hal::cuda

@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/flowgrpo/PhiloxCore.h"
+#include "runtime/hal/drivers/cuda/kernels/Indexing.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -57,23 +58,19 @@ __device__ void randomKernel(const int64_t *key, const int64_t *counter,
 }
 
 // row-major input [images, c, h, w] -> col [images, c*kh*kw, oh*ow]
-// (zero outside the padded input); T is only moved, never computed with.
+// (zero outside the padded input; Indexing.h); T is only moved, never
+// computed with.
 template <typename T>
 __device__ void im2colKernel(const T *in, T *col, int64_t images, int64_t c,
                              int64_t h, int64_t w, int64_t kh, int64_t kw,
                              int64_t sh, int64_t sw, int64_t ph, int64_t pw,
                              int64_t dh, int64_t dw, int64_t oh, int64_t ow) {
-  const int64_t spatial = oh * ow, rows = c * kh * kw;
-  const int64_t total = images * rows * spatial;
+  const omni::hal::cuda::Im2colShape shape{c,  h,  w,  kh, kw, sh, sw,
+                                           ph, pw, dh, dw, oh, ow};
+  const int64_t total = images * c * kh * kw * oh * ow;
   for (int64_t i = firstIndex(); i < total; i += gridStride()) {
-    int64_t s = i % spatial, row = (i / spatial) % rows, img = i / (spatial * rows);
-    int64_t ox = s % ow, oy = s / ow;
-    int64_t kj = row % kw, ki = (row / kw) % kh, ci = row / (kw * kh);
-    int64_t y = oy * sh - ph + ki * dh, x = ox * sw - pw + kj * dw;
-    T v{};
-    if (y >= 0 && y < h && x >= 0 && x < w)
-      v = in[((img * c + ci) * h + y) * w + x];
-    col[i] = v;
+    int64_t source = omni::hal::cuda::im2colSource(shape, i);
+    col[i] = source < 0 ? T{} : in[source];
   }
 }
 
@@ -87,12 +84,16 @@ template <typename S> __device__ inline S expOf(S x);
 template <> __device__ inline float expOf<float>(float x) { return expf(x); }
 template <> __device__ inline double expOf<double>(double x) { return exp(x); }
 
+/// max that propagates NaN (as the cpu driver's softmax does).
 template <typename S> __device__ inline S maxOf(S a, S b) {
-  return a > b || b != b ? (a != a ? a : a > b ? a : b) : b;
+  if (a != a || b != b)
+    return a + b;
+  return a > b ? a : b;
 }
 
-// One block (power-of-two blockDim.x <= 1024) per row of scores (S: f32,
-// f64 for f64 attention): p = softmax(scores + mask), written as T. Rows
+// One block (power-of-two blockDim.x <= 1024, blockDim.x doubles of shared
+// memory) per row of scores (S: f32, f64 for f64 attention):
+// p = softmax(scores + mask), written as T. Rows
 // [0, rows) of this call are (batch * heads + bh0) * seqQ + row of the
 // whole attention; the mask broadcasts by its strides (0 for a shared dim).
 template <typename S, typename T>
@@ -101,17 +102,18 @@ __device__ void softmaxKernel(const S *scores, const T *mask, T *out,
                               int64_t heads, int64_t bh0,
                               int64_t maskBatchStride, int64_t maskHeadStride,
                               int64_t hasMask) {
+  // One double per thread: the max (exact in double) and then the sum of
+  // the exponentials, accumulated in double as the cpu driver does.
   extern __shared__ unsigned char sharedBytes[];
-  S *partial = reinterpret_cast<S *>(sharedBytes);
+  double *partial = reinterpret_cast<double *>(sharedBytes);
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const S *in = scores + row * seqK;
     T *dst = out + row * seqK;
     const T *m = nullptr;
-    if (hasMask) {
-      int64_t bh = bh0 + row / seqQ, q = row % seqQ;
-      m = mask + (bh / heads) * maskBatchStride +
-          (bh % heads) * maskHeadStride + q * seqK;
-    }
+    if (hasMask)
+      m = mask + omni::hal::cuda::maskRowOffset(row, bh0, seqQ, seqK, heads,
+                                                maskBatchStride,
+                                                maskHeadStride);
     auto value = [&](int64_t j) -> S {
       S x = in[j];
       if (m)
@@ -129,11 +131,11 @@ __device__ void softmaxKernel(const S *scores, const T *mask, T *out,
             maxOf(partial[threadIdx.x], partial[threadIdx.x + s]);
       __syncthreads();
     }
-    const S rowMax = partial[0];
+    const S rowMax = static_cast<S>(partial[0]);
     __syncthreads();
-    S localSum = 0;
+    double localSum = 0;
     for (int64_t j = threadIdx.x; j < seqK; j += blockDim.x)
-      localSum += expOf(value(j) - rowMax);
+      localSum += static_cast<double>(expOf(value(j) - rowMax));
     partial[threadIdx.x] = localSum;
     __syncthreads();
     for (unsigned s = blockDim.x / 2; s > 0; s /= 2) {
@@ -141,10 +143,10 @@ __device__ void softmaxKernel(const S *scores, const T *mask, T *out,
         partial[threadIdx.x] += partial[threadIdx.x + s];
       __syncthreads();
     }
-    const S sum = partial[0];
+    const S inverse = static_cast<S>(1.0 / partial[0]);
     __syncthreads();
     for (int64_t j = threadIdx.x; j < seqK; j += blockDim.x)
-      dst[j] = static_cast<T>(expOf(value(j) - rowMax) / sum);
+      dst[j] = static_cast<T>(expOf(value(j) - rowMax) * inverse);
   }
 }
 
@@ -153,11 +155,10 @@ __device__ void softmaxKernel(const S *scores, const T *mask, T *out,
 extern "C" {
 
 #define OMNI_RANDOM(name, T, normal)                                           \
-  __global__ void omni_random_##name(const int64_t *key,                      \
-                                     const int64_t *counter,                  \
-                                     const int64_t *offset, T *out,           \
-                                     int64_t n) {                             \
-    randomKernel<T, normal>(key, counter, offset, out, n);                    \
+  __global__ void omni_random_##name(                                          \
+      const int64_t *key, const int64_t *counter, const int64_t *offset,       \
+      T *out, int64_t n) {                                                     \
+    randomKernel<T, normal>(key, counter, offset, out, n);                     \
   }
 OMNI_RANDOM(normal_f32, float, true)
 OMNI_RANDOM(normal_f64, double, true)
@@ -181,12 +182,12 @@ __global__ void omni_fill_bytes(uint8_t *dst, int64_t n, uint64_t p0,
 }
 
 #define OMNI_IM2COL(name, T)                                                   \
-  __global__ void omni_im2col_##name(                                         \
-      const T *in, T *col, int64_t images, int64_t c, int64_t h, int64_t w,   \
-      int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw, \
-      int64_t dh, int64_t dw, int64_t oh, int64_t ow) {                       \
-    im2colKernel<T>(in, col, images, c, h, w, kh, kw, sh, sw, ph, pw, dh, dw, \
-                    oh, ow);                                                  \
+  __global__ void omni_im2col_##name(                                          \
+      const T *in, T *col, int64_t images, int64_t c, int64_t h, int64_t w,    \
+      int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,  \
+      int64_t dh, int64_t dw, int64_t oh, int64_t ow) {                        \
+    im2colKernel<T>(in, col, images, c, h, w, kh, kw, sh, sw, ph, pw, dh, dw,  \
+                    oh, ow);                                                   \
   }
 OMNI_IM2COL(b2, uint16_t)
 OMNI_IM2COL(b4, uint32_t)
@@ -194,12 +195,12 @@ OMNI_IM2COL(b8, uint64_t)
 #undef OMNI_IM2COL
 
 #define OMNI_SOFTMAX(name, S, T)                                               \
-  __global__ void omni_softmax_##name(                                        \
-      const S *scores, const T *mask, T *out, int64_t rows, int64_t seqQ,     \
-      int64_t seqK, int64_t heads, int64_t bh0, int64_t maskBatchStride,      \
-      int64_t maskHeadStride, int64_t hasMask) {                              \
-    softmaxKernel<S, T>(scores, mask, out, rows, seqQ, seqK, heads, bh0,      \
-                        maskBatchStride, maskHeadStride, hasMask);            \
+  __global__ void omni_softmax_##name(                                         \
+      const S *scores, const T *mask, T *out, int64_t rows, int64_t seqQ,      \
+      int64_t seqK, int64_t heads, int64_t bh0, int64_t maskBatchStride,       \
+      int64_t maskHeadStride, int64_t hasMask) {                               \
+    softmaxKernel<S, T>(scores, mask, out, rows, seqQ, seqK, heads, bh0,       \
+                        maskBatchStride, maskHeadStride, hasMask);             \
   }
 OMNI_SOFTMAX(f32, float, float)
 OMNI_SOFTMAX(f64, double, double)
