@@ -12,12 +12,12 @@
 // RUN: omnic %s --target=cuda -o %t.2.bin
 // RUN: cmp %t.1.bin %t.2.bin
 // The cpu device refuses it in one line.
-// RUN: not omnirun %t.1.bin --function elementwise --input="1000xf32=1" --input="1000xf32=2" 2>&1 | FileCheck %s --check-prefix=CPU
+// RUN: not omnirun %t.1.bin --function negate --input="2xf32=1 2" 2>&1 | FileCheck %s --check-prefix=CPU
 
 // CHECK: "target": {
 // CHECK-NEXT: "kind": "cuda",
 // CHECK-NEXT: "cpu": "sm_90a",
-// CHECK-NEXT: "features": "+ptx80"
+// CHECK-NEXT: "features": "+ptx81"
 // CHECK: "format": "Cubin",
 // CHECK-NEXT: "target": "sm_90a",
 // CHECK-NEXT: "data": "<{{[0-9]+}} bytes>",
@@ -43,7 +43,8 @@
 // CHECK-NEXT: 2
 // CHECK-NEXT: ]
 // CHECK: "scratch": [
-// CHECK-NEXT: ]
+// CHECK-NOT: {{[0-9]}}
+// CHECK: ]
 
 // The row sum: one thread per row (64 rows: one block of 64) accumulating
 // in an f64 scratch buffer (buffer 2: 64 x 8 bytes), which a last launch
@@ -90,9 +91,41 @@
 // CHECK: "scratch": [
 // CHECK-NEXT: 8
 // CHECK-NEXT: ]
+// A full reduction of 512 x 64 = 32768 elements runs on ceil(32768 / 1024)
+// = 32 blocks: thread t of 8192 sums elements t, t + 8192, ... into
+// partials[t] (scratch buffer 3: 8192 f64), then one thread adds the
+// partials, in order, to the accumulator (scratch 2, filled by launch 0).
+// CHECK: "entry": "omni_kernel_4_0",
+// CHECK: "entry": "omni_kernel_4_1",
+// CHECK-NEXT: "grid": [
+// CHECK-NEXT: 32,
+// CHECK: "block": [
+// CHECK-NEXT: 256,
+// CHECK: "args": [
+// CHECK-NEXT: 0,
+// CHECK-NEXT: 3
+// CHECK-NEXT: ]
+// CHECK: "entry": "omni_kernel_4_2",
+// CHECK-NEXT: "grid": [
+// CHECK-NEXT: 1,
+// CHECK: "block": [
+// CHECK-NEXT: 1,
+// CHECK: "args": [
+// CHECK-NEXT: 2,
+// CHECK-NEXT: 3
+// CHECK-NEXT: ]
+// CHECK: "entry": "omni_kernel_4_3",
+// CHECK: "args": [
+// CHECK-NEXT: 2,
+// CHECK-NEXT: 1
+// CHECK-NEXT: ]
+// CHECK: "scratch": [
+// CHECK-NEXT: 8,
+// CHECK-NEXT: 65536
+// CHECK-NEXT: ]
 // CHECK: "ptx": "<{{[0-9]+}} bytes>"
 
-// PTX: .version 8.0
+// PTX: .version 8.1
 // PTX-NEXT: .target sm_90a
 // PTX: .entry omni_kernel_0_0(
 // PTX: .maxntid 256, 1, 1
@@ -107,6 +140,13 @@
 // PTX: add.rn.f64
 // PTX: .entry omni_kernel_3_0(
 // PTX: .maxntid 1, 1, 1
+// The cooperative sum: a register accumulates the thread's f64 sum, stored
+// once.
+// PTX: .entry omni_kernel_4_1(
+// PTX: .maxntid 256, 1, 1
+// PTX: add.rn.f64
+// PTX: st.global.b64
+// PTX-NEXT: ret;
 
 // SM80: "cpu": "sm_80",
 // SM80: "target": "sm_80",
@@ -134,4 +174,14 @@ func.func @broadcast(%x: tensor<64x300xf32>, %b: tensor<300xf32>) -> tensor<64x3
 func.func @total(%x: tensor<16x8xf32>) -> tensor<f32> {
   %s = omni.reduce sum %x dims = [0, 1] : tensor<16x8xf32> -> tensor<f32>
   return %s : tensor<f32>
+}
+
+func.func @big_sum(%x: tensor<512x64xf32>) -> tensor<f32> {
+  %s = omni.reduce sum %x dims = [0, 1] : tensor<512x64xf32> -> tensor<f32>
+  return %s : tensor<f32>
+}
+
+func.func @negate(%x: tensor<2xf32>) -> tensor<2xf32> {
+  %y = omni.neg %x : tensor<2xf32>
+  return %y : tensor<2xf32>
 }

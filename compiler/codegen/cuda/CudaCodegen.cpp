@@ -24,7 +24,7 @@
 // 4. gpu-kernel-outlining; each gpu.launch_func, in order, becomes a
 //    GpuLaunch (entry, grid, block, the function argument of each kernel
 //    parameter), and all kernels move into one gpu.module.
-// 5. NVVM: nvvm-attach-target (the SM architecture, +ptx80, libdevice for
+// 5. NVVM: nvvm-attach-target (the SM architecture, +ptx81, libdevice for
 //    math functions), convert-gpu-to-nvvm with bare-pointer kernel
 //    parameters, gpu-module-to-binary format=isa -> PTX text.
 // 6. ptxas (the CUDA toolkit's, or $OMNI_PTXAS) assembles the PTX into a
@@ -37,8 +37,10 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -51,6 +53,7 @@
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -80,8 +83,12 @@ constexpr int64_t kBlockThreads = 256;
 constexpr int64_t kMaxGridX = 2147483647;
 
 /// The PTX ISA version the kernels are written in (docs/backend-cuda.md):
-/// 8.0 is the first with sm_90a; LLVM's default is too old for sm_90.
-constexpr llvm::StringLiteral kPtxFeatures = "+ptx80";
+/// 8.0 is the first with sm_90a (LLVM's default is too old for sm_90), 8.1
+/// the first whose kernels may take 32764 bytes of parameters instead of
+/// 4352 (a launch of the SD3.5-Medium program takes 1824 buffers).
+constexpr llvm::StringLiteral kPtxFeatures = "+ptx81";
+/// The most pointer parameters a launch may have under that limit.
+constexpr size_t kMaxLaunchBuffers = 32764 / 8;
 
 /// Step 1: a flat kernel `(tensor<?xT>...) -> (tensor<?xT>...)` becomes
 /// `(tensor<nxT>...) -> (tensor<nxT>...)` with casts to the dynamic types
@@ -385,9 +392,206 @@ LogicalResult sinkIntoLaunch(gpu::LaunchOp launch, func::FuncOp fn,
   return success();
 }
 
+/// A full reduction to one element: a perfect nest of scf.for loops with
+/// constant bounds whose innermost body loads a 0-d accumulator once,
+/// combines it with a value that does not depend on it by an associative,
+/// commutative op with an identity, and stores it back; nothing else in the
+/// body has side effects but loads.
+struct FullReduction {
+  SmallVector<scf::ForOp> nest;
+  SmallVector<int64_t> lower, trip, step;
+  int64_t elements = 1;
+  memref::LoadOp load;
+  memref::StoreOp store;
+  Operation *combine = nullptr;
+  TypedAttr identity;
+};
+
+/// The identity of `combine` (0 for sums, -inf for max, ...), or null.
+TypedAttr identityOf(Operation *combine) {
+  Type t = combine->getResult(0).getType();
+  auto kind =
+      llvm::TypeSwitch<Operation *, std::optional<arith::AtomicRMWKind>>(
+          combine)
+          .Case([](arith::AddFOp) { return arith::AtomicRMWKind::addf; })
+          .Case([](arith::MulFOp) { return arith::AtomicRMWKind::mulf; })
+          .Case(
+              [](arith::MaximumFOp) { return arith::AtomicRMWKind::maximumf; })
+          .Case(
+              [](arith::MinimumFOp) { return arith::AtomicRMWKind::minimumf; })
+          .Case([](arith::MaxNumFOp) { return arith::AtomicRMWKind::maxnumf; })
+          .Case([](arith::MinNumFOp) { return arith::AtomicRMWKind::minnumf; })
+          .Case([](arith::AddIOp) { return arith::AtomicRMWKind::addi; })
+          .Case([](arith::MulIOp) { return arith::AtomicRMWKind::muli; })
+          .Case([](arith::MaxSIOp) { return arith::AtomicRMWKind::maxs; })
+          .Case([](arith::MinSIOp) { return arith::AtomicRMWKind::mins; })
+          .Case([](arith::MaxUIOp) { return arith::AtomicRMWKind::maxu; })
+          .Case([](arith::MinUIOp) { return arith::AtomicRMWKind::minu; })
+          .Case([](arith::OrIOp) { return arith::AtomicRMWKind::ori; })
+          .Case([](arith::AndIOp) { return arith::AtomicRMWKind::andi; })
+          .Default([](Operation *) { return std::nullopt; });
+  if (!kind)
+    return {};
+  OpBuilder b(combine->getContext());
+  return arith::getIdentityValueAttr(*kind, t, b, combine->getLoc());
+}
+
+std::optional<FullReduction> matchFullReduction(scf::ForOp outer) {
+  FullReduction r;
+  for (scf::ForOp f = outer;;) {
+    if (f.getNumResults() != 0)
+      return std::nullopt;
+    std::optional<int64_t> lb = getConstantIntValue(f.getLowerBound());
+    std::optional<int64_t> ub = getConstantIntValue(f.getUpperBound());
+    std::optional<int64_t> st = getConstantIntValue(f.getStep());
+    if (!lb || !ub || !st || *st <= 0 || *ub <= *lb)
+      return std::nullopt;
+    int64_t trip = (*ub - *lb + *st - 1) / *st;
+    if (r.elements > (int64_t{1} << 50) / trip)
+      return std::nullopt;
+    r.elements *= trip;
+    r.nest.push_back(f);
+    r.lower.push_back(*lb);
+    r.trip.push_back(trip);
+    r.step.push_back(*st);
+    auto ops = f.getBody()->without_terminator();
+    if (llvm::hasSingleElement(ops))
+      if (auto inner = dyn_cast<scf::ForOp>(ops.begin()))
+        f = inner;
+      else
+        break;
+    else
+      break;
+  }
+  Block *body = r.nest.back().getBody();
+  for (Operation &op : body->without_terminator()) {
+    if (auto store = dyn_cast<memref::StoreOp>(op)) {
+      if (r.store)
+        return std::nullopt;
+      r.store = store;
+    } else if (op.getNumRegions() != 0 ||
+               (!isMemoryEffectFree(&op) && !isa<memref::LoadOp>(op))) {
+      return std::nullopt;
+    }
+  }
+  if (!r.store || r.store.getMemRefType().getRank() != 0)
+    return std::nullopt;
+  Value acc = r.store.getMemRef();
+  for (Operation &op : body->without_terminator())
+    if (auto load = dyn_cast<memref::LoadOp>(op);
+        load && load.getMemRef() == acc) {
+      if (r.load)
+        return std::nullopt;
+      r.load = load;
+    }
+  if (!r.load || !r.load.getResult().hasOneUse())
+    return std::nullopt;
+  r.combine = r.store.getValue().getDefiningOp();
+  if (!r.combine || r.combine->getBlock() != body ||
+      r.combine->getNumOperands() != 2 ||
+      *r.load.getResult().getUsers().begin() != r.combine ||
+      r.combine->getOperand(0) == r.combine->getOperand(1))
+    return std::nullopt;
+  r.identity = identityOf(r.combine);
+  if (!r.identity)
+    return std::nullopt;
+  return r;
+}
+
+/// Full reductions of at least this many elements run on many blocks.
+constexpr int64_t kCooperativeMinElements = 4096;
+/// At most this many blocks (two per SM of an H200) each of kBlockThreads
+/// threads; every thread reduces at least 4 elements.
+constexpr int64_t kCooperativeMaxBlocks = 264;
+
+/// Step 3 for a full reduction (matchFullReduction): instead of one thread,
+/// thread t of T reduces elements t, t + T, ... (consecutive threads read
+/// consecutive elements) in a register into partials[t] (a new scratch
+/// buffer), then one thread combines the accumulator with the T partials in
+/// order. Deterministic; float sums still accumulate in f64.
+LogicalResult cooperativeReduction(FullReduction &r, func::FuncOp fn,
+                                   std::vector<int64_t> &scratch) {
+  scf::ForOp outer = r.nest.front();
+  Location loc = outer.getLoc();
+  int64_t blocks =
+      std::min(kCooperativeMaxBlocks,
+               (r.elements + 4 * kBlockThreads - 1) / (4 * kBlockThreads));
+  int64_t threads = blocks * kBlockThreads;
+  Type accType = r.load.getResult().getType();
+  auto partialsType = MemRefType::get({threads}, accType);
+  unsigned index = fn.getNumArguments();
+  if (failed(fn.insertArgument(index, partialsType, {}, loc)))
+    return failure();
+  Value partials = fn.getArgument(index);
+  scratch.push_back(threads * elementBytes(accType));
+  Value acc = r.store.getMemRef();
+  Value accValue = r.load.getResult();
+  Value other = r.combine->getOperand(0) == accValue ? r.combine->getOperand(1)
+                                                     : r.combine->getOperand(0);
+
+  OpBuilder b(outer);
+  Type indexType = b.getIndexType();
+  auto c = [&](int64_t v) { return indexConst(b, loc, indexType, v); };
+  // Launch 1: the partials.
+  gpu::LaunchOp first = createLaunch(b, outer, blocks, kBlockThreads);
+  Value t = arith::AddIOp::create(
+      b, loc,
+      arith::MulIOp::create(b, loc, first.getBlockIds().x, c(kBlockThreads)),
+      first.getThreadIds().x);
+  Value identity = arith::ConstantOp::create(b, loc, r.identity);
+  auto strided = scf::ForOp::create(
+      b, loc, t, c(r.elements), c(threads), ValueRange{identity},
+      [&](OpBuilder &nb, Location nl, Value e, ValueRange iter) {
+        IRMapping map;
+        Value rest = e;
+        for (int d = static_cast<int>(r.nest.size()) - 1; d >= 0; --d) {
+          Value i;
+          Value tripD = indexConst(nb, nl, indexType, r.trip[d]);
+          if (r.trip[d] == 1) {
+            i = indexConst(nb, nl, indexType, 0);
+          } else if (d == 0) {
+            i = rest;
+          } else {
+            i = arith::RemUIOp::create(nb, nl, rest, tripD);
+            rest = arith::DivUIOp::create(nb, nl, rest, tripD);
+          }
+          if (r.step[d] != 1)
+            i = arith::MulIOp::create(nb, nl, i,
+                                      indexConst(nb, nl, indexType, r.step[d]));
+          if (r.lower[d] != 0)
+            i = arith::AddIOp::create(
+                nb, nl, i, indexConst(nb, nl, indexType, r.lower[d]));
+          map.map(r.nest[d].getInductionVar(), i);
+        }
+        map.map(accValue, iter[0]);
+        for (Operation &op : r.nest.back().getBody()->without_terminator())
+          if (&op != r.load.getOperation() && &op != r.store.getOperation())
+            nb.clone(op, map);
+        scf::YieldOp::create(nb, nl, map.lookup(r.store.getValue()));
+      });
+  memref::StoreOp::create(b, loc, strided.getResult(0), partials,
+                          ValueRange{t});
+  // Launch 2: one thread folds the partials into the accumulator, in order.
+  createLaunch(b, outer, 1, 1);
+  Value init = memref::LoadOp::create(b, loc, acc, ValueRange{});
+  auto fold = scf::ForOp::create(
+      b, loc, c(0), c(threads), c(1), ValueRange{init},
+      [&](OpBuilder &nb, Location nl, Value k, ValueRange iter) {
+        IRMapping map;
+        map.map(accValue, iter[0]);
+        map.map(other, memref::LoadOp::create(nb, nl, partials, k));
+        Operation *combined = nb.clone(*r.combine, map);
+        scf::YieldOp::create(nb, nl, combined->getResult(0));
+      });
+  memref::StoreOp::create(b, loc, fold.getResult(0), acc, ValueRange{});
+  outer.erase();
+  return success();
+}
+
 /// Step 3 for one kernel function (loops already parallel): its top-level
 /// ops become launches.
-LogicalResult mapToLaunches(func::FuncOp fn, StringRef symbol) {
+LogicalResult mapToLaunches(func::FuncOp fn, StringRef symbol,
+                            std::vector<int64_t> &scratch) {
   Block &body = fn.front();
   SmallVector<Operation *> ops;
   for (Operation &op : body.without_terminator())
@@ -410,6 +614,15 @@ LogicalResult mapToLaunches(func::FuncOp fn, StringRef symbol) {
       if (failed(parallelToLaunch(par, symbol)))
         return failure();
       continue;
+    }
+    if (auto loop = dyn_cast<scf::ForOp>(op)) {
+      std::optional<FullReduction> reduction = matchFullReduction(loop);
+      if (reduction && reduction->elements >= kCooperativeMinElements) {
+        flushSerial();
+        if (failed(cooperativeReduction(*reduction, fn, scratch)))
+          return failure();
+        continue;
+      }
     }
     bool pure = op->getNumRegions() == 0 && isMemoryEffectFree(op) &&
                 llvm::all_of(op->getOperands(), [&](Value v) {
@@ -454,6 +667,10 @@ LogicalResult collectLaunches(func::FuncOp fn, StringRef symbol,
       (i < 3 ? launch.grid[i] : launch.block[i - 3]) =
           static_cast<uint32_t>(*v);
     }
+    if (call.getKernelOperands().size() > kMaxLaunchBuffers)
+      return emitError(call.getLoc(), symbol)
+             << ": a cuda launch of " << call.getKernelOperands().size()
+             << " buffers; CUDA allows at most " << kMaxLaunchBuffers;
     for (Value operand : call.getKernelOperands()) {
       auto arg = dyn_cast<BlockArgument>(operand);
       if (!arg || arg.getOwner() != &fn.front() ||
@@ -482,6 +699,32 @@ LogicalResult collectLaunches(func::FuncOp fn, StringRef symbol,
     module.erase();
   }
   return success();
+}
+
+/// Step 5: square roots correctly rounded, as on the cpu. libdevice's
+/// __nv_sqrtf is sqrt.approx.f32 unless __CUDA_PREC_SQRT is reflected as 1,
+/// which MLIR's NVVM target does not do; LLVM's sqrt intrinsic is
+/// sqrt.rn.f32 / sqrt.rn.f64 on NVPTX. rsqrt becomes 1 / sqrt (div.rn), as
+/// the cpu's math-to-llvm expands it.
+void preciseSquareRoots(gpu::GPUModuleOp module) {
+  SmallVector<Operation *> ops;
+  module.walk([&](Operation *op) {
+    if (isa<math::SqrtOp, math::RsqrtOp>(op) &&
+        isa<FloatType>(op->getResult(0).getType()))
+      ops.push_back(op);
+  });
+  for (Operation *op : ops) {
+    OpBuilder b(op);
+    Location loc = op->getLoc();
+    Type t = op->getResult(0).getType();
+    Value root = LLVM::SqrtOp::create(b, loc, t, op->getOperand(0));
+    if (isa<math::RsqrtOp>(op))
+      root = arith::DivFOp::create(
+          b, loc, arith::ConstantOp::create(b, loc, t, b.getFloatAttr(t, 1.0)),
+          root);
+    op->getResult(0).replaceAllUsesWith(root);
+    op->erase();
+  }
 }
 
 /// Step 6: the cubin ptxas assembles from `ptx` for `arch`.
@@ -590,7 +833,7 @@ mlir::omni::lowerKernelSetForCuda(KernelSet &set, const CodegenOptions &options,
                                   "canonicalize)")))
     return emitError(loc, "lowering the cuda kernels to loops failed");
   for (auto [k, def] : llvm::enumerate(set.kernels))
-    if (failed(mapToLaunches(fns[k], def.symbol)))
+    if (failed(mapToLaunches(fns[k], def.symbol, launches[k].scratch)))
       return failure();
   if (failed(runPipeline(kernels, "gpu-kernel-outlining")))
     return emitError(loc, "outlining the cuda kernels failed");
@@ -605,6 +848,7 @@ mlir::omni::lowerKernelSetForCuda(KernelSet &set, const CodegenOptions &options,
     if (&op != merged.getOperation())
       op.erase();
 
+  preciseSquareRoots(merged);
   std::string pipeline =
       "nvvm-attach-target{chip=" + arch + " features=" + kPtxFeatures.str() +
       " O=" + std::to_string(options.optLevel) +

@@ -26,7 +26,7 @@
 namespace mlir::omni {
 
 /// Lowers `set` (its module is rewritten) into the executable "kernels":
-/// format Cubin, target {cuda, the SM architecture, "+ptx80"}, code = the
+/// format Cubin, target {cuda, the SM architecture, "+ptx81"}, code = the
 /// cubin, ptx = the PTX text, one kernel per KernelDef with GpuLaunches.
 /// `ptx`, if given, receives the PTX text (`--emit=ptx`).
 FailureOr<CompiledExecutable>

@@ -389,13 +389,12 @@ public:
             fbb, &ops, &res, sig.grid, sig.numScalars));
       }
       std::vector<flatbuffers::Offset<step::GpuKernel>> gpuTables;
-      for (const GpuKernelSpec &k : e.gpuKernels.value_or(
-               std::vector<GpuKernelSpec>{})) {
+      for (const GpuKernelSpec &k :
+           e.gpuKernels.value_or(std::vector<GpuKernelSpec>{})) {
         std::vector<flatbuffers::Offset<step::GpuLaunch>> launches;
         for (const GpuLaunchSpec &l : k.launches)
           launches.push_back(step::CreateGpuLaunchDirect(
-              fbb, l.entry.c_str(), &l.grid, &l.block, l.sharedBytes,
-              &l.args));
+              fbb, l.entry.c_str(), &l.grid, &l.block, l.sharedBytes, &l.args));
         gpuTables.push_back(
             step::CreateGpuKernelDirect(fbb, &launches, &k.scratch));
       }
