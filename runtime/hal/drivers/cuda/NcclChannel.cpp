@@ -401,8 +401,9 @@ public:
     std::lock_guard<std::mutex> lock(mutex_);
     if (!comm_)
       return;
-    // ncclCommAbort needs the device current on this thread.
-    (void)setCurrentContext(device_);
+    // Any thread may abort the group: the context current on this one is
+    // left as it is (ncclCommAbort selects the communicator's device and
+    // restores the caller's; events are destroyed by handle).
     nccl_.commAbort(comm_);
     comm_ = nullptr;
     for (Pending &p : pending_)
@@ -578,6 +579,7 @@ private:
         lock.unlock();
         group_->abort(late);
         lock.lock();
+        current = false;
         continue;
       }
       changed_.wait_for(lock, std::chrono::milliseconds(2));
