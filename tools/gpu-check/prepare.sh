@@ -18,6 +18,9 @@
 #     --no-torch      leave out the PyTorch baseline (no wheel downloads)
 #     --no-build      use the build folder as it is
 #     --max-mib N     the size limit (default 60)
+#     --sd35m-flag F  one more omnigen flag for the SD3.5-Medium recipe,
+#                     e.g. --opt=precision=bf16 (repeatable; run.sh runs
+#                     the torch baseline in the same precision)
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -25,6 +28,7 @@ BUILD="$ROOT/build"
 OUTDIR="$HERE/bundle"
 TARGETS="cpu cuda"
 SD35M=1 TORCH=1 BUILDING=1 MAX_MIB=60
+SD_EXTRA=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) BUILD="$(cd "$2" && pwd)"; shift 2 ;;
@@ -34,6 +38,7 @@ while [ $# -gt 0 ]; do
     --no-torch) TORCH=0; shift ;;
     --no-build) BUILDING=0; shift ;;
     --max-mib) MAX_MIB="$2"; shift 2 ;;
+    --sd35m-flag) SD_EXTRA+=("$2"); shift 2 ;;
     *) echo "prepare.sh: unknown option '$1' (see the header of $0)" >&2
        exit 1 ;;
   esac
@@ -123,7 +128,8 @@ cp "$WORK/tiny-run/metrics.jsonl" "$OUTDIR/tiny/expected/metrics.jsonl"
 if [ "$SD35M" = 1 ] && has_target cuda; then
   SD_FLAGS=(--model=sd3 --config=sd3.5-medium --set=latent_size=64
             --decoder=autoencoder_kl --decoder-config=sd3
-            --opt=prompts_per_iteration=1 --opt=group_size=2)
+            --opt=prompts_per_iteration=1 --opt=group_size=2
+            ${SD_EXTRA[@]+"${SD_EXTRA[@]}"})
   echo "sd35m omnigen ${SD_FLAGS[*]}" >> "$MANIFEST"
   "$BIN/omnigen" "${SD_FLAGS[@]}" -o "$WORK/sd35m.mlir"
   if compile cuda "$WORK/sd35m.mlir" "$WORK/sd35m-cuda.bin"; then
