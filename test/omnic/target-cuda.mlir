@@ -5,6 +5,7 @@
 // REQUIRES: ptxas
 // RUN: omnic %s --target=cuda --emit=json | FileCheck %s
 // RUN: omnic %s --target=cuda --emit=ptx | FileCheck %s --check-prefix=PTX
+// RUN: omnic %s --target=cuda --emit=ptx | FileCheck %s --check-prefix=ROOTS --implicit-check-not=sqrt.approx --implicit-check-not=rsqrt.approx
 // RUN: omnic %s --target=cuda --cuda-arch=sm_80 --emit=json | FileCheck %s --check-prefix=SM80
 // RUN: omnic %s --target=cuda --cuda-arch=sm_80 --emit=ptx | FileCheck %s --check-prefix=PTX80
 // The same program gives the same bytes.
@@ -148,6 +149,13 @@
 // PTX: st.global.b64
 // PTX-NEXT: ret;
 
+// Square roots are correctly rounded as on the cpu (not libdevice's
+// approximate __nv_sqrtf); rsqrt is 1 / sqrt.
+// ROOTS: .entry omni_kernel_6_0(
+// ROOTS: sqrt.rn.f32
+// ROOTS: rcp.rn.f32
+// ROOTS: sqrt.rn.f64
+
 // SM80: "cpu": "sm_80",
 // SM80: "target": "sm_80",
 // PTX80: .target sm_80
@@ -184,4 +192,11 @@ func.func @big_sum(%x: tensor<512x64xf32>) -> tensor<f32> {
 func.func @negate(%x: tensor<2xf32>) -> tensor<2xf32> {
   %y = omni.neg %x : tensor<2xf32>
   return %y : tensor<2xf32>
+}
+
+func.func @roots(%x: tensor<1000xf32>, %d: tensor<1000xf64>) -> (tensor<1000xf32>, tensor<1000xf32>, tensor<1000xf64>) {
+  %a = omni.sqrt %x : tensor<1000xf32>
+  %b = omni.rsqrt %x : tensor<1000xf32>
+  %c = omni.sqrt %d : tensor<1000xf64>
+  return %a, %b, %c : tensor<1000xf32>, tensor<1000xf32>, tensor<1000xf64>
 }

@@ -703,27 +703,41 @@ LogicalResult collectLaunches(func::FuncOp fn, StringRef symbol,
 
 /// Step 5: square roots correctly rounded, as on the cpu. libdevice's
 /// __nv_sqrtf is sqrt.approx.f32 unless __CUDA_PREC_SQRT is reflected as 1,
-/// which MLIR's NVVM target does not do; LLVM's sqrt intrinsic is
-/// sqrt.rn.f32 / sqrt.rn.f64 on NVPTX. rsqrt becomes 1 / sqrt (div.rn), as
-/// the cpu's math-to-llvm expands it.
-void preciseSquareRoots(gpu::GPUModuleOp module) {
-  SmallVector<Operation *> ops;
-  module.walk([&](Operation *op) {
-    if (isa<math::SqrtOp, math::RsqrtOp>(op) &&
-        isa<FloatType>(op->getResult(0).getType()))
+/// which MLIR's NVVM target does not do, and convert-gpu-to-nvvm refuses
+/// LLVM's sqrt intrinsic; so rsqrt first becomes 1 / sqrt (div.rn, as the
+/// cpu's math-to-llvm expands it), and after the conversion the libdevice
+/// sqrt calls become the intrinsic, which NVPTX emits as sqrt.rn.
+void rsqrtToDivSqrt(gpu::GPUModuleOp module) {
+  SmallVector<math::RsqrtOp> ops;
+  module.walk([&](math::RsqrtOp op) {
+    if (isa<FloatType>(op.getType()))
       ops.push_back(op);
   });
-  for (Operation *op : ops) {
+  for (math::RsqrtOp op : ops) {
     OpBuilder b(op);
-    Location loc = op->getLoc();
-    Type t = op->getResult(0).getType();
-    Value root = LLVM::SqrtOp::create(b, loc, t, op->getOperand(0));
-    if (isa<math::RsqrtOp>(op))
-      root = arith::DivFOp::create(
-          b, loc, arith::ConstantOp::create(b, loc, t, b.getFloatAttr(t, 1.0)),
-          root);
-    op->getResult(0).replaceAllUsesWith(root);
-    op->erase();
+    Location loc = op.getLoc();
+    Type t = op.getType();
+    Value root = math::SqrtOp::create(b, loc, op.getOperand());
+    Value one = arith::ConstantOp::create(b, loc, t, b.getFloatAttr(t, 1.0));
+    op.replaceAllUsesWith(arith::DivFOp::create(b, loc, one, root).getResult());
+    op.erase();
+  }
+}
+
+void libdeviceSqrtToIntrinsic(gpu::GPUModuleOp module) {
+  SmallVector<LLVM::CallOp> calls;
+  module.walk([&](LLVM::CallOp call) {
+    std::optional<StringRef> callee = call.getCallee();
+    if (callee && (*callee == "__nv_sqrtf" || *callee == "__nv_sqrt") &&
+        call.getNumOperands() == 1 && call.getNumResults() == 1)
+      calls.push_back(call);
+  });
+  for (LLVM::CallOp call : calls) {
+    OpBuilder b(call);
+    Value root = LLVM::SqrtOp::create(
+        b, call.getLoc(), call.getResult().getType(), call.getOperand(0));
+    call.getResult().replaceAllUsesWith(root);
+    call.erase();
   }
 }
 
@@ -848,15 +862,18 @@ mlir::omni::lowerKernelSetForCuda(KernelSet &set, const CodegenOptions &options,
     if (&op != merged.getOperation())
       op.erase();
 
-  preciseSquareRoots(merged);
-  std::string pipeline =
+  rsqrtToDivSqrt(merged);
+  std::string toNvvm =
       "nvvm-attach-target{chip=" + arch + " features=" + kPtxFeatures.str() +
       " O=" + std::to_string(options.optLevel) +
       " l=" OMNI_LIBDEVICE_PATH
       "},gpu.module(expand-strided-metadata,lower-affine,convert-scf-to-cf,"
       "convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},canonicalize,"
-      "reconcile-unrealized-casts),gpu-module-to-binary{format=isa}";
-  if (failed(runPipeline(kernels, pipeline)))
+      "reconcile-unrealized-casts)";
+  if (failed(runPipeline(kernels, toNvvm)))
+    return emitError(loc, "lowering the cuda kernels to NVVM failed");
+  libdeviceSqrtToIntrinsic(merged);
+  if (failed(runPipeline(kernels, "gpu-module-to-binary{format=isa}")))
     return emitError(loc, "compiling the cuda kernels to PTX failed");
   std::string ptx;
   for (auto binary : kernels.getOps<gpu::BinaryOp>())
