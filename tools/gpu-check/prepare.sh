@@ -58,6 +58,7 @@ mkdir -p "$OUTDIR"/{bin,ops/in,ops/expected,tiny/expected,sd35m,torch}
 OUTDIR="$(cd "$OUTDIR" && pwd)"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
+trap 'exit 143' TERM INT
 MANIFEST="$OUTDIR/manifest.txt"
 {
   echo "commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"

@@ -29,6 +29,7 @@ BUDGET=${GPU_CHECK_BUDGET_S:-470}
 START=$(date +%s)
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
+trap 'exit 143' TERM INT
 FAILED=0
 : > "$RESULTS"
 out() { printf '%s\n' "$*" >> "$RESULTS"; }
