@@ -33,3 +33,30 @@ if getattr(config, "omni_mpiexec", ""):
         ("%mpirun",
          "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
          + config.omni_mpiexec + " --oversubscribe"))
+
+# Tests that run ptxas (omnic --target=cuda assembles every kernel; REQUIRES:
+# ptxas): the toolkit's ptxas that CMake found (compiler/codegen/cuda).
+omni_ptxas = getattr(config, "omni_ptxas", "") or "/usr/local/cuda/bin/ptxas"
+if os.access(omni_ptxas, os.X_OK):
+    config.available_features.add("ptxas")
+else:
+    lit_config.note("no ptxas at %s: the ptxas tests are unsupported" % omni_ptxas)
+
+# An NVIDIA GPU with a working driver (`nvidia-smi -L` lists one): GPU tests
+# REQUIRE `cuda-gpu`; the tests of what omnirun says without one are
+# UNSUPPORTED there (test/runtime/gpu-missing.test).
+def _has_cuda_gpu():
+    import shutil
+    import subprocess
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return False
+    try:
+        listed = subprocess.run([smi, "-L"], capture_output=True, text=True,
+                                timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return listed.returncode == 0 and "GPU " in listed.stdout
+
+if _has_cuda_gpu():
+    config.available_features.add("cuda-gpu")

@@ -9,6 +9,7 @@
 #include "compiler/codegen/Codegen.h"
 #include "compiler/codegen/KernelSet.h"
 #include "compiler/codegen/cpu/CpuCodegen.h"
+#include "compiler/codegen/cuda/CudaCodegen.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/InitAllDialects.h"
@@ -34,6 +35,8 @@ struct TargetInfo {
 const TargetInfo kTargets[] = {
     {"cpu", [](const CodegenOptions &o) { return checkTargetCpu(o.cpu.cpu); },
      lowerKernelSetForCpu},
+    {"cuda", [](const CodegenOptions &o) { return checkCudaArch(o.cuda.arch); },
+     lowerKernelSetForCuda},
 };
 
 const TargetInfo *findTarget(llvm::StringRef name) {

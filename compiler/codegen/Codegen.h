@@ -6,7 +6,8 @@
 // consumes. The shared half (KernelSet.h: fusion bodies -> linalg on
 // tensors, kernel deduplication, signatures) is the same for every target;
 // each target lowers the kernel set in its own folder (cpu/: linalg -> LLVM
-// -> x86-64 object -> ELF shared object; a cuda/ folder will sit beside it).
+// -> x86-64 object -> ELF shared object; cuda/: linalg -> gpu launches ->
+// NVVM -> PTX -> cubin).
 //
 // Thread safety: compileFusions may run concurrently on different
 // MLIRContexts.
@@ -39,20 +40,27 @@ struct CpuTargetOptions {
   std::string cpu = "host";
 };
 
+/// The options of the cuda target (omnic --cuda-arch).
+struct CudaTargetOptions {
+  /// The SM architecture the cubin is assembled for: sm_80, sm_86, sm_89,
+  /// sm_90 or sm_90a (the H200's). The PTX beside it runs on newer GPUs.
+  std::string arch = "sm_90a";
+};
+
 struct CodegenOptions {
-  /// The target kind (omnic --target): "cpu", the default and, so far, the
-  /// only one.
+  /// The target kind (omnic --target): "cpu" (the default) or "cuda".
   std::string target = "cpu";
   /// Optimization level of the kernels (0-3).
   int optLevel = 2;
   CpuTargetOptions cpu;
+  CudaTargetOptions cuda;
 };
 
 /// Optional text dumps of intermediate forms (omnic --emit=kernels/llvm).
 struct CodegenDumps {
   /// The kernels on tensors, after lowering to linalg (target-neutral).
   std::string *kernels = nullptr;
-  /// The target's own IR after optimization (cpu: LLVM IR).
+  /// The target's own IR after optimization (cpu: LLVM IR; cuda: PTX).
   std::string *targetIR = nullptr;
 };
 

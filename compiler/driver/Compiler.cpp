@@ -36,7 +36,7 @@ namespace {
 
 /// What --emit accepts besides the pipeline stages.
 constexpr llvm::StringLiteral kEmitBefore[] = {"input"};
-constexpr llvm::StringLiteral kEmitAfter[] = {"kernels", "llvm", "json"};
+constexpr llvm::StringLiteral kEmitAfter[] = {"kernels", "llvm", "ptx", "json"};
 
 std::vector<llvm::StringRef> emitValues() {
   std::vector<llvm::StringRef> values(std::begin(kEmitBefore),
@@ -92,9 +92,10 @@ int mlir::omni::runCompiler(const CompileOptions &options,
   std::optional<PipelineStage> stage;
   bool emitKernels = options.emit == "kernels";
   bool emitLLVM = options.emit == "llvm";
+  bool emitPtx = options.emit == "ptx";
   bool emitJson = options.emit == "json";
   if (!options.emit.empty() && options.emit != "input" && !emitKernels &&
-      !emitLLVM && !emitJson) {
+      !emitLLVM && !emitPtx && !emitJson) {
     stage = parsePipelineStage(options.emit);
     if (!stage) {
       std::vector<llvm::StringRef> values = emitValues();
@@ -110,8 +111,16 @@ int mlir::omni::runCompiler(const CompileOptions &options,
   codegenOptions.target = options.target;
   codegenOptions.optLevel = options.optLevel;
   codegenOptions.cpu.cpu = options.targetCpu;
+  codegenOptions.cuda.arch = options.cudaArch;
   if (std::string bad = checkCodegenOptions(codegenOptions); !bad.empty())
     return fail(bad);
+  // The target's own IR: LLVM IR for the cpu, PTX for cuda.
+  if (emitLLVM && options.target == "cuda")
+    return fail("--emit=llvm: the cuda target's kernels are PTX; use "
+                "--emit=ptx");
+  if (emitPtx && options.target != "cuda")
+    return fail("--emit=ptx: needs --target=cuda (the " + options.target +
+                " target's IR is --emit=llvm)");
 
   DialectRegistry registry;
   registerOmniDialects(registry);
@@ -156,12 +165,12 @@ int mlir::omni::runCompiler(const CompileOptions &options,
   std::string kernelIR, llvmIR;
   CodegenDumps dumps;
   dumps.kernels = emitKernels ? &kernelIR : nullptr;
-  dumps.targetIR = emitLLVM ? &llvmIR : nullptr;
+  dumps.targetIR = emitLLVM || emitPtx ? &llvmIR : nullptr;
   FailureOr<CodegenResult> codegen =
       compileFusions(*module, codegenOptions, dumps);
   if (failed(codegen))
     return 1;
-  if (emitKernels || emitLLVM) {
+  if (emitKernels || emitLLVM || emitPtx) {
     outs << (emitKernels ? kernelIR : llvmIR);
     return 0;
   }

@@ -20,8 +20,9 @@ struct CompileOptions {
   std::string input;
   std::string output;
   /// "" (write step.bin), "input", a pipeline stage (pipelineStageNames()),
-  /// "kernels" (the linalg form of the kernels), "llvm" (the target's IR)
-  /// or "json" (step.bin as JSON); emitChoices() lists them.
+  /// "kernels" (the linalg form of the kernels), "llvm" (the cpu target's
+  /// LLVM IR), "ptx" (the cuda target's PTX) or "json" (step.bin as JSON);
+  /// emitChoices() lists them.
   std::string emit;
   /// The target kind the kernels are compiled for (codegenTargets()).
   std::string target = "cpu";
@@ -30,6 +31,8 @@ struct CompileOptions {
   /// The cpu target's CPU: host (default), x86-64 (portable) or an LLVM x86
   /// CPU name (CpuTargetOptions::cpu).
   std::string targetCpu = "host";
+  /// The cuda target's SM architecture (CudaTargetOptions::arch).
+  std::string cudaArch = "sm_90a";
   /// Print the memory plan's arena size.
   bool reportArena = false;
 };

@@ -9,11 +9,13 @@
 
 using namespace mlir;
 
-/// Replaces every `"data": [ ... ]` array by `"data": "<N bytes>"`: kernels
-/// and constants are binary, and their bytes would drown the structure.
-static std::string summarizeBytes(const std::string &json) {
+/// Replaces every `"<field>": [ ... ]` array by `"<field>": "<N bytes>"`:
+/// kernels and constants ("data") and a cubin's PTX ("ptx") are bytes that
+/// would drown the structure.
+static std::string summarizeBytes(const std::string &json,
+                                  const std::string &field) {
   std::string out;
-  const std::string key = "\"data\": [";
+  const std::string key = "\"" + field + "\": [";
   size_t pos = 0;
   while (true) {
     size_t at = json.find(key, pos);
@@ -31,7 +33,8 @@ static std::string summarizeBytes(const std::string &json) {
         any = true;
     }
     out += json.substr(pos, at - pos);
-    out += "\"data\": \"<" + std::to_string(any ? count + 1 : 0) + " bytes>\"";
+    out += "\"" + field + "\": \"<" + std::to_string(any ? count + 1 : 0) +
+           " bytes>\"";
     pos = end + 1;
   }
   out += json.substr(pos);
@@ -56,5 +59,5 @@ mlir::omni::stepBinToJson(const std::vector<uint8_t> &bytes,
     error = "cannot print step.bin as JSON";
     return failure();
   }
-  return summarizeBytes(json);
+  return summarizeBytes(summarizeBytes(json, "data"), "ptx");
 }

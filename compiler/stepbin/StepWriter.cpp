@@ -571,13 +571,43 @@ Writer::executables() {
           fbb.CreateVectorOfStructs(results), dispatchGrid(k.launch),
           /*num_scalars=*/0));
     }
+    // GPU code: each kernel's launches and scratch buffers, and the PTX
+    // beside a cubin (step.fbs GpuKernel, Executable.ptx).
+    bool gpu = exe.format != CodeFormat::ElfSharedObject;
+    fb::Offset<fb::Vector<fb::Offset<st::GpuKernel>>> gpuKernels;
+    fb::Offset<fb::Vector<uint8_t>> ptx;
+    if (gpu) {
+      std::vector<fb::Offset<st::GpuKernel>> gpuTables;
+      for (const CompiledKernel &k : exe.kernels) {
+        const auto *launches = std::get_if<GpuLaunches>(&k.launch);
+        if (!launches)
+          return emitError(module.getLoc(), "internal error: GPU kernel ")
+                 << k.symbol << " has no GPU launches";
+        std::vector<fb::Offset<st::GpuLaunch>> launchTables;
+        for (const GpuLaunch &l : launches->launches)
+          launchTables.push_back(st::CreateGpuLaunch(
+              fbb, fbb.CreateString(l.entry),
+              fbb.CreateVector(std::vector<uint32_t>(l.grid, l.grid + 3)),
+              fbb.CreateVector(std::vector<uint32_t>(l.block, l.block + 3)),
+              l.sharedBytes, fbb.CreateVector(l.args)));
+        gpuTables.push_back(
+            st::CreateGpuKernel(fbb, fbb.CreateVector(launchTables),
+                                fbb.CreateVector(launches->scratch)));
+      }
+      gpuKernels = fbb.CreateVector(gpuTables);
+      if (!exe.ptx.empty())
+        ptx = fbb.CreateVector(
+            reinterpret_cast<const uint8_t *>(exe.ptx.data()), exe.ptx.size());
+    }
     fbb.ForceVectorAlignment(exe.code.size(), 1, 32);
     auto data = fbb.CreateVector(
         reinterpret_cast<const uint8_t *>(exe.code.data()), exe.code.size());
+    // Executable.target: the cpu's feature string, a GPU's SM architecture.
     tables.push_back(st::CreateExecutable(
         fbb, fbb.CreateString(exe.name), toSchema(exe.format),
-        fbb.CreateString(exe.target.features), data, fbb.CreateVector(kernels),
-        fbb.CreateVector(signatures)));
+        fbb.CreateString(gpu ? exe.target.arch : exe.target.features), data,
+        fbb.CreateVector(kernels), fbb.CreateVector(signatures), gpuKernels,
+        ptx));
   }
   return fbb.CreateVector(tables);
 }

@@ -748,6 +748,81 @@ TEST(Loader, ChecksDispatchesAgainstKernelSignatures) {
             ">= 0 (or -1: never run)");
 }
 
+// GPU code (step.fbs GpuKernel): one launch list per kernel, present
+// exactly for Ptx/Cubin executables, every launch well formed.
+TEST(Loader, ChecksGpuKernels) {
+  using Commands = std::vector<omni::testing::CommandRef>;
+  auto run = [](StepBuilder &b) {
+    return Commands{b.dispatch(0, 0, 4, {0, 1}, {2})};
+  };
+  // 'add' reads buffers 0, 1 and writes 2, with one scratch buffer (3).
+  auto cubin = [&](std::function<void(StepBuilder::ExecutableSpec &)> edit) {
+    return errorOf(signed_(run, [&](StepBuilder::ExecutableSpec &e) {
+      e.format = step::ExecutableFormat::Cubin;
+      e.target = "sm_90a";
+      StepBuilder::GpuLaunchSpec init{"add_0", {1, 1, 1}, {4, 1, 1}, 0, {3}};
+      StepBuilder::GpuLaunchSpec add{
+          "add_1", {4, 1, 1}, {256, 1, 1}, 0, {0, 1, 3, 2}};
+      e.gpuKernels = std::vector<StepBuilder::GpuKernelSpec>{
+          {{init, add}, {16}}, {{}, {}}};
+      e.ptx = std::vector<uint8_t>{'.', 'v', 0};
+      if (edit)
+        edit(e);
+    }));
+  };
+  const std::string at = "step.bin: executables[0].gpu_kernels";
+  EXPECT_EQ(cubin(nullptr), "");
+  EXPECT_EQ(cubin([](auto &e) { e.format = step::ExecutableFormat::Ptx; }),
+            "step.bin: executables[0].ptx: is present but the executable is "
+            "not a cubin");
+  EXPECT_EQ(cubin([](auto &e) {
+              e.format = step::ExecutableFormat::Ptx;
+              e.ptx.reset();
+            }),
+            "");
+  EXPECT_EQ(cubin([](auto &e) { e.gpuKernels->pop_back(); }),
+            at + ": has 1 entries but expected 2 (one per kernel of GPU "
+                 "code)");
+  EXPECT_EQ(cubin([](auto &e) { e.gpuKernels.reset(); }),
+            at + ": has 0 entries but expected 2 (one per kernel of GPU "
+                 "code)");
+  EXPECT_EQ(cubin([](auto &e) {
+              e.format = step::ExecutableFormat::ElfSharedObject;
+            }),
+            at + ": is present but the executable is not GPU code (format "
+                 "ElfSharedObject)");
+  EXPECT_EQ(cubin([](auto &e) {
+              e.format = step::ExecutableFormat::ElfSharedObject;
+              e.gpuKernels.reset();
+            }),
+            "step.bin: executables[0].ptx: is present but the executable is "
+            "not a cubin (format ElfSharedObject)");
+  auto launch = [&](std::function<void(StepBuilder::GpuLaunchSpec &)> edit) {
+    return cubin([&](auto &e) { edit((*e.gpuKernels)[0].launches[1]); });
+  };
+  const std::string l = at + "[0].launches[1]";
+  EXPECT_EQ(launch([](auto &g) { g.entry = ""; }),
+            l + ".entry: is empty but launches look up their entry by name");
+  EXPECT_EQ(launch([](auto &g) { g.grid = {4, 1}; }),
+            l + ".grid: has 2 dimensions but expected 3");
+  EXPECT_EQ(launch([](auto &g) { g.block = {256, 1, 1, 1}; }),
+            l + ".block: has 4 dimensions but expected 3");
+  EXPECT_EQ(launch([](auto &g) { g.grid[2] = 0; }),
+            l + ".grid[2]: = 0 but every dimension must be >= 1");
+  EXPECT_EQ(launch([](auto &g) { g.block = {32, 32, 2}; }),
+            l + ".block: has 2048 threads but a block has at most 1024");
+  EXPECT_EQ(launch([](auto &g) { g.block = {32, 32, 1}; }), "");
+  EXPECT_EQ(launch([](auto &g) { g.args[3] = 4; }),
+            l + ".args[3]: = 4 but the kernel has 4 buffers (operands, "
+                "results, scratch)");
+  EXPECT_EQ(cubin([](auto &e) { (*e.gpuKernels)[0].scratch = {16, -8}; }),
+            at + "[0].scratch[1]: = -8 but it must be >= 0");
+  // Without its scratch buffer, index 3 is out of range.
+  EXPECT_EQ(cubin([](auto &e) { (*e.gpuKernels)[0].scratch.clear(); }),
+            at + "[0].launches[0].args[0]: = 3 but the kernel has 3 buffers "
+                 "(operands, results, scratch)");
+}
+
 // Issue 11: one changed byte in a Dispatch's operand list or in a tensor's
 // dimension used to run the kernel against buffers it was not compiled for.
 // Now the checksum refuses it, and a file whose checksums were recomputed

@@ -290,6 +290,8 @@ absl::Status ProgramVerifier::checkExecutables() {
                 absl::StrCat("= ", buffer->bytes(), " but it must be >= 0"));
         }
     }
+    if (absl::Status status = checkGpuKernels(exe, path); !status.ok())
+      return status;
     if (format != step::ExecutableFormat::ElfSharedObject)
       continue;
     const Vector<uint8_t> *data = exe->data();
@@ -302,6 +304,76 @@ absl::Status ProgramVerifier::checkExecutables() {
     // exe->target (CPU features, SM architecture) is the driver's to check
     // when it loads the executable (hal Device::loadExecutable).
   }
+  return absl::OkStatus();
+}
+
+absl::Status ProgramVerifier::checkGpuKernels(const step::Executable *exe,
+                                              const std::string &path) const {
+  bool gpu = exe->format() != step::ExecutableFormat::ElfSharedObject;
+  uint32_t numKernels = sizeOf(exe->kernels());
+  const auto *gpuKernels = exe->gpu_kernels();
+  if (!gpu) {
+    if (gpuKernels)
+      return fail(path + ".gpu_kernels",
+                  "is present but the executable is not GPU code (format "
+                  "ElfSharedObject)");
+    if (exe->ptx())
+      return fail(path + ".ptx", "is present but the executable is not a "
+                                 "cubin (format ElfSharedObject)");
+    return absl::OkStatus();
+  }
+  if (sizeOf(gpuKernels) != numKernels)
+    return fail(path + ".gpu_kernels",
+                absl::StrCat("has ", sizeOf(gpuKernels),
+                             " entries but expected ", numKernels,
+                             " (one per kernel of GPU code)"));
+  for (uint32_t k = 0; k < numKernels; ++k) {
+    const step::GpuKernel *kernel = gpuKernels->Get(k);
+    const step::KernelSignature *sig = exe->signatures()->Get(k);
+    std::string at = absl::StrCat(path, ".gpu_kernels[", k, "]");
+    uint32_t numScratch = sizeOf(kernel->scratch());
+    for (uint32_t s = 0; s < numScratch; ++s)
+      if (kernel->scratch()->Get(s) < 0)
+        return fail(absl::StrCat(at, ".scratch[", s, "]"),
+                    absl::StrCat("= ", kernel->scratch()->Get(s),
+                                 " but it must be >= 0"));
+    uint64_t numBuffers =
+        uint64_t{sizeOf(sig->operands())} + sizeOf(sig->results()) + numScratch;
+    for (uint32_t l = 0; l < sizeOf(kernel->launches()); ++l) {
+      const step::GpuLaunch *launch = kernel->launches()->Get(l);
+      std::string lat = absl::StrCat(at, ".launches[", l, "]");
+      if (!launch->entry() || launch->entry()->size() == 0)
+        return fail(lat + ".entry",
+                    "is empty but launches look up their entry by name");
+      uint64_t threads = 1;
+      for (auto [field, dims] : {std::pair{"grid", launch->grid()},
+                                 std::pair{"block", launch->block()}}) {
+        if (sizeOf(dims) != 3)
+          return fail(
+              absl::StrCat(lat, ".", field),
+              absl::StrCat("has ", sizeOf(dims), " dimensions but expected 3"));
+        for (uint32_t d = 0; d < 3; ++d) {
+          if (dims->Get(d) < 1)
+            return fail(absl::StrCat(lat, ".", field, "[", d, "]"),
+                        "= 0 but every dimension must be >= 1");
+          if (std::string_view(field) == "block")
+            threads *= dims->Get(d);
+        }
+      }
+      if (threads > 1024)
+        return fail(lat + ".block",
+                    absl::StrCat("has ", threads,
+                                 " threads but a block has at most 1024"));
+      for (uint32_t a = 0; a < sizeOf(launch->args()); ++a)
+        if (launch->args()->Get(a) >= numBuffers)
+          return fail(absl::StrCat(lat, ".args[", a, "]"),
+                      absl::StrCat("= ", launch->args()->Get(a),
+                                   " but the kernel has ", numBuffers,
+                                   " buffers (operands, results, scratch)"));
+    }
+  }
+  if (exe->ptx() && exe->format() != step::ExecutableFormat::Cubin)
+    return fail(path + ".ptx", "is present but the executable is not a cubin");
   return absl::OkStatus();
 }
 

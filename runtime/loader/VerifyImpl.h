@@ -121,6 +121,10 @@ private:
   absl::Status checkHyperParams();
   absl::Status checkTensors();
   absl::Status checkExecutables();
+  /// Executable.gpu_kernels / ptx: present exactly for GPU code, one per
+  /// kernel, every launch well formed (step.fbs GpuLaunch).
+  absl::Status checkGpuKernels(const step::Executable *exe,
+                               const std::string &path) const;
   absl::Status checkFunctions();
   absl::Status tensorInRange(const std::string &where, const std::string &field,
                              uint32_t t) const;

@@ -10,12 +10,12 @@
 // RUN: sh -c 'omnic %s -o %t.bin; test $? -eq 1' 2>&1 | FileCheck %s --check-prefix=ENTRY
 // RUN: sh -c 'omnic %S/Inputs/unverified.mlir -o %t.bin; test $? -eq 1' 2>&1 | FileCheck %s --check-prefix=VERIFY
 
-// EMIT: omnic: --emit=bogus: expected input, cleanup, autodiff, decompose, shard, fuse, plan-memory, kernels, llvm or json
+// EMIT: omnic: --emit=bogus: expected input, cleanup, autodiff, decompose, shard, fuse, plan-memory, kernels, llvm, ptx or json
 // OUT: omnic: no output file: pass -o <file>.bin (or --emit=<stage>)
 // OPT: omnic: -O7: expected 0 to 3
 // CPU: omnic: --target-cpu=pentium9: unknown CPU; expected host, x86-64 or an LLVM x86 CPU name (haswell, x86-64-v3, skylake-avx512, znver4, ...)
-// TARGET: omnic: --target=cuda9: unknown target; expected cpu{{$}}
-// NOTARGET: omnic: --target=: unknown target; expected cpu{{$}}
+// TARGET: omnic: --target=cuda9: unknown target; expected cpu, cuda{{$}}
+// NOTARGET: omnic: --target=: unknown target; expected cpu, cuda{{$}}
 // MISSING: omnic: cannot open input file '{{.*}}errors.mlir.missing'
 // ENTRY: errors.mlir:[[@LINE+1]]:1: error: 'func.func' op argument #1 has type 'index'; public functions are entry points and take tensors only (make helpers private so they are inlined)
 func.func @step(%x: tensor<4xf32>, %i: index) -> tensor<4xf32> {

@@ -1,9 +1,10 @@
 //===- omnic.cpp - the omni ahead-of-time compiler ------------------------===//
 //
-//   omnic train.mlir -o step.bin [-O0..3] [--target=cpu]
+//   omnic train.mlir -o step.bin [-O0..3] [--target=cpu|cuda]
 //                                [--target-cpu=host|x86-64|<cpu>]
+//                                [--cuda-arch=sm_90a|sm_90|sm_89|sm_86|sm_80]
 //   omnic train.mlir --emit=<input|cleanup|autodiff|decompose|fuse|
-//                           plan-memory|kernels|llvm|json>
+//                           plan-memory|kernels|llvm|ptx|json>
 // (the stages and targets come from their tables: pipelineStageNames(),
 // codegenTargets()).
 //
@@ -45,6 +46,11 @@ int main(int argc, char **argv) {
                "x86-64 (portable) or an LLVM CPU name "
                "(haswell, x86-64-v3, skylake-avx512, ...)"),
       cl::init("host"), cl::cat(category));
+  cl::opt<std::string> cudaArch(
+      "cuda-arch",
+      cl::desc("the cuda target's SM architecture: sm_90a (default), sm_90, "
+               "sm_89, sm_86 or sm_80"),
+      cl::init("sm_90a"), cl::cat(category));
   cl::opt<bool> report("report-arena",
                        cl::desc("print each function's arena size"),
                        cl::cat(category));
@@ -58,6 +64,7 @@ int main(int argc, char **argv) {
   options.target = target;
   options.optLevel = opt;
   options.targetCpu = cpu;
+  options.cudaArch = cudaArch;
   options.reportArena = report;
   // The parser and the passes recurse per nesting level.
   return mlir::omni::runOnLargeStack([&] {

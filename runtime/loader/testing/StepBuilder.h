@@ -102,6 +102,17 @@ public:
     int64_t grid = -1;
     uint32_t numScalars = 0;
   };
+  /// One GPU launch (step.fbs GpuLaunch) and kernel (GpuKernel).
+  struct GpuLaunchSpec {
+    std::string entry;
+    std::vector<uint32_t> grid = {1, 1, 1}, block = {1, 1, 1};
+    uint32_t sharedBytes = 0;
+    std::vector<uint32_t> args;
+  };
+  struct GpuKernelSpec {
+    std::vector<GpuLaunchSpec> launches;
+    std::vector<int64_t> scratch;
+  };
   struct ExecutableSpec {
     std::string name;
     step::ExecutableFormat format = step::ExecutableFormat::ElfSharedObject;
@@ -112,6 +123,9 @@ public:
     /// grid -1 when none runs it), unless deriveSignatures is false.
     std::vector<SignatureSpec> signatures;
     bool deriveSignatures = true;
+    /// Executable.gpu_kernels and .ptx, written when set.
+    std::optional<std::vector<GpuKernelSpec>> gpuKernels;
+    std::optional<std::vector<uint8_t>> ptx;
   };
   /// What dispatch() saw, for deriving signatures.
   struct DispatchRecord {
@@ -382,9 +396,20 @@ public:
         sigTables.push_back(step::CreateKernelSignatureDirect(
             fbb, &ops, &res, sig.grid, sig.numScalars));
       }
+      std::vector<flatbuffers::Offset<step::GpuKernel>> gpuTables;
+      for (const GpuKernelSpec &k :
+           e.gpuKernels.value_or(std::vector<GpuKernelSpec>{})) {
+        std::vector<flatbuffers::Offset<step::GpuLaunch>> launches;
+        for (const GpuLaunchSpec &l : k.launches)
+          launches.push_back(step::CreateGpuLaunchDirect(
+              fbb, l.entry.c_str(), &l.grid, &l.block, l.sharedBytes, &l.args));
+        gpuTables.push_back(
+            step::CreateGpuKernelDirect(fbb, &launches, &k.scratch));
+      }
       exeTables.push_back(step::CreateExecutableDirect(
           fbb, e.name.c_str(), e.format, e.target.c_str(), &e.data, &kernels,
-          &sigTables));
+          &sigTables, e.gpuKernels ? &gpuTables : nullptr,
+          e.ptx ? &*e.ptx : nullptr));
     }
     std::vector<flatbuffers::Offset<step::Mesh>> meshTables;
     for (const MeshSpec &m : meshes) {

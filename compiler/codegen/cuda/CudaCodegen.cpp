@@ -1,0 +1,901 @@
+//===- CudaCodegen.cpp - the cuda target: kernels to PTX and a cubin ------===//
+//
+// docs/backend-cuda.md describes the result; the steps:
+// 1. The kernel set (compiler/codegen/KernelSet.h) holds each distinct
+//    kernel as a func.func on tensors named `<kernel>_impl`. Flat elementwise
+//    kernels (1-D dynamic tensors on the cpu, where the runtime splits them
+//    into chunks) get their static element count back: a GPU kernel always
+//    runs over the whole buffer.
+// 2. Bufferization as on the cpu (function boundaries, results turned into
+//    out-parameters), without deallocation: every remaining memref.alloc
+//    becomes a scratch buffer of the kernel (GpuLaunches::scratch), passed as
+//    a trailing function argument, allocated by the runtime.
+// 3. Reductions iterate their parallel dimensions outermost (linalg
+//    interchange), then convert-linalg-to-parallel-loops: each top-level
+//    scf.parallel becomes one gpu.launch over its iteration space collapsed
+//    to 1-D in row-major order (consecutive threads, consecutive output
+//    elements): blocks of 256 threads on a 1-D grid, the tail guarded.
+//    Reduction dimensions stay scf.for loops inside a thread, accumulating
+//    in memory as KernelBuilder wrote them (f64 for float sums). Top-level
+//    work that is not a parallel loop (0-d results, a full reduction to one
+//    element) runs in a one-thread launch. Side-effect-free ops (constants,
+//    index arithmetic, view ops) are cloned into every launch that uses
+//    them, so each launch's parameters are function arguments only.
+// 4. gpu-kernel-outlining; each gpu.launch_func, in order, becomes a
+//    GpuLaunch (entry, grid, block, the function argument of each kernel
+//    parameter), and all kernels move into one gpu.module.
+// 5. NVVM: nvvm-attach-target (the SM architecture, +ptx81, libdevice for
+//    math functions), convert-gpu-to-nvvm with bare-pointer kernel
+//    parameters, gpu-module-to-binary format=isa -> PTX text.
+// 6. ptxas (the CUDA toolkit's, or $OMNI_PTXAS) assembles the PTX into a
+//    cubin in a temporary folder.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/codegen/cuda/CudaCodegen.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/InitAllPasses.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/RegionUtils.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdlib>
+#include <mutex>
+
+using namespace mlir;
+using namespace mlir::omni;
+
+#ifndef OMNI_PTXAS_PATH
+#define OMNI_PTXAS_PATH "/usr/local/cuda/bin/ptxas"
+#endif
+#ifndef OMNI_LIBDEVICE_PATH
+#define OMNI_LIBDEVICE_PATH "/usr/local/cuda/nvvm/libdevice/libdevice.10.bc"
+#endif
+
+namespace {
+
+/// Threads per block of a parallel launch: enough to hide memory latency
+/// with several resident blocks per SM, few enough that small tensors still
+/// spread over many SMs.
+constexpr int64_t kBlockThreads = 256;
+/// The largest grid.x a launch may have.
+constexpr int64_t kMaxGridX = 2147483647;
+
+/// The PTX ISA version the kernels are written in (docs/backend-cuda.md):
+/// 8.0 is the first with sm_90a (LLVM's default is too old for sm_90), 8.1
+/// the first whose kernels may take 32764 bytes of parameters instead of
+/// 4352 (a launch of the SD3.5-Medium program takes 1824 buffers).
+constexpr llvm::StringLiteral kPtxFeatures = "+ptx81";
+/// The most pointer parameters a launch may have under that limit.
+constexpr size_t kMaxLaunchBuffers = 32764 / 8;
+
+/// Step 1: a flat kernel `(tensor<?xT>...) -> (tensor<?xT>...)` becomes
+/// `(tensor<nxT>...) -> (tensor<nxT>...)` with casts to the dynamic types
+/// that canonicalization folds away.
+void makeFlatKernelStatic(func::FuncOp fn, int64_t elements) {
+  Block &entry = fn.front();
+  OpBuilder b = OpBuilder::atBlockBegin(&entry);
+  auto staticType = [&](Type t) {
+    return RankedTensorType::get({elements},
+                                 cast<RankedTensorType>(t).getElementType());
+  };
+  SmallVector<Type> inputs, results;
+  for (BlockArgument arg : entry.getArguments()) {
+    Type dynamic = arg.getType();
+    arg.setType(staticType(dynamic));
+    auto toDynamic = tensor::CastOp::create(b, fn.getLoc(), dynamic, arg);
+    arg.replaceAllUsesExcept(toDynamic, toDynamic);
+    inputs.push_back(arg.getType());
+  }
+  for (Type t : fn.getResultTypes())
+    results.push_back(staticType(t));
+  fn.walk([&](func::ReturnOp ret) {
+    OpBuilder rb(ret);
+    for (OpOperand &operand : ret->getOpOperands())
+      operand.set(tensor::CastOp::create(rb, ret.getLoc(),
+                                         staticType(operand.get().getType()),
+                                         operand.get()));
+  });
+  fn.setFunctionType(b.getFunctionType(inputs, results));
+}
+
+/// As on the cpu (CpuCodegen.cpp, canonicalizeConstantGlobals): one-shot
+/// bufferization numbers the memref.globals of non-splat constants in an
+/// order that changes between runs; rename them `omni_constant_<k>` by
+/// first use so the PTX depends only on the program.
+void canonicalizeConstantGlobals(ModuleOp kernels) {
+  llvm::StringMap<memref::GlobalOp> byName;
+  for (auto global : kernels.getOps<memref::GlobalOp>())
+    byName[global.getSymName()] = global;
+  SmallVector<memref::GlobalOp> order;
+  llvm::DenseMap<Operation *, StringAttr> newName;
+  MLIRContext *ctx = kernels.getContext();
+  kernels.walk([&](memref::GetGlobalOp get) {
+    auto it = byName.find(get.getName());
+    if (it == byName.end())
+      return;
+    memref::GlobalOp global = it->second;
+    auto [slot, inserted] = newName.try_emplace(global.getOperation());
+    if (inserted) {
+      slot->second =
+          StringAttr::get(ctx, "omni_constant_" + std::to_string(order.size()));
+      order.push_back(global);
+    }
+    get.setNameAttr(FlatSymbolRefAttr::get(slot->second));
+  });
+  for (auto &entry : byName)
+    if (!newName.count(entry.second.getOperation()) && entry.second.isPrivate())
+      entry.second.erase();
+  Block *body = kernels.getBody();
+  for (memref::GlobalOp global : llvm::reverse(order)) {
+    global.setSymName(newName[global.getOperation()]);
+    global->moveBefore(&body->front());
+  }
+}
+
+void registerPassesOnce() {
+  static std::once_flag registered;
+  std::call_once(registered, [] { registerAllPasses(); });
+}
+
+LogicalResult runPipeline(ModuleOp module, StringRef pipeline) {
+  PassManager pm(module.getContext(), ModuleOp::getOperationName());
+  if (failed(parsePassPipeline(pipeline, pm)))
+    return failure();
+  return pm.run(module);
+}
+
+/// Step 2.
+LogicalResult bufferize(ModuleOp kernels) {
+  if (failed(runPipeline(
+          kernels, "func.func(canonicalize,linalg-fuse-elementwise-ops),"
+                   "one-shot-bufferize{bufferize-function-boundaries "
+                   "function-boundary-type-conversion=identity-layout-map},"
+                   "buffer-results-to-out-params{hoist-static-allocs "
+                   "modify-public-functions},"
+                   "convert-bufferization-to-memref,canonicalize")))
+    return failure();
+  canonicalizeConstantGlobals(kernels);
+  // memref.copy has no GPU lowering of its own; a linalg.copy becomes a
+  // parallel loop like every other op.
+  kernels.walk([](memref::CopyOp copy) {
+    OpBuilder b(copy);
+    linalg::CopyOp::create(b, copy.getLoc(), copy.getSource(),
+                           copy.getTarget());
+    copy.erase();
+  });
+  return success();
+}
+
+int64_t elementBytes(Type t) {
+  // i1 is stored one per byte, as on the cpu (docs/backend.md).
+  return t.isInteger(1) ? 1 : (t.getIntOrFloatBitWidth() + 7) / 8;
+}
+
+/// Step 2, scratch: every memref.alloc of `fn` becomes a trailing argument
+/// whose size in bytes is appended to `scratch`.
+LogicalResult allocsToArguments(func::FuncOp fn, StringRef symbol,
+                                std::vector<int64_t> &scratch) {
+  fn.walk([](memref::DeallocOp d) { d.erase(); });
+  SmallVector<Operation *> allocs;
+  fn.walk([&](Operation *op) {
+    if (isa<memref::AllocOp, memref::AllocaOp>(op))
+      allocs.push_back(op);
+  });
+  for (Operation *alloc : allocs) {
+    auto type = cast<MemRefType>(alloc->getResult(0).getType());
+    if (alloc->getParentOp() != fn.getOperation() || !type.hasStaticShape() ||
+        !type.getLayout().isIdentity() || alloc->getNumOperands() != 0)
+      return fn.emitError(symbol)
+             << ": a temporary buffer of type " << type
+             << " (dynamic, strided or inside a loop) cannot be a cuda "
+                "scratch buffer";
+    unsigned index = fn.getNumArguments();
+    if (failed(fn.insertArgument(index, type, {}, alloc->getLoc())))
+      return failure();
+    alloc->getResult(0).replaceAllUsesWith(fn.getArgument(index));
+    alloc->erase();
+    scratch.push_back(type.getNumElements() *
+                      elementBytes(type.getElementType()));
+  }
+  return success();
+}
+
+/// Step 3: parallel dimensions outermost in every linalg.generic, so that
+/// convert-linalg-to-parallel-loops makes one scf.parallel over the output
+/// with the reduction loops inside it.
+void parallelDimsFirst(ModuleOp kernels) {
+  SmallVector<linalg::GenericOp> generics;
+  kernels.walk([&](linalg::GenericOp g) { generics.push_back(g); });
+  IRRewriter rewriter(kernels.getContext());
+  for (linalg::GenericOp g : generics) {
+    SmallVector<unsigned> parallel, reduction;
+    for (auto [i, it] : llvm::enumerate(g.getIteratorTypesArray()))
+      (it == utils::IteratorType::parallel ? parallel : reduction)
+          .push_back(static_cast<unsigned>(i));
+    SmallVector<unsigned> order(parallel);
+    order.append(reduction);
+    if (llvm::equal(order, llvm::seq<unsigned>(0, order.size())))
+      continue;
+    rewriter.setInsertionPoint(g);
+    (void)linalg::interchangeGenericOp(rewriter, g, order);
+  }
+}
+
+Value indexConst(OpBuilder &b, Location loc, Type t, int64_t v) {
+  return arith::ConstantOp::create(b, loc, t, b.getIntegerAttr(t, v));
+}
+
+/// Creates a gpu.launch of grid x block threads before `at`, with an empty
+/// body ending in gpu.terminator; `b` is left before the terminator.
+gpu::LaunchOp createLaunch(OpBuilder &b, Operation *at, int64_t grid,
+                           int64_t block) {
+  Location loc = at->getLoc();
+  b.setInsertionPoint(at);
+  Type index = b.getIndexType();
+  Value one = indexConst(b, loc, index, 1);
+  auto launch =
+      gpu::LaunchOp::create(b, loc, indexConst(b, loc, index, grid), one, one,
+                            indexConst(b, loc, index, block), one, one);
+  Block &body = launch.getBody().front();
+  b.setInsertionPointToEnd(&body);
+  auto terminator = gpu::TerminatorOp::create(b, loc);
+  b.setInsertionPoint(terminator);
+  return launch;
+}
+
+/// Step 3: `par` (constant bounds, no results) becomes a gpu.launch whose
+/// thread `blockIdx.x * block + threadIdx.x` runs the iteration with that
+/// row-major linear index.
+LogicalResult parallelToLaunch(scf::ParallelOp par, StringRef symbol) {
+  Location loc = par.getLoc();
+  if (par.getNumResults() != 0)
+    return emitError(loc, symbol)
+           << ": a parallel loop with reductions cannot be mapped to cuda";
+  unsigned rank = par.getNumLoops();
+  SmallVector<int64_t> lower(rank), trip(rank), step(rank);
+  int64_t n = 1;
+  for (unsigned d = 0; d < rank; ++d) {
+    std::optional<int64_t> lb = getConstantIntValue(par.getLowerBound()[d]);
+    std::optional<int64_t> ub = getConstantIntValue(par.getUpperBound()[d]);
+    std::optional<int64_t> st = getConstantIntValue(par.getStep()[d]);
+    if (!lb || !ub || !st || *st <= 0)
+      return emitError(loc, symbol)
+             << ": a parallel loop without constant bounds cannot be mapped "
+                "to cuda";
+    lower[d] = *lb;
+    step[d] = *st;
+    trip[d] = *ub > *lb ? (*ub - *lb + *st - 1) / *st : 0;
+    if (trip[d] != 0 && n > (int64_t{1} << 50) / trip[d])
+      return emitError(loc, symbol)
+             << ": a parallel loop of more than 2^50 iterations";
+    n *= trip[d];
+  }
+  if (n == 0) {
+    par.erase();
+    return success();
+  }
+  int64_t block =
+      std::min(kBlockThreads, static_cast<int64_t>(llvm::alignTo(n, 32)));
+  int64_t grid = (n + block - 1) / block;
+  if (grid > kMaxGridX)
+    return emitError(loc, symbol)
+           << ": " << n << " threads need more than 2^31-1 blocks";
+  OpBuilder b(par);
+  gpu::LaunchOp launch = createLaunch(b, par, grid, block);
+  // 32-bit index arithmetic when it cannot overflow: the delinearization's
+  // divisions are much cheaper.
+  bool narrow = grid * block <= std::numeric_limits<int32_t>::max();
+  Type index = b.getIndexType();
+  Type it = narrow ? Type(b.getI32Type()) : index;
+  auto toIt = [&](Value v) -> Value {
+    return narrow ? Value(arith::IndexCastUIOp::create(b, loc, it, v)) : v;
+  };
+  auto toIndex = [&](Value v) -> Value {
+    return narrow ? Value(arith::IndexCastUIOp::create(b, loc, index, v)) : v;
+  };
+  Value id = arith::AddIOp::create(
+      b, loc,
+      arith::MulIOp::create(b, loc, toIt(launch.getBlockIds().x),
+                            indexConst(b, loc, it, block)),
+      toIt(launch.getThreadIds().x));
+  if (grid * block != n) {
+    Value inRange = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, id,
+                                          indexConst(b, loc, it, n));
+    auto guard = scf::IfOp::create(b, loc, inRange, /*withElseRegion=*/false);
+    b.setInsertionPoint(guard.thenBlock()->getTerminator());
+  }
+  SmallVector<Value> ivs(rank);
+  Value rest = id;
+  for (int d = static_cast<int>(rank) - 1; d >= 0; --d) {
+    Value i;
+    if (trip[d] == 1) {
+      i = indexConst(b, loc, it, 0);
+    } else if (d == 0) {
+      i = rest;
+    } else {
+      Value t = indexConst(b, loc, it, trip[d]);
+      i = arith::RemUIOp::create(b, loc, rest, t);
+      rest = arith::DivUIOp::create(b, loc, rest, t);
+    }
+    Value iv = toIndex(i);
+    if (step[d] != 1)
+      iv =
+          arith::MulIOp::create(b, loc, iv, indexConst(b, loc, index, step[d]));
+    if (lower[d] != 0)
+      iv = arith::AddIOp::create(b, loc, iv,
+                                 indexConst(b, loc, index, lower[d]));
+    ivs[d] = iv;
+  }
+  IRMapping map;
+  map.map(par.getInductionVars(), ivs);
+  for (Operation &op : par.getBody()->without_terminator())
+    b.clone(op, map);
+  par.erase();
+  return success();
+}
+
+/// Step 3, sinking: every value `launch` uses from outside is a function
+/// argument or is recomputed inside by cloning its side-effect-free
+/// definition (and theirs).
+LogicalResult sinkIntoLaunch(gpu::LaunchOp launch, func::FuncOp fn,
+                             const llvm::DenseSet<Operation *> &sinkable,
+                             StringRef symbol) {
+  llvm::SetVector<Value> above;
+  getUsedValuesDefinedAbove(launch.getBody(), above);
+  OpBuilder b = OpBuilder::atBlockBegin(&launch.getBody().front());
+  IRMapping map;
+  std::function<LogicalResult(Value)> sink = [&](Value v) -> LogicalResult {
+    if (map.contains(v))
+      return success();
+    if (auto arg = dyn_cast<BlockArgument>(v))
+      return success(arg.getOwner() == &fn.front());
+    Operation *def = v.getDefiningOp();
+    if (!sinkable.contains(def))
+      return failure();
+    for (Value operand : def->getOperands())
+      if (failed(sink(operand)))
+        return failure();
+    b.clone(*def, map);
+    return success();
+  };
+  for (Value v : above)
+    if (failed(sink(v)))
+      return emitError(v.getLoc(), symbol)
+             << ": a value computed in one cuda launch is used by another";
+  for (Value v : above)
+    if (map.contains(v))
+      v.replaceUsesWithIf(map.lookup(v), [&](OpOperand &use) {
+        return launch->isProperAncestor(use.getOwner());
+      });
+  return success();
+}
+
+/// A full reduction to one element: a perfect nest of scf.for loops with
+/// constant bounds whose innermost body loads a 0-d accumulator once,
+/// combines it with a value that does not depend on it by an associative,
+/// commutative op with an identity, and stores it back; nothing else in the
+/// body has side effects but loads.
+struct FullReduction {
+  SmallVector<scf::ForOp> nest;
+  SmallVector<int64_t> lower, trip, step;
+  int64_t elements = 1;
+  memref::LoadOp load;
+  memref::StoreOp store;
+  Operation *combine = nullptr;
+  TypedAttr identity;
+};
+
+/// The identity of `combine` (0 for sums, -inf for max, ...), or null.
+TypedAttr identityOf(Operation *combine) {
+  Type t = combine->getResult(0).getType();
+  auto kind =
+      llvm::TypeSwitch<Operation *, std::optional<arith::AtomicRMWKind>>(
+          combine)
+          .Case([](arith::AddFOp) { return arith::AtomicRMWKind::addf; })
+          .Case([](arith::MulFOp) { return arith::AtomicRMWKind::mulf; })
+          .Case(
+              [](arith::MaximumFOp) { return arith::AtomicRMWKind::maximumf; })
+          .Case(
+              [](arith::MinimumFOp) { return arith::AtomicRMWKind::minimumf; })
+          .Case([](arith::MaxNumFOp) { return arith::AtomicRMWKind::maxnumf; })
+          .Case([](arith::MinNumFOp) { return arith::AtomicRMWKind::minnumf; })
+          .Case([](arith::AddIOp) { return arith::AtomicRMWKind::addi; })
+          .Case([](arith::MulIOp) { return arith::AtomicRMWKind::muli; })
+          .Case([](arith::MaxSIOp) { return arith::AtomicRMWKind::maxs; })
+          .Case([](arith::MinSIOp) { return arith::AtomicRMWKind::mins; })
+          .Case([](arith::MaxUIOp) { return arith::AtomicRMWKind::maxu; })
+          .Case([](arith::MinUIOp) { return arith::AtomicRMWKind::minu; })
+          .Case([](arith::OrIOp) { return arith::AtomicRMWKind::ori; })
+          .Case([](arith::AndIOp) { return arith::AtomicRMWKind::andi; })
+          .Default([](Operation *) { return std::nullopt; });
+  if (!kind)
+    return {};
+  OpBuilder b(combine->getContext());
+  return arith::getIdentityValueAttr(*kind, t, b, combine->getLoc());
+}
+
+std::optional<FullReduction> matchFullReduction(scf::ForOp outer) {
+  FullReduction r;
+  for (scf::ForOp f = outer;;) {
+    if (f.getNumResults() != 0)
+      return std::nullopt;
+    std::optional<int64_t> lb = getConstantIntValue(f.getLowerBound());
+    std::optional<int64_t> ub = getConstantIntValue(f.getUpperBound());
+    std::optional<int64_t> st = getConstantIntValue(f.getStep());
+    if (!lb || !ub || !st || *st <= 0 || *ub <= *lb)
+      return std::nullopt;
+    int64_t trip = (*ub - *lb + *st - 1) / *st;
+    if (r.elements > (int64_t{1} << 50) / trip)
+      return std::nullopt;
+    r.elements *= trip;
+    r.nest.push_back(f);
+    r.lower.push_back(*lb);
+    r.trip.push_back(trip);
+    r.step.push_back(*st);
+    auto ops = f.getBody()->without_terminator();
+    if (llvm::hasSingleElement(ops))
+      if (auto inner = dyn_cast<scf::ForOp>(ops.begin()))
+        f = inner;
+      else
+        break;
+    else
+      break;
+  }
+  Block *body = r.nest.back().getBody();
+  for (Operation &op : body->without_terminator()) {
+    if (auto store = dyn_cast<memref::StoreOp>(op)) {
+      if (r.store)
+        return std::nullopt;
+      r.store = store;
+    } else if (op.getNumRegions() != 0 ||
+               (!isMemoryEffectFree(&op) && !isa<memref::LoadOp>(op))) {
+      return std::nullopt;
+    }
+  }
+  if (!r.store || r.store.getMemRefType().getRank() != 0)
+    return std::nullopt;
+  Value acc = r.store.getMemRef();
+  for (Operation &op : body->without_terminator())
+    if (auto load = dyn_cast<memref::LoadOp>(op);
+        load && load.getMemRef() == acc) {
+      if (r.load)
+        return std::nullopt;
+      r.load = load;
+    }
+  if (!r.load || !r.load.getResult().hasOneUse())
+    return std::nullopt;
+  r.combine = r.store.getValue().getDefiningOp();
+  if (!r.combine || r.combine->getBlock() != body ||
+      r.combine->getNumOperands() != 2 ||
+      *r.load.getResult().getUsers().begin() != r.combine ||
+      r.combine->getOperand(0) == r.combine->getOperand(1))
+    return std::nullopt;
+  r.identity = identityOf(r.combine);
+  if (!r.identity)
+    return std::nullopt;
+  return r;
+}
+
+/// Full reductions of at least this many elements run on many blocks.
+constexpr int64_t kCooperativeMinElements = 4096;
+/// At most this many blocks (two per SM of an H200) each of kBlockThreads
+/// threads; every thread reduces at least 4 elements.
+constexpr int64_t kCooperativeMaxBlocks = 264;
+
+/// Step 3 for a full reduction (matchFullReduction): instead of one thread,
+/// thread t of T reduces elements t, t + T, ... (consecutive threads read
+/// consecutive elements) in a register into partials[t] (a new scratch
+/// buffer), then one thread combines the accumulator with the T partials in
+/// order. Deterministic; float sums still accumulate in f64.
+LogicalResult cooperativeReduction(FullReduction &r, func::FuncOp fn,
+                                   std::vector<int64_t> &scratch) {
+  scf::ForOp outer = r.nest.front();
+  Location loc = outer.getLoc();
+  int64_t blocks =
+      std::min(kCooperativeMaxBlocks,
+               (r.elements + 4 * kBlockThreads - 1) / (4 * kBlockThreads));
+  int64_t threads = blocks * kBlockThreads;
+  Type accType = r.load.getResult().getType();
+  auto partialsType = MemRefType::get({threads}, accType);
+  unsigned index = fn.getNumArguments();
+  if (failed(fn.insertArgument(index, partialsType, {}, loc)))
+    return failure();
+  Value partials = fn.getArgument(index);
+  scratch.push_back(threads * elementBytes(accType));
+  Value acc = r.store.getMemRef();
+  Value accValue = r.load.getResult();
+  Value other = r.combine->getOperand(0) == accValue ? r.combine->getOperand(1)
+                                                     : r.combine->getOperand(0);
+
+  OpBuilder b(outer);
+  Type indexType = b.getIndexType();
+  auto c = [&](int64_t v) { return indexConst(b, loc, indexType, v); };
+  // Launch 1: the partials.
+  gpu::LaunchOp first = createLaunch(b, outer, blocks, kBlockThreads);
+  Value t = arith::AddIOp::create(
+      b, loc,
+      arith::MulIOp::create(b, loc, first.getBlockIds().x, c(kBlockThreads)),
+      first.getThreadIds().x);
+  Value identity = arith::ConstantOp::create(b, loc, r.identity);
+  auto strided = scf::ForOp::create(
+      b, loc, t, c(r.elements), c(threads), ValueRange{identity},
+      [&](OpBuilder &nb, Location nl, Value e, ValueRange iter) {
+        IRMapping map;
+        Value rest = e;
+        for (int d = static_cast<int>(r.nest.size()) - 1; d >= 0; --d) {
+          Value i;
+          Value tripD = indexConst(nb, nl, indexType, r.trip[d]);
+          if (r.trip[d] == 1) {
+            i = indexConst(nb, nl, indexType, 0);
+          } else if (d == 0) {
+            i = rest;
+          } else {
+            i = arith::RemUIOp::create(nb, nl, rest, tripD);
+            rest = arith::DivUIOp::create(nb, nl, rest, tripD);
+          }
+          if (r.step[d] != 1)
+            i = arith::MulIOp::create(nb, nl, i,
+                                      indexConst(nb, nl, indexType, r.step[d]));
+          if (r.lower[d] != 0)
+            i = arith::AddIOp::create(
+                nb, nl, i, indexConst(nb, nl, indexType, r.lower[d]));
+          map.map(r.nest[d].getInductionVar(), i);
+        }
+        map.map(accValue, iter[0]);
+        for (Operation &op : r.nest.back().getBody()->without_terminator())
+          if (&op != r.load.getOperation() && &op != r.store.getOperation())
+            nb.clone(op, map);
+        scf::YieldOp::create(nb, nl, map.lookup(r.store.getValue()));
+      });
+  memref::StoreOp::create(b, loc, strided.getResult(0), partials,
+                          ValueRange{t});
+  // Launch 2: one thread folds the partials into the accumulator, in order.
+  createLaunch(b, outer, 1, 1);
+  Value init = memref::LoadOp::create(b, loc, acc, ValueRange{});
+  auto fold = scf::ForOp::create(
+      b, loc, c(0), c(threads), c(1), ValueRange{init},
+      [&](OpBuilder &nb, Location nl, Value k, ValueRange iter) {
+        IRMapping map;
+        map.map(accValue, iter[0]);
+        map.map(other, memref::LoadOp::create(nb, nl, partials, k));
+        Operation *combined = nb.clone(*r.combine, map);
+        scf::YieldOp::create(nb, nl, combined->getResult(0));
+      });
+  memref::StoreOp::create(b, loc, fold.getResult(0), acc, ValueRange{});
+  outer.erase();
+  return success();
+}
+
+/// Step 3 for one kernel function (loops already parallel): its top-level
+/// ops become launches.
+LogicalResult mapToLaunches(func::FuncOp fn, StringRef symbol,
+                            std::vector<int64_t> &scratch) {
+  Block &body = fn.front();
+  SmallVector<Operation *> ops;
+  for (Operation &op : body.without_terminator())
+    ops.push_back(&op);
+  llvm::DenseSet<Operation *> sinkable;
+  SmallVector<Operation *> serial;
+  OpBuilder b(fn.getContext());
+  auto flushSerial = [&] {
+    if (serial.empty())
+      return;
+    createLaunch(b, serial.front(), 1, 1);
+    Operation *terminator = b.getInsertionBlock()->getTerminator();
+    for (Operation *op : serial)
+      op->moveBefore(terminator);
+    serial.clear();
+  };
+  for (Operation *op : ops) {
+    if (auto par = dyn_cast<scf::ParallelOp>(op)) {
+      flushSerial();
+      if (failed(parallelToLaunch(par, symbol)))
+        return failure();
+      continue;
+    }
+    if (auto loop = dyn_cast<scf::ForOp>(op)) {
+      std::optional<FullReduction> reduction = matchFullReduction(loop);
+      if (reduction && reduction->elements >= kCooperativeMinElements) {
+        flushSerial();
+        if (failed(cooperativeReduction(*reduction, fn, scratch)))
+          return failure();
+        continue;
+      }
+    }
+    bool pure = op->getNumRegions() == 0 && isMemoryEffectFree(op) &&
+                llvm::all_of(op->getOperands(), [&](Value v) {
+                  Operation *def = v.getDefiningOp();
+                  return !def || sinkable.contains(def);
+                });
+    if (pure) {
+      sinkable.insert(op);
+      continue;
+    }
+    serial.push_back(op);
+  }
+  flushSerial();
+  SmallVector<gpu::LaunchOp> launches(body.getOps<gpu::LaunchOp>());
+  for (gpu::LaunchOp launch : launches)
+    if (failed(sinkIntoLaunch(launch, fn, sinkable, symbol)))
+      return failure();
+  // The host side keeps only the launches (and their size constants).
+  for (Operation *op : llvm::reverse(ops))
+    if (sinkable.contains(op) && op->use_empty())
+      op->erase();
+  return success();
+}
+
+/// Step 4: one kernel's launches, in order, renamed `<symbol>_<k>` and
+/// moved into `merged`.
+LogicalResult collectLaunches(func::FuncOp fn, StringRef symbol,
+                              gpu::GPUModuleOp merged, GpuLaunches &out) {
+  SmallVector<gpu::LaunchFuncOp> calls;
+  fn.walk([&](gpu::LaunchFuncOp call) { calls.push_back(call); });
+  for (gpu::LaunchFuncOp call : calls) {
+    GpuLaunch &launch = out.launches.emplace_back();
+    launch.entry = symbol.str() + "_" + std::to_string(out.launches.size() - 1);
+    Value sizes[6] = {call.getGridSizeX(),  call.getGridSizeY(),
+                      call.getGridSizeZ(),  call.getBlockSizeX(),
+                      call.getBlockSizeY(), call.getBlockSizeZ()};
+    for (int i = 0; i < 6; ++i) {
+      std::optional<int64_t> v = getConstantIntValue(sizes[i]);
+      if (!v || *v < 1)
+        return emitError(call.getLoc(), symbol)
+               << ": a cuda launch without constant sizes";
+      (i < 3 ? launch.grid[i] : launch.block[i - 3]) =
+          static_cast<uint32_t>(*v);
+    }
+    if (call.getKernelOperands().size() > kMaxLaunchBuffers)
+      return emitError(call.getLoc(), symbol)
+             << ": a cuda launch of " << call.getKernelOperands().size()
+             << " buffers; CUDA allows at most " << kMaxLaunchBuffers;
+    for (Value operand : call.getKernelOperands()) {
+      auto arg = dyn_cast<BlockArgument>(operand);
+      if (!arg || arg.getOwner() != &fn.front() ||
+          !isa<MemRefType>(arg.getType()))
+        return emitError(call.getLoc(), symbol)
+               << ": a cuda kernel parameter of type " << operand.getType()
+               << " is not one of the kernel's buffers";
+      launch.args.push_back(arg.getArgNumber());
+    }
+    auto module = SymbolTable::lookupNearestSymbolFrom<gpu::GPUModuleOp>(
+        call, FlatSymbolRefAttr::get(call.getKernelModuleName()));
+    auto kernel = module.lookupSymbol<gpu::GPUFuncOp>(call.getKernelName());
+    if (!module || !kernel)
+      return emitError(call.getLoc(), symbol) << ": an outlined kernel is lost";
+    // Globals (constants) the kernel uses come along; another kernel's copy
+    // of the same program global may be there already.
+    for (Operation &op : llvm::make_early_inc_range(*module.getBody())) {
+      auto sym = dyn_cast<SymbolOpInterface>(&op);
+      if (&op == kernel.getOperation() || !sym ||
+          merged.lookupSymbol(sym.getNameAttr()))
+        continue;
+      op.moveBefore(merged.getBody(), merged.getBody()->end());
+    }
+    kernel.setName(launch.entry);
+    kernel->moveBefore(merged.getBody(), merged.getBody()->end());
+    module.erase();
+  }
+  return success();
+}
+
+/// Step 5: square roots correctly rounded, as on the cpu. libdevice's
+/// __nv_sqrtf is sqrt.approx.f32 unless __CUDA_PREC_SQRT is reflected as 1,
+/// which MLIR's NVVM target does not do, and convert-gpu-to-nvvm refuses
+/// LLVM's sqrt intrinsic; so rsqrt first becomes 1 / sqrt (div.rn, as the
+/// cpu's math-to-llvm expands it), and after the conversion the libdevice
+/// sqrt calls become the intrinsic, which NVPTX emits as sqrt.rn.
+void rsqrtToDivSqrt(gpu::GPUModuleOp module) {
+  SmallVector<math::RsqrtOp> ops;
+  module.walk([&](math::RsqrtOp op) {
+    if (isa<FloatType>(op.getType()))
+      ops.push_back(op);
+  });
+  for (math::RsqrtOp op : ops) {
+    OpBuilder b(op);
+    Location loc = op.getLoc();
+    Type t = op.getType();
+    Value root = math::SqrtOp::create(b, loc, op.getOperand());
+    Value one = arith::ConstantOp::create(b, loc, t, b.getFloatAttr(t, 1.0));
+    op.replaceAllUsesWith(arith::DivFOp::create(b, loc, one, root).getResult());
+    op.erase();
+  }
+}
+
+void libdeviceSqrtToIntrinsic(gpu::GPUModuleOp module) {
+  SmallVector<LLVM::CallOp> calls;
+  module.walk([&](LLVM::CallOp call) {
+    std::optional<StringRef> callee = call.getCallee();
+    if (callee && (*callee == "__nv_sqrtf" || *callee == "__nv_sqrt") &&
+        call.getNumOperands() == 1 && call.getNumResults() == 1)
+      calls.push_back(call);
+  });
+  for (LLVM::CallOp call : calls) {
+    OpBuilder b(call);
+    Value root = LLVM::SqrtOp::create(
+        b, call.getLoc(), call.getResult().getType(), call.getOperand(0));
+    call.getResult().replaceAllUsesWith(root);
+    call.erase();
+  }
+}
+
+/// Step 6: the cubin ptxas assembles from `ptx` for `arch`.
+FailureOr<std::vector<char>> assemble(Location loc, StringRef ptx,
+                                      StringRef arch) {
+  std::string ptxas = ptxasPath();
+  if (!llvm::sys::fs::can_execute(ptxas))
+    return emitError(loc, "cannot assemble the cuda kernels: no ptxas at '")
+           << ptxas
+           << "' (install the CUDA toolkit or set OMNI_PTXAS to its ptxas)";
+  SmallString<128> dir;
+  if (llvm::sys::fs::createUniqueDirectory("omni-ptxas", dir))
+    return emitError(loc, "cannot create a temporary folder for ptxas");
+  SmallString<128> in(dir), out(dir), log(dir);
+  llvm::sys::path::append(in, "kernels.ptx");
+  llvm::sys::path::append(out, "kernels.cubin");
+  llvm::sys::path::append(log, "ptxas.log");
+  auto cleanup = [&] {
+    for (const auto &p : {in, out, log})
+      llvm::sys::fs::remove(p);
+    llvm::sys::fs::remove(dir);
+  };
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(in, ec);
+    if (ec) {
+      cleanup();
+      return emitError(loc, "cannot write the PTX for ptxas: ") << ec.message();
+    }
+    os << ptx;
+  }
+  std::string archFlag = ("-arch=" + arch).str();
+  SmallVector<StringRef> argv = {ptxas, archFlag, in, "-o", out};
+  std::optional<StringRef> redirects[3] = {std::nullopt, StringRef(log),
+                                           StringRef(log)};
+  std::string errMsg;
+  int rc = llvm::sys::ExecuteAndWait(ptxas, argv, std::nullopt, redirects, 0, 0,
+                                     &errMsg);
+  if (rc != 0) {
+    std::string first = errMsg;
+    if (auto text = llvm::MemoryBuffer::getFile(log); text && first.empty())
+      first = (*text)->getBuffer().split('\n').first.str();
+    cleanup();
+    return emitError(loc, "ptxas failed for ")
+           << arch << " (exit " << rc << "): " << first;
+  }
+  auto cubin = llvm::MemoryBuffer::getFile(out);
+  if (!cubin) {
+    cleanup();
+    return emitError(loc, "cannot read the cubin ptxas wrote");
+  }
+  std::vector<char> bytes((*cubin)->getBufferStart(), (*cubin)->getBufferEnd());
+  cleanup();
+  return bytes;
+}
+
+} // namespace
+
+std::string mlir::omni::ptxasPath() {
+  if (const char *env = std::getenv("OMNI_PTXAS"); env && *env)
+    return env;
+  return OMNI_PTXAS_PATH;
+}
+
+std::string mlir::omni::checkCudaArch(llvm::StringRef arch) {
+  for (llvm::StringRef ok : {"sm_80", "sm_86", "sm_89", "sm_90", "sm_90a"})
+    if (arch == ok)
+      return "";
+  return ("--cuda-arch=" + arch +
+          ": unknown SM architecture; expected sm_80, sm_86, sm_89, sm_90 or "
+          "sm_90a")
+      .str();
+}
+
+FailureOr<CompiledExecutable>
+mlir::omni::lowerKernelSetForCuda(KernelSet &set, const CodegenOptions &options,
+                                  std::string *ptxDump) {
+  registerPassesOnce();
+  ModuleOp kernels = *set.module;
+  Location loc = kernels.getLoc();
+  const std::string &arch = options.cuda.arch;
+  if (std::string bad = checkCudaArch(arch); !bad.empty())
+    return emitError(loc, bad);
+  CompiledExecutable exe;
+  exe.name = "kernels";
+  exe.format = CodeFormat::Cubin;
+  exe.target = {"cuda", arch, kPtxFeatures.str()};
+
+  SmallVector<func::FuncOp> fns;
+  for (const KernelDef &def : set.kernels) {
+    auto fn = kernels.lookupSymbol<func::FuncOp>(def.symbol + "_impl");
+    if (!fn)
+      return emitError(loc, "kernel ") << def.symbol << " has no body";
+    if (def.flat)
+      makeFlatKernelStatic(fn, def.elements);
+    fns.push_back(fn);
+  }
+  if (failed(bufferize(kernels)))
+    return emitError(loc, "bufferizing the cuda kernels failed");
+  std::vector<GpuLaunches> launches(set.kernels.size());
+  for (auto [k, def] : llvm::enumerate(set.kernels))
+    if (failed(allocsToArguments(fns[k], def.symbol, launches[k].scratch)))
+      return failure();
+  parallelDimsFirst(kernels);
+  if (failed(runPipeline(kernels, "func.func(convert-linalg-to-parallel-loops,"
+                                  "canonicalize)")))
+    return emitError(loc, "lowering the cuda kernels to loops failed");
+  for (auto [k, def] : llvm::enumerate(set.kernels))
+    if (failed(mapToLaunches(fns[k], def.symbol, launches[k].scratch)))
+      return failure();
+  if (failed(runPipeline(kernels, "gpu-kernel-outlining")))
+    return emitError(loc, "outlining the cuda kernels failed");
+
+  OpBuilder b = OpBuilder::atBlockEnd(kernels.getBody());
+  auto merged = gpu::GPUModuleOp::create(b, loc, "omni_kernels");
+  for (auto [k, def] : llvm::enumerate(set.kernels))
+    if (failed(collectLaunches(fns[k], def.symbol, merged, launches[k])))
+      return failure();
+  // The host functions and globals have served their purpose.
+  for (Operation &op : llvm::make_early_inc_range(*kernels.getBody()))
+    if (&op != merged.getOperation())
+      op.erase();
+
+  rsqrtToDivSqrt(merged);
+  std::string toNvvm =
+      "nvvm-attach-target{chip=" + arch + " features=" + kPtxFeatures.str() +
+      " O=" + std::to_string(options.optLevel) +
+      " l=" OMNI_LIBDEVICE_PATH
+      "},gpu.module(expand-strided-metadata,lower-affine,convert-scf-to-cf,"
+      "convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},canonicalize,"
+      "reconcile-unrealized-casts)";
+  if (failed(runPipeline(kernels, toNvvm)))
+    return emitError(loc, "lowering the cuda kernels to NVVM failed");
+  libdeviceSqrtToIntrinsic(merged);
+  if (failed(runPipeline(kernels, "gpu-module-to-binary{format=isa}")))
+    return emitError(loc, "compiling the cuda kernels to PTX failed");
+  std::string ptx;
+  for (auto binary : kernels.getOps<gpu::BinaryOp>())
+    for (Attribute object : binary.getObjects())
+      ptx = cast<gpu::ObjectAttr>(object).getObject().getValue().str();
+  if (ptx.empty())
+    return emitError(loc, "the NVPTX backend produced no PTX");
+  if (ptxDump)
+    *ptxDump = ptx;
+
+  FailureOr<std::vector<char>> cubin = assemble(loc, ptx, arch);
+  if (failed(cubin))
+    return failure();
+  exe.code = std::move(*cubin);
+  exe.ptx.assign(ptx.begin(), ptx.end());
+  exe.ptx.push_back('\0');
+  for (auto [k, def] : llvm::enumerate(set.kernels)) {
+    CompiledKernel &kernel = exe.kernels.emplace_back();
+    kernel.symbol = def.symbol;
+    kernel.operands = def.operands;
+    kernel.results = def.results;
+    kernel.launch = std::move(launches[k]);
+  }
+  return exe;
+}
