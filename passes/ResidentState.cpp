@@ -67,15 +67,19 @@ bool isEntryPoint(func::FuncOp fn) {
 }
 
 /// The number of leading state arguments when `fn` is a training step
-/// `(state..., seed, iteration, data...) -> (state'..., results...)` whose
+/// `(state..., seed, iteration, data..., hyper-parameters...) ->
+/// (state'..., results...)` whose
 /// state arguments are all named by `omni.name` and whose leading results
 /// have the state's types; nullopt otherwise (or when there is no state).
 std::optional<unsigned> stepStateCount(func::FuncOp fn) {
   FunctionType type = fn.getFunctionType();
   unsigned numIn = type.getNumInputs();
   unsigned numData = 0;
-  while (numData < numIn && isDataName(fn.getArgAttrOfType<StringAttr>(
-                                numIn - 1 - numData, kName)))
+  // Trailing data inputs and runtime hyper-parameters (omni.hparam,
+  // docs/recipes.md section 11).
+  while (numData < numIn && (isDataName(fn.getArgAttrOfType<StringAttr>(
+                                 numIn - 1 - numData, kName)) ||
+                             fn.getArgAttr(numIn - 1 - numData, "omni.hparam")))
     ++numData;
   unsigned k = numIn - numData;
   if (k < 3 || !isI64Scalar(type.getInput(k - 2)) ||

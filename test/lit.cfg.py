@@ -41,3 +41,22 @@ if os.access(omni_ptxas, os.X_OK):
     config.available_features.add("ptxas")
 else:
     lit_config.note("no ptxas at %s: the ptxas tests are unsupported" % omni_ptxas)
+
+# An NVIDIA GPU with a working driver (`nvidia-smi -L` lists one): GPU tests
+# REQUIRE `cuda-gpu`; the tests of what omnirun says without one are
+# UNSUPPORTED there (test/runtime/gpu-missing.test).
+def _has_cuda_gpu():
+    import shutil
+    import subprocess
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return False
+    try:
+        listed = subprocess.run([smi, "-L"], capture_output=True, text=True,
+                                timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return listed.returncode == 0 and "GPU " in listed.stdout
+
+if _has_cuda_gpu():
+    config.available_features.add("cuda-gpu")

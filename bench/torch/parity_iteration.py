@@ -42,6 +42,7 @@ import ctypes.util
 import io
 import os
 import re
+import subprocess
 import sys
 import tempfile
 
@@ -167,11 +168,20 @@ def run_omni(args, work, state_names):
     # @train_step takes seed, iteration and the prompts; the state goes in
     # and out as safetensors files.
     state1 = os.path.join(work, "state-1.safetensors")
+    # Then the runtime hyper-parameters (docs/recipes.md section 11), in the
+    # recipe's order, at the defaults step.bin records (omnirun --list).
+    listed = subprocess.run([omnirun, step, "--list"], capture_output=True,
+                            text=True, check=True).stdout
+    defaults = dict(re.findall(r"^hparam '(\w+)': default (\S+),", listed,
+                               re.M))
+    hparams = [f"--input=f64={defaults[n]}" for n in
+               ("lr", "weight_decay", "beta1", "beta2", "adam_eps",
+                "max_grad_norm")]
     run([omnirun, step, "--function=train_step",
          f"--state-in={os.path.join(init_dir, 'step-0.safetensors')}",
          f"--state-out={state1}",
          f"--input=i64={args.seed}", "--input=i64=0", f"--input=@{prompt}",
-         f"--input=@{pooled}"]
+         f"--input=@{pooled}"] + hparams
         + [f"--output=@{f}" for f in metric_files + [images]])
     after = load_file(state1)
     for n, f in zip(state_names, s1):

@@ -16,6 +16,7 @@
 #include "compiler/stepbin/WriterImpl.h"
 
 #include "dialects/omni/OmniOps.h"
+#include "runtime/loader/Program.h"
 #include "runtime/schema/Integrity.h"
 
 #include "llvm/ADT/DenseSet.h"
@@ -233,6 +234,57 @@ LogicalResult Writer::collectState() {
   return success();
 }
 
+/// `omni.hparam = {default = <f64>, range = "<interval>"}` on an argument
+/// named by `omni.name` of type tensor<f64>: one table row per name, the
+/// same default and range wherever the name appears.
+LogicalResult Writer::collectHyperParams() {
+  for (auto fn : module.getOps<func::FuncOp>()) {
+    if (fn.isExternal() || fn.isPrivate())
+      continue;
+    for (unsigned i = 0; i < fn.getNumArguments(); ++i) {
+      Attribute a = fn.getArgAttr(i, "omni.hparam");
+      if (!a)
+        continue;
+      auto error = [&]() {
+        return emitError(fn.getLoc())
+               << "@" << fn.getSymName() << ": argument #" << i << " ";
+      };
+      auto dict = dyn_cast<DictionaryAttr>(a);
+      auto name = fn.getArgAttrOfType<StringAttr>(i, "omni.name");
+      auto type = dyn_cast<RankedTensorType>(fn.getArgumentTypes()[i]);
+      auto value = dict ? dict.getAs<FloatAttr>("default") : FloatAttr();
+      auto range = dict ? dict.getAs<StringAttr>("range") : StringAttr();
+      if (!dict || !value || !range || dict.size() != 2)
+        return error()
+               << "has omni.hparam = " << a
+               << "; expected {default = <f64>, range = \"<interval>\"}";
+      if (!name || name.getValue().empty() || !type || type.getRank() != 0 ||
+          !type.getElementType().isF64() || fn.getArgAttr(i, "omni.state"))
+        return error() << "has omni.hparam but is " << fn.getArgumentTypes()[i]
+                       << (name ? " named '" + name.str() + "'"
+                                : std::string(" without omni.name"))
+                       << "; expected a named tensor<f64> input (not state)";
+      // The loader's own reading of the range (runtime/loader/Program.h).
+      ::omni::loader::HyperParamInfo probe;
+      if (!::omni::loader::parseRange(range.str(), probe))
+        return error() << "has omni.hparam range \"" << range.getValue()
+                       << "\"; expected an interval such as \"[0, inf)\"";
+      if (!probe.contains(value.getValueAsDouble()))
+        return error() << "has omni.hparam default " << value.getValueAsDouble()
+                       << " outside its range " << range.getValue();
+      auto entry = std::make_pair(value.getValueAsDouble(), range.str());
+      auto [it, inserted] = hyperParams.try_emplace(name.str(), entry);
+      if (!inserted && it->second != entry)
+        return error() << "has hyper-parameter '" << name.getValue()
+                       << "' with default " << entry.first << " and range "
+                       << entry.second << " but another argument has "
+                       << it->second.first << " and " << it->second.second
+                       << "; expected one default and range per name";
+    }
+  }
+  return success();
+}
+
 LogicalResult Writer::writeFunction(func::FuncOp fn) {
   tensorOf.clear();
   scalarOf.clear();
@@ -392,7 +444,8 @@ LogicalResult Writer::emitReturn(func::FuncOp fn, func::ReturnOp ret,
 }
 
 FailureOr<std::vector<uint8_t>> Writer::write(StringRef producer) {
-  if (failed(collectMeshes()) || failed(collectState()))
+  if (failed(collectMeshes()) || failed(collectState()) ||
+      failed(collectHyperParams()))
     return failure();
   for (auto fn : module.getOps<func::FuncOp>()) {
     if (fn.isExternal() || fn.isPrivate())
@@ -433,6 +486,16 @@ FailureOr<std::vector<uint8_t>> Writer::write(StringRef producer) {
                                       fbb.CreateVector(m.shape)));
     meshTables = fbb.CreateVector(tables);
   }
+  // Hyper-parameters (none: the field stays absent).
+  fb::Offset<fb::Vector<fb::Offset<st::HyperParam>>> hparamTables;
+  if (!hyperParams.empty()) {
+    std::vector<fb::Offset<st::HyperParam>> tables;
+    for (const auto &[name, entry] : hyperParams)
+      tables.push_back(st::CreateHyperParam(fbb, fbb.CreateString(name),
+                                            entry.first,
+                                            fbb.CreateString(entry.second)));
+    hparamTables = fbb.CreateVector(tables);
+  }
   std::vector<fb::Offset<st::Scalar>> scalars;
   for (const std::string &s : scalarNames)
     scalars.push_back(st::CreateScalar(fbb, fbb.CreateString(s)));
@@ -454,7 +517,7 @@ FailureOr<std::vector<uint8_t>> Writer::write(StringRef producer) {
       fbb, /*version=*/1, fbb.CreateString(producer.str()), target,
       fbb.CreateVector(tensorOffsets), fbb.CreateVector(scalars), arenaSize,
       *executables, fbb.CreateVector(constants), fbb.CreateVector(stateSlots),
-      fbb.CreateVector(functions), integrity, meshTables);
+      fbb.CreateVector(functions), integrity, meshTables, hparamTables);
   st::FinishStepBuffer(fbb, root);
   std::vector<uint8_t> bytes(fbb.GetBufferPointer(),
                              fbb.GetBufferPointer() + fbb.GetSize());

@@ -23,6 +23,7 @@
 #include "llvm/ADT/StringMap.h"
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -104,6 +105,9 @@ private:
 
   LogicalResult collectMeshes();
   LogicalResult collectState();
+  /// The runtime hyper-parameters: every `omni.hparam` argument of the
+  /// public functions (docs/recipes.md, "Runtime hyper-parameters").
+  LogicalResult collectHyperParams();
   /// The sharding of state value `what` of `fn` from its `omni.sharding`
   /// and `omni.global_type` attributes (`sharding` null: none), checked
   /// against its local `type`.
@@ -172,6 +176,8 @@ private:
   llvm::StringMap<uint32_t> stateIndex;
   std::vector<MeshEntry> meshes;
   llvm::StringMap<uint32_t> meshIndex;
+  /// name -> (default, range), sorted by name.
+  std::map<std::string, std::pair<double, std::string>> hyperParams;
   int64_t arenaSize = 0;
 
   // Per function.

@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fcntl.h>
 #include <functional>
@@ -64,6 +65,65 @@ std::string withCommands(
   std::vector<omni::testing::CommandRef> commands = make(b);
   b.function("f", inputs, outputs, commands);
   return b.finish();
+}
+
+/// `f(x, lr: f64)` with the hyper-parameter table `hparams` (lr's input
+/// of type `lrType`).
+std::string withHyperParams(std::vector<StepBuilder::HyperParamSpec> hparams,
+                            DType lrType = DType::F64,
+                            std::vector<int64_t> lrShape = {}) {
+  StepBuilder b;
+  uint32_t x = b.argument(DType::F32, {2, 3}, 0, "x");
+  uint32_t lr = b.argument(lrType, lrShape, 1, "lr");
+  uint32_t t = b.arena(DType::F32, {2, 3}, "t");
+  b.function("f", {x, lr}, {t}, {b.copy(x, t)});
+  b.hparams = std::move(hparams);
+  return b.finish();
+}
+
+TEST(Loader, HyperParamTable) {
+  auto program = Program::loadBytes(
+      withHyperParams({{"beta1", 0.9, "[0, 1)"}, {"lr", 1e-3, "(0, inf)"}}));
+  ASSERT_TRUE(program.ok()) << program.status();
+  ASSERT_EQ((*program)->hyperParams().size(), 2u);
+  const omni::loader::HyperParamInfo *lr = (*program)->findHyperParam("lr");
+  ASSERT_NE(lr, nullptr);
+  EXPECT_EQ(lr->defaultValue, 1e-3);
+  EXPECT_EQ(lr->range, "(0, inf)");
+  EXPECT_TRUE(lr->loOpen);
+  EXPECT_FALSE(lr->contains(0.0));
+  EXPECT_TRUE(lr->contains(1e-300));
+  EXPECT_FALSE(lr->contains(HUGE_VAL));
+  const omni::loader::HyperParamInfo *b1 = (*program)->findHyperParam("beta1");
+  ASSERT_NE(b1, nullptr);
+  EXPECT_TRUE(b1->contains(0.0));
+  EXPECT_FALSE(b1->contains(1.0));
+  EXPECT_FALSE(b1->contains(NAN));
+  EXPECT_EQ((*program)->findHyperParam("x"), nullptr);
+}
+
+TEST(Loader, HyperParamTableErrors) {
+  EXPECT_EQ(errorOf(withHyperParams({{"lr", 1e-3, "0..inf"}})),
+            "step.bin: hparams[0].range: is '0..inf'; expected an interval "
+            "such as [0, inf)");
+  EXPECT_EQ(errorOf(withHyperParams({{"lr", 1e-3, "[1, 0]"}})),
+            "step.bin: hparams[0].range: is '[1, 0]'; expected an interval "
+            "such as [0, inf)");
+  EXPECT_EQ(errorOf(withHyperParams({{"lr", 0, "(0, inf)"}})),
+            "step.bin: hparams[0].default_value: = 0 is outside its range "
+            "(0, inf)");
+  EXPECT_EQ(errorOf(withHyperParams({{"lr", 1, "[0, 1]"}, {"beta1", 0.9}})),
+            "step.bin: hparams[1].name: 'beta1' follows 'lr'; expected unique "
+            "names in sorted order");
+  EXPECT_EQ(errorOf(withHyperParams({{"", 1}})),
+            "step.bin: hparams[0].name: is empty but hyper-parameters are set "
+            "by name");
+  EXPECT_EQ(errorOf(withHyperParams({{"lr", 1e-3}}, DType::F32)),
+            "step.bin: functions[0].inputs[1]: is hyper-parameter 'lr' of type "
+            "tensor<f32>; expected tensor<f64>");
+  EXPECT_EQ(errorOf(withHyperParams({{"lr", 1e-3}}, DType::F64, {2})),
+            "step.bin: functions[0].inputs[1]: is hyper-parameter 'lr' of type "
+            "tensor<2xf64>; expected tensor<f64>");
 }
 
 TEST(Loader, LoadsAValidProgram) {

@@ -15,9 +15,13 @@
 #include "runtime/loader/Verify.h"
 #include "runtime/schema/Integrity.h"
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
@@ -361,6 +365,51 @@ Program::loadBytes(absl::string_view bytes, const LoadOptions &options) {
   storage->data = static_cast<const uint8_t *>(storage->heap);
   storage->size = bytes.size();
   return load(std::move(storage), std::move(name), options);
+}
+
+bool HyperParamInfo::contains(double v) const {
+  if (v != v)
+    return false;
+  bool aboveLo = loOpen ? v > lo : v >= lo;
+  bool belowHi = hiOpen ? v < hi : v <= hi;
+  return aboveLo && belowHi;
+}
+
+bool parseRange(absl::string_view text, HyperParamInfo &info) {
+  if (text.size() < 5)
+    return false;
+  char open = text.front(), close = text.back();
+  if ((open != '[' && open != '(') || (close != ']' && close != ')'))
+    return false;
+  std::vector<absl::string_view> bounds =
+      absl::StrSplit(text.substr(1, text.size() - 2), ',');
+  if (bounds.size() != 2)
+    return false;
+  double values[2];
+  for (int k = 0; k < 2; ++k) {
+    absl::string_view b = absl::StripAsciiWhitespace(bounds[k]);
+    if (b == "inf" || b == "+inf")
+      values[k] = HUGE_VAL;
+    else if (b == "-inf")
+      values[k] = -HUGE_VAL;
+    else if (!absl::SimpleAtod(b, &values[k]) || values[k] != values[k] ||
+             b.find_first_of("iInN") != absl::string_view::npos)
+      return false;
+  }
+  if (values[0] > values[1])
+    return false;
+  info.lo = values[0];
+  info.hi = values[1];
+  info.loOpen = open == '(';
+  info.hiOpen = close == ')';
+  return true;
+}
+
+const HyperParamInfo *Program::findHyperParam(absl::string_view name) const {
+  for (const HyperParamInfo &h : hparams_)
+    if (h.name == name)
+      return &h;
+  return nullptr;
 }
 
 } // namespace omni::loader

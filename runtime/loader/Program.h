@@ -132,6 +132,25 @@ struct MeshInfo {
   std::string axisNames(absl::Span<const uint32_t> axes) const;
 };
 
+/// A runtime hyper-parameter (step.fbs HyperParam), decoded and checked:
+/// a 0-D f64 input named `name` of the functions that use it.
+struct HyperParamInfo {
+  std::string name;
+  double defaultValue = 0;
+  /// The accepted interval as written ("[0, inf)") and its bounds.
+  std::string range;
+  double lo = 0, hi = 0;
+  bool loOpen = false, hiOpen = false;
+
+  /// Whether `v` (finite or not) lies in the range.
+  bool contains(double v) const;
+};
+
+/// Parses interval notation "[a, b]", "(a, b)", "[a, b)", ...: a and b are
+/// numbers or -inf / inf, a <= b. Fills lo, hi and the open flags of `info`;
+/// false when `text` is not such an interval.
+bool parseRange(absl::string_view text, HyperParamInfo &info);
+
 /// Knobs of the checks. The defaults are what omnirun uses.
 struct LoadOptions {
   /// The name messages start with; empty means the path (loadFile) or
@@ -170,6 +189,11 @@ public:
   /// The meshes Collective commands refer to; empty for a single-rank
   /// program.
   absl::Span<const MeshInfo> meshes() const { return meshes_; }
+  /// The runtime hyper-parameters, sorted by name; empty when everything
+  /// is compiled in.
+  absl::Span<const HyperParamInfo> hyperParams() const { return hparams_; }
+  /// The hyper-parameter named `name`, if any.
+  const HyperParamInfo *findHyperParam(absl::string_view name) const;
   int64_t arenaSize() const { return step_->arena_size(); }
   uint32_t numScalars() const;
   uint32_t numFunctions() const;
@@ -194,6 +218,7 @@ private:
   std::vector<TensorInfo> tensors_;
   std::vector<StateInfo> state_;
   std::vector<MeshInfo> meshes_;
+  std::vector<HyperParamInfo> hparams_;
   std::map<std::string, uint32_t, std::less<>> functionsByName_;
   std::map<std::string, uint32_t, std::less<>> stateByName_;
 

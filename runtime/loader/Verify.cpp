@@ -104,6 +104,47 @@ absl::Status ProgramVerifier::checkState() {
   return absl::OkStatus();
 }
 
+absl::Status ProgramVerifier::checkHyperParams() {
+  for (uint32_t h = 0; h < sizeOf(step_.hparams()); ++h) {
+    const step::HyperParam *hp = step_.hparams()->Get(h);
+    std::string path = absl::StrCat("hparams[", h, "]");
+    HyperParamInfo info;
+    info.name = str(hp->name());
+    info.defaultValue = hp->default_value();
+    info.range = str(hp->range());
+    if (info.name.empty())
+      return fail(path + ".name",
+                  "is empty but hyper-parameters are set by name");
+    if (!program_.hparams_.empty() &&
+        program_.hparams_.back().name >= info.name)
+      return fail(path + ".name",
+                  absl::StrCat("'", info.name, "' follows '",
+                               program_.hparams_.back().name,
+                               "'; expected unique names in sorted order"));
+    if (!parseRange(info.range, info))
+      return fail(path + ".range",
+                  absl::StrCat("is '", info.range,
+                               "'; expected an interval such as [0, inf)"));
+    if (!info.contains(info.defaultValue))
+      return fail(path + ".default_value",
+                  absl::StrCat("= ", info.defaultValue,
+                               " is outside its range ", info.range));
+    program_.hparams_.push_back(std::move(info));
+  }
+  for (uint32_t f = 0; f < numFunctions(); ++f) {
+    const step::Function *fn = step_.functions()->Get(f);
+    for (uint32_t i = 0; i < sizeOf(fn->inputs()); ++i) {
+      const TensorInfo &t = program_.tensors_[fn->inputs()->Get(i)];
+      if (program_.findHyperParam(t.name) &&
+          (t.dtype != DType::F64 || !t.shape.empty()))
+        return fail(absl::StrCat("functions[", f, "].inputs[", i, "]"),
+                    absl::StrCat("is hyper-parameter '", t.name, "' of type ",
+                                 t.typeString(), "; expected tensor<f64>"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ProgramVerifier::checkTensors() {
   const int64_t arenaSize = step_.arena_size();
   const uint32_t numConstants = sizeOf(step_.constants());

@@ -85,6 +85,7 @@ public:
     OMNI_RETURN_IF_ERROR(checkMeshes());
     OMNI_RETURN_IF_ERROR(checkStateSharding());
     OMNI_RETURN_IF_ERROR(checkFunctions());
+    OMNI_RETURN_IF_ERROR(checkHyperParams());
     return checkCallGraph();
   }
 
@@ -115,6 +116,9 @@ private:
                          std::vector<int64_t> &outShape, int64_t &elements,
                          int64_t &bytes);
   absl::Status checkState();
+  /// The hyper-parameter table: names unique and sorted, defaults inside
+  /// their ranges, every function input of such a name a 0-D f64.
+  absl::Status checkHyperParams();
   absl::Status checkTensors();
   absl::Status checkExecutables();
   /// Executable.gpu_kernels / ptx: present exactly for GPU code, one per

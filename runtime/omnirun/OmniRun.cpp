@@ -13,12 +13,16 @@
 #include "runtime/executor/Executor.h"
 #include "runtime/hal/drivers/Drivers.h"
 #include "runtime/hal/drivers/cpu/CpuDriver.h"
+#ifdef OMNI_HAVE_CUDA
+#include "runtime/hal/drivers/cuda/NcclChannel.h"
+#endif
 #include "runtime/hal/mpi/MpiChannel.h"
 #include "runtime/io/Npy.h"
 #include "runtime/io/TensorText.h"
 #include "runtime/loader/Program.h"
 #include "runtime/train/checkpoint/AtomicFile.h"
 #include "runtime/train/checkpoint/Safetensors.h"
+#include "runtime/train/driver/HyperParams.h"
 #include "runtime/train/driver/Interrupt.h"
 #include "runtime/train/driver/Ranks.h"
 #include "runtime/train/driver/Trainer.h"
@@ -30,6 +34,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -49,6 +54,10 @@ struct Options {
   std::string stateIn, stateOut;
   int threads = 0;
   std::string device = "cpu";
+  /// --device was given.
+  bool deviceGiven = false;
+  /// --gpus: the GPUs of this process (0: not given).
+  int gpus = 0;
   bool help = false;
   /// Training mode: --train or any training option (the first one seen).
   bool train = false;
@@ -95,6 +104,9 @@ struct Flag {
   /// names in one line at the end).
   const char *oldNameOf = nullptr;
 };
+
+/// The most GPUs one process drives (--gpus).
+constexpr int kMaxGpus = 64;
 
 /// Parses a non-negative integer flag value.
 std::optional<std::string> parseCount(const std::string &name,
@@ -229,6 +241,20 @@ const Flag kFlags[] = {
      [](Options &o, const std::string &,
         const std::optional<std::string> &v) -> std::optional<std::string> {
        o.device = *v;
+       o.deviceGiven = true;
+       return std::nullopt;
+     }},
+    {"--gpus", Arg::Value, Mode::General, "<n>",
+     "run on n GPUs of this machine (the cuda driver, ordinals 0..n-1): one "
+     "rank per GPU, each a thread, joined by NCCL; n must be the rank count "
+     "of the program's mesh (1 for a program without one). Under mpirun -np "
+     "NODES: n per process, NODES x n ranks. The step.bin must be compiled "
+     "with omnic --target=cuda",
+     [](Options &o, const std::string &name,
+        const std::optional<std::string> &v) -> std::optional<std::string> {
+       if (!absl::SimpleAtoi(*v, &o.gpus) || o.gpus < 1 || o.gpus > kMaxGpus)
+         return absl::StrCat(name, " expects an integer from 1 to ", kMaxGpus,
+                             ", found '", *v, "'");
        return std::nullopt;
      }},
     {"--help", Arg::None, Mode::General, "", "print this help",
@@ -283,6 +309,40 @@ const Flag kFlags[] = {
      "resume a checkpoint that another step.bin wrote (checkpoints record "
      "the program's fingerprint)",
      setOn<&train::TrainOptions::allowProgramChange>},
+    {"--set", Arg::Value, Mode::Train, "<name>=<value>",
+     "override a runtime hyper-parameter's default (step.bin records them: "
+     "omnirun --list shows names, defaults and ranges; the FlowGRPO "
+     "recipe's are lr, weight_decay, beta1, beta2, adam_eps and "
+     "max_grad_norm, every other recipe option is compile-time, set with "
+     "omnigen --opt); repeatable",
+     [](Options &o, const std::string &,
+        const std::optional<std::string> &v) -> std::optional<std::string> {
+       o.training.hparamSets.push_back(*v);
+       return std::nullopt;
+     }},
+    {"--lr-schedule", Arg::Value, Mode::Train, "<kind>",
+     "constant (default), linear or cosine: after the warmup, lr decays "
+     "from its value to --lr-min at --steps (docs/recipes.md has the "
+     "formula); each iteration's lr is in metrics.jsonl",
+     setText<&train::TrainOptions::lrSchedule>},
+    {"--warmup", Arg::Value, Mode::Train, "<n>",
+     "raise lr linearly from 0 over the first n iterations (default 0)",
+     setCount<&train::TrainOptions::warmup>},
+    {"--lr-min", Arg::Value, Mode::Train, "<lr>",
+     "the lr a linear or cosine schedule ends at (default 0)",
+     [](Options &o, const std::string &name,
+        const std::optional<std::string> &v) -> std::optional<std::string> {
+       double lr = 0;
+       if (!absl::SimpleAtod(*v, &lr) || !(lr >= 0) || std::isinf(lr))
+         return absl::StrCat(name, " expects a finite number >= 0, found '", *v,
+                             "'");
+       o.training.lrMin = lr;
+       return std::nullopt;
+     }},
+    {"--allow-hparam-change", Arg::None, Mode::Train, "",
+     "resume a checkpoint trained with other hyper-parameter values "
+     "(--set, the schedule; checkpoints and run.json record them)",
+     setOn<&train::TrainOptions::allowHparamChange>},
     {"--stats", Arg::None, Mode::Train, "",
      "per iteration, the bytes copied to and from the device and the device "
      "memory in use (progress line and metrics.jsonl)",
@@ -373,7 +433,8 @@ const Flag kFlags[] = {
        return std::nullopt;
      }},
     {"--collective-timeout", Arg::Value, Mode::Train, "<seconds>",
-     "with --ranks or under mpirun: a rank that waits longer than this for "
+     "with --ranks, --gpus or under mpirun: a rank that waits longer than this "
+     "for "
      "the others in a "
      "collective ends the run, naming the ranks that did not arrive "
      "(default 60; 0 waits forever; keep it above the time rank 0 takes to "
@@ -404,8 +465,12 @@ files you would run as programs.
 constexpr const char *kTrainingIntro = R"(
 Training (the program follows the convention of runtime/train/driver/
 Trainer.h: @init_state(seed) and @train_step(state..., seed, iteration,
-[prompt_embeds], [pooled_prompt_embeds]), the state in omni.state slots;
-any of these options trains):
+[prompt_embeds], [pooled_prompt_embeds], hyper-parameters...), the state
+in omni.state slots; any of these options trains). Runtime
+hyper-parameters (--set, --lr-schedule) change without recompiling;
+options that change shapes or the program (group size, prompts per
+iteration, steps, window, LoRA rank, beta > 0, guidance, ...) are
+compile-time: omnigen --opt, then omnic:
 )";
 
 /// `--name`, `--name=<v>` or `--name[=<v>]`, as --help shows a flag.
@@ -525,6 +590,11 @@ void list(const loader::Program &program, std::ostream &out) {
   for (uint32_t f = 0; f < program.numFunctions(); ++f)
     out << "@" << program.step().functions()->Get(f)->name()->str()
         << program.functionSignature(f) << "\n";
+  // Runtime hyper-parameters: what --set may change.
+  for (const loader::HyperParamInfo &hp : program.hyperParams())
+    out << "hparam '" << hp.name << "': default "
+        << train::formatExact(hp.defaultValue) << ", range " << hp.range
+        << " (runtime: --set " << hp.name << "=<value>)\n";
   // A sharded slot says which part of which tensor one rank holds:
   // "(Parameter, shard 1/2 of tensor<64x64xf32> dim 0 over 'fsdp')".
   for (const loader::StateInfo &slot : program.state()) {
@@ -537,6 +607,115 @@ void list(const loader::Program &program, std::ostream &out) {
           << s->dim << " over " << program.meshes()[s->mesh].axisNames(s->axes);
     out << ")\n";
   }
+}
+
+/// The kind of program `program` is ("cpu" or "cuda"; "cpu" for a file
+/// without a target).
+std::string targetKind(const loader::Program &program) {
+  const step::Target *target = program.step().target();
+  return target && target->kind() ? target->kind()->str() : "cpu";
+}
+
+/// A step.bin compiled for one target run on another device: one line
+/// naming the target and the fix.
+std::optional<std::string> checkTarget(const loader::Program &program,
+                                       const std::string &file,
+                                       const Options &options) {
+  const std::string kind = targetKind(program);
+  const std::string how = options.gpus
+                              ? absl::StrCat("--gpus ", options.gpus)
+                              : absl::StrCat("--device ", options.device);
+  if (options.device == "cuda" && kind != "cuda")
+    return absl::StrCat(file, " was compiled for ", kind, ", but ", how,
+                        " runs cuda programs (compile it with omnic "
+                        "--target=cuda)");
+  if (options.device == "cpu" && kind == "cuda")
+    return absl::StrCat(file,
+                        " was compiled for cuda, which the cpu device cannot "
+                        "run (run it with --gpus N, or compile it with omnic "
+                        "--target=cpu)");
+  return std::nullopt;
+}
+
+/// The ranks of an `omnirun --gpus N` run and how they find each other.
+struct GpuWorld {
+  std::unique_ptr<hal::ChannelProvider> provider;
+  std::vector<int> localRanks;
+  /// For checkWorld's message ("--gpus 2", "mpirun -np 2 x --gpus 8").
+  std::string how;
+};
+
+absl::StatusOr<GpuWorld> gpuWorld(const loader::Program &program, int gpus,
+                                  std::chrono::milliseconds timeout,
+                                  const MpiJoin &joinMpi) {
+  GpuWorld world;
+  int nodes = 1, node = 0;
+  std::function<absl::Status(void *, int64_t, int)> broadcast;
+  if (hal::mpi::launchedByMpi()) {
+    if (!joinMpi)
+      return absl::FailedPreconditionError(
+          "this omnirun was started by mpirun but built without MPI (install "
+          "libopenmpi-dev and rebuild, or drop mpirun)");
+    absl::StatusOr<MpiWorld> mpi = joinMpi(timeout);
+    if (!mpi.ok())
+      return mpi.status();
+    nodes = mpi->provider->size();
+    node = mpi->rank;
+    broadcast = mpi->broadcast;
+    world.how = absl::StrCat("mpirun -np ", nodes, " x --gpus ", gpus);
+  } else {
+    world.how = absl::StrCat("--gpus ", gpus);
+  }
+  const int size = nodes * gpus;
+  if (absl::Status s = train::checkWorld(program, size, world.how); !s.ok())
+    return s;
+  for (int i = 0; i < gpus; ++i)
+    world.localRanks.push_back(node * gpus + i);
+  if (size == 1) {
+    world.provider = std::make_unique<hal::LoopbackChannelProvider>();
+    return world;
+  }
+#ifdef OMNI_HAVE_CUDA
+  if (nodes == 1) {
+    world.provider =
+        std::make_unique<hal::cuda::NcclChannelProvider>(size, timeout);
+    return world;
+  }
+  if (!broadcast)
+    return absl::FailedPreconditionError(
+        "this omnirun's MPI cannot broadcast the NCCL unique id");
+  // MPI rank 0 makes the id; every process gets it (and rank 0's failure,
+  // so that no process waits for an id that never comes).
+  std::array<char, 1 + 128> message{};
+  std::string error;
+  if (node == 0) {
+    absl::StatusOr<hal::cuda::NcclUniqueId> id = hal::cuda::makeNcclUniqueId();
+    if (id.ok()) {
+      message[0] = 1;
+      std::memcpy(message.data() + 1, id->data(), id->size());
+    } else {
+      error = std::string(id.status().message());
+    }
+  }
+  if (absl::Status s = broadcast(message.data(), message.size(), 0); !s.ok())
+    return s;
+  if (!message[0])
+    return absl::FailedPreconditionError(
+        node == 0 ? error
+                  : "MPI rank 0 could not make the NCCL unique id (see its "
+                    "message)");
+  hal::cuda::NcclUniqueId id;
+  std::memcpy(id.data(), message.data() + 1, id.size());
+  world.provider = std::make_unique<hal::cuda::NcclChannelProvider>(
+      size, id, world.localRanks, timeout);
+  return world;
+#else
+  (void)broadcast;
+  return absl::FailedPreconditionError(absl::StrCat(
+      world.how,
+      " needs NCCL, but this omnirun was built without the cuda driver (no "
+      "CUDA toolkit at build time)"));
+#endif
 }
 
 } // namespace
@@ -573,6 +752,19 @@ int run(const std::vector<std::string> &args, std::ostream &out,
       options.training.outDir.empty())
     return fail("--resume needs a folder: --resume DIR, --out DIR or "
                 "--checkpoint-dir DIR");
+  if (options.gpus) {
+    if (options.ranksGiven)
+      return fail("--gpus and --ranks exclude each other: --gpus N runs N "
+                  "ranks, one per GPU (--ranks N runs cpu ranks)");
+    if (options.deviceGiven && options.device != "cuda")
+      return fail(absl::StrCat("--gpus runs on the cuda driver but --device ",
+                               options.device, " was given; drop --device"));
+    if (options.function && options.gpus > 1)
+      return fail(absl::StrCat("--gpus ", options.gpus,
+                               " trains on several GPUs, but --function runs "
+                               "on one: use --gpus 1"));
+    options.device = "cuda";
+  }
 
   absl::StatusOr<std::shared_ptr<const loader::Program>> program =
       loader::Program::loadFile(options.file);
@@ -581,6 +773,22 @@ int run(const std::vector<std::string> &args, std::ostream &out,
   if (options.list) {
     list(**program, out);
     return 0;
+  }
+  if (std::optional<std::string> error =
+          checkTarget(**program, options.file, options))
+    return fail(*error);
+  // A GPU run makes its first device before it reads inputs or joins
+  // other ranks, so that a machine without a GPU says so in one line
+  // first; later ranks' devices come from the factory.
+  std::unique_ptr<hal::Device> firstDevice;
+  if (options.device == "cuda") {
+    hal::DeviceOptions first;
+    first.ordinal = 0;
+    absl::StatusOr<std::unique_ptr<hal::Device>> device =
+        hal::builtinDrivers().createDevice("cuda", first);
+    if (!device.ok())
+      return fail(device.status().message());
+    firstDevice = std::move(*device);
   }
   if (options.train) {
     train::TrainOptions &training = options.training;
@@ -606,7 +814,25 @@ int run(const std::vector<std::string> &args, std::ostream &out,
     // process (train/driver/Ranks.h).
     std::unique_ptr<hal::ChannelProvider> provider;
     std::vector<int> localRanks;
-    if (hal::mpi::launchedByMpi()) {
+    train::RanksOptions ranks;
+    if (options.gpus) {
+      absl::StatusOr<GpuWorld> world =
+          gpuWorld(**program, options.gpus, timeout, joinMpi);
+      if (!world.ok())
+        return fail(world.status().message());
+      provider = std::move(world->provider);
+      localRanks = std::move(world->localRanks);
+      ranks.how = std::move(world->how);
+      ranks.createDevice =
+          [&firstDevice](
+              int, int local) -> absl::StatusOr<std::unique_ptr<hal::Device>> {
+        if (local == 0 && firstDevice)
+          return std::move(firstDevice);
+        hal::DeviceOptions device;
+        device.ordinal = local;
+        return hal::builtinDrivers().createDevice("cuda", device);
+      };
+    } else if (hal::mpi::launchedByMpi()) {
       if (options.ranksGiven)
         return fail("--ranks and mpirun together: under mpirun every process "
                     "is one rank (mpirun -np N starts N); drop --ranks");
@@ -630,7 +856,6 @@ int run(const std::vector<std::string> &args, std::ostream &out,
       for (int r = 0; r < options.ranks; ++r)
         localRanks.push_back(r);
     }
-    train::RanksOptions ranks;
     ranks.driver = options.device;
     ranks.threads = options.threads;
     ranks.fault = *fault;
@@ -676,7 +901,9 @@ int run(const std::vector<std::string> &args, std::ostream &out,
   hal::DeviceOptions deviceOptions;
   deviceOptions.threads = options.threads;
   absl::StatusOr<std::unique_ptr<hal::Device>> device =
-      hal::builtinDrivers().createDevice(options.device, deviceOptions);
+      firstDevice
+          ? std::move(firstDevice)
+          : hal::builtinDrivers().createDevice(options.device, deviceOptions);
   if (!device.ok())
     return fail(device.status().message());
   executor::ExecutorOptions executorOptions;

@@ -10,7 +10,9 @@
 // runtime/train/driver/Trainer.h instead: `--out DIR` for checkpoints,
 // metrics.jsonl and sample grids, `--resume [DIR]`, `--prompts`, `--init`,
 // `--reward`, ... (see --help); `--ranks N` trains a program with a mesh
-// on N in-process ranks (runtime/train/driver/Ranks.h). The main in
+// on N in-process ranks (runtime/train/driver/Ranks.h), and `--gpus N` on
+// N GPUs joined by NCCL (one thread each; under mpirun N per process).
+// The main in
 // omnirun.cpp only forwards argv
 // here, so tests run the tool in-process.
 //
@@ -50,6 +52,10 @@ struct MpiWorld {
   std::unique_ptr<hal::ChannelProvider> provider;
   /// This process's rank.
   int rank = 0;
+  /// Collective: `size` bytes at `bytes` become rank `root`'s on every
+  /// process (MPI_Bcast; the ncclUniqueId of --gpus under mpirun). Empty:
+  /// not available.
+  std::function<absl::Status(void *bytes, int64_t size, int root)> broadcast;
 };
 
 /// Joins the MPI job this process was launched in; collectives that wait

@@ -342,7 +342,9 @@ TEST_F(OmniRunTest, Help) {
         "--sample-every=<k>", "--prompts=<file>", "--init=[<prefix>=]<file>",
         "--reward=<spec>", "--metrics=<file>", "--checkpoint-dir",
         "--keep-last=<n>", "--resume-if-present[=<dir>]",
-        "--allow-program-change"})
+        "--allow-program-change", "--set=<name>=<value>",
+        "--lr-schedule=<kind>", "--warmup=<n>", "--lr-min=<lr>",
+        "--allow-hparam-change"})
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
   // Generated from the flag table: every line fits 76 columns, each flag
   // starts one line (its help beside or below it), -h is --help.

@@ -160,7 +160,7 @@
 // SM80: "target": "sm_80",
 // PTX80: .target sm_80
 
-// CPU: target.kind = 'cuda' but the device is
+// CPU: was compiled for cuda, which the cpu device cannot run (run it with --gpus N, or compile it with omnic --target=cpu)
 
 func.func @elementwise(%x: tensor<1000xf32>, %y: tensor<1000xf32>) -> tensor<1000xf32> {
   %e = omni.exp %x : tensor<1000xf32>

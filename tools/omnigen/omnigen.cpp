@@ -38,6 +38,14 @@ static void list(llvm::raw_ostream &os) {
   }
   os << "recipe flowgrpo options (--opt=key=value): "
      << flowgrpo::defaultOptions().str() << "\n";
+  std::string runtime;
+  for (const std::string &key : flowgrpo::runtimeOptions())
+    runtime += (runtime.empty() ? "" : " ") + key;
+  os << "  runtime (step.bin records the default; omnirun --set key=value "
+        "overrides it without recompiling): "
+     << runtime << "\n";
+  os << "  compile-time (shapes and program structure; change them with "
+        "--opt and recompile): every other option\n";
   os << "mesh (--mesh=axis=size,...): axes dp and fsdp, in mesh order "
         "(docs/sharding.md)\n";
 }

@@ -25,7 +25,14 @@ int main(int argc, char **argv) {
     if (!provider.ok())
       return provider.status();
     const int rank = (*provider)->rank();
-    return omni::omnirun::MpiWorld{std::move(*provider), rank};
+    omni::omnirun::MpiWorld world;
+    const omni::hal::mpi::MpiChannelProvider *mpi = provider->get();
+    world.broadcast = [mpi](void *bytes, int64_t size, int root) {
+      return mpi->broadcast(bytes, size, root);
+    };
+    world.provider = std::move(*provider);
+    world.rank = rank;
+    return world;
   };
 #endif
   return omni::omnirun::run(args, std::cout, std::cerr, joinMpi);

@@ -6,6 +6,7 @@
 
 #include "frontends/recipes/flowgrpo/FlowGrpo.h"
 
+#include "dialects/omni/OmniEmitter.h"
 #include "dialects/omni/OmniOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -16,6 +17,7 @@
 
 #include <array>
 #include <cmath>
+#include <map>
 #include <variant>
 
 using namespace mlir;
@@ -308,6 +310,36 @@ Config defaultOptions() {
 
 namespace {
 
+/// The options that are runtime hyper-parameters (docs/recipes.md,
+/// "Runtime hyper-parameters"): 0-D f64 inputs of @train_step, in this
+/// order after the data inputs, with the range `omnirun --set` accepts
+/// (wider than kChecks' where the value is harmless at run time: lr = 0 is
+/// a learning-rate schedule's first warmup step).
+struct RuntimeOption {
+  const char *key;
+  double Options::*field;
+  const char *range;
+};
+const RuntimeOption kRuntime[] = {
+    {"lr", &Options::lr, "[0, inf)"},
+    {"weight_decay", &Options::weightDecay, "[0, inf)"},
+    {"beta1", &Options::beta1, "[0, 1)"},
+    {"beta2", &Options::beta2, "[0, 1)"},
+    {"adam_eps", &Options::adamEps, "(0, inf)"},
+    {"max_grad_norm", &Options::maxGradNorm, "(0, inf)"},
+};
+
+} // namespace
+
+std::vector<std::string> runtimeOptions() {
+  std::vector<std::string> keys;
+  for (const RuntimeOption &r : kRuntime)
+    keys.push_back(r.key);
+  return keys;
+}
+
+namespace {
+
 /// Emits the recipe's functions into one Graph.
 class Emitter {
 public:
@@ -486,6 +518,11 @@ private:
     Tensor loss, approxKl, clipfrac, kl;
     SmallVector<Value> grads; // one per trainable parameter
   };
+  /// The runtime hyper-parameters (kRuntime), 0-D f64, by key.
+  struct HyperParams {
+    std::map<std::string, Value> byKey;
+    Value operator[](const char *key) const { return byKey.at(key); }
+  };
   /// The state after the update (unchanged when `finite` is false).
   struct Update {
     std::vector<Tensor> params, ms, vs;
@@ -493,6 +530,7 @@ private:
   };
   TrainState stateArguments(Function &f);
   Conditioning conditioningArguments(Function &f);
+  HyperParams hyperParamArguments(Function &f);
   Rollout rollout(Tensor seed, Tensor iteration, const Conditioning &c,
                   const std::vector<Tensor> &params);
   /// One sampler step inside the rollout loop: (x_{i+1}, old log-prob).
@@ -504,7 +542,8 @@ private:
                               const std::vector<Tensor> &vaeParams);
   LossAndGrad lossAndGrad(const TrainState &s, const Rollout &r,
                           Tensor advantages, const Conditioning &c);
-  Update optimizerStep(const TrainState &s, ArrayRef<Value> grads);
+  Update optimizerStep(const TrainState &s, ArrayRef<Value> grads,
+                       const HyperParams &hp);
   /// The metrics and @train_step's results.
   void returnTrainStep(Function &f, const TrainState &s, const Rewards &rw,
                        const LossAndGrad &lg, const Update &u);
@@ -808,6 +847,22 @@ Emitter::Conditioning Emitter::conditioningArguments(Function &f) {
   return c;
 }
 
+Emitter::HyperParams Emitter::hyperParamArguments(Function &f) {
+  // tensor<f64> {omni.name = "<key>", omni.hparam = {default, range}}: the
+  // table omnic writes to step.bin (step.fbs HyperParam).
+  HyperParams hp;
+  for (const RuntimeOption &r : kRuntime) {
+    Tensor t = f.argument(g_.tensorType({}, b_.getF64Type()), r.key);
+    NamedAttribute entries[] = {
+        b_.getNamedAttr("default", b_.getF64FloatAttr(o_.*r.field)),
+        b_.getNamedAttr("range", b_.getStringAttr(r.range))};
+    f.op().setArgAttr(cast<BlockArgument>(t.value()).getArgNumber(),
+                      "omni.hparam", b_.getDictionaryAttr(entries));
+    hp.byKey[r.key] = t.value();
+  }
+  return hp;
+}
+
 std::pair<Tensor, Tensor>
 Emitter::rolloutStep(Tensor x, Value i, const Rollout &r, Tensor seed,
                      Tensor base, Tensor sigmas, Tensor timesteps,
@@ -943,27 +998,87 @@ Emitter::LossAndGrad Emitter::lossAndGrad(const TrainState &s, const Rollout &r,
 }
 
 Emitter::Update Emitter::optimizerStep(const TrainState &s,
-                                       ArrayRef<Value> grads) {
+                                       ArrayRef<Value> grads,
+                                       const HyperParams &hp) {
   // Global grad-norm clip, then AdamW; a non-finite norm skips the update
-  // (every state tensor keeps its value).
+  // (every state tensor keeps its value). Written out in primitives: the
+  // omni-decompose patterns of omni.clip_grad_norm and omni.adamw
+  // (passes/DecomposeRL.cpp, docs/flowgrpo-math.md sections 6 and 7) op for
+  // op, with their attributes replaced by the runtime hyper-parameter
+  // inputs. The scalar coefficients are computed in f64 and rounded once to
+  // the gradients' type, as the patterns fold their attributes, so the
+  // default values give the same bits as the compiled-in constants did.
   g_.setLocation("update");
-  auto clip = od::ClipGradNormOp::create(b_, loc(), grads,
-                                         llvm::APFloat(o_.maxGradNorm));
+  od::Emitter e(b_, loc());
+  Type f64 = b_.getF64Type();
+  auto scalarOf = [&](Type elt) { return RankedTensorType::get({}, elt); };
+  auto to = [&](Value x, Type elt) {
+    return b_.createOrFold<od::CastOp>(loc(), scalarOf(elt), x);
+  };
+  Value one64 = e.scalar(f64, 1.0);
+  // clip_grad_norm: the sum of squares in f64; coef = min(max_norm /
+  // (norm + 1e-6), 1) in each gradient's element type.
+  Value total = e.scalar(f64, 0.0);
+  for (Value g : grads) {
+    RankedTensorType gt = od::Emitter::typeOf(g);
+    Value g64 = b_.createOrFold<od::CastOp>(loc(), gt.clone(f64), g);
+    total = e.add(total, e.sumAll(e.mul(g64, g64)));
+  }
+  Value norm64 = od::SqrtOp::create(b_, loc(), total);
+  Value norm = to(norm64, b_.getF32Type());
+  Value finite = od::IsFiniteOp::create(b_, loc(), norm);
+  llvm::SmallDenseMap<Type, Value> coefs;
+  auto coefFor = [&](Type elt) {
+    Value &coef = coefs[elt];
+    if (!coef)
+      coef =
+          od::MinOp::create(b_, loc(),
+                            e.div(to(hp["max_grad_norm"], elt),
+                                  e.add(to(norm64, elt), e.scalar(elt, 1e-6))),
+                            e.scalar(elt, 1.0));
+    return coef;
+  };
+  SmallVector<Value> clipped;
+  for (Value g : grads) {
+    RankedTensorType gt = od::Emitter::typeOf(g);
+    Value scaled = e.mul(g, e.fill(coefFor(gt.getElementType()), gt));
+    Value ok = e.fill(finite, gt.clone(b_.getI1Type()));
+    clipped.push_back(
+        od::SelectOp::create(b_, loc(), ok, scaled, e.splat(gt, 0.0)));
+  }
   Update u;
-  u.gradNorm = wrap(clip.getNorm());
+  u.gradNorm = wrap(norm);
   u.finite = wrap(od::IsFiniteOp::create(b_, loc(), u.gradNorm.value()));
   Tensor step1 = s.step + i64(1);
+  // adamw (torch semantics): p *= 1 - lr * wd; m = b1 m + (1 - b1) g;
+  // v = b2 v + (1 - b2) g^2; p -= (lr / bc1) m / (sqrt(v) / sqrt(bc2) + eps).
+  Value lr = hp["lr"], b1 = hp["beta1"], b2 = hp["beta2"];
+  Value decay64 = e.sub(one64, e.mul(lr, hp["weight_decay"]));
+  Value oneMinusB1 = e.sub(one64, b1), oneMinusB2 = e.sub(one64, b2);
   u.params = s.params;
   for (size_t k = 0; k < trainable_.size(); ++k) {
     size_t i = trainable_[k];
-    auto upd = od::AdamWOp::create(
-        b_, loc(), s.params[i].value(), clip.getClipped()[k], s.ms[k].value(),
-        s.vs[k].value(), step1.value(), llvm::APFloat(o_.lr),
-        llvm::APFloat(o_.beta1), llvm::APFloat(o_.beta2),
-        llvm::APFloat(o_.adamEps), llvm::APFloat(o_.weightDecay));
-    u.params[i] = select(u.finite, wrap(upd.getNewParam()), s.params[i]);
-    u.ms.push_back(select(u.finite, wrap(upd.getNewM()), s.ms[k]));
-    u.vs.push_back(select(u.finite, wrap(upd.getNewV()), s.vs[k]));
+    Value p = s.params[i].value(), g = clipped[k];
+    RankedTensorType t = od::Emitter::typeOf(p);
+    Type elt = t.getElementType();
+    Value decayed = e.mul(p, e.fill(to(decay64, elt), t));
+    Value m = e.add(e.mul(s.ms[k].value(), e.fill(to(b1, elt), t)),
+                    e.mul(g, e.fill(to(oneMinusB1, elt), t)));
+    Value v = e.add(e.mul(s.vs[k].value(), e.fill(to(b2, elt), t)),
+                    e.mul(e.mul(g, g), e.fill(to(oneMinusB2, elt), t)));
+    Value step = od::CastOp::create(b_, loc(), scalarOf(elt), step1.value());
+    Value bc1 = e.sub(e.scalar(elt, 1.0),
+                      od::PowOp::create(b_, loc(), to(b1, elt), step));
+    Value bc2 = e.sub(e.scalar(elt, 1.0),
+                      od::PowOp::create(b_, loc(), to(b2, elt), step));
+    Value denom = e.add(e.div(od::SqrtOp::create(b_, loc(), v),
+                              e.fill(od::SqrtOp::create(b_, loc(), bc2), t)),
+                        e.fill(to(hp["adam_eps"], elt), t));
+    Value stepSize = e.div(to(lr, elt), bc1);
+    Value update = e.div(e.mul(e.fill(stepSize, t), m), denom);
+    u.params[i] = select(u.finite, wrap(e.sub(decayed, update)), s.params[i]);
+    u.ms.push_back(select(u.finite, wrap(m), s.ms[k]));
+    u.vs.push_back(select(u.finite, wrap(v), s.vs[k]));
   }
   u.step = select(u.finite, step1, s.step);
   return u;
@@ -1015,16 +1130,18 @@ void Emitter::returnTrainStep(Function &f, const TrainState &s,
 
 void Emitter::emitTrainStep() {
   // @train_step(state..., seed, iteration, [prompt_embeds],
-  //             [pooled_prompt_embeds]) -> (state'..., metrics..., images)
+  //             [pooled_prompt_embeds], lr, weight_decay, beta1, beta2,
+  //             adam_eps, max_grad_norm) -> (state'..., metrics..., images)
   Function f(g_, "train_step", /*isPublic=*/true);
   TrainState state = stateArguments(f);
   Tensor seed = f.argument(g_.tensorType({}, g_.i64()), "seed");
   Tensor iteration = f.argument(g_.tensorType({}, g_.i64()), "iteration");
   Conditioning c = conditioningArguments(f);
+  HyperParams hp = hyperParamArguments(f);
   Rollout r = rollout(seed, iteration, c, state.params);
   Rewards rw = rewardAndAdvantages(r.final, state.vaeParams);
   LossAndGrad lg = lossAndGrad(state, r, rw.advantages, c);
-  Update u = optimizerStep(state, lg.grads);
+  Update u = optimizerStep(state, lg.grads, hp);
   returnTrainStep(f, state, rw, lg, u);
 }
 

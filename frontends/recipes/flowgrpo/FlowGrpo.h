@@ -7,7 +7,8 @@
 //   @init_state(seed) -> state...
 //   @rollout_noise(seed, iteration) -> (x0, noise, window_start)
 //   @train_step(state..., seed, iteration, [prompt_embeds],
-//               [pooled_prompt_embeds]) -> (state'..., metrics..., images)
+//               [pooled_prompt_embeds], lr, weight_decay, beta1, beta2,
+//               adam_eps, max_grad_norm) -> (state'..., metrics..., images)
 //
 // State, in order: the model's parameters (`transformer.<diffusers name>`),
 // the decoder's (`vae.<name>`), the frozen KL reference copy
@@ -48,6 +49,13 @@ namespace omni::fe::flowgrpo {
 /// Every option of docs/flowgrpo-math.md sections 1-7, with the CPU demo's
 /// defaults (section 9). Held as a Config so the tool can take `key=value`.
 Config defaultOptions();
+
+/// The options that are runtime hyper-parameters of @train_step (0-D f64
+/// inputs after the data inputs, in this order; their defaults and ranges
+/// go to step.bin, and `omnirun --set key=value` overrides them): lr,
+/// weight_decay, beta1, beta2, adam_eps, max_grad_norm. Every other option
+/// is compile-time (it changes shapes or the program's structure).
+std::vector<std::string> runtimeOptions();
 
 /// What the tool asks for: models, their presets/overrides, recipe options.
 struct RecipeRequest {

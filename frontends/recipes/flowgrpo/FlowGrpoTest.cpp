@@ -211,9 +211,22 @@ Named byName(func::FuncOp f, const std::vector<HostTensor> &results) {
   return out;
 }
 
+/// `args` followed by the defaults of `f`'s runtime hyper-parameter
+/// arguments (omni.hparam) that `args` does not reach: the values omnirun
+/// feeds without --set.
+std::vector<HostTensor> withHyperParams(func::FuncOp f,
+                                        std::vector<HostTensor> args) {
+  for (unsigned i = args.size(); i < f.getNumArguments(); ++i)
+    if (auto hp = f.getArgAttrOfType<DictionaryAttr>(i, "omni.hparam"))
+      args.push_back(HostTensor::fromDoubles(
+          DType::F64, {}, {hp.getAs<FloatAttr>("default").getValueAsDouble()}));
+  return args;
+}
+
 absl::StatusOr<std::vector<HostTensor>>
-evaluate(const Program &p, StringRef name, const std::vector<HostTensor> &args,
+evaluate(const Program &p, StringRef name, std::vector<HostTensor> args,
          reference::Precision precision = reference::Precision::F64) {
+  args = withHyperParams(p.fn(name), std::move(args));
   static const ::omni::HostFunctionRegistry rewardFns =
       ::omni::rewards::rewardHostFunctions();
   reference::EvalOptions options;
@@ -441,7 +454,7 @@ TEST_F(RecipeTest, StateLayoutAgreesAcrossFunctions) {
     std::vector<std::string> state = resultNames(init);
     size_t K = state.size();
     std::vector<std::string> args = argNames(step), results = resultNames(step);
-    ASSERT_EQ(args.size(), K + 3);
+    ASSERT_EQ(args.size(), K + 3 + 6);
     ASSERT_EQ(results.size(), K + kMetrics.size() + 1);
     for (size_t i = 0; i < K; ++i) {
       EXPECT_EQ(args[i], state[i]) << "argument " << i;
@@ -449,13 +462,34 @@ TEST_F(RecipeTest, StateLayoutAgreesAcrossFunctions) {
       EXPECT_TRUE(step.getArgumentTypes()[i] == init.getResultTypes()[i]) << i;
       EXPECT_TRUE(step.getResultTypes()[i] == init.getResultTypes()[i]) << i;
     }
-    EXPECT_EQ(std::vector<std::string>(args.begin() + K, args.end()),
-              (std::vector<std::string>{"seed", "iteration",
-                                        "pooled_prompt_embeds"}));
+    EXPECT_EQ(
+        std::vector<std::string>(args.begin() + K, args.end()),
+        (std::vector<std::string>{"seed", "iteration", "pooled_prompt_embeds",
+                                  "lr", "weight_decay", "beta1", "beta2",
+                                  "adam_eps", "max_grad_norm"}));
     Builder b(&sharedContext());
     EXPECT_TRUE(
         step.getArgumentTypes()[K + 2] ==
         RankedTensorType::get({s.prompts, s.pooledDim}, b.getF32Type()));
+    // The runtime hyper-parameters: 0-D f64 with the recipe's option as
+    // the default and the range omnirun --set accepts (step.bin's table).
+    ::omni::fe::Config defaults = fg::defaultOptions();
+    const char *ranges[] = {"[0, inf)", "[0, inf)", "[0, 1)",
+                            "[0, 1)",   "(0, inf)", "(0, inf)"};
+    for (size_t h = 0; h < 6; ++h) {
+      unsigned i = static_cast<unsigned>(K + 3 + h);
+      EXPECT_TRUE(step.getArgumentTypes()[i] ==
+                  RankedTensorType::get({}, b.getF64Type()))
+          << args[i];
+      auto hp = step.getArgAttrOfType<DictionaryAttr>(i, "omni.hparam");
+      ASSERT_TRUE(hp) << args[i];
+      EXPECT_EQ(hp.getAs<FloatAttr>("default").getValueAsDouble(),
+                std::stod(defaults.values().at(args[i])))
+          << args[i];
+      EXPECT_EQ(hp.getAs<StringAttr>("range").str(), ranges[h]) << args[i];
+    }
+    EXPECT_EQ(fg::runtimeOptions(),
+              std::vector<std::string>(args.begin() + K + 3, args.end()));
     for (size_t m = 0; m < kMetrics.size(); ++m) {
       EXPECT_EQ(results[K + m], kMetrics[m]);
       EXPECT_TRUE(step.getResultTypes()[K + m] ==
@@ -748,7 +782,10 @@ protected:
     for (size_t i = 0; i < names.size(); ++i)
       if (absl::Status s = executor->setState(names[i], args[i]); !s.ok())
         return s;
-    std::vector<HostTensor> rest(args.begin() + names.size(), args.end());
+    std::vector<HostTensor> rest =
+        withHyperParams(program->fn("train_step"),
+                        std::vector<HostTensor>(args.begin(), args.end()));
+    rest.erase(rest.begin(), rest.begin() + names.size());
     absl::StatusOr<std::vector<HostTensor>> results =
         ::omni::executor::runHostTensors(*executor, "train_step", rest);
     if (!results.ok())

@@ -157,6 +157,13 @@ public:
         device.status().code() == absl::StatusCode::kUnavailable)
       GTEST_SKIP() << "no GPU: " << device.status().message();
     ASSERT_TRUE(device.ok()) << device.status();
+    // The suite's groups are in-process groups of ranks that share one
+    // device ordinal; the cuda driver's channels are NCCL groups of one GPU
+    // per rank (hal/drivers/cuda/NcclChannel.h), tested by
+    // OmniNcclChannelTest and, on GPUs, by tools/gpu-check.
+    if (GetParam() == "cuda")
+      GTEST_SKIP() << "cuda channels are NCCL groups, one GPU per rank; this "
+                      "suite's in-process groups do not apply";
     auto channel = (*device)->createChannel(ChannelSpec{});
     if (!channel.ok()) {
       EXPECT_EQ(channel.status().code(), absl::StatusCode::kUnimplemented);

@@ -499,4 +499,18 @@ absl::StatusOr<ChannelSpec> MpiChannelProvider::spec(int rank) const {
   return ChannelSpec{rank_, size_, bootstrap_};
 }
 
+absl::Status MpiChannelProvider::broadcast(void *bytes, int64_t size,
+                                           int root) const {
+  if (size < 0 || size > INT_MAX || root < 0 || root >= size_)
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", rank_, ": MPI broadcast of ", size,
+                     " bytes from rank ", root, " (expected at most ", INT_MAX,
+                     " bytes from a rank in 0..", size_ - 1, ")"));
+  if (int error = MPI_Bcast(bytes, static_cast<int>(size), MPI_BYTE, root,
+                            MPI_COMM_WORLD))
+    return absl::InternalError(absl::StrCat(
+        "rank ", rank_, ": MPI_Bcast failed: ", mpiErrorString(error)));
+  return absl::OkStatus();
+}
+
 } // namespace omni::hal::mpi

@@ -74,6 +74,12 @@ public:
   /// process makes only its own channel).
   absl::StatusOr<ChannelSpec> spec(int rank) const override;
 
+  /// Collective over MPI_COMM_WORLD (every process calls it once, in the
+  /// same order): `size` bytes at `bytes` become root's (MPI_Bcast). For
+  /// what other channels need agreed first, such as the ncclUniqueId of
+  /// `mpirun ... omnirun --gpus 8` (hal/drivers/cuda/NcclChannel.h).
+  absl::Status broadcast(void *bytes, int64_t size, int root) const;
+
 private:
   MpiChannelProvider(int rank, int size, std::shared_ptr<Bootstrap> bootstrap)
       : rank_(rank), size_(size), bootstrap_(std::move(bootstrap)) {}

@@ -20,6 +20,7 @@
 
 #include "gtest/gtest.h"
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <thread>
@@ -452,6 +453,28 @@ TEST(MpiChannel, SpecsAreThisProcesssOnly) {
             absl::StrCat("a channel for MPI rank ", other,
                          " in the process of rank ", p.rank(),
                          " (each process makes only its own rank's channel)"));
+}
+
+TEST(MpiChannel, BroadcastGivesEveryProcessTheRootsBytes) {
+  // How `mpirun ... omnirun --gpus 8` agrees on one ncclUniqueId: the
+  // root's 128 bytes reach every process, whatever each held before.
+  const MpiChannelProvider &p = provider();
+  for (int root = 0; root < p.size(); ++root) {
+    std::array<char, 128> bytes;
+    for (size_t i = 0; i < bytes.size(); ++i)
+      bytes[i] = static_cast<char>(p.rank() * 31 + i);
+    ASSERT_TRUE(p.broadcast(bytes.data(), bytes.size(), root).ok());
+    for (size_t i = 0; i < bytes.size(); ++i)
+      ASSERT_EQ(bytes[i], static_cast<char>(root * 31 + i)) << i;
+  }
+  EXPECT_EQ(p.broadcast(nullptr, 0, p.size()).message(),
+            absl::StrCat("rank ", p.rank(),
+                         ": MPI broadcast of 0 bytes from "
+                         "rank ",
+                         p.size(),
+                         " (expected at most 2147483647 "
+                         "bytes from a rank in 0..",
+                         p.size() - 1, ")"));
 }
 
 } // namespace

@@ -70,6 +70,12 @@ public:
     int64_t index = 0;
     step::Role role = step::Role::Transient;
   };
+  /// A runtime hyper-parameter (step.fbs HyperParam).
+  struct HyperParamSpec {
+    std::string name;
+    double defaultValue = 0;
+    std::string range = "[0, inf)";
+  };
   /// A mesh (step.fbs Mesh).
   struct MeshSpec {
     std::string name;
@@ -141,6 +147,8 @@ public:
   std::vector<int64_t> constantRepeats;
   std::vector<StateSpec> state;
   std::vector<MeshSpec> meshes;
+  /// Written in this order (the loader wants them sorted by name).
+  std::vector<HyperParamSpec> hparams;
   std::vector<ExecutableSpec> executables;
   std::vector<flatbuffers::Offset<step::Function>> functions;
   std::vector<DispatchRecord> dispatches;
@@ -411,6 +419,10 @@ public:
       meshTables.push_back(
           step::CreateMeshDirect(fbb, m.name.c_str(), &axes, &m.shape));
     }
+    std::vector<flatbuffers::Offset<step::HyperParam>> hparamTables;
+    for (const HyperParamSpec &h : hparams)
+      hparamTables.push_back(step::CreateHyperParamDirect(
+          fbb, h.name.c_str(), h.defaultValue, h.range.c_str()));
     auto target =
         step::CreateTargetDirect(fbb, targetKind.c_str(), "x86-64", "+sse2");
     flatbuffers::Offset<step::Integrity> integrity;
@@ -426,7 +438,8 @@ public:
     auto root = step::CreateStepDirect(
         fbb, version, "StepBuilder", target, &tensorTables, &scalarTables,
         arenaSize, &exeTables, &constantTables, &stateTables, &functions,
-        integrity, meshes.empty() ? nullptr : &meshTables);
+        integrity, meshes.empty() ? nullptr : &meshTables,
+        hparams.empty() ? nullptr : &hparamTables);
     step::FinishStepBuffer(fbb, root);
     if (writeIntegrity && seal)
       step::sealStepBin(fbb.GetBufferPointer(), fbb.GetSize());

@@ -68,6 +68,20 @@ inline std::string rng() {
   return b.finish();
 }
 
+/// matmul() compiled "for cuda": the same functions with Target.kind
+/// "cuda" (library calls and copies only, no executable), for omnirun's
+/// --gpus checks (test/runtime/gpu-missing.test).
+inline std::string cudaMatmul() {
+  StepBuilder b;
+  b.targetKind = "cuda";
+  uint32_t a = b.argument(sd::DType::F32, {2, 3}, 0, "a");
+  uint32_t bb = b.argument(sd::DType::F32, {3, 2}, 1, "b");
+  uint32_t c = b.arena(sd::DType::F32, {2, 2}, "c");
+  b.function("matmul", {a, bb}, {c},
+             {b.library(sd::Library::Matmul, {a, bb}, {c}, {0, 0})});
+  return b.finish();
+}
+
 /// A file the loader rejects: an operand index past the tensor table.
 inline std::string badOperand() {
   StepBuilder b;

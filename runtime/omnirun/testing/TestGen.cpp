@@ -18,7 +18,8 @@ int main(int argc, char **argv) {
   namespace samples = omni::omnirun::samples;
   if (argc != 3) {
     std::cerr << "usage: omnirun-testgen "
-                 "<add|matmul|rng|bad|sharded1|sharded2|mesh2> <out.bin>\n";
+                 "<add|matmul|cuda-matmul|rng|bad|sharded1|sharded2|mesh2> "
+                 "<out.bin>\n";
     return 1;
   }
   std::string name = argv[1], bytes;
@@ -26,6 +27,8 @@ int main(int argc, char **argv) {
     bytes = samples::add(OMNI_TEST_KERNELS_SO);
   else if (name == "matmul")
     bytes = samples::matmul();
+  else if (name == "cuda-matmul")
+    bytes = samples::cudaMatmul();
   else if (name == "rng")
     bytes = samples::rng();
   else if (name == "bad")

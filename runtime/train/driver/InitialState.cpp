@@ -168,12 +168,11 @@ absl::Status applyInit(executor::Executor &executor,
 }
 
 /// Resumes from `ckpt`: checks its metadata, sets every slot.
-absl::StatusOr<Start> restore(executor::Executor &executor,
-                              const ShardedState &sharded, const Signature &sig,
-                              const TrainOptions &options,
-                              const std::string &resumeFrom,
-                              const checkpoint::TypedCheckpoint &ckpt,
-                              std::ostream &log) {
+absl::StatusOr<Start>
+restore(executor::Executor &executor, const ShardedState &sharded,
+        const Signature &sig, const TrainOptions &options,
+        const HyperParams &hparams, const std::string &resumeFrom,
+        const checkpoint::TypedCheckpoint &ckpt, std::ostream &log) {
   Start start;
   std::string where = checkpoint::checkpointPath(resumeFrom, ckpt.step);
   auto recordedSeed = ckpt.metadata.find("seed");
@@ -207,6 +206,12 @@ absl::StatusOr<Start> restore(executor::Executor &executor,
                      hash->second, ", this one is ", options.programHash,
                      "); resume with the step.bin that wrote it, or pass "
                      "--allow-program-change"));
+  std::optional<std::string> changed = hparams.firstDifference(ckpt.metadata);
+  if (changed && !options.allowHparamChange)
+    return absl::FailedPreconditionError(
+        absl::StrCat(where, ": hyper-parameter ", *changed,
+                     "; resume with the values it was trained with, or pass "
+                     "--allow-hparam-change"));
   std::map<std::string, const TypedTensor *> byName;
   for (const checkpoint::NamedTypedTensor &t : ckpt.tensors)
     byName[t.name] = &t.tensor;
@@ -240,6 +245,9 @@ absl::StatusOr<Start> restore(executor::Executor &executor,
     log << "note: " << where << " was written by another step.bin ("
         << hash->second << "); continuing with this one ("
         << options.programHash << ", --allow-program-change)\n";
+  if (changed)
+    log << "note: " << where << ": hyper-parameter " << *changed
+        << "; continuing with the new values (--allow-hparam-change)\n";
   return start;
 }
 
@@ -247,13 +255,15 @@ absl::StatusOr<Start> restore(executor::Executor &executor,
 
 absl::StatusOr<Start>
 initialState(executor::Executor &executor, const ShardedState &sharded,
-             const Signature &sig, const TrainOptions &options, bool resume,
+             const Signature &sig, const TrainOptions &options,
+             const HyperParams &hparams, bool resume,
              const std::string &resumeFrom, std::ostream &log) {
   if (resume) {
     absl::StatusOr<checkpoint::TypedCheckpoint> ckpt =
         checkpoint::loadLatestCheckpointTyped(resumeFrom);
     if (ckpt.ok())
-      return restore(executor, sharded, sig, options, resumeFrom, *ckpt, log);
+      return restore(executor, sharded, sig, options, hparams, resumeFrom,
+                     *ckpt, log);
     if (!absl::IsNotFound(ckpt.status()))
       return ckpt.status();
     if (!options.resumeIfPresent) {

@@ -140,7 +140,9 @@ absl::Status runRanks(std::shared_ptr<const loader::Program> program,
                       std::ostream &log) {
   const int worldSize = provider.size();
   if (absl::Status s =
-          checkWorld(*program, worldSize, absl::StrCat("--ranks ", worldSize));
+          checkWorld(*program, worldSize,
+                     options.how.empty() ? absl::StrCat("--ranks ", worldSize)
+                                         : options.how);
       !s.ok())
     return s;
   if (localRanks.empty())
@@ -160,9 +162,12 @@ absl::Status runRanks(std::shared_ptr<const loader::Program> program,
   const bool needsChannel = !program->meshes().empty();
   std::vector<std::unique_ptr<hal::Device>> devices;
   std::vector<std::unique_ptr<hal::Channel>> channels;
-  for (int rank : localRanks) {
+  for (size_t i = 0; i < localRanks.size(); ++i) {
+    const int rank = localRanks[i];
     absl::StatusOr<std::unique_ptr<hal::Device>> device =
-        hal::builtinDrivers().createDevice(options.driver, deviceOptions);
+        options.createDevice
+            ? options.createDevice(rank, static_cast<int>(i))
+            : hal::builtinDrivers().createDevice(options.driver, deviceOptions);
     if (!device.ok())
       return device.status();
     std::unique_ptr<hal::Channel> channel;

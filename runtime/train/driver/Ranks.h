@@ -10,7 +10,11 @@
 //   come from a hal::InProcessChannelProvider;
 // - across processes (MPI, the seam for runtime/hal/mpi): the provider is
 //   the MPI world's and `localRanks` is this process's one rank. Nothing
-//   else changes: the program, the checks and train() are the same.
+//   else changes: the program, the checks and train() are the same;
+// - on GPUs (omnirun --gpus N, also under mpirun: N local ranks per
+//   process): RanksOptions::createDevice gives local rank i the cuda device
+//   of ordinal i, and the provider is an NCCL group
+//   (hal/drivers/cuda/NcclChannel.h).
 // Only rank 0 prints and writes files. The world must equal the program's
 // mesh (checkWorld). Failures: a rank whose run fails aborts the channel
 // with a reason naming it, so no rank waits for it; a rank that hangs or
@@ -38,6 +42,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -67,12 +72,24 @@ absl::StatusOr<std::optional<TestFault>> testFaultFromEnvironment();
 absl::Status checkWorld(const loader::Program &program, int worldSize,
                         const std::string &how);
 
+/// Makes the device of global rank `rank`, the `localIndex`-th local rank
+/// of this process (a cuda device of ordinal localIndex, say).
+using DeviceFactory =
+    std::function<absl::StatusOr<std::unique_ptr<hal::Device>>(int rank,
+                                                               int localIndex)>;
+
 struct RanksOptions {
-  /// The hal driver of every rank's device.
+  /// The hal driver of every rank's device (when createDevice is empty).
   std::string driver = "cpu";
   /// Worker threads of all local ranks together (0: one per core); each
   /// rank's device gets threads / localRanks, at least 1.
   int threads = 0;
+  /// When set, makes every local rank's device instead of `driver` and
+  /// `threads` (omnirun --gpus: ordinal = local index).
+  DeviceFactory createDevice;
+  /// Where the world size came from, for checkWorld's message ("--ranks 2",
+  /// "--gpus 8", "mpirun -np 2"); empty: "--ranks <size>".
+  std::string how;
   std::optional<TestFault> fault;
 };
 

@@ -14,16 +14,20 @@
 
 #include "runtime/train/driver/Ranks.h"
 
+#include "runtime/hal/drivers/Drivers.h"
+
 #include "runtime/train/checkpoint/Checkpoint.h"
 #include "runtime/train/driver/testing/RankPrograms.h"
 #include "runtime/train/prompts/Prompts.h"
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 #include <atomic>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <unistd.h>
 
@@ -173,6 +177,51 @@ TEST_F(RanksTest, TheWorldMustBeTheMesh) {
   s = run(0, 2, options, log);
   EXPECT_EQ(s.message(), "step.bin has no mesh, so it runs on 1 rank, but "
                          "omnirun runs 2 (--ranks 2)");
+}
+
+TEST_F(RanksTest, TheDeviceFactoryMakesEachLocalRanksDevice) {
+  // omnirun --gpus: local rank i gets the device the factory makes for i
+  // (a cuda device of ordinal i; cpu devices here). Ranks 2 and 3 of a
+  // world of 4, as on the second process of an MPI job, are local 0 and 1.
+  auto program = load(2);
+  ASSERT_TRUE(program);
+  hal::InProcessChannelProvider provider(2, std::chrono::seconds(60));
+  std::vector<std::pair<int, int>> made;
+  std::mutex mutex;
+  RanksOptions ranks;
+  ranks.createDevice =
+      [&](int rank,
+          int localIndex) -> absl::StatusOr<std::unique_ptr<hal::Device>> {
+    std::lock_guard<std::mutex> lock(mutex);
+    made.emplace_back(rank, localIndex);
+    hal::DeviceOptions device;
+    device.threads = 1;
+    return hal::builtinDrivers().createDevice("cpu", device);
+  };
+  TrainOptions options;
+  options.steps = 2;
+  options.outDir = (dir / "factory").string();
+  std::ostringstream log;
+  absl::Status s = runRanks(program, provider, {0, 1}, ranks, options, log);
+  ASSERT_TRUE(s.ok()) << s << "\n" << log.str();
+  EXPECT_EQ(made, (std::vector<std::pair<int, int>>{{0, 0}, {1, 1}}));
+  EXPECT_EQ(savedW(options.outDir, 2), expectedW(2));
+
+  // A device that cannot be made ends the run before any rank trains,
+  // with the factory's line; `how` names where the world size came from.
+  ranks.createDevice =
+      [](int rank,
+         int localIndex) -> absl::StatusOr<std::unique_ptr<hal::Device>> {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cuda: no device of ordinal ", localIndex, " for rank ", rank));
+  };
+  s = runRanks(program, provider, {0, 1}, ranks, options, log);
+  EXPECT_EQ(s.message(), "cuda: no device of ordinal 0 for rank 0");
+  ranks.how = "--gpus 3";
+  hal::InProcessChannelProvider three(3, std::chrono::seconds(60));
+  s = runRanks(program, three, {0, 1, 2}, ranks, options, log);
+  EXPECT_EQ(s.message(), "step.bin's mesh 'mesh' (fsdp=2) has 2 ranks but "
+                         "omnirun runs 3 (--gpus 3)");
 }
 
 TEST_F(RanksTest, AFailingRankEndsEveryRankWithItsName) {

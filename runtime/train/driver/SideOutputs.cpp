@@ -156,6 +156,8 @@ std::string metricsLine(const Signature &sig, const IterationResult &r) {
     checkpoint::json::appendJsonString(json, name);
     absl::StrAppend(&json, ": ", format("%.9g", mean));
   }
+  if (r.lr)
+    absl::StrAppend(&json, ", \"lr\": ", formatExact(*r.lr));
   absl::StrAppend(&json, ", \"time_s\": ", format("%.6g", r.totalSeconds),
                   ", \"reward_time_s\": ", format("%.6g", r.rewardSeconds),
                   ", \"compute_time_s\": ", format("%.6g", r.computeSeconds));

@@ -57,6 +57,10 @@ absl::StatusOr<Signature> checkStep(const loader::Program &program,
   auto isData = [](const std::string &n) {
     return n == kEmbeds || n == kPooled;
   };
+  // A runtime hyper-parameter (the loader checked it is a 0-D f64).
+  auto isHyperParam = [&](const loader::TensorInfo *t) {
+    return program.findHyperParam(t->name) != nullptr;
+  };
 
   // Seed and iteration first, then only data inputs. A function that
   // still takes its state as arguments is outside the convention omnic
@@ -65,7 +69,8 @@ absl::StatusOr<Signature> checkStep(const loader::Program &program,
   if (numIn < 2 || !isI64Scalar(in(0)) || !isI64Scalar(in(1))) {
     // The last pair of i64 scalars before the trailing data inputs.
     uint32_t numData = 0;
-    while (numData < numIn && isData(in(numIn - 1 - numData)->name))
+    while (numData < numIn && (isData(in(numIn - 1 - numData)->name) ||
+                               isHyperParam(in(numIn - 1 - numData))))
       ++numData;
     for (uint32_t k = numIn - numData; k-- > 2;)
       if (isI64Scalar(in(k - 2)) && isI64Scalar(in(k - 1)))
@@ -81,12 +86,13 @@ absl::StatusOr<Signature> checkStep(const loader::Program &program,
         "), with the training state in state slots (omni.state)"));
   }
   for (uint32_t i = 2; i < numIn; ++i)
-    if (!isData(in(i)->name))
+    if (!isData(in(i)->name) && !isHyperParam(in(i)))
       return absl::InvalidArgumentError(absl::StrCat(
           "@", name, ": ", describeInput(in(i), i),
           " follows seed and iteration but is not a data input: expected "
           "omni.name \"",
-          kEmbeds, "\" or \"", kPooled, "\""));
+          kEmbeds, "\" or \"", kPooled,
+          "\", or a runtime hyper-parameter of the step.bin table"));
   if (program.state().empty())
     return absl::InvalidArgumentError(absl::StrCat(
         "@", name, program.functionSignature(*f), ": ", program.name(),
@@ -98,10 +104,13 @@ absl::StatusOr<Signature> checkStep(const loader::Program &program,
   for (const loader::StateInfo &slot : program.state())
     sig.state.push_back(&slot);
 
-  // Data inputs.
+  // Data inputs and hyper-parameters.
   std::optional<int64_t> prompts;
   for (uint32_t i = 2; i < numIn; ++i) {
     const loader::TensorInfo *t = in(i);
+    sig.inputs.push_back(t->name);
+    if (isHyperParam(t))
+      continue;
     if (std::find(sig.data.begin(), sig.data.end(), t->name) != sig.data.end())
       return absl::InvalidArgumentError(
           absl::StrCat("@", name, ": ", describeInput(t, i), ": data input '",

@@ -7,10 +7,11 @@
 // 3. initialState: the state slots from the latest checkpoint or from the
 //    init function and the --init files.
 // 4. Per iteration (runIteration): the step function on (seed, iteration,
-//    prompts); the state is updated in its slots on the device, and only
-//    the results (metrics, images) come back to the host. Then the side
-//    outputs (progress line, metrics.jsonl, sample grids) and, when due, a
-//    checkpoint (Checkpointer: the slots read back with getState).
+//    prompts, hyper-parameters: HyperParams.h); the state is updated in
+//    its slots on the device, and only the results (metrics, images) come
+//    back to the host. Then the side outputs (progress line, metrics.jsonl,
+//    sample grids) and, when due, a checkpoint (Checkpointer: the slots read
+//    back with getState). run.json records what the run uses.
 // With several ranks (TrainOptions::channel) every rank runs all of this;
 // only rank 0 prints and writes files, a checkpoint gathers sharded slots
 // from every rank first (ShardedState.h), and a stop request is agreed
@@ -81,9 +82,10 @@ class Checkpointer {
 public:
   Checkpointer(executor::Executor &executor, ShardedState &sharded,
                const Signature &sig, const TrainOptions &options,
-               std::string out, int64_t seed, int64_t saved)
+               const HyperParams &hparams, std::string out, int64_t seed,
+               int64_t saved)
       : executor_(executor), sharded_(sharded), sig_(sig), options_(options),
-        out_(std::move(out)), seed_(seed), saved_(saved) {}
+        hparams_(hparams), out_(std::move(out)), seed_(seed), saved_(saved) {}
 
   int64_t saved() const { return saved_; }
 
@@ -117,6 +119,9 @@ public:
         {"step_function", options_.stepFunction}};
     if (!options_.programHash.empty())
       metadata["program_hash"] = options_.programHash;
+    // What the run used (a resume compares it: InitialState.cpp).
+    for (const auto &[key, value] : hparams_.record())
+      metadata[key] = value;
     if (absl::Status s =
             checkpoint::saveCheckpointTyped(out_, step, named, metadata);
         !s.ok())
@@ -166,6 +171,7 @@ private:
   ShardedState &sharded_;
   const Signature &sig_;
   const TrainOptions &options_;
+  const HyperParams &hparams_;
   std::string out_;
   int64_t seed_;
   int64_t saved_;
@@ -175,7 +181,8 @@ private:
 /// state is updated in place in its slots.
 absl::StatusOr<IterationResult>
 runIteration(executor::Executor &executor, const Signature &sig,
-             const std::optional<PromptSet> &prompts, int64_t seed, int64_t it,
+             const std::optional<PromptSet> &prompts,
+             const HyperParams &hparams, int64_t seed, int64_t it,
              std::atomic<int64_t> &rewardNanos, bool stats) {
   IterationResult r;
   r.iteration = it;
@@ -186,8 +193,17 @@ runIteration(executor::Executor &executor, const Signature &sig,
   std::vector<TypedTensor> inputs;
   inputs.push_back(TypedTensor::scalarI64(seed));
   inputs.push_back(TypedTensor::scalarI64(it));
-  for (const std::string &d : sig.data)
-    inputs.push_back(d == kEmbeds ? prompts->embeds(it) : prompts->pooled(it));
+  for (const std::string &name : sig.inputs) {
+    if (name == kEmbeds)
+      inputs.push_back(prompts->embeds(it));
+    else if (name == kPooled)
+      inputs.push_back(prompts->pooled(it));
+    else
+      inputs.push_back(TypedTensor::fromHost(HostTensor::fromDoubles(
+          DType::F64, {}, {hparams.valueAt(name, it)})));
+  }
+  if (hparams.hasLr())
+    r.lr = hparams.valueAt("lr", it);
   rewardNanos = 0;
   absl::StatusOr<std::vector<TypedTensor>> outs =
       executor.run(sig.function, inputs);
@@ -347,6 +363,15 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
   if (!checked.ok())
     return checked.status();
   const RunPaths &paths = *checked;
+  HyperParamRequest request;
+  request.sets = options.hparamSets;
+  request.lrSchedule = options.lrSchedule;
+  request.warmup = options.warmup;
+  request.lrMin = options.lrMin;
+  request.steps = options.steps;
+  absl::StatusOr<HyperParams> hparams = HyperParams::resolve(*program, request);
+  if (!hparams.ok())
+    return hparams.status();
   // A run that keeps nothing says so before it spends the time.
   if (paths.out.empty()) {
     if (paths.metricsPath.empty())
@@ -387,8 +412,9 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
     return prompts.status();
 
   // 3. The initial state, in the slots.
-  absl::StatusOr<Start> start = initialState(
-      executor, **sharded, *sig, options, paths.resume, paths.resumeFrom, log);
+  absl::StatusOr<Start> start =
+      initialState(executor, **sharded, *sig, options, *hparams, paths.resume,
+                   paths.resumeFrom, log);
   if (!start.ok())
     return start.status();
 
@@ -397,8 +423,16 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
     if (absl::Status s = openOutputs(paths, start->iteration, metrics, log);
         !s.ok())
       return s;
+  // Everything the run uses, for people and tools (the checkpoints hold
+  // the same values for the resume check).
+  if (lead && !paths.out.empty())
+    if (absl::Status s = checkpoint::writeFileAtomically(
+            paths.out + "/run.json",
+            hparams->runJson(options.programHash, start->seed, options.steps));
+        !s.ok())
+      return s;
   Checkpointer checkpoints(
-      executor, **sharded, *sig, options, paths.out, start->seed,
+      executor, **sharded, *sig, options, *hparams, paths.out, start->seed,
       start->resumed && paths.resumeFrom == paths.out ? start->iteration : -1);
 
   executor.takePhaseTimes(); // not @init_state's
@@ -442,8 +476,8 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
       mix->setContext(std::move(context));
     }
     absl::StatusOr<IterationResult> r =
-        hook.ok() ? runIteration(executor, *sig, *prompts, start->seed, it,
-                                 *rewardNanos, options.stats)
+        hook.ok() ? runIteration(executor, *sig, *prompts, *hparams,
+                                 start->seed, it, *rewardNanos, options.stats)
                   : absl::StatusOr<IterationResult>(hook);
     if (!r.ok())
       return absl::Status(r.status().code(),

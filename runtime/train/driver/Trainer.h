@@ -18,6 +18,10 @@
 //   `prompt_embeds` f32 [P, L, D] and `pooled_prompt_embeds` f32 [P, Dp].
 //   They are filled every iteration from a PromptSet (prompts/Prompts.h):
 //   iteration i takes prompts (i*P + j) mod Np.
+// - Runtime hyper-parameters are inputs after `iteration` too: 0-D f64,
+//   named as a row of step.bin's hyper-parameter table (HyperParams.h,
+//   docs/recipes.md section 11); each iteration gets the default, the
+//   --set override, and for lr the schedule's value.
 // - Results after the state are named by `omni.name` result attributes:
 //   every one-element result is a scalar metric (loss, reward_mean,
 //   reward_std, approx_kl, clipfrac, kl, grad_norm, skipped, ...); a result
@@ -100,6 +104,17 @@ struct TrainOptions {
   /// or checked.
   std::string programHash;
   bool allowProgramChange = false;
+  /// Runtime hyper-parameters (HyperParams.h, docs/recipes.md): `name=value`
+  /// overrides of the step.bin defaults (--set), and the learning-rate
+  /// schedule (--lr-schedule constant|linear|cosine, --warmup iterations,
+  /// --lr-min; the decay ends at `steps`). The values go to run.json and
+  /// every checkpoint; a resume with other values is refused unless
+  /// allowHparamChange.
+  std::vector<std::string> hparamSets;
+  std::string lrSchedule;
+  int64_t warmup = 0;
+  std::optional<double> lrMin;
+  bool allowHparamChange = false;
   /// Append one JSON object per iteration here; empty: outDir/metrics.jsonl
   /// (none without an out folder).
   std::string metricsPath;

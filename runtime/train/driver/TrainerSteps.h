@@ -7,6 +7,8 @@
 //   InitialState.cpp  the state slots from the latest checkpoint, or from
 //                     the init function and the --init files;
 //   SideOutputs.cpp   the progress line, metrics.jsonl and sample grids;
+//   HyperParams.cpp   the runtime hyper-parameters' values (--set, the lr
+//                     schedule) and their record (run.json, checkpoints);
 //   Trainer.cpp       options, one iteration, checkpoints, the loop.
 // The training state stays in the executor's state slots the whole run;
 // only checkpoints (getState) and --init/resume (setState) move it.
@@ -20,6 +22,7 @@
 #include "runtime/executor/Executor.h"
 #include "runtime/hostfn/HostFunctions.h"
 #include "runtime/loader/Program.h"
+#include "runtime/train/driver/HyperParams.h"
 #include "runtime/train/driver/ShardedState.h"
 #include "runtime/train/driver/Trainer.h"
 #include "runtime/train/prompts/Prompts.h"
@@ -54,6 +57,9 @@ struct Signature {
   /// The data inputs after seed and iteration, in the function's order
   /// (kEmbeds / kPooled).
   std::vector<std::string> data;
+  /// Every input after seed and iteration in order: the data inputs and
+  /// the runtime hyper-parameters (HyperParams.h), by name.
+  std::vector<std::string> inputs;
   PromptRequest prompts;
   /// Scalar metrics: output index and name, in the function's order.
   std::vector<std::pair<size_t, std::string>> metrics;
@@ -92,9 +98,12 @@ struct Start {
 /// --init files. Says what it did on `log`. Checkpoints and --init files
 /// hold whole tensors; a sharded slot gets this rank's block of them
 /// (`sharded`).
+/// Resuming, `hparams` must agree with the checkpoint's record of them
+/// unless options.allowHparamChange.
 absl::StatusOr<Start>
 initialState(executor::Executor &executor, const ShardedState &sharded,
-             const Signature &sig, const TrainOptions &options, bool resume,
+             const Signature &sig, const TrainOptions &options,
+             const HyperParams &hparams, bool resume,
              const std::string &resumeFrom, std::ostream &log);
 
 //===--- SideOutputs.cpp --------------------------------------------------===//
@@ -114,6 +123,8 @@ struct IterationResult {
   /// iteration (-1: the device does not count).
   std::optional<executor::TransferStats> transfers;
   int64_t peakDeviceBytes = -1;
+  /// The learning rate the iteration was fed (a program with a runtime lr).
+  std::optional<double> lr;
 };
 
 std::string format(const char *spec, double v);

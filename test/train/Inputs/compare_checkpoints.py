@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Compares two safetensors checkpoints tensor by tensor.
 
-usage: compare_checkpoints.py [--relative] A B [TOLERANCE]
+usage: compare_checkpoints.py [--relative] [--only=PREFIX] A B [TOLERANCE]
 
 Prints one line per tensor ("<name> <dtype> <shape>: max |a - b| = <d>")
 and then "same within <tol>" or "DIFFERENT"; exits 1 when a tensor is
@@ -10,6 +10,8 @@ missing, has another dtype or shape, or differs by more than TOLERANCE
 relative to its largest magnitude: max |a - b| / max(|a|, |b|) (a tensor
 that is zero in both counts as equal), the tensor-wise relative error a
 change of summation order leaves (docs/sharding.md, "Testing"). Only f32 and i64 tensors (what the test programs hold).
+With --only=PREFIX only the tensors whose names start with PREFIX are
+compared (the parameters, not the optimizer moments).
 Pure Python (struct + json), as the test machines have no numpy.
 """
 import json
@@ -40,8 +42,12 @@ def read(path):
 def main():
     args = sys.argv[1:]
     relative = "--relative" in args
-    args = [x for x in args if x != "--relative"]
+    only = [x[len("--only="):] for x in args if x.startswith("--only=")]
+    args = [x for x in args if x != "--relative" and not x.startswith("--only=")]
     a, b = read(args[0]), read(args[1])
+    if only:
+        a = {k: v for k, v in a.items() if k.startswith(only[0])}
+        b = {k: v for k, v in b.items() if k.startswith(only[0])}
     tol = float(args[2]) if len(args) > 2 else 1e-6
     ok = sorted(a) == sorted(b)
     if not ok:

@@ -13,7 +13,10 @@ shardings (the state layout is shared, FlowGrpo.h).
 import re
 import sys
 
-ENTRY = re.compile(r'tensor<([0-9x]*)[a-z]+[0-9]*> \{omni\.name = "([^"]*)"'
+# A runtime hyper-parameter's omni.hparam comes first (attributes print
+# sorted).
+ENTRY = re.compile(r'tensor<([0-9x]*)[a-z]+[0-9]*> \{'
+                   r'(?:omni\.hparam = \{[^}]*\}, )?omni\.name = "([^"]*)"'
                    r'(?:, omni\.sharding = (#omni\.sharding<[^>]*>))?\}')
 
 

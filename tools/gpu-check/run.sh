@@ -1,0 +1,213 @@
+#!/usr/bin/env bash
+# Runs a bundle made by prepare.sh on a machine with an NVIDIA GPU and
+# writes ONE results file (README.md says what each section means):
+#   1. the machine (nvidia-smi); without a GPU: says so and exits 2
+#   2. every per-op program on the GPU against the cpu driver's outputs
+#   3. 3 tiny FlowGRPO iterations on the GPU against the cpu checkpoints
+#   4. the SD3.5-Medium-shape iteration: time per phase, train-phase MFU
+#   5. the same iteration in PyTorch eager and torch.compile, the ratio
+# Each stage has its share of an overall budget (default 470 s, under the
+# device tool's 8 minutes); a stage that runs out is cut and reported.
+#
+#   bash tools/gpu-check/run.sh [BUNDLE] [RESULTS]
+# BUNDLE defaults to tools/gpu-check/bundle, RESULTS to $OUT/results.md
+# when $OUT is set (the device tool), else BUNDLE/../results.md.
+# Exit: 0 when every check passed, 1 when one failed, 2 without a GPU or
+# with an unusable bundle. GPU_CHECK_DRY_RUN=1 runs the cpu programs on
+# the cpu driver instead (no GPU needed): a test of this script's
+# plumbing, whose checks then compare the cpu driver with itself.
+set -uo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+BUNDLE="$(cd "${1:-$HERE/bundle}" 2>/dev/null && pwd)" || {
+  echo "run.sh: no bundle at ${1:-$HERE/bundle} (run tools/gpu-check/prepare.sh first)" >&2
+  exit 2
+}
+if [ -n "${2:-}" ]; then RESULTS="$2"
+elif [ -n "${OUT:-}" ]; then RESULTS="$OUT/results.md"
+else RESULTS="$(dirname "$BUNDLE")/results.md"; fi
+BUDGET=${GPU_CHECK_BUDGET_S:-470}
+START=$(date +%s)
+TMP="$(mktemp -d)"
+trap 'rm -rf "$TMP"' EXIT
+trap 'exit 143' TERM INT
+FAILED=0
+: > "$RESULTS"
+out() { printf '%s\n' "$*" >> "$RESULTS"; }
+left() { echo $((BUDGET - ($(date +%s) - START))); }
+# within SECONDS cmd...: runs cmd with at most min(SECONDS, what is left).
+within() {
+  local want=$1 have
+  shift
+  have=$(left)
+  [ "$have" -lt "$want" ] && want=$have
+  if [ "$want" -le 5 ]; then
+    echo "run.sh: out of time" >&2
+    return 124
+  fi
+  timeout --kill-after=5 "$want" "$@"
+}
+PY=$(command -v python3 || command -v python || true)
+
+out "# gpu-check results"
+out ""
+out "- bundle: $(grep -v "^torch wheels" "$BUNDLE/manifest.txt" 2>/dev/null | tr "\n" ";")"
+out "- host: $(uname -n), $(uname -sr), $(nproc) cores, run $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+
+# --- omnirun from the bundle ---------------------------------------------
+if [ ! -f "$BUNDLE/bin/omnirun" ] || [ ! -f "$BUNDLE/lib.tar.xz" ]; then
+  out "- ERROR: the bundle has no bin/omnirun or lib.tar.xz"
+  echo "run.sh: $BUNDLE is not a prepare.sh bundle" >&2
+  exit 2
+fi
+if ! xz -dc "$BUNDLE/lib.tar.xz" | tar -C "$TMP" -xf -; then
+  out "- ERROR: cannot unpack lib.tar.xz"
+  exit 2
+fi
+DRY=${GPU_CHECK_DRY_RUN:-0}
+if [ "$DRY" = 1 ]; then
+  RUNFLAGS=(--device cpu) OPS=ops-cpu.bin TINY=tiny-cpu.bin
+else
+  RUNFLAGS=(--gpus 1) OPS=ops-cuda.bin TINY=tiny-cuda.bin
+fi
+OMNIRUN=("env" "LD_LIBRARY_PATH=$TMP/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$BUNDLE/bin/omnirun")
+
+# --- 1. the machine -------------------------------------------------------
+out ""
+out "## Machine"
+SMI=$(command -v nvidia-smi || true)
+GPU_LINE=""
+if [ -n "$SMI" ]; then
+  GPU_LINE=$(timeout 30 "$SMI" --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit,compute_cap --format=csv,noheader 2>&1 | head -8)
+fi
+if [ "$DRY" = 1 ]; then
+  out "- DRY RUN (GPU_CHECK_DRY_RUN=1): the cpu programs on the cpu driver"
+elif [ -z "$SMI" ] || ! timeout 30 "$SMI" -L 2>/dev/null | grep -q "^GPU "; then
+  # Ask omnirun too: its cuda driver names what is missing in one line.
+  # (A cuda program's first step makes the device; --list would not.)
+  WHY=""
+  for bin in "$BUNDLE/ops/ops-cuda.bin" "$BUNDLE/tiny/tiny-cuda.bin"; do
+    [ -f "$bin" ] || continue
+    WHY=$(timeout 60 "${OMNIRUN[@]}" "$bin" --gpus 1 --steps 0 --out "$TMP/probe" 2>&1 >/dev/null | head -1)
+    break
+  done
+  MSG="no GPU: ${SMI:+nvidia-smi lists none}${SMI:-nvidia-smi not found}${WHY:+; $WHY}"
+  out "- $MSG"
+  echo "run.sh: $MSG" >&2
+  exit 2
+fi
+if [ "$DRY" != 1 ]; then
+  out "- nvidia-smi: $GPU_LINE"
+  out "- CUDA driver: $(timeout 30 "$SMI" | grep -o 'CUDA Version: [0-9.]*' | head -1)"
+fi
+
+# --- 2. per-op checks -----------------------------------------------------
+out ""
+out "## Per-op differential checks (GPU vs the cpu driver)"
+out ""
+if [ ! -f "$BUNDLE/ops/$OPS" ]; then
+  out "SKIPPED: the bundle has no ops-cuda.bin ($(grep '^no-cuda ops' "$BUNDLE/manifest.txt" | head -1))"
+  FAILED=1
+else
+  out "| function | result | max rel. error | tolerance | status |"
+  out "|---|---|---|---|---|"
+  mkdir -p "$TMP/ops"
+  while read -r fn ins outs tol; do
+    args=()
+    for ((i = 0; i < ins; i++)); do args+=("--input=@$BUNDLE/ops/in/$fn.in$i.npy"); done
+    for ((j = 0; j < outs; j++)); do args+=("--output=@$TMP/ops/$fn.out$j.npy"); done
+    if ! err=$(within 60 "${OMNIRUN[@]}" "$BUNDLE/ops/$OPS" "${RUNFLAGS[@]}" --function "$fn" "${args[@]}" 2>&1 >/dev/null); then
+      out "| $fn | all | - | $tol | FAIL: $(echo "$err" | tail -1 | tr '|' '/') |"
+      FAILED=1
+      continue
+    fi
+    for ((j = 0; j < outs; j++)); do
+      line=$("$PY" "$HERE/compare.py" --tolerance "$tol" "$BUNDLE/ops/expected/$fn.out$j.npy" "$TMP/ops/$fn.out$j.npy" | tail -1)
+      status=${line%% *}
+      rel=$(echo "$line" | awk '{print $3}')
+      out "| $fn | $j | $rel | $tol | $status |"
+      [ "$status" = PASS ] || FAILED=1
+    done
+  done < "$BUNDLE/ops/manifest.txt"
+fi
+
+# --- 3. tiny FlowGRPO: 3 iterations ----------------------------------------
+out ""
+out "## Tiny FlowGRPO, 3 iterations (GPU vs the cpu driver's checkpoints)"
+out ""
+if [ ! -f "$BUNDLE/tiny/$TINY" ]; then
+  out "SKIPPED: the bundle has no tiny-cuda.bin"
+  FAILED=1
+elif within 120 "${OMNIRUN[@]}" "$BUNDLE/tiny/$TINY" "${RUNFLAGS[@]}" --steps 3 --seed 7 --save-every 1 --sample-every 1000 --out "$TMP/tiny" > "$TMP/tiny.log" 2>&1; then
+  for s in 1 3; do
+    "$PY" "$HERE/compare.py" --tolerance 1e-5 "$BUNDLE/tiny/expected/step-$s.safetensors" "$TMP/tiny/step-$s.safetensors" > "$TMP/cmp$s.txt"
+    rc=$?
+    if [ "$s" = 1 ]; then
+      out "- after 1 iteration (must be within 1e-5 relative per tensor): $(tail -1 "$TMP/cmp$s.txt")"
+      [ $rc = 0 ] || FAILED=1
+    else
+      out "- after 3 iterations (reported, not checked): $(tail -1 "$TMP/cmp$s.txt")"
+    fi
+  done
+  out "- GPU metrics: $(tail -1 "$TMP/tiny/metrics.jsonl" | cut -c1-300)"
+  out "- cpu metrics: $(tail -1 "$BUNDLE/tiny/expected/metrics.jsonl" | cut -c1-300)"
+else
+  out "FAIL: $(tail -2 "$TMP/tiny.log" | tr '\n' ' ')"
+  FAILED=1
+fi
+
+# --- 4. SD3.5-Medium shape: time per phase, MFU -----------------------------
+out ""
+out "## SD3.5-Medium shape (512 px, 1 prompt x 2 samples, 10 steps, window 2)"
+out ""
+OMNI_TIME=""
+if [ "$DRY" = 1 ]; then
+  out "SKIPPED: dry run"
+elif [ ! -f "$BUNDLE/sd35m/sd35m-cuda.bin.xz" ]; then
+  out "SKIPPED: the bundle has no sd35m-cuda.bin.xz"
+else
+  xz -dc "$BUNDLE/sd35m/sd35m-cuda.bin.xz" > "$TMP/sd35m.bin"
+  if within 180 "${OMNIRUN[@]}" "$TMP/sd35m.bin" --gpus 1 --steps 3 --seed 7 --sample-every 1000 --stats --out "$TMP/sd" > "$TMP/sd.log" 2>&1; then
+    "$PY" "$HERE/mfu.py" "$BUNDLE/sd35m/list.txt" "$TMP/sd/metrics.jsonl" > "$TMP/mfu.md" 2>&1
+    cat "$TMP/mfu.md" >> "$RESULTS"
+    OMNI_TIME=$(grep -o 'median iteration [0-9.e+-]* s' "$TMP/mfu.md" | awk '{print $3}')
+  else
+    out "FAIL: $(tail -2 "$TMP/sd.log" | tr '\n' ' ')"
+    FAILED=1
+  fi
+fi
+
+# --- 5. PyTorch eager and torch.compile ------------------------------------
+out ""
+out "## PyTorch on the same GPU"
+out ""
+if [ "$DRY" = 1 ]; then
+  out "SKIPPED: dry run"
+elif [ ! -d "$BUNDLE/torch/wheels" ]; then
+  out "SKIPPED: the bundle has no torch baseline"
+elif ! "$PY" -c "import torch" 2>/dev/null; then
+  out "SKIPPED: no torch in $PY"
+else
+  "$PY" -m venv --system-site-packages "$TMP/venv" > "$TMP/venv.log" 2>&1 &&
+    "$TMP/venv/bin/python" -m pip install --quiet --no-index --find-links "$BUNDLE/torch/wheels" diffusers >> "$TMP/venv.log" 2>&1
+  if ! "$TMP/venv/bin/python" -c "import diffusers, numpy, PIL" >> "$TMP/venv.log" 2>&1; then
+    out "SKIPPED: diffusers would not install: $(tail -1 "$TMP/venv.log")"
+  else
+    DT=$(grep -q "precision=bf16" "$BUNDLE/manifest.txt" && echo bf16 || echo f32)
+    for variant in eager compile; do
+      flag=""; [ $variant = compile ] && flag=--compile
+      if within 150 "$TMP/venv/bin/python" "$BUNDLE/torch/gpu_torch.py" --config sd3.5-medium $flag --dtype "$DT" --iterations 3 --json "$TMP/torch-$variant.json" > "$TMP/torch-$variant.log" 2>&1; then
+        out "- torch $variant ($DT): $("$PY" -c "import json,sys; s=json.load(open(sys.argv[1])); print('median %.3f s, first %.3f s, phases %s, torch %s' % (s['median_s'], s['first_s'], {k: round(v, 3) for k, v in s['phase_median_s'].items()}, s['torch']))" "$TMP/torch-$variant.json")"
+      else
+        out "- torch $variant: FAIL or out of time: $(tail -1 "$TMP/torch-$variant.log")"
+      fi
+    done
+    if [ -n "$OMNI_TIME" ] && [ -f "$TMP/torch-compile.json" ]; then
+      out "- omni / torch.compile iteration time: $("$PY" -c "import json,sys; print('%.3f (target <= 0.75)' % (float(sys.argv[1]) / json.load(open(sys.argv[2]))['median_s']))" "$OMNI_TIME" "$TMP/torch-compile.json")"
+    fi
+  fi
+fi
+
+out ""
+out "Finished in $(( $(date +%s) - START )) s; overall: $([ $FAILED = 0 ] && echo PASS || echo FAIL)"
+echo "run.sh: results in $RESULTS" >&2
+exit $FAILED
