@@ -13,6 +13,7 @@
 #include "dialects/omni/OmniOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -69,4 +70,35 @@ FailureOr<KernelSet> mlir::omni::buildKernelSet(ModuleOp program) {
   if (walk.wasInterrupted())
     return failure();
   return set;
+}
+
+// canonicalizeConstantGlobals: see KernelSet.h.
+void mlir::omni::canonicalizeConstantGlobals(ModuleOp kernels) {
+  llvm::StringMap<memref::GlobalOp> byName;
+  for (auto global : kernels.getOps<memref::GlobalOp>())
+    byName[global.getSymName()] = global;
+  SmallVector<memref::GlobalOp> order;
+  llvm::DenseMap<Operation *, StringAttr> newName;
+  MLIRContext *ctx = kernels.getContext();
+  kernels.walk([&](memref::GetGlobalOp get) {
+    auto it = byName.find(get.getName());
+    if (it == byName.end())
+      return;
+    memref::GlobalOp global = it->second;
+    auto [slot, inserted] = newName.try_emplace(global.getOperation());
+    if (inserted) {
+      slot->second =
+          StringAttr::get(ctx, "omni_constant_" + std::to_string(order.size()));
+      order.push_back(global);
+    }
+    get.setNameAttr(FlatSymbolRefAttr::get(slot->second));
+  });
+  for (auto &entry : byName)
+    if (!newName.count(entry.second.getOperation()) && entry.second.isPrivate())
+      entry.second.erase();
+  Block *body = kernels.getBody();
+  for (memref::GlobalOp global : llvm::reverse(order)) {
+    global.setSymName(newName[global.getOperation()]);
+    global->moveBefore(&body->front());
+  }
 }

@@ -5,7 +5,7 @@
 // kernel module, and identical fusions (every transformer block, every
 // unrolled step) share one kernel. Each distinct kernel records its buffer
 // signature and whether it is flat elementwise, which is what a target
-// needs to choose how it is launched. Targets (cpu/, later cuda/) lower the
+// needs to choose how it is launched. Targets (cpu/, cuda/) lower the
 // kernel module in place.
 //
 // Ownership: a KernelSet owns its kernel module (in the program's context);
@@ -52,6 +52,17 @@ struct KernelSet {
 /// k-th distinct fusion in program order is kernel k. Emits an error on the
 /// fusion and fails for an op it cannot lower.
 FailureOr<KernelSet> buildKernelSet(ModuleOp program);
+
+/// For every target, after one-shot bufferization of the kernel module: the
+/// bufferization turns every non-splat constant into a memref.global named
+/// `__constant_<type>[_<n>]` whose numbering changes from run to run
+/// (observed: the same value was `_0` in one compile and `_1` in the next,
+/// presumably an order over pointers), which changed step.bin (the cpu
+/// target's llvm::SplitModule groups and orders by name; the PTX names
+/// them). Renames every global to `omni_constant_<k>`, k counting first
+/// uses in module order, moves them to the module's start in that order and
+/// drops unused private ones, so the code depends only on the program.
+void canonicalizeConstantGlobals(ModuleOp kernels);
 
 } // namespace mlir::omni
 

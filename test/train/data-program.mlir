@@ -25,6 +25,7 @@
 
 // FILES: latest
 // FILES-NEXT: metrics.jsonl
+// FILES-NEXT: run.json
 // FILES-NEXT: samples
 // FILES-NEXT: step-2.safetensors
 // FILES-NEXT: step-3.safetensors
@@ -42,7 +43,7 @@
 // REWARD: reward: brightness -> jpeg_incompressibility
 // REWARD: iter 1/1  reward {{[0-9]+}}.{{[0-9]+}} ±
 
-// UNKNOWN: omnirun: --reward: unknown reward 'nope' (known rewards: brightness, jpeg_compressibility, jpeg_incompressibility)
+// UNKNOWN: omnirun: --reward: unknown reward 'nope' (known rewards: brightness, jpeg_compressibility, jpeg_incompressibility; or a server: http://HOST:PORT[/PATH] or unix:SOCKET)
 // SEED: omnirun: {{.*}}run: the checkpoint was trained with seed 5 but --seed is 6
 // PROMPTS: omnirun: {{.*}}missing.safetensors: open failed: No such file or directory
 // INIT: omnirun: {{.*}}p.bin: header length

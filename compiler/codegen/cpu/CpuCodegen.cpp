@@ -59,45 +59,6 @@ using namespace mlir::omni;
 
 namespace {
 
-/// One-shot bufferization turns every non-splat constant into a
-/// memref.global named `__constant_<type>[_<n>]`, and the numbering changes
-/// from run to run (observed on the toy: the same value was `_0` in one
-/// compile and `_1` in the next, presumably an order over pointers), so
-/// llvm::SplitModule (which groups and orders by name) put them in other
-/// partitions and step.bin changed. Renames every global to
-/// `omni_constant_<k>`, k counting first uses in module order, moves them to
-/// the module's start in that order and drops unused ones, so the LLVM
-/// module depends only on the program.
-void canonicalizeConstantGlobals(ModuleOp kernels) {
-  llvm::StringMap<memref::GlobalOp> byName;
-  for (auto global : kernels.getOps<memref::GlobalOp>())
-    byName[global.getSymName()] = global;
-  SmallVector<memref::GlobalOp> order;
-  llvm::DenseMap<Operation *, StringAttr> newName;
-  MLIRContext *ctx = kernels.getContext();
-  kernels.walk([&](memref::GetGlobalOp get) {
-    auto it = byName.find(get.getName());
-    if (it == byName.end())
-      return;
-    memref::GlobalOp global = it->second;
-    auto [slot, inserted] = newName.try_emplace(global.getOperation());
-    if (inserted) {
-      slot->second =
-          StringAttr::get(ctx, "omni_constant_" + std::to_string(order.size()));
-      order.push_back(global);
-    }
-    get.setNameAttr(FlatSymbolRefAttr::get(slot->second));
-  });
-  for (auto &entry : byName)
-    if (!newName.count(entry.second.getOperation()) && entry.second.isPrivate())
-      entry.second.erase();
-  Block *body = kernels.getBody();
-  for (memref::GlobalOp global : llvm::reverse(order)) {
-    global.setSymName(newName[global.getOperation()]);
-    global->moveBefore(&body->front());
-  }
-}
-
 /// Steps 2 of the file comment, split where memref.copy becomes linalg.copy
 /// (so nothing needs MLIR's C runner utilities at run time).
 LogicalResult lowerToLLVMDialect(ModuleOp kernels) {

@@ -122,40 +122,6 @@ void makeFlatKernelStatic(func::FuncOp fn, int64_t elements) {
   fn.setFunctionType(b.getFunctionType(inputs, results));
 }
 
-/// As on the cpu (CpuCodegen.cpp, canonicalizeConstantGlobals): one-shot
-/// bufferization numbers the memref.globals of non-splat constants in an
-/// order that changes between runs; rename them `omni_constant_<k>` by
-/// first use so the PTX depends only on the program.
-void canonicalizeConstantGlobals(ModuleOp kernels) {
-  llvm::StringMap<memref::GlobalOp> byName;
-  for (auto global : kernels.getOps<memref::GlobalOp>())
-    byName[global.getSymName()] = global;
-  SmallVector<memref::GlobalOp> order;
-  llvm::DenseMap<Operation *, StringAttr> newName;
-  MLIRContext *ctx = kernels.getContext();
-  kernels.walk([&](memref::GetGlobalOp get) {
-    auto it = byName.find(get.getName());
-    if (it == byName.end())
-      return;
-    memref::GlobalOp global = it->second;
-    auto [slot, inserted] = newName.try_emplace(global.getOperation());
-    if (inserted) {
-      slot->second =
-          StringAttr::get(ctx, "omni_constant_" + std::to_string(order.size()));
-      order.push_back(global);
-    }
-    get.setNameAttr(FlatSymbolRefAttr::get(slot->second));
-  });
-  for (auto &entry : byName)
-    if (!newName.count(entry.second.getOperation()) && entry.second.isPrivate())
-      entry.second.erase();
-  Block *body = kernels.getBody();
-  for (memref::GlobalOp global : llvm::reverse(order)) {
-    global.setSymName(newName[global.getOperation()]);
-    global->moveBefore(&body->front());
-  }
-}
-
 void registerPassesOnce() {
   static std::once_flag registered;
   std::call_once(registered, [] { registerAllPasses(); });
