@@ -16,7 +16,7 @@ PACKAGES=(
   libabsl-dev libflatbuffers-dev flatbuffers-compiler
   libturbojpeg0-dev libopenblas-dev libpng-dev
   # Rewards computed by a server over HTTP (runtime/train/rewards/HttpReward)
-  libcpp-httplib-dev
+  libcpp-httplib-dev nlohmann-json3-dev
   # Linking generated kernels into shared objects
   lld-22
   # Collectives between processes: `mpirun -np N omnirun` (runtime/hal/mpi)
