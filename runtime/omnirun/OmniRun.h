@@ -69,6 +69,12 @@ using MpiJoin =
 int run(const std::vector<std::string> &args, std::ostream &out,
         std::ostream &err, const MpiJoin &joinMpi = nullptr);
 
+/// The names of omnirun's flags (`--steps`, ...), and whether one is a
+/// training flag: for the test that checks the config file's [run] keys
+/// (runtime/base/ConfigFile.h) against them.
+std::vector<std::string> flagNames();
+bool isTrainingFlag(const std::string &name);
+
 } // namespace omni::omnirun
 
 #endif // OMNI_RUNTIME_OMNIRUN_OMNIRUN_H
