@@ -598,16 +598,22 @@ std::optional<std::string> parse(const std::vector<std::string> &args,
   return std::nullopt;
 }
 
-/// The --config FILE of `args` ("" for none; the last when given twice).
-std::string configPath(const std::vector<std::string> &args) {
-  std::string path;
+/// The --config FILE of `args` into `path` ("" for none); an error line
+/// when it is given twice.
+std::optional<std::string> configPath(const std::vector<std::string> &args,
+                                      std::string &path) {
+  std::vector<std::string> paths;
   for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--config" && i + 1 < args.size())
-      path = args[++i];
+    if (args[i] == "--config")
+      paths.push_back(i + 1 < args.size() ? args[++i] : "");
     else if (absl::StartsWith(args[i], "--config="))
-      path = args[i].substr(std::strlen("--config="));
+      paths.push_back(args[i].substr(std::strlen("--config=")));
   }
-  return path;
+  if (paths.size() > 1)
+    return absl::StrCat("--config is given two config files, ", paths[0],
+                        " and ", paths[1], ": expected one");
+  path = paths.empty() ? "" : paths[0];
+  return std::nullopt;
 }
 
 /// Applies the [run] section of the --config file to `options`, before
@@ -795,8 +801,10 @@ int run(const std::vector<std::string> &args, std::ostream &out,
   if (std::any_of(args.begin(), args.end(), [](const std::string &a) {
         return a == "--config" || absl::StartsWith(a, "--config=");
       })) {
-    if (std::optional<std::string> error =
-            applyConfig(configPath(args), args, options))
+    std::string path;
+    if (std::optional<std::string> error = configPath(args, path))
+      return fail(*error);
+    if (std::optional<std::string> error = applyConfig(path, args, options))
       return fail(*error);
   }
   if (std::optional<std::string> error = parse(args, options))

@@ -424,6 +424,9 @@ TEST_F(OmniRunTest, ConfigFile) {
   r = omnirun({*addBin, "--function=add", "--config"});
   EXPECT_EQ(r.code, 1);
   EXPECT_EQ(r.err, "omnirun: --config needs a file\n");
+  r = omnirun({*addBin, "--config", good, "--config=" + bad});
+  EXPECT_EQ(r.err, "omnirun: --config is given two config files, " + good +
+                       " and " + bad + ": expected one\n");
   r = omnirun({*addBin, "--function=add", "--config=/nonexistent.toml"});
   EXPECT_EQ(r.err, "omnirun: cannot read config file /nonexistent.toml: No "
                    "such file or directory\n");
