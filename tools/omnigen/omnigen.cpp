@@ -24,6 +24,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OperationSupport.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
@@ -223,6 +224,18 @@ int main(int argc, char **argv) {
   if (listModels) {
     list(llvm::outs());
     return 0;
+  }
+  // A config file named without .toml would be taken for a preset.
+  if (const ModelEntry *entry = Registry::builtin().find(model)) {
+    bool preset = llvm::any_of(entry->presets, [&](const auto &p) {
+      return p.first == config.getValue();
+    });
+    if (!preset && llvm::sys::fs::is_regular_file(config.getValue())) {
+      llvm::errs() << "omnigen: --config=" << config
+                   << ": a config file's name must end in .toml (without it, "
+                      "--config is the model's preset)\n";
+      return 1;
+    }
   }
   if (llvm::Error e =
           checkConfig(fileArgs, model, config, decoder, decoderConfig)) {
