@@ -3,8 +3,11 @@
 // The command line is one table, kFlags: each row names a flag, how it
 // takes its value, its mode (general or training), its help text and the
 // setter that applies it. parse() and --help (usage()) read the table, so a
-// new flag is one row. The rest runs what the options ask for: --list, one
-// function, or training (runtime/train/driver/Trainer.h).
+// new flag is one row (and, for a training flag, a [run] key in
+// runtime/base/ConfigFile.cpp). `--config FILE` applies the file's [run]
+// section through the same parse() first (applyConfig), so the command
+// line overrides it (docs/config.md). The rest runs what the options ask
+// for: --list, one function, or training (runtime/train/driver/Trainer.h).
 //
 //===----------------------------------------------------------------------===//
 

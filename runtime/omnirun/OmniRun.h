@@ -9,7 +9,8 @@
 // option, or `--train`) trains a program that follows the convention of
 // runtime/train/driver/Trainer.h instead: `--out DIR` for checkpoints,
 // metrics.jsonl and sample grids, `--resume [DIR]`, `--prompts`, `--init`,
-// `--reward`, ... (see --help); `--ranks N` trains a program with a mesh
+// `--reward`, ... (see --help), or from `--config omni.toml`'s [run]
+// section (docs/config.md); `--ranks N` trains a program with a mesh
 // on N in-process ranks (runtime/train/driver/Ranks.h), and `--gpus N` on
 // N GPUs joined by NCCL (one thread each; under mpirun N per process).
 // The main in
