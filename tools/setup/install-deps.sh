@@ -17,6 +17,8 @@ PACKAGES=(
   libturbojpeg0-dev libopenblas-dev libpng-dev
   # Rewards computed by a server over HTTP (runtime/train/rewards/HttpReward)
   libcpp-httplib-dev nlohmann-json3-dev
+  # omni.toml, the config file of omnigen and omnirun (runtime/base/ConfigFile)
+  libtomlplusplus-dev
   # Linking generated kernels into shared objects
   lld-22
   # Collectives between processes: `mpirun -np N omnirun` (runtime/hal/mpi)
