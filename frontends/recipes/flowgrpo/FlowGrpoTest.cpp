@@ -1598,32 +1598,32 @@ TEST_F(RecipeTest, MiniBatchesUnrollOneValueAndGradPerMicroBatch) {
     std::vector<std::string> names = argNames(loss);
     auto typeOf = [&](const std::string &name) {
       size_t i = std::find(names.begin(), names.end(), name) - names.begin();
-      return i < names.size() ? cast<RankedTensorType>(
-                                    loss.getArgumentTypes()[i])
-                                    .getShape()
-                                    .vec()
-                              : std::vector<int64_t>{-1};
+      return i < names.size()
+                 ? cast<RankedTensorType>(loss.getArgumentTypes()[i])
+                       .getShape()
+                       .vec()
+                 : std::vector<int64_t>{-1};
     };
     EXPECT_EQ(typeOf("xs"), (std::vector<int64_t>{s.steps + 1, c.lossBatch,
                                                   s.channels, s.size, s.size}));
     EXPECT_EQ(typeOf("old_log_probs"),
               (std::vector<int64_t>{s.steps, c.lossBatch}));
     EXPECT_EQ(typeOf("advantages"), (std::vector<int64_t>{c.lossBatch}));
-    EXPECT_EQ(typeOf("pooled"), (std::vector<int64_t>{c.lossBatch, s.pooledDim}));
+    EXPECT_EQ(typeOf("pooled"),
+              (std::vector<int64_t>{c.lossBatch, s.pooledDim}));
     EXPECT_EQ(static_cast<bool>(p.emitted("velocity_micro")),
               c.lossBatch != s.batch());
     // The rollout still samples the whole batch with @velocity.
-    EXPECT_EQ(cast<RankedTensorType>(
-                  p.emitted("velocity").getArgumentTypes()[0])
-                  .getDimSize(0),
-              s.batch());
+    EXPECT_EQ(
+        cast<RankedTensorType>(p.emitted("velocity").getArgumentTypes()[0])
+            .getDimSize(0),
+        s.batch());
   }
 }
 
 TEST_F(RecipeTest, ExplicitWholeBatchOptionsEmitTheDefaultProgram) {
   Recipe plain, spelled;
-  spelled.extra = {"mini_batch_size=4", "micro_batch_size=4",
-                   "inner_epochs=1"};
+  spelled.extra = {"mini_batch_size=4", "micro_batch_size=4", "inner_epochs=1"};
   ASSERT_OK_AND_ASSIGN(a, buildProgram(plain));
   ASSERT_OK_AND_ASSIGN(b, buildProgram(spelled));
   std::string ta, tb;
@@ -1643,8 +1643,8 @@ TEST_F(RecipeTest, MicroBatchesAccumulateTheWholeBatchGradient) {
   Named named;
   ASSERT_NO_FATAL_FAILURE(init(pw, state, named));
   HostTensor prompts = promptsOf(whole);
-  ASSERT_OK_AND_ASSIGN(ow,
-                       evaluate(pw, "train_step", trainArgs(state, 0, prompts)));
+  ASSERT_OK_AND_ASSIGN(
+      ow, evaluate(pw, "train_step", trainArgs(state, 0, prompts)));
   Named want = byName(pw.fn("train_step"), ow);
   ASSERT_GT(scalar(want, "grad_norm"), 0.0);
   for (const char *micro : {"micro_batch_size=1", "micro_batch_size=2"}) {
@@ -1652,8 +1652,8 @@ TEST_F(RecipeTest, MicroBatchesAccumulateTheWholeBatchGradient) {
     Recipe s;
     s.extra = {micro};
     ASSERT_OK_AND_ASSIGN(p, buildProgram(s));
-    ASSERT_OK_AND_ASSIGN(out,
-                         evaluate(p, "train_step", trainArgs(state, 0, prompts)));
+    ASSERT_OK_AND_ASSIGN(
+        out, evaluate(p, "train_step", trainArgs(state, 0, prompts)));
     Named got = byName(p.fn("train_step"), out);
     for (const std::string &m : kMetrics)
       EXPECT_NEAR(scalar(got, m), scalar(want, m),
@@ -1786,8 +1786,7 @@ TEST_F(RecipeTest, MiniBatchScheduleEqualsHandWrittenSteps) {
       for (const auto &[name, gk] : g)
         for (double x : gk)
           sq += x * x;
-      double norm = std::sqrt(sq),
-             coef = std::min(1.0 / (norm + 1e-6), 1.0);
+      double norm = std::sqrt(sq), coef = std::min(1.0 / (norm + 1e-6), 1.0);
       ++step;
       double bc1 = 1 - std::pow(b1, step), bc2 = 1 - std::pow(b2, step);
       for (const std::string &t : trainable) {
@@ -1797,9 +1796,9 @@ TEST_F(RecipeTest, MiniBatchScheduleEqualsHandWrittenSteps) {
           double &me = m[t][e], &ve = v[t][e];
           me = b1 * me + (1 - b1) * ge;
           ve = b2 * ve + (1 - b2) * ge * ge;
-          param.floats()[e] = param.floats()[e] * (1 - lr * wd) -
-                              lr / bc1 * me /
-                                  (std::sqrt(ve) / std::sqrt(bc2) + eps);
+          param.floats()[e] =
+              param.floats()[e] * (1 - lr * wd) -
+              lr / bc1 * me / (std::sqrt(ve) / std::sqrt(bc2) + eps);
         }
       }
     }
