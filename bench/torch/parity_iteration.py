@@ -346,9 +346,9 @@ def compare(args, work):
     if n_steps > 1:
         want["approx_kl"] = res["approx_kl"]
     adv = det["advantages"].clamp(-o["adv_clip_max"], o["adv_clip_max"])
-    # Off-policy the loss is a mean of terms -A r of size |A| ~ 1 that
-    # nearly cancel (mean A = 0): its error is taken relative to
-    # mean |clamp(A)|, the size of the terms.
+    # Off-policy the loss is a mean of terms -A r of size |A| that nearly
+    # cancel (mean A = 0): its error is taken relative to mean |clamp(A)|,
+    # the size of the terms.
     term = adv.abs().mean().item()
     for k, v in want.items():
         # advantage_mean is about 0: absolute error
