@@ -17,6 +17,12 @@ The same work as omni's FlowGRPO recipe (docs/recipes.md, defaults of
             (clip 1e-4, advantages clamped to 5), backward of loss / W
   update    clip_grad_norm_(1.0), AdamW (lr 1e-3, betas .9/.999, eps 1e-8,
             weight decay 1e-4)
+  schedule  loss and update per mini-batch (opts mini_batch_size,
+            micro_batch_size, inner_epochs; 0: the batch, the mini-batch):
+            inner_epochs passes over contiguous mini-batches of the batch,
+            in order, one optimizer step each; a mini-batch's gradient is
+            accumulated over its micro-batches, backward of
+            loss / (W * micro-batches) (docs/recipes.md section 3)
 
 Models: omni's `sd3` presets `tiny` and `small` (random init) with the
 `autoencoder_kl` `tiny` decoder (frozen); conditioning is synthetic text
@@ -68,7 +74,8 @@ CONFIGS = {
 OPTS = dict(prompts=4, group_size=8, steps=10, shift=3.0, noise_level=0.7,
             window=2, window_lo=0, window_hi=5, adv_eps=1e-4, clip_range=1e-4,
             adv_clip_max=5.0, lr=1e-3, betas=(0.9, 0.999), adam_eps=1e-8,
-            weight_decay=1e-4, max_grad_norm=1.0)
+            weight_decay=1e-4, max_grad_norm=1.0, mini_batch_size=0,
+            micro_batch_size=0, inner_epochs=1)
 
 PHASES = ("rollout", "decode", "reward", "loss", "update")
 
@@ -251,34 +258,60 @@ class FlowGrpo:
         adv = adv_raw.clamp(-o["adv_clip_max"], o["adv_clip_max"])
         lap("reward")
 
-        # loss over the window steps (flow_grpo: backward per timestep)
-        self.transformer.train()
-        total = 0.0
-        for i in window:
-            v = self._velocity_or_eager(latents[i], i, prompt, pooled)
-            _, lp, _, _ = sde_step_with_logprob(
-                self.sigmas, v, latents[i], i, o["noise_level"],
-                prev_sample=latents[i + 1])
-            ratio = torch.exp(lp - log_probs[i])
-            eps = o["clip_range"]
-            unclipped = -adv * ratio
-            clipped = -adv * torch.clamp(ratio, 1 - eps, 1 + eps)
-            loss = torch.mean(torch.maximum(unclipped, clipped)) / W
-            loss.backward()
-            total += loss.item()
-        lap("loss")
+        # inner_epochs x (B / mini) optimizer steps over contiguous
+        # mini-batches; each the loss over the window steps (flow_grpo:
+        # backward per timestep) accumulated over micro-batches, then the
+        # update. The ratio uses the rollout's log-probabilities.
+        mini = o["mini_batch_size"] or B
+        micro = o["micro_batch_size"] or mini
+        parts = W * (mini // micro)
+        steps = []
+        for _ in range(o["inner_epochs"]):
+            for first in range(0, B, mini):
+                self.transformer.train()
+                info = dict(loss=0.0, approx_kl=0.0, clipfrac=0.0)
+                for m0 in range(first, first + mini, micro):
+                    s = slice(m0, m0 + micro)
+                    for i in window:
+                        v = self._velocity_or_eager(latents[i][s], i,
+                                                    prompt[s], pooled[s])
+                        _, lp, _, _ = sde_step_with_logprob(
+                            self.sigmas, v, latents[i][s], i,
+                            o["noise_level"], prev_sample=latents[i + 1][s])
+                        ratio = torch.exp(lp - log_probs[i][s])
+                        eps = o["clip_range"]
+                        unclipped = -adv[s] * ratio
+                        clipped = -adv[s] * torch.clamp(ratio, 1 - eps,
+                                                        1 + eps)
+                        loss = torch.mean(torch.maximum(unclipped,
+                                                        clipped)) / parts
+                        loss.backward()
+                        info["loss"] += loss.item()
+                        d = (lp - log_probs[i][s]).detach()
+                        info["approx_kl"] += (0.5 * torch.mean(d * d)
+                                              ).item() / parts
+                        info["clipfrac"] += torch.mean(
+                            (torch.abs(ratio.detach() - 1) > eps).float()
+                        ).item() / parts
+                lap("loss")
 
-        # update
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.params,
-                                                   o["max_grad_norm"])
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        lap("update")
-        result = dict(loss=total, reward_mean=rewards.mean().item(),
+                # update
+                grad_norm = torch.nn.utils.clip_grad_norm_(
+                    self.params, o["max_grad_norm"])
+                self.optimizer.step()
+                self.optimizer.zero_grad(set_to_none=True)
+                info["grad_norm"] = grad_norm.item()
+                steps.append(info)
+                lap("update")
+        # the metrics: means over the optimizer steps
+        mean = {k: sum(st[k] for st in steps) / len(steps)
+                for k in ("loss", "approx_kl", "clipfrac", "grad_norm")}
+        result = dict(reward_mean=rewards.mean().item(),
                       reward_std=rewards.std(unbiased=False).item(),
                       advantage_mean=adv_raw.mean().item(),
-                      grad_norm=grad_norm.item(), window_start=start,
-                      time_s=sum(times.values()), phase_time_s=times)
+                      window_start=start, optimizer_steps=len(steps),
+                      per_step=steps, time_s=sum(times.values()),
+                      phase_time_s=times, **mean)
         if replay is not None:
             result["details"] = dict(images=images, rewards=rewards,
                                      advantages=adv_raw, log_probs=log_probs)

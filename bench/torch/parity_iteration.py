@@ -20,6 +20,7 @@ initial noise, step noise and SDE window start. Compared:
   metrics         loss, reward_mean/std, advantage_mean, grad_norm (and
                   approx_kl, clipfrac, kl, skipped: 0 on policy)
   gradient        adamw.m / (1 - beta1): the clipped gradient, per tensor
+                  (with several optimizer steps: adamw.m itself)
   parameters      new parameters, per tensor; and the update (new - old) in
                   units of lr: AdamW's first step moves a parameter by about
                   lr * g / (|g| + eps), so where |g| is near eps (1e-8) a
@@ -32,8 +33,19 @@ Error = max |omni - torch| / max |torch| per tensor (or |diff| / |torch| per
 scalar metric). Prints a table (the worst tensors) and exits 1 when one is
 above --tolerance (default 1e-4).
 
+Mini-batches (docs/recipes.md section 3): --mini-batch-size,
+--micro-batch-size and --inner-epochs go to omnigen and to the PyTorch
+schedule (flowgrpo_torch: contiguous mini-batches in order, gradient
+accumulation over micro-batches); then the iteration takes several
+optimizer steps, from the second on off-policy: approx_kl, clipfrac and
+the loss (means over the optimizer steps, as grad_norm) are compared with
+torch's, and adamw.step must be the number of steps. --clip-range sets
+clip_range in both.
+
   bench/torch/.venv/bin/python bench/torch/parity_iteration.py \\
       [--build build] [--prompts 2] [--group-size 2] [--seed 7] [--work DIR]
+      [--mini-batch-size M] [--micro-batch-size U] [--inner-epochs E]
+      [--clip-range C]
 """
 
 import argparse
@@ -202,6 +214,13 @@ def main():
     p.add_argument("--prompts", type=int, default=2)
     p.add_argument("--group-size", type=int, default=2)
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--mini-batch-size", type=int, default=0,
+                   help="samples per optimizer step (0: the batch)")
+    p.add_argument("--micro-batch-size", type=int, default=0,
+                   help="samples per gradient pass (0: the mini-batch)")
+    p.add_argument("--inner-epochs", type=int, default=1)
+    p.add_argument("--clip-range", type=float,
+                   default=flowgrpo_torch.OPTS["clip_range"])
     p.add_argument("--tolerance", type=float, default=1e-4)
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--work", help="keep the files here (default: a "
@@ -223,12 +242,22 @@ def compare(args, work):
     tol = args.tolerance
     bin_ = os.path.join(args.build, "bin")
     mlir = os.path.join(work, "train.mlir")
+    step_bin = os.path.join(work, "step.bin")
+    # A kept --work folder whose step.bin was compiled from the same
+    # train.mlir is reused (omnic takes minutes on a loaded machine).
+    old_mlir = open(mlir).read() if os.path.exists(step_bin) else None
     run([os.path.join(bin_, "omnigen"), "--model=sd3", "--config=tiny",
          "--decoder=autoencoder_kl", "--decoder-config=tiny",
          f"--opt=prompts_per_iteration={args.prompts}",
-         f"--opt=group_size={args.group_size}", "-o", mlir])
-    run([os.path.join(bin_, "omnic"), mlir, "-o",
-         os.path.join(work, "step.bin")])
+         f"--opt=group_size={args.group_size}",
+         f"--opt=mini_batch_size={args.mini_batch_size}",
+         f"--opt=micro_batch_size={args.micro_batch_size}",
+         f"--opt=inner_epochs={args.inner_epochs}",
+         f"--opt=clip_range={args.clip_range!r}", "-o", mlir])
+    if old_mlir is not None and open(mlir).read() == old_mlir:
+        print(f"reusing {step_bin} (compiled from the same train.mlir)")
+    else:
+        run([os.path.join(bin_, "omnic"), mlir, "-o", step_bin])
     names = arg_names(mlir, "train_step")
     state_names = names[:names.index("seed")]
     if result_names(mlir, "init_state") != state_names:
@@ -243,7 +272,11 @@ def compare(args, work):
     o = flowgrpo_torch.OPTS
     tr = flowgrpo_torch.FlowGrpo(
         "tiny", False, args.seed, weights=weights,
-        opts=dict(prompts=args.prompts, group_size=args.group_size))
+        opts=dict(prompts=args.prompts, group_size=args.group_size,
+                  mini_batch_size=args.mini_batch_size,
+                  micro_batch_size=args.micro_batch_size,
+                  inner_epochs=args.inner_epochs,
+                  clip_range=args.clip_range))
     # flow_grpo encodes with Pillow; omnirun calls the system TurboJPEG with
     # the accurate DCT, which must give Pillow's byte counts.
     notes = []
@@ -273,10 +306,15 @@ def compare(args, work):
            tr.transformer.named_parameters()}
     res = tr.iteration(replay=replay, reward_fn=reward_fn)
     det = res["details"]
+    n_steps = res["optimizer_steps"]
     print(f"omni vs torch {torch.__version__}: sd3 tiny + autoencoder_kl "
           f"tiny, {args.prompts} prompts x {args.group_size}, seed "
           f"{args.seed}, window start {om['window_start']}, "
-          f"{len(state_names)} state tensors")
+          f"{len(state_names)} state tensors; mini-batch "
+          f"{args.mini_batch_size or 'batch'}, micro-batch "
+          f"{args.micro_batch_size or 'mini-batch'}, {args.inner_epochs} "
+          f"inner epoch(s): {n_steps} optimizer step(s), clip_range "
+          f"{args.clip_range:g}")
     ok = True
 
     def row(what, err, limit=tol, extra=""):
@@ -305,20 +343,47 @@ def compare(args, work):
                 reward_std=res["reward_std"],
                 advantage_mean=res["advantage_mean"],
                 grad_norm=res["grad_norm"])
+    if n_steps > 1:
+        want["approx_kl"] = res["approx_kl"]
+    adv = det["advantages"].clamp(-o["adv_clip_max"], o["adv_clip_max"])
+    # Off-policy the loss is a mean of terms -A r of size |A| that nearly
+    # cancel (mean A = 0): its error is taken relative to mean |clamp(A)|,
+    # the size of the terms.
+    term = adv.abs().mean().item()
     for k, v in want.items():
         # advantage_mean is about 0: absolute error
-        err = (abs(m[k] - v) if k == "advantage_mean"
-               else abs(m[k] - v) / max(abs(v), 1e-30))
+        if k == "advantage_mean":
+            err, how = abs(m[k] - v), " (absolute)"
+        elif k == "loss" and n_steps > 1:
+            err, how = abs(m[k] - v) / max(term, 1e-30), " (/ mean |clamp(A)|)"
+        else:
+            err, how = abs(m[k] - v) / max(abs(v), 1e-30), ""
         print(f"    {k}: omni {m[k]:.8g}  torch {v:.8g}")
-        row(f"{k}" + (" (absolute)" if k == "advantage_mean" else ""), err)
-    adv = det["advantages"].clamp(-o["adv_clip_max"], o["adv_clip_max"])
-    want_loss = -adv.mean().item()
-    print(f"    on-policy loss -mean(clamp(A)) = {want_loss:.8g}; advantages "
-          f"{[round(a, 6) for a in det['advantages'].tolist()]}")
-    for k in ("approx_kl", "clipfrac", "kl", "skipped"):
-        row(f"{k} (omni, absolute; 0 on policy)", abs(m[k]),
-            limit=1e-8 if k == "approx_kl" else 0)
-    row("adamw.step (omni - 1)", abs(int(s1["adamw.step"]) - 1), limit=0)
+        row(f"{k}{how}", err)
+    if n_steps == 1:
+        want_loss = -adv.mean().item()
+        print(f"    on-policy loss -mean(clamp(A)) = {want_loss:.8g}; "
+              f"advantages "
+              f"{[round(a, 6) for a in det['advantages'].tolist()]}")
+        for k in ("approx_kl", "clipfrac", "kl", "skipped"):
+            row(f"{k} (omni, absolute; 0 on policy)", abs(m[k]),
+                limit=1e-8 if k == "approx_kl" else 0)
+    else:
+        # clipfrac counts samples: a ratio at the clip boundary could
+        # flip, so it is compared absolutely (one flip moves it by
+        # 1 / (steps x W x mini-batch))
+        print(f"    clipfrac: omni {m['clipfrac']:.8g}  torch "
+              f"{res['clipfrac']:.8g}; per optimizer step (torch): "
+              + ", ".join(f"approx_kl {st['approx_kl']:.3g} clipfrac "
+                          f"{st['clipfrac']:.3g}" for st in res["per_step"]))
+        row("clipfrac (absolute)", abs(m["clipfrac"] - res["clipfrac"]))
+        row("approx_kl > 0 and clipfrac > 0 (omni)",
+            0.0 if m["approx_kl"] > 0 and m["clipfrac"] > 0 else 1.0,
+            limit=0)
+        for k in ("kl", "skipped"):
+            row(f"{k} (omni, absolute; 0)", abs(m[k]), limit=0)
+    row(f"adamw.step (omni - {n_steps})",
+        abs(int(s1["adamw.step"]) - n_steps), limit=0)
 
     # Per tensor: gradient (adamw.m / (1 - beta1)), adamw.v, parameters,
     # update in units of lr.
@@ -329,8 +394,10 @@ def compare(args, work):
     for n, prm in tr.transformer.named_parameters():
         key = "transformer." + n
         st = opt_state[prm]
-        g_t = st["exp_avg"].numpy() / (1 - b1)
-        g_o = s1["adamw.m." + key] / (1 - b1)
+        # one step: m = (1 - beta1) g; several: m itself
+        unit = (1 - b1) if n_steps == 1 else 1.0
+        g_t = st["exp_avg"].numpy() / unit
+        g_o = s1["adamw.m." + key] / unit
         tables["gradient"].append((rel(g_o, g_t), key))
         tables["adamw.v"].append((rel(s1["adamw.v." + key],
                                       st["exp_avg_sq"].numpy()), key))
@@ -354,7 +421,9 @@ def compare(args, work):
         print(f"  note: omni left {len(untouched)} parameters unchanged: "
               f"{untouched[:3]}")
     titles = dict(
-        gradient="gradient = adamw.m / (1 - beta1), max|diff| / max|torch|",
+        gradient=("gradient = adamw.m / (1 - beta1), max|diff| / max|torch|"
+                  if n_steps == 1 else
+                  "adamw.m (after several steps), max|diff| / max|torch|"),
         **{"adamw.v": "adamw.v, max|diff| / max|torch|"},
         parameter="new parameters, max|diff| / max|torch|",
         update="update (new - old) / lr, max |diff| where |g| is not tiny "

@@ -62,6 +62,7 @@ namespace {
 /// The recipe's options, parsed (kOptions says what each one is).
 struct Options {
   int64_t prompts, group, steps, window, windowLo, windowHi, ddof, loraRank;
+  int64_t miniBatch, microBatch, innerEpochs; // 0: the batch, the mini-batch
   double shift, noiseLevel, guidance, advEps, clipRange, advClipMax, beta, lr,
       beta1, beta2, adamEps, weightDecay, maxGradNorm, loraAlpha;
   od::SdeType sdeType;
@@ -73,6 +74,12 @@ struct Options {
   int64_t batch() const { return prompts * group; }
   /// Trained steps per iteration.
   int64_t trained() const { return window > 0 ? window : steps - 1; }
+  /// Samples per optimizer step and per value_and_grad call
+  /// (docs/recipes.md section 3).
+  int64_t mini() const { return miniBatch > 0 ? miniBatch : batch(); }
+  int64_t micro() const { return microBatch > 0 ? microBatch : mini(); }
+  /// Optimizer steps per iteration.
+  int64_t optimizerSteps() const { return innerEpochs * (batch() / mini()); }
 };
 
 /// An option whose value is one of two names, stored as an enum.
@@ -133,6 +140,13 @@ const OptionDesc kOptions[] = {
     {"adam_eps", "1e-8", &Options::adamEps},
     {"weight_decay", "1e-4", &Options::weightDecay},
     {"max_grad_norm", "1.0", &Options::maxGradNorm},
+    // Mini-batches (docs/recipes.md section 3): the rollout's batch is cut
+    // into contiguous mini-batches of mini_batch_size samples, one optimizer
+    // step each, inner_epochs passes over it; each mini-batch's gradient is
+    // accumulated over value_and_grad calls on micro_batch_size samples.
+    {"mini_batch_size", "0", &Options::miniBatch},   // 0: the batch P*G
+    {"micro_batch_size", "0", &Options::microBatch}, // 0: the mini-batch
+    {"inner_epochs", "1", &Options::innerEpochs},
     // LoRA.
     {"lora_rank", "0", &Options::loraRank},   // 0: full fine-tuning
     {"lora_alpha", "0", &Options::loraAlpha}, // 0: the rank
@@ -198,6 +212,27 @@ const Check kChecks[] = {
      },
      "clip_range/adv_clip_max/beta",
      "clip_range >= 0, adv_clip_max > 0, beta >= 0"},
+    {[](const Options &o) {
+       return o.miniBatch == 0 ||
+              (o.miniBatch >= 1 && o.batch() % o.miniBatch == 0);
+     },
+     "mini_batch_size",
+     "0 (the batch) or a divisor of prompts_per_iteration * group_size",
+     [](const Options &o) {
+       return std::to_string(o.miniBatch) + ", batch " +
+              std::to_string(o.batch());
+     }},
+    {[](const Options &o) {
+       return o.microBatch == 0 ||
+              (o.microBatch >= 1 && o.mini() % o.microBatch == 0);
+     },
+     "micro_batch_size", "0 (the mini-batch) or a divisor of mini_batch_size",
+     [](const Options &o) {
+       return std::to_string(o.microBatch) + ", mini-batch " +
+              std::to_string(o.mini());
+     }},
+    {[](const Options &o) { return o.innerEpochs >= 1; }, "inner_epochs",
+     ">= 1"},
     {[](const Options &o) { return o.loraRank >= 0; }, "lora_rank", ">= 0"},
     {[](const Options &o) { return !o.reward.empty(); }, "reward",
      "a reward name"},
@@ -504,6 +539,9 @@ private:
   }
 
   void emitVelocity();
+  /// The velocity model as function `name` for `batch` samples.
+  std::unique_ptr<Function> emitVelocityAt(const std::string &name,
+                                           int64_t batch, bool isPublic);
   void emitDecoder();
   void emitRolloutNoise();
   void emitInitState();
@@ -542,6 +580,9 @@ private:
   struct Update {
     std::vector<Tensor> params, ms, vs;
     Tensor step, gradNorm, finite;
+    /// With several optimizer steps: the number skipped (f32; null: one
+    /// step, skipped when `finite` is false).
+    Tensor skipped;
   };
   TrainState stateArguments(Function &f);
   Conditioning conditioningArguments(Function &f);
@@ -555,8 +596,19 @@ private:
                                         const std::vector<Tensor> &params);
   Rewards rewardAndAdvantages(Tensor final,
                               const std::vector<Tensor> &vaeParams);
+  /// @loss and its gradient over the micro-batch starting at sample
+  /// `first`.
   LossAndGrad lossAndGrad(const TrainState &s, const Rollout &r,
-                          Tensor advantages, const Conditioning &c);
+                          Tensor advantages, const Conditioning &c,
+                          int64_t first);
+  /// The sum of lossAndGrad over the micro-batches of the mini-batch
+  /// starting at sample `first`: its mean loss and gradient (@loss divides
+  /// by the number of micro-batches).
+  LossAndGrad miniBatchLossAndGrad(const TrainState &s, const Rollout &r,
+                                   Tensor advantages, const Conditioning &c,
+                                   int64_t first);
+  /// The state `u` leaves for the next optimizer step.
+  TrainState updatedState(const TrainState &s, const Update &u);
   Update optimizerStep(const TrainState &s, ArrayRef<Value> grads,
                        const HyperParams &hp);
   /// The metrics and @train_step's results.
@@ -576,6 +628,9 @@ private:
 
   ParamSet modelParams_, decoderParams_;
   std::unique_ptr<Function> velocity_, decode_, loss_;
+  /// @velocity_micro: @velocity at the micro-batch size, for @loss (null
+  /// when the micro-batch is the batch; then @loss calls @velocity).
+  std::unique_ptr<Function> velocityMicro_;
   bool hasPrompt_ = false, hasPooled_ = false;
   /// Indices (into modelParams_) of trainable and frozen parameters.
   std::vector<size_t> trainable_, frozen_;
@@ -585,15 +640,24 @@ private:
 };
 
 void Emitter::emitVelocity() {
-  // @velocity(x [B], t [B], prompt [B], pooled [B], params...) with CFG
-  // inside: the batch is doubled as [uncond; cond] with zero conditioning
-  // for the unconditional half.
-  int64_t batch = o_.batch();
   ConditioningShapes cs = model_.conditioning();
   hasPrompt_ = !cs.promptEmbeds.empty();
   hasPooled_ = !cs.pooled.empty();
-  velocity_ = std::make_unique<Function>(g_, "velocity", publicModels_);
-  Function &f = *velocity_;
+  velocity_ = emitVelocityAt("velocity", o_.batch(), publicModels_);
+  for (size_t i = 0; i < modelParams_.specs().size(); ++i)
+    (modelParams_.specs()[i].trainable ? trainable_ : frozen_).push_back(i);
+  refCopy_ = o_.beta > 0 && !lora_.enabled();
+}
+
+std::unique_ptr<Function>
+Emitter::emitVelocityAt(const std::string &name, int64_t batch, bool isPublic) {
+  // @velocity(x [B], t [B], prompt [B], pooled [B], params...) with CFG
+  // inside: the batch is doubled as [uncond; cond] with zero conditioning
+  // for the unconditional half. The same model at another batch size uses
+  // the same parameters (ParamSet::add checks their shapes).
+  ConditioningShapes cs = model_.conditioning();
+  auto velocity = std::make_unique<Function>(g_, name, isPublic);
+  Function &f = *velocity;
   Tensor x = f.argument(batched(batch), "x");
   Tensor t = f.argument(Shape{batch}, "timestep");
   auto withBatch = [&](Shape s, int64_t n) {
@@ -626,9 +690,7 @@ void Emitter::emitVelocity() {
     v = wrap(od::CfgCombineOp::create(b_, loc(), v.value(),
                                       llvm::APFloat(o_.guidance)));
   f.returns({v});
-  for (size_t i = 0; i < modelParams_.specs().size(); ++i)
-    (modelParams_.specs()[i].trainable ? trainable_ : frozen_).push_back(i);
-  refCopy_ = o_.beta > 0 && !lora_.enabled();
+  return velocity;
 }
 
 void Emitter::emitDecoder() {
@@ -736,8 +798,12 @@ std::vector<Tensor> Emitter::velocityArgs(Tensor x, Tensor t, Tensor prompt,
 
 void Emitter::emitLoss() {
   // @loss(trainable..., frozen..., [ref...], xs, old_lps, adv, start,
-  //       [prompt], [pooled]) -> (loss, approx_kl, clipfrac, kl)
-  int64_t batch = o_.batch();
+  //       [prompt], [pooled]) -> (loss, approx_kl, clipfrac, kl), over one
+  // micro-batch (docs/recipes.md section 6).
+  int64_t batch = o_.micro();
+  if (batch != o_.batch())
+    velocityMicro_ = emitVelocityAt("velocity_micro", batch, false);
+  Function &velocity = velocityMicro_ ? *velocityMicro_ : *velocity_;
   loss_ = std::make_unique<Function>(g_, "loss");
   Function &f = *loss_;
   const auto &specs = modelParams_.specs();
@@ -783,15 +849,13 @@ void Emitter::emitLoss() {
     Tensor x = extractAt(stack, j), next = extractAt(stack, j1);
     Tensor old = extractAt(oldLps, j);
     Tensor t = timestepAt(timesteps, j, batch);
-    Tensor v =
-        g_.call(*velocity_, velocityArgs(x, t, prompt, pooled, params))[0];
+    Tensor v = g_.call(velocity, velocityArgs(x, t, prompt, pooled, params))[0];
     auto step = od::SdeStepOp::create(
         b_, loc(), o_.sdeType, x.value(), v.value(), sigmas.value(), j, Value(),
         next.value(), llvm::APFloat(o_.noiseLevel));
     Value mean, refMean, stdv, dt;
     if (o_.beta > 0) {
-      Tensor vr =
-          g_.call(*velocity_, velocityArgs(x, t, prompt, pooled, ref))[0];
+      Tensor vr = g_.call(velocity, velocityArgs(x, t, prompt, pooled, ref))[0];
       auto refStep = od::SdeStepOp::create(
           b_, loc(), o_.sdeType, x.value(), vr.value(), sigmas.value(), j,
           Value(), next.value(), llvm::APFloat(o_.noiseLevel));
@@ -818,7 +882,10 @@ void Emitter::emitLoss() {
     for (int q = 0; q < 4; ++q)
       sum[q] = k == 0 ? wrap(parts[q]) : sum[q] + wrap(parts[q]);
   }
-  double inv = 1.0 / static_cast<double>(o_.trained());
+  // The mean over the trained steps and, summed over the mini-batch's
+  // micro-batches, over its samples: the accumulated gradient is the
+  // gradient of the mini-batch's mean (docs/flowgrpo-math.md section 7).
+  double inv = 1.0 / static_cast<double>(o_.trained() * (o_.mini() / batch));
   f.returns({sum[0] * inv, sum[1] * inv, sum[2] * inv, sum[3] * inv});
   g_.setLocation("");
 }
@@ -977,10 +1044,16 @@ Emitter::rewardAndAdvantages(Tensor final,
 
 Emitter::LossAndGrad Emitter::lossAndGrad(const TrainState &s, const Rollout &r,
                                           Tensor advantages,
-                                          const Conditioning &c) {
+                                          const Conditioning &c,
+                                          int64_t first) {
   // @loss's value and its gradient with respect to the trainable
-  // parameters, in @loss's argument order.
+  // parameters, in @loss's argument order, over the micro-batch of samples
+  // [first, first + micro_batch_size) (the whole batch by default).
   g_.setLocation("loss");
+  int64_t n = o_.micro();
+  auto samples = [&](Tensor t, int64_t dim) {
+    return !t || n == o_.batch() ? t : t.slice(dim, first, first + n);
+  };
   SmallVector<Value> args;
   for (size_t i : trainable_)
     args.push_back(s.params[i].value());
@@ -988,12 +1061,13 @@ Emitter::LossAndGrad Emitter::lossAndGrad(const TrainState &s, const Rollout &r,
     args.push_back(s.params[i].value());
   for (const Tensor &ref : s.refs)
     args.push_back(ref.value());
-  for (Tensor a : {r.xs, r.oldLogProbs, advantages, r.start})
+  for (Tensor a : {samples(r.xs, 1), samples(r.oldLogProbs, 1),
+                   samples(advantages, 0), r.start})
     args.push_back(a.value());
   if (hasPrompt_)
-    args.push_back(c.prompt.value());
+    args.push_back(samples(c.prompt, 0).value());
   if (hasPooled_)
-    args.push_back(c.pooled.value());
+    args.push_back(samples(c.pooled, 0).value());
   SmallVector<Type> resultTypes(4, g_.tensorType({}, g_.f32()));
   SmallVector<int64_t> wrt;
   for (size_t k = 0; k < trainable_.size(); ++k) {
@@ -1108,7 +1182,8 @@ void Emitter::returnTrainStep(Function &f, const TrainState &s,
   Tensor rewardMean = rw.rewards.mean({0});
   Tensor centered = rw.rewards - rewardMean;
   Tensor rewardStd = sqrt((centered * centered).mean({0}));
-  Tensor skipped = select(u.finite, g_.scalar(0.0), g_.scalar(1.0));
+  Tensor skipped =
+      u.skipped ? u.skipped : select(u.finite, g_.scalar(0.0), g_.scalar(1.0));
   Tensor advantageMean = rw.advantages.mean({0});
 
   const auto &specs = modelParams_.specs();
@@ -1143,6 +1218,35 @@ void Emitter::returnTrainStep(Function &f, const TrainState &s,
   f.returns(out, names);
 }
 
+Emitter::LossAndGrad Emitter::miniBatchLossAndGrad(const TrainState &s,
+                                                   const Rollout &r,
+                                                   Tensor advantages,
+                                                   const Conditioning &c,
+                                                   int64_t first) {
+  LossAndGrad sum = lossAndGrad(s, r, advantages, c, first);
+  for (int64_t k = o_.micro(); k < o_.mini(); k += o_.micro()) {
+    LossAndGrad lg = lossAndGrad(s, r, advantages, c, first + k);
+    g_.setLocation("loss");
+    sum.loss = sum.loss + lg.loss;
+    sum.approxKl = sum.approxKl + lg.approxKl;
+    sum.clipfrac = sum.clipfrac + lg.clipfrac;
+    sum.kl = sum.kl + lg.kl;
+    for (size_t q = 0; q < sum.grads.size(); ++q)
+      sum.grads[q] = (wrap(sum.grads[q]) + wrap(lg.grads[q])).value();
+  }
+  return sum;
+}
+
+Emitter::TrainState Emitter::updatedState(const TrainState &s,
+                                          const Update &u) {
+  TrainState next = s;
+  next.params = u.params;
+  next.ms = u.ms;
+  next.vs = u.vs;
+  next.step = u.step;
+  return next;
+}
+
 void Emitter::emitTrainStep() {
   // @train_step(state..., seed, iteration, [prompt_embeds],
   //             [pooled_prompt_embeds], lr, weight_decay, beta1, beta2,
@@ -1155,9 +1259,47 @@ void Emitter::emitTrainStep() {
   HyperParams hp = hyperParamArguments(f);
   Rollout r = rollout(seed, iteration, c, state.params);
   Rewards rw = rewardAndAdvantages(r.final, state.vaeParams);
-  LossAndGrad lg = lossAndGrad(state, r, rw.advantages, c);
-  Update u = optimizerStep(state, lg.grads, hp);
-  returnTrainStep(f, state, rw, lg, u);
+  // inner_epochs passes over the batch in contiguous mini-batches, one
+  // optimizer step each; the ratio of every step uses the rollout's
+  // old_log_probs (docs/recipes.md section 3).
+  std::vector<LossAndGrad> lgs;
+  std::vector<Update> us;
+  TrainState current = state;
+  for (int64_t epoch = 0; epoch < o_.innerEpochs; ++epoch)
+    for (int64_t first = 0; first < o_.batch(); first += o_.mini()) {
+      lgs.push_back(miniBatchLossAndGrad(current, r, rw.advantages, c, first));
+      us.push_back(optimizerStep(current, lgs.back().grads, hp));
+      current = updatedState(current, us.back());
+    }
+  if (lgs.size() == 1) {
+    returnTrainStep(f, state, rw, lgs[0], us[0]);
+    return;
+  }
+  // The metrics over the optimizer steps: loss, approx_kl, clipfrac, kl and
+  // grad_norm their mean, skipped the number of skipped steps.
+  g_.setLocation("metrics");
+  LossAndGrad mean = lgs[0];
+  Update last = us.back();
+  Tensor gradNorm = us[0].gradNorm;
+  auto skippedAt = [&](size_t k) {
+    return select(us[k].finite, g_.scalar(0.0), g_.scalar(1.0));
+  };
+  last.skipped = skippedAt(0);
+  for (size_t k = 1; k < lgs.size(); ++k) {
+    mean.loss = mean.loss + lgs[k].loss;
+    mean.approxKl = mean.approxKl + lgs[k].approxKl;
+    mean.clipfrac = mean.clipfrac + lgs[k].clipfrac;
+    mean.kl = mean.kl + lgs[k].kl;
+    gradNorm = gradNorm + us[k].gradNorm;
+    last.skipped = last.skipped + skippedAt(k);
+  }
+  double inv = 1.0 / static_cast<double>(lgs.size());
+  mean.loss = mean.loss * inv;
+  mean.approxKl = mean.approxKl * inv;
+  mean.clipfrac = mean.clipfrac * inv;
+  mean.kl = mean.kl * inv;
+  last.gradNorm = gradNorm * inv;
+  returnTrainStep(f, state, rw, mean, last);
 }
 
 llvm::Error Emitter::emit(const std::string &program) {
@@ -1258,6 +1400,14 @@ llvm::Expected<OwningOpRef<ModuleOp>> buildProgram(MLIRContext &context,
                 std::to_string(options->batch()) +
                 " must be divisible by the mesh's " +
                 std::to_string(mesh->ranks()) + " ranks");
+  if (mesh && options->micro() != options->batch())
+    return fail("--mesh=" + *request.mesh +
+                ": mini_batch_size and micro_batch_size must be the whole "
+                "batch with a mesh (found mini-batch " +
+                std::to_string(options->mini()) + ", micro-batch " +
+                std::to_string(options->micro()) + ", batch " +
+                std::to_string(options->batch()) +
+                "); splitting the sharded batch is not supported yet");
   auto modelConfig = registry.config(request.model, request.modelConfig,
                                      request.modelOverrides);
   if (!modelConfig)

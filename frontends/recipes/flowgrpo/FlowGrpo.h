@@ -17,6 +17,11 @@
 // and `adamw.step`. Metrics: loss, approx_kl, clipfrac, kl, reward_mean,
 // reward_std, advantage_mean, grad_norm, skipped; then `images`.
 //
+// One rollout feeds inner_epochs x (batch / mini_batch_size) optimizer
+// steps over contiguous mini-batches, each a sum of value_and_grad calls on
+// micro_batch_size samples (docs/recipes.md section 3); the defaults make
+// one step over the whole batch.
+//
 // Random numbers: key = seed; iteration n uses counters n*(N+2) (initial
 // noise), n*(N+2)+1+i (noise of step i) and n*(N+2)+N+1 (SDE window
 // start); parameter j of the initializer uses counter 2^40 + j.

@@ -1496,4 +1496,324 @@ TEST_F(RecipeTest, GuidanceCombinesConditionalAndUnconditional) {
   ASSERT_NO_FATAL_FAILURE(checkIteration(pc, cstate, cnamed, 0, results));
 }
 
+//===----------------------------------------------------------------------===//
+// Mini-batches, micro-batches and inner epochs (docs/recipes.md section 3)
+//===----------------------------------------------------------------------===//
+
+TEST_F(RecipeTest, MiniBatchOptionsAreOneLineErrors) {
+  auto error = [](const Recipe &s) {
+    auto built = fg::buildProgram(sharedContext(), s.request());
+    if (built)
+      return std::string("(built)");
+    return llvm::toString(built.takeError());
+  };
+  Recipe s; // batch 4
+  s.extra = {"mini_batch_size=3"};
+  EXPECT_EQ(error(s), "flowgrpo option mini_batch_size: expected 0 (the "
+                      "batch) or a divisor of prompts_per_iteration * "
+                      "group_size (found 3, batch 4)");
+  s.extra = {"mini_batch_size=-2"};
+  EXPECT_EQ(error(s), "flowgrpo option mini_batch_size: expected 0 (the "
+                      "batch) or a divisor of prompts_per_iteration * "
+                      "group_size (found -2, batch 4)");
+  s.extra = {"mini_batch_size=2", "micro_batch_size=4"};
+  EXPECT_EQ(error(s), "flowgrpo option micro_batch_size: expected 0 (the "
+                      "mini-batch) or a divisor of mini_batch_size (found 4, "
+                      "mini-batch 2)");
+  s.extra = {"micro_batch_size=3"}; // the mini-batch is the batch, 4
+  EXPECT_EQ(error(s), "flowgrpo option micro_batch_size: expected 0 (the "
+                      "mini-batch) or a divisor of mini_batch_size (found 3, "
+                      "mini-batch 4)");
+  s.extra = {"inner_epochs=0"};
+  EXPECT_EQ(error(s), "flowgrpo option inner_epochs: expected >= 1");
+  s.extra = {"inner_epochs=two"};
+  EXPECT_NE(error(s).find("inner_epochs"), std::string::npos) << error(s);
+  // A mesh splits the batch over ranks; mini-batches of it are rejected.
+  s.extra = {"mini_batch_size=2"};
+  s.mesh = "dp=2";
+  EXPECT_EQ(error(s), "--mesh=dp=2: mini_batch_size and micro_batch_size "
+                      "must be the whole batch with a mesh (found mini-batch "
+                      "2, micro-batch 2, batch 4); splitting the sharded "
+                      "batch is not supported yet");
+  s.extra = {"micro_batch_size=1"};
+  EXPECT_NE(error(s).find("micro-batch 1, batch 4"), std::string::npos)
+      << error(s);
+  // Inner epochs over the whole batch need no split.
+  s.extra = {"inner_epochs=2"};
+  EXPECT_EQ(error(s), "(built)");
+}
+
+/// max |got - want| / max |want| <= tolerance, or both below `noise`: a
+/// gradient that is 0 in exact arithmetic (attention's key bias: softmax
+/// ignores a shift shared by a query's logits) is rounding noise whose
+/// relative error means nothing.
+bool closeOrNoise(const HostTensor &got, const std::vector<double> &want,
+                  double tolerance, double noise) {
+  double top = 0, gotTop = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    top = std::max(top, std::abs(want[i]));
+    gotTop = std::max(gotTop, std::abs(got.doubleAt(i)));
+  }
+  if (top < noise && gotTop < noise)
+    return true;
+  return relativeError(got, want) <= tolerance;
+}
+
+/// The ops of type OpT in `f`'s body, loops included.
+template <typename OpT> int64_t countOps(func::FuncOp f) {
+  int64_t n = 0;
+  f.walk([&](OpT) { ++n; });
+  return n;
+}
+
+TEST_F(RecipeTest, MiniBatchesUnrollOneValueAndGradPerMicroBatch) {
+  struct Case {
+    int64_t mini, micro, epochs, wantCalls, wantSteps, lossBatch;
+  };
+  // batch 4; lossBatch: the samples @loss takes.
+  for (Case c : std::vector<Case>{{0, 0, 1, 1, 1, 4},
+                                  {2, 0, 2, 4, 4, 2},
+                                  {0, 1, 1, 4, 1, 1},
+                                  {4, 2, 3, 6, 3, 2},
+                                  {2, 1, 2, 8, 4, 1}}) {
+    SCOPED_TRACE("mini " + std::to_string(c.mini) + ", micro " +
+                 std::to_string(c.micro) + ", epochs " +
+                 std::to_string(c.epochs));
+    Recipe s;
+    s.extra = {"mini_batch_size=" + std::to_string(c.mini),
+               "micro_batch_size=" + std::to_string(c.micro),
+               "inner_epochs=" + std::to_string(c.epochs)};
+    ASSERT_OK_AND_ASSIGN(p, buildProgram(s));
+    func::FuncOp step = p.emitted("train_step"), loss = p.emitted("loss");
+    EXPECT_EQ(countOps<mlir::omni::ValueAndGradOp>(step), c.wantCalls);
+    // One global-norm square root per optimizer step (the AdamW update's
+    // square roots are elementwise, on tensors of rank >= 1).
+    int64_t norms = 0;
+    step.walk([&](mlir::omni::SqrtOp op) {
+      norms += cast<RankedTensorType>(op.getType()).getRank() == 0 &&
+               cast<RankedTensorType>(op.getType()).getElementType().isF64();
+    });
+    EXPECT_EQ(norms, c.wantSteps);
+    // @loss and the velocity it calls take the micro-batch.
+    std::vector<std::string> names = argNames(loss);
+    auto typeOf = [&](const std::string &name) {
+      size_t i = std::find(names.begin(), names.end(), name) - names.begin();
+      return i < names.size()
+                 ? cast<RankedTensorType>(loss.getArgumentTypes()[i])
+                       .getShape()
+                       .vec()
+                 : std::vector<int64_t>{-1};
+    };
+    EXPECT_EQ(typeOf("xs"), (std::vector<int64_t>{s.steps + 1, c.lossBatch,
+                                                  s.channels, s.size, s.size}));
+    EXPECT_EQ(typeOf("old_log_probs"),
+              (std::vector<int64_t>{s.steps, c.lossBatch}));
+    EXPECT_EQ(typeOf("advantages"), (std::vector<int64_t>{c.lossBatch}));
+    EXPECT_EQ(typeOf("pooled"),
+              (std::vector<int64_t>{c.lossBatch, s.pooledDim}));
+    EXPECT_EQ(static_cast<bool>(p.emitted("velocity_micro")),
+              c.lossBatch != s.batch());
+    // The rollout still samples the whole batch with @velocity.
+    EXPECT_EQ(
+        cast<RankedTensorType>(p.emitted("velocity").getArgumentTypes()[0])
+            .getDimSize(0),
+        s.batch());
+  }
+}
+
+TEST_F(RecipeTest, ExplicitWholeBatchOptionsEmitTheDefaultProgram) {
+  Recipe plain, spelled;
+  spelled.extra = {"mini_batch_size=4", "micro_batch_size=4", "inner_epochs=1"};
+  ASSERT_OK_AND_ASSIGN(a, buildProgram(plain));
+  ASSERT_OK_AND_ASSIGN(b, buildProgram(spelled));
+  std::string ta, tb;
+  llvm::raw_string_ostream sa(ta), sb(tb);
+  a.module->print(sa);
+  b.module->print(sb);
+  EXPECT_EQ(ta, tb);
+}
+
+TEST_F(RecipeTest, MicroBatchesAccumulateTheWholeBatchGradient) {
+  // One optimizer step over the batch, its gradient accumulated over 4
+  // micro-batches of 1 sample or 2 of 2: the same update as one
+  // value_and_grad over the batch, up to float64 summation order.
+  Recipe whole;
+  ASSERT_OK_AND_ASSIGN(pw, buildProgram(whole));
+  std::vector<HostTensor> state;
+  Named named;
+  ASSERT_NO_FATAL_FAILURE(init(pw, state, named));
+  HostTensor prompts = promptsOf(whole);
+  ASSERT_OK_AND_ASSIGN(
+      ow, evaluate(pw, "train_step", trainArgs(state, 0, prompts)));
+  Named want = byName(pw.fn("train_step"), ow);
+  ASSERT_GT(scalar(want, "grad_norm"), 0.0);
+  for (const char *micro : {"micro_batch_size=1", "micro_batch_size=2"}) {
+    SCOPED_TRACE(micro);
+    Recipe s;
+    s.extra = {micro};
+    ASSERT_OK_AND_ASSIGN(p, buildProgram(s));
+    ASSERT_OK_AND_ASSIGN(
+        out, evaluate(p, "train_step", trainArgs(state, 0, prompts)));
+    Named got = byName(p.fn("train_step"), out);
+    for (const std::string &m : kMetrics)
+      EXPECT_NEAR(scalar(got, m), scalar(want, m),
+                  1e-12 * std::max(1.0, std::abs(scalar(want, m))))
+          << m;
+    size_t compared = 0;
+    for (const auto &[name, t] : want) {
+      if (name.rfind("adamw.m.", 0) != 0 && name.rfind("transformer.", 0) != 0)
+        continue;
+      // adamw.m is 0.1 g, adamw.v 0.001 g^2.
+      double noise = name.rfind("adamw.v.", 0) == 0 ? 1e-24 : 1e-12;
+      EXPECT_TRUE(closeOrNoise(got.at(name), valuesOf(t), 1e-10, noise))
+          << name << ": " << relativeError(got.at(name), valuesOf(t));
+      ++compared;
+    }
+    EXPECT_GT(compared, 4u);
+    EXPECT_EQ(got.at("adamw.step").ints()[0], 1);
+  }
+}
+
+TEST_F(RecipeTest, InnerEpochsTakeOffPolicyStepsFromOneRollout) {
+  // mini-batch 2 of 4, 2 inner epochs: 4 optimizer steps per iteration; from
+  // the second on the ratio uses the rollout's old log-probs with moved
+  // weights, so approx_kl and clipfrac (clip range 1e-4) are no longer 0.
+  Recipe s;
+  s.extra = {"mini_batch_size=2", "inner_epochs=2"};
+  ASSERT_OK_AND_ASSIGN(p, buildProgram(s));
+  std::vector<HostTensor> state;
+  Named named;
+  ASSERT_NO_FATAL_FAILURE(init(p, state, named));
+  ASSERT_OK_AND_ASSIGN(
+      out, evaluate(p, "train_step", trainArgs(state, 0, promptsOf(s))));
+  Named got = byName(p.fn("train_step"), out);
+  EXPECT_EQ(got.at("adamw.step").ints()[0], 4);
+  EXPECT_GT(scalar(got, "approx_kl"), 0.0);
+  EXPECT_GT(scalar(got, "clipfrac"), 0.0);
+  EXPECT_LE(scalar(got, "clipfrac"), 1.0);
+  EXPECT_EQ(scalar(got, "skipped"), 0.0);
+  EXPECT_GT(scalar(got, "grad_norm"), 0.0);
+}
+
+TEST_F(RecipeTest, MiniBatchScheduleEqualsHandWrittenSteps) {
+  // mini-batch 2 of 4 in micro-batches of 1, 2 inner epochs: @train_step
+  // (float64) against the schedule written out here on the rebuilt
+  // rollout: per mini-batch [0, 2) then [2, 4), twice, the gradient
+  // function of @loss on each 1-sample micro-batch with the current
+  // weights and the rollout's old log-probs, summed, then the clip and
+  // AdamW of docs/flowgrpo-math.md section 7 by hand.
+  Recipe s;
+  s.extra = {"mini_batch_size=2", "micro_batch_size=1", "inner_epochs=2"};
+  ASSERT_OK_AND_ASSIGN(p, buildProgram(s));
+  std::vector<HostTensor> state;
+  Named named;
+  ASSERT_NO_FATAL_FAILURE(init(p, state, named));
+  HostTensor prompts = promptsOf(s);
+  ASSERT_OK_AND_ASSIGN(out,
+                       evaluate(p, "train_step", trainArgs(state, 0, prompts)));
+  Named got = byName(p.fn("train_step"), out);
+  ASSERT_OK_AND_ASSIGN(r, rollout(p, named, prompts, 0, windowStart(s, 0)));
+  EXPECT_LE(relativeError(got.at("images"), r.images), 1e-12);
+  const HostTensor &images = got.at("images");
+  std::vector<float> pixels(images.floats().begin(), images.floats().end());
+  ::omni::rewards::ImageBatch batch{pixels.data(), images.shape()};
+  ASSERT_OK_AND_ASSIGN(rewards,
+                       ::omni::rewards::computeReward(s.reward, batch));
+  fgr::AdvantageOptions ao;
+  ao.groupSize = s.group;
+  ASSERT_OK_AND_ASSIGN(
+      adv, fgr::groupAdvantages<double>(
+               std::vector<double>(rewards.begin(), rewards.end()), ao));
+
+  func::FuncOp vg;
+  p.expanded->walk([&](func::FuncOp f) {
+    if (f.getSymName().starts_with("loss_value_and_grad"))
+      vg = f;
+  });
+  ASSERT_TRUE(vg);
+  std::vector<std::string> lossNames = argNames(p.fn("loss"));
+  std::vector<std::string> trainable;
+  for (const std::string &n : lossNames)
+    if (n.rfind("transformer.", 0) == 0)
+      trainable.push_back(n);
+  ASSERT_EQ(vg.getNumResults(), 4 + trainable.size());
+
+  int64_t B = s.batch(), N = s.steps, n = s.sampleElements();
+  Named current = named;
+  std::map<std::string, std::vector<double>> m, v;
+  for (const std::string &t : trainable) {
+    m[t].assign(named.at(t).numElements(), 0.0);
+    v[t].assign(named.at(t).numElements(), 0.0);
+  }
+  const double lr = 1e-3, wd = 1e-4, b1 = 0.9, b2 = 0.999, eps = 1e-8;
+  int step = 0;
+  double klSum = 0, clipSum = 0;
+  for (int epoch = 0; epoch < 2; ++epoch)
+    for (int64_t first = 0; first < B; first += 2) {
+      std::map<std::string, std::vector<double>> g;
+      for (int64_t b = first; b < first + 2; ++b) {
+        Named args = current;
+        Shape xs = s.latent();
+        xs.insert(xs.begin(), {N + 1, 1});
+        std::vector<double> x, old;
+        for (int64_t i = 0; i <= N; ++i)
+          x.insert(x.end(), r.xs.begin() + (i * B + b) * n,
+                   r.xs.begin() + (i * B + b + 1) * n);
+        for (int64_t i = 0; i < N; ++i)
+          old.push_back(r.lps[i * B + b]);
+        args["xs"] = f32Exact(xs, x);
+        args["old_log_probs"] = f32Exact({N, 1}, old);
+        args["advantages"] = f32Exact({1}, {adv[b]});
+        args["window_start"] = i64(r.start);
+        HostTensor pooled = repeatGroups(s, prompts);
+        std::vector<double> row(pooled.floats().begin() + b * s.pooledDim,
+                                pooled.floats().begin() +
+                                    (b + 1) * s.pooledDim);
+        args["pooled"] = f32Exact({1, s.pooledDim}, row);
+        ASSERT_OK_AND_ASSIGN(list, argsByName(p.fn("loss"), {}, args));
+        ASSERT_OK_AND_ASSIGN(res, evaluate(p, vg.getSymName(), list));
+        klSum += res[1].doubleAt(0);
+        clipSum += res[2].doubleAt(0);
+        for (size_t k = 0; k < trainable.size(); ++k) {
+          std::vector<double> gk = valuesOf(res[4 + k]);
+          std::vector<double> &acc = g[trainable[k]];
+          acc.resize(gk.size(), 0.0);
+          for (size_t e = 0; e < gk.size(); ++e)
+            acc[e] += gk[e];
+        }
+      }
+      double sq = 0;
+      for (const auto &[name, gk] : g)
+        for (double x : gk)
+          sq += x * x;
+      double norm = std::sqrt(sq), coef = std::min(1.0 / (norm + 1e-6), 1.0);
+      ++step;
+      double bc1 = 1 - std::pow(b1, step), bc2 = 1 - std::pow(b2, step);
+      for (const std::string &t : trainable) {
+        HostTensor &param = current[t];
+        for (int64_t e = 0; e < param.numElements(); ++e) {
+          double ge = g[t][e] * coef;
+          double &me = m[t][e], &ve = v[t][e];
+          me = b1 * me + (1 - b1) * ge;
+          ve = b2 * ve + (1 - b2) * ge * ge;
+          param.floats()[e] =
+              param.floats()[e] * (1 - lr * wd) -
+              lr / bc1 * me / (std::sqrt(ve) / std::sqrt(bc2) + eps);
+        }
+      }
+    }
+  EXPECT_EQ(got.at("adamw.step").ints()[0], 4);
+  for (const std::string &t : trainable) {
+    EXPECT_LE(relativeError(got.at(t), valuesOf(current.at(t))), 1e-9) << t;
+    EXPECT_TRUE(closeOrNoise(got.at("adamw.m." + t), m[t], 1e-9, 1e-12))
+        << t << ": " << relativeError(got.at("adamw.m." + t), m[t]);
+    EXPECT_TRUE(closeOrNoise(got.at("adamw.v." + t), v[t], 1e-9, 1e-24))
+        << t << ": " << relativeError(got.at("adamw.v." + t), v[t]);
+  }
+  // The metrics: means over the 4 steps of the mini-batch sums.
+  EXPECT_NEAR(scalar(got, "approx_kl"), klSum / 4, 1e-9 * klSum);
+  EXPECT_NEAR(scalar(got, "clipfrac"), clipSum / 4, 1e-12);
+  EXPECT_GT(klSum, 0.0);
+}
+
 } // namespace
