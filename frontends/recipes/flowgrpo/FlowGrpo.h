@@ -13,9 +13,11 @@
 // State, in order: the model's parameters (`transformer.<diffusers name>`),
 // the decoder's (`vae.<name>`), the frozen KL reference copy
 // (`ref.transformer.<name>`, only with beta > 0 and no LoRA), the AdamW
-// moments (`adamw.m.<name>`, `adamw.v.<name>`, trainable parameters only)
-// and `adamw.step`. Metrics: loss, approx_kl, clipfrac, kl, reward_mean,
-// reward_std, advantage_mean, grad_norm, skipped; then `images`.
+// moments (`adamw.m.<name>`, `adamw.v.<name>`, trainable parameters only),
+// `adamw.step` and, with ema_decay > 0, the EMA of the trainable parameters
+// (`ema.transformer.<name>`, docs/flowgrpo-math.md section 7). Metrics: loss,
+// approx_kl, clipfrac, kl, reward_mean, reward_std, advantage_mean, grad_norm,
+// skipped; then `images`.
 //
 // Random numbers: key = seed; iteration n uses counters n*(N+2) (initial
 // noise), n*(N+2)+1+i (noise of step i) and n*(N+2)+N+1 (SDE window
