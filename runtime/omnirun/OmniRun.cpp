@@ -3,13 +3,17 @@
 // The command line is one table, kFlags: each row names a flag, how it
 // takes its value, its mode (general or training), its help text and the
 // setter that applies it. parse() and --help (usage()) read the table, so a
-// new flag is one row. The rest runs what the options ask for: --list, one
-// function, or training (runtime/train/driver/Trainer.h).
+// new flag is one row (and, for a training flag, a [run] key in
+// runtime/base/ConfigFile.cpp). `--config FILE` applies the file's [run]
+// section through the same parse() first (applyConfig), so the command
+// line overrides it (docs/config.md). The rest runs what the options ask
+// for: --list, one function, or training (runtime/train/driver/Trainer.h).
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/omnirun/OmniRun.h"
 
+#include "runtime/base/ConfigFile.h"
 #include "runtime/executor/Executor.h"
 #include "runtime/hal/drivers/Drivers.h"
 #include "runtime/hal/drivers/cpu/CpuDriver.h"
@@ -34,10 +38,12 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
 #include <optional>
+#include <set>
 #include <sys/stat.h>
 
 namespace omni::omnirun {
@@ -269,6 +275,15 @@ const Flag kFlags[] = {
        o.help = true;
        return std::nullopt;
      }},
+    {"--config", Arg::Value, Mode::General, "<file>",
+     "read options from this omni.toml first: its [run] section holds "
+     "these flags without -- (docs/config.md); a flag given here overrides "
+     "the file's value, and --reward, --init or --init-skip given here "
+     "replace the file's list",
+     // run() reads the file before parse(); the row is for --help and so
+     // that parse() takes the flag and its value.
+     [](Options &, const std::string &, const std::optional<std::string> &)
+         -> std::optional<std::string> { return std::nullopt; }},
 
     {"--steps", Arg::Value, Mode::Train, "<n>",
      "iterations to reach (default 1); 0 with --out writes the initial "
@@ -602,6 +617,51 @@ std::optional<std::string> parse(const std::vector<std::string> &args,
   return std::nullopt;
 }
 
+/// The --config FILE of `args` into `path` ("" for none); an error line
+/// when it is given twice.
+std::optional<std::string> configPath(const std::vector<std::string> &args,
+                                      std::string &path) {
+  std::vector<std::string> paths;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--config")
+      paths.push_back(i + 1 < args.size() ? args[++i] : "");
+    else if (absl::StartsWith(args[i], "--config="))
+      paths.push_back(args[i].substr(std::strlen("--config=")));
+  }
+  if (paths.size() > 1)
+    return absl::StrCat("--config is given two config files, ", paths[0],
+                        " and ", paths[1], ": expected one");
+  path = paths.empty() ? "" : paths[0];
+  return std::nullopt;
+}
+
+/// Applies the [run] section of the --config file to `options`, before
+/// parse() applies the command line over it (docs/config.md): each
+/// argument of the file goes through parse(), and its errors name the
+/// file's line and key. A list flag (--reward, --init, --init-skip) that
+/// `args` gives replaces the file's items.
+std::optional<std::string> applyConfig(const std::string &path,
+                                       const std::vector<std::string> &args,
+                                       Options &options) {
+  if (path.empty())
+    return std::string("--config needs a file");
+  absl::StatusOr<std::vector<config::ConfigArg>> file =
+      config::readConfigFile(path, config::Tool::Omnirun);
+  if (!file.ok())
+    return std::string(file.status().message());
+  std::set<std::string> given;
+  for (const std::string &arg : args)
+    if (const Flag *flag = findFlag(arg))
+      given.insert(flag->name);
+  for (const config::ConfigArg &arg : *file) {
+    if (arg.listItem && given.count(arg.flag))
+      continue;
+    if (std::optional<std::string> error = parse({arg.arg()}, options))
+      return absl::StrCat(arg.where, ": ", arg.key, ": ", *error);
+  }
+  return std::nullopt;
+}
+
 void list(const loader::Program &program, std::ostream &out) {
   for (uint32_t f = 0; f < program.numFunctions(); ++f)
     out << "@" << program.step().functions()->Get(f)->name()->str()
@@ -736,6 +796,20 @@ absl::StatusOr<GpuWorld> gpuWorld(const loader::Program &program, int gpus,
 
 } // namespace
 
+std::vector<std::string> flagNames() {
+  std::vector<std::string> names;
+  for (const Flag &flag : kFlags)
+    names.push_back(flag.name);
+  return names;
+}
+
+bool isTrainingFlag(const std::string &name) {
+  for (const Flag &flag : kFlags)
+    if (name == flag.name)
+      return flag.mode == Mode::Train;
+  return false;
+}
+
 int run(const std::vector<std::string> &args, std::ostream &out,
         std::ostream &err, const MpiJoin &joinMpi) {
   auto fail = [&](absl::string_view message) {
@@ -743,6 +817,15 @@ int run(const std::vector<std::string> &args, std::ostream &out,
     return 1;
   };
   Options options;
+  if (std::any_of(args.begin(), args.end(), [](const std::string &a) {
+        return a == "--config" || absl::StartsWith(a, "--config=");
+      })) {
+    std::string path;
+    if (std::optional<std::string> error = configPath(args, path))
+      return fail(*error);
+    if (std::optional<std::string> error = applyConfig(path, args, options))
+      return fail(*error);
+  }
   if (std::optional<std::string> error = parse(args, options))
     return fail(*error);
   if (options.help) {

@@ -9,7 +9,8 @@
 // option, or `--train`) trains a program that follows the convention of
 // runtime/train/driver/Trainer.h instead: `--out DIR` for checkpoints,
 // metrics.jsonl and sample grids, `--resume [DIR]`, `--prompts`, `--init`,
-// `--reward`, ... (see --help); `--ranks N` trains a program with a mesh
+// `--reward`, ... (see --help), or from `--config omni.toml`'s [run]
+// section (docs/config.md); `--ranks N` trains a program with a mesh
 // on N in-process ranks (runtime/train/driver/Ranks.h), and `--gpus N` on
 // N GPUs joined by NCCL (one thread each; under mpirun N per process).
 // The main in
@@ -68,6 +69,12 @@ using MpiJoin =
 /// was interrupted.
 int run(const std::vector<std::string> &args, std::ostream &out,
         std::ostream &err, const MpiJoin &joinMpi = nullptr);
+
+/// The names of omnirun's flags (`--steps`, ...), and whether one is a
+/// training flag: for the test that checks the config file's [run] keys
+/// (runtime/base/ConfigFile.h) against them.
+std::vector<std::string> flagNames();
+bool isTrainingFlag(const std::string &name);
 
 } // namespace omni::omnirun
 

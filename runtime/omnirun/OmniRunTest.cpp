@@ -2,6 +2,7 @@
 
 #include "runtime/omnirun/OmniRun.h"
 
+#include "runtime/base/ConfigFile.h"
 #include "runtime/io/Npy.h"
 #include "runtime/omnirun/testing/SamplePrograms.h"
 #include "runtime/train/driver/Interrupt.h"
@@ -9,6 +10,7 @@
 
 #include "gtest/gtest.h"
 
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <fstream>
@@ -371,6 +373,63 @@ TEST_F(OmniRunTest, Help) {
                        "as programs."),
             std::string::npos)
       << r.out;
+}
+
+// The config file's [run] keys (runtime/base/ConfigFile.cpp) are omnirun's
+// flags: each key is a flag, and each training flag has a key (a new flag
+// in kFlags needs its row in ConfigFile.cpp's [run] section, docs/config.md).
+TEST(OmniRunConfig, RunKeysAreTheFlags) {
+  std::vector<std::string> flags = flagNames();
+  for (const std::string &key : config::runKeys())
+    EXPECT_NE(std::find(flags.begin(), flags.end(), "--" + key), flags.end())
+        << "[run] key '" << key << "' is no omnirun flag";
+  std::vector<std::string> keys = config::runKeys();
+  // --train is what any [run] key does; old names are not keys.
+  for (const std::string &flag : flags) {
+    if (isTrainingFlag(flag) && flag != "--train" &&
+        flag != "--checkpoint-dir" && flag != "--checkpoint-every") {
+      EXPECT_NE(std::find(keys.begin(), keys.end(), flag.substr(2)), keys.end())
+          << "training flag " << flag
+          << " has no [run] key (runtime/base/ConfigFile.cpp)";
+    }
+  }
+}
+
+TEST_F(OmniRunTest, ConfigFile) {
+  std::string good = writeTemp("good.toml", "[model]\nname = \"sd3\"\n"
+                                            "[run]\nthreads = 2\n");
+  Result r = omnirun({*addBin, "--config", good, "--function=add", "--input",
+                      "4xf32=1,2,3,4", "--input", "4xf32=10,20,30,40"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "result[0]: tensor<4xf32>=[11 22 33 44]\n");
+  // A flag's error from the file names the file's line and key ...
+  std::string bad = writeTemp("bad.toml", "[run]\n\nthreads = 5000\n");
+  r = omnirun({*addBin, "--config=" + bad, "--function=add"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.err, "omnirun: " + bad +
+                       ":3:1: run.threads: --threads expects an integer "
+                       "from 0 to 1024, found '5000'\n");
+  // ... even when the command line sets the flag too (the file is read
+  // first, and a bad file is an error).
+  Result again =
+      omnirun({*addBin, "--config=" + bad, "--threads=1", "--function=add"});
+  EXPECT_EQ(again.code, 1);
+  EXPECT_EQ(again.err, r.err);
+  // A training key makes the run a training run, as its flag does.
+  std::string train = writeTemp("train.toml", "[run]\nsteps = 3\n");
+  r = omnirun({*addBin, "--config", train, "--function=add"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.err, "omnirun: --steps is a training option and cannot be "
+                   "combined with --function\n");
+  r = omnirun({*addBin, "--function=add", "--config"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.err, "omnirun: --config needs a file\n");
+  r = omnirun({*addBin, "--config", good, "--config=" + bad});
+  EXPECT_EQ(r.err, "omnirun: --config is given two config files, " + good +
+                       " and " + bad + ": expected one\n");
+  r = omnirun({*addBin, "--function=add", "--config=/nonexistent.toml"});
+  EXPECT_EQ(r.err, "omnirun: cannot read config file /nonexistent.toml: No "
+                   "such file or directory\n");
 }
 
 TEST(InterruptDeathTest, TheFirstSignalIsRecordedTheSecondExitsAtOnce) {

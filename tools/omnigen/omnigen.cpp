@@ -5,6 +5,12 @@
 //           [--decoder-set=key=value]... [--opt=key=value]...
 //           [--mesh=dp=2,fsdp=2] -o train.mlir
 //   omnigen --list     (models, their configs and the recipe's options)
+//   omnigen --config=omni.toml [flags]   (docs/config.md; flags override
+//                                          the file)
+//
+// --config is the model's preset (`tiny`) or, when its value ends in
+// .toml, a config file: its [model], [decoder], [recipe] and `mesh` become
+// flags before the command line's (runtime/base/ConfigFile.h).
 //
 // The recipe is FlowGRPO (frontends/recipes/flowgrpo); the output is the
 // omni-dialect program `omnic` compiles and `omnirun` trains.
@@ -13,10 +19,12 @@
 
 #include "frontends/builder/Model.h"
 #include "frontends/recipes/flowgrpo/FlowGrpo.h"
+#include "runtime/base/ConfigFile.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OperationSupport.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
@@ -24,6 +32,9 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <limits>
+#include <optional>
+#include <string>
+#include <vector>
 
 namespace cl = llvm::cl;
 using namespace omni::fe;
@@ -50,12 +61,131 @@ static void list(llvm::raw_ostream &os) {
         "(docs/sharding.md)\n";
 }
 
+/// A --config value that names a config file rather than a preset.
+static bool isConfigFile(llvm::StringRef value) {
+  return value.ends_with(".toml");
+}
+
+/// Takes `--config FILE.toml` (or -config, or =FILE.toml) out of `args`
+/// (argv without the program name); returns the file, "" for none, or an
+/// error line.
+static llvm::Expected<std::string>
+takeConfigFile(std::vector<std::string> &args) {
+  std::string file;
+  std::vector<std::string> rest;
+  for (size_t i = 0; i < args.size(); ++i) {
+    llvm::StringRef arg = args[i];
+    llvm::StringRef name = arg.ltrim('-');
+    std::optional<std::string> value;
+    if (arg.starts_with("-") && name == "config" && i + 1 < args.size() &&
+        isConfigFile(args[i + 1]))
+      value = args[++i];
+    else if (arg.starts_with("-") && name.starts_with("config=") &&
+             isConfigFile(name.drop_front(7)))
+      value = name.drop_front(7).str();
+    if (!value) {
+      rest.push_back(args[i]);
+      continue;
+    }
+    if (!file.empty())
+      return llvm::createStringError("--config is given two config files, " +
+                                     file + " and " + *value +
+                                     ": expected one");
+    file = *value;
+  }
+  args = std::move(rest);
+  return file;
+}
+
+/// Checks the names and types the reader leaves to omnigen: [recipe]'s keys
+/// are the recipe's options, with their value types, and the overrides'
+/// keys are the preset's (when the model and preset exist; buildProgram
+/// names them otherwise). Errors are "FILE:LINE:COL: ...".
+static llvm::Error checkConfig(const std::vector<omni::config::ConfigArg> &file,
+                               const std::string &model,
+                               const std::string &modelPreset,
+                               const std::string &decoder,
+                               const std::string &decoderPreset) {
+  auto fail = [](const omni::config::ConfigArg &a, const llvm::Twine &what) {
+    return llvm::createStringError(a.where + ": " + what.str());
+  };
+  for (const omni::config::ConfigArg &a : file) {
+    std::string name = a.value ? a.value->substr(0, a.value->find('=')) : "";
+    if (a.flag == "--opt") {
+      std::string kind = flowgrpo::optionKind(name);
+      if (kind.empty())
+        return fail(a, "unknown key '" + a.key +
+                           "': the flowgrpo recipe has no option '" + name +
+                           "' (omnigen --list shows them)");
+      bool ok = kind == "number"
+                    ? a.type == "an integer" || a.type == "a number"
+                    : a.type == (kind == "integer" ? "an " : "a ") + kind;
+      if (!ok)
+        return fail(a, a.key + ": expected " +
+                           (kind == "integer" ? "an " : "a ") + kind +
+                           ", found " + a.type);
+      continue;
+    }
+    bool isModel = a.flag == "--set";
+    if (!isModel && a.flag != "--decoder-set")
+      continue;
+    const std::string &which = isModel ? model : decoder;
+    const std::string &preset = isModel ? modelPreset : decoderPreset;
+    llvm::Expected<Config> config =
+        Registry::builtin().config(which, preset, {});
+    if (!config) {
+      llvm::consumeError(config.takeError());
+      continue;
+    }
+    if (!config->has(name)) {
+      std::string known;
+      for (const auto &[key, value] : config->values())
+        known += (known.empty() ? "" : ", ") + key;
+      return fail(a, "unknown key '" + a.key + "': " + which + " (" + preset +
+                         ") has no config key '" + name + "' (known: " + known +
+                         ")");
+    }
+  }
+  return llvm::Error::success();
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  // A config file's arguments go before the command line's, so that a flag
+  // overrides the file (llvm::cl keeps an option's last value; --set,
+  // --decoder-set and --opt add up, and a later key=value wins).
+  std::vector<std::string> args(argv + 1, argv + argc);
+  llvm::Expected<std::string> configFile = takeConfigFile(args);
+  if (!configFile) {
+    llvm::errs() << "omnigen: " << llvm::toString(configFile.takeError())
+                 << "\n";
+    return 1;
+  }
+  std::vector<omni::config::ConfigArg> fileArgs;
+  if (!configFile->empty()) {
+    auto read =
+        omni::config::readConfigFile(*configFile, omni::config::Tool::Omnigen);
+    if (!read.ok()) {
+      llvm::errs() << "omnigen: " << std::string(read.status().message())
+                   << "\n";
+      return 1;
+    }
+    fileArgs = std::move(*read);
+  }
+  std::vector<std::string> allArgs;
+  for (const omni::config::ConfigArg &a : fileArgs)
+    allArgs.push_back(a.arg());
+  allArgs.insert(allArgs.end(), args.begin(), args.end());
+  std::vector<const char *> argvAll = {argv[0]};
+  for (const std::string &a : allArgs)
+    argvAll.push_back(a.c_str());
+
   cl::OptionCategory category("omnigen options");
   cl::opt<std::string> model("model", cl::desc("velocity model"),
                              cl::init("sd3"), cl::cat(category));
-  cl::opt<std::string> config("config", cl::desc("model config"),
+  cl::opt<std::string> config("config",
+                              cl::desc("model config (preset), or a config "
+                                       "file FILE.toml (docs/config.md)"),
                               cl::init("tiny"), cl::cat(category));
   cl::list<std::string> set("set", cl::desc("model config override key=value"),
                             cl::cat(category));
@@ -88,12 +218,29 @@ int main(int argc, char **argv) {
   cl::opt<bool> listModels("list", cl::desc("list models and options"),
                            cl::cat(category));
   cl::HideUnrelatedOptions(category);
-  cl::ParseCommandLineOptions(argc, argv,
+  cl::ParseCommandLineOptions(static_cast<int>(argvAll.size()), argvAll.data(),
                               "omnigen: writes the FlowGRPO training program "
                               "of a registered model\n");
   if (listModels) {
     list(llvm::outs());
     return 0;
+  }
+  // A config file named without .toml would be taken for a preset.
+  if (const ModelEntry *entry = Registry::builtin().find(model)) {
+    bool preset = llvm::any_of(entry->presets, [&](const auto &p) {
+      return p.first == config.getValue();
+    });
+    if (!preset && llvm::sys::fs::is_regular_file(config.getValue())) {
+      llvm::errs() << "omnigen: --config=" << config
+                   << ": a config file's name must end in .toml (without it, "
+                      "--config is the model's preset)\n";
+      return 1;
+    }
+  }
+  if (llvm::Error e =
+          checkConfig(fileArgs, model, config, decoder, decoderConfig)) {
+    llvm::errs() << "omnigen: " << llvm::toString(std::move(e)) << "\n";
+    return 1;
   }
   flowgrpo::RecipeRequest request;
   request.model = model;

@@ -16,7 +16,9 @@ PACKAGES=(
   libabsl-dev libflatbuffers-dev flatbuffers-compiler
   libturbojpeg0-dev libopenblas-dev libpng-dev
   # Rewards computed by a server over HTTP (runtime/train/rewards/HttpReward)
-  libcpp-httplib-dev
+  libcpp-httplib-dev nlohmann-json3-dev
+  # omni.toml, the config file of omnigen and omnirun (runtime/base/ConfigFile)
+  libtomlplusplus-dev
   # Linking generated kernels into shared objects
   lld-22
   # Collectives between processes: `mpirun -np N omnirun` (runtime/hal/mpi)

@@ -329,6 +329,21 @@ Config defaultOptions() {
   return c;
 }
 
+std::string optionKind(const std::string &key) {
+  for (const OptionDesc &d : kOptions) {
+    if (key != d.key)
+      continue;
+    if (std::holds_alternative<int64_t Options::*>(d.field))
+      return "integer";
+    if (std::holds_alternative<double Options::*>(d.field))
+      return "number";
+    if (std::holds_alternative<bool Options::*>(d.field))
+      return "boolean";
+    return "string";
+  }
+  return "";
+}
+
 namespace {
 
 /// The options that are runtime hyper-parameters (docs/recipes.md,

@@ -59,6 +59,12 @@ Config defaultOptions();
 /// is compile-time (it changes shapes or the program's structure).
 std::vector<std::string> runtimeOptions();
 
+/// The type of value option `key` takes, as a config file's typed values
+/// are checked against it (docs/config.md): "integer", "number",
+/// "boolean" or "string" (also for a choice such as sde_type); "" when the
+/// recipe has no option `key`.
+std::string optionKind(const std::string &key);
+
 /// What the tool asks for: models, their presets/overrides, recipe options.
 struct RecipeRequest {
   std::string model = "sd3";

@@ -1,9 +1,9 @@
 //===- HttpReward.cpp - Rewards computed by a server over HTTP --*- C++ -*-===//
 //
 // The protocol is docs/rewards.md. cpp-httplib (Debian libcpp-httplib-dev)
-// does the HTTP; the answer is read by the small strict JSON reader below
-// (numbers as double, plus Python's NaN/Infinity so that they can be named
-// in the error instead of reported as a syntax error).
+// does the HTTP and nlohmann-json (Debian nlohmann-json3-dev) the JSON; the
+// errors are one line naming the byte, with a hint for Python's NaN and
+// Infinity, which are not JSON.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,18 +11,20 @@
 
 #include "runtime/train/image/Png.h"
 
-#include "absl/strings/charconv.h"
 #include "absl/strings/escaping.h"
-#include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 
 #include <httplib.h>
+#include <nlohmann/json.hpp>
 
 #include <sys/socket.h>
 
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <thread>
 
 namespace omni::rewards {
@@ -92,33 +94,10 @@ absl::StatusOr<HttpEndpoint> parseHttpEndpoint(absl::string_view url) {
 
 namespace {
 
+/// Appends `s` as a JSON string; invalid UTF-8 becomes U+FFFD.
 void appendString(std::string &out, absl::string_view s) {
-  out += '"';
-  for (unsigned char c : s) {
-    switch (c) {
-    case '"':
-      out += "\\\"";
-      break;
-    case '\\':
-      out += "\\\\";
-      break;
-    case '\n':
-      out += "\\n";
-      break;
-    case '\r':
-      out += "\\r";
-      break;
-    case '\t':
-      out += "\\t";
-      break;
-    default:
-      if (c < 0x20)
-        absl::StrAppendFormat(&out, "\\u%04x", c);
-      else
-        out += static_cast<char>(c);
-    }
-  }
-  out += '"';
+  out += nlohmann::json(std::string(s))
+             .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 void appendIndex(std::string &out, int64_t v) {
@@ -194,340 +173,109 @@ absl::StatusOr<std::string> scoreRequestBody(const ImageBatch &batch,
 }
 
 //===----------------------------------------------------------------------===//
-// The answer: a strict JSON reader
+// The answer, read by nlohmann-json
 //===----------------------------------------------------------------------===//
 
 namespace {
 
-struct Json {
-  enum class Kind { Null, Bool, Number, String, Array, Object };
-  Kind kind = Kind::Null;
-  bool boolean = false;
-  double number = 0;
-  std::string text; // String; Number: how it was written
-  std::vector<Json> elements;
-  std::vector<std::pair<std::string, Json>> members;
-};
+// ordered_json: sub_scores are logged in the order the server wrote them.
+using Json = nlohmann::ordered_json;
 
-absl::string_view kindName(Json::Kind kind) {
-  switch (kind) {
-  case Json::Kind::Null:
+absl::string_view kindName(const Json &v) {
+  switch (v.type()) {
+  case Json::value_t::null:
     return "null";
-  case Json::Kind::Bool:
+  case Json::value_t::boolean:
     return "a boolean";
-  case Json::Kind::Number:
+  case Json::value_t::number_integer:
+  case Json::value_t::number_unsigned:
+  case Json::value_t::number_float:
     return "a number";
-  case Json::Kind::String:
+  case Json::value_t::string:
     return "a string";
-  case Json::Kind::Array:
+  case Json::value_t::array:
     return "an array";
-  case Json::Kind::Object:
+  case Json::value_t::object:
     return "an object";
+  default:
+    return "a value";
   }
-  return "a value";
 }
 
-class Reader {
-public:
-  explicit Reader(absl::string_view text) : text_(text) {}
+/// The part of nlohmann-json's message after its "[json.exception...]
+/// parse error at line L, column C: " prefix (we name the byte instead).
+std::string detailOf(const Json::exception &e) {
+  // "[json.exception.<kind>.<id>] [parse error at line L, column C: ]".
+  absl::string_view what = e.what();
+  if (size_t bracket = what.find("] "); bracket != absl::string_view::npos)
+    what.remove_prefix(bracket + 2);
+  if (absl::ConsumePrefix(&what, "parse error"))
+    if (size_t colon = what.find(": "); colon != absl::string_view::npos)
+      what.remove_prefix(colon + 2);
+  // "syntax error while parsing value - <what went wrong>".
+  if (absl::ConsumePrefix(&what, "syntax error while parsing "))
+    if (size_t dash = what.find(" - "); dash != absl::string_view::npos)
+      what.remove_prefix(dash + 3);
+  return std::string(what);
+}
 
-  bool parseDocument(Json &out) {
-    skipSpace();
-    if (!parseValue(out, 0))
-      return false;
-    skipSpace();
-    if (pos_ != text_.size())
-      return fail("the end of the answer after its value");
-    return true;
-  }
+/// Python's json writes float('nan') and float('inf') as these bare words,
+/// which are not JSON. Read as strings with this prefix, so that the error
+/// can name the element.
+constexpr absl::string_view kNonFinite = "\x01non-finite:";
+constexpr absl::string_view kNonFiniteWords[] = {"NaN", "Infinity",
+                                                 "-Infinity"};
 
-  const std::string &error() const { return error_; }
-
-private:
-  static constexpr int kMaxDepth = 64;
-
-  bool fail(absl::string_view expected) {
-    if (!error_.empty())
-      return false;
-    std::string found =
-        pos_ >= text_.size()
-            ? std::string("the end of the answer")
-            : absl::StrCat("'", absl::CHexEscape(text_.substr(pos_, 10)), "'");
-    error_ = absl::StrCat("malformed JSON at byte ", pos_, ": expected ",
-                          expected, ", found ", found);
-    return false;
-  }
-
-  void skipSpace() {
-    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t' ||
-                                   text_[pos_] == '\n' || text_[pos_] == '\r'))
-      ++pos_;
-  }
-
-  bool literal(absl::string_view word) {
-    if (text_.substr(pos_, word.size()) != word)
-      return false;
-    pos_ += word.size();
-    return true;
-  }
-
-  bool parseValue(Json &out, int depth) {
-    if (depth > kMaxDepth)
-      return fail(absl::StrCat("at most ", kMaxDepth, " nested levels"));
-    if (pos_ >= text_.size())
-      return fail("a value");
-    char c = text_[pos_];
-    if (c == '{')
-      return parseObject(out, depth);
-    if (c == '[')
-      return parseArray(out, depth);
-    if (c == '"') {
-      out.kind = Json::Kind::String;
-      return parseString(out.text);
+/// `body` with every NaN, Infinity and -Infinity outside strings written as
+/// the string kNonFinite + word; nullopt when there is none.
+std::optional<std::string> quoteNonFinite(absl::string_view body) {
+  std::string out;
+  bool inString = false, changed = false;
+  for (size_t i = 0; i < body.size(); ++i) {
+    char c = body[i];
+    if (inString) {
+      out += c;
+      if (c == '\\' && i + 1 < body.size())
+        out += body[++i];
+      else if (c == '"')
+        inString = false;
+      continue;
     }
-    if (literal("null")) {
-      out.kind = Json::Kind::Null;
-      return true;
-    }
-    if (literal("true") || literal("false")) {
-      out.kind = Json::Kind::Bool;
-      out.boolean = c == 't';
-      return true;
-    }
-    // Python's json.dumps writes these for non-finite floats.
-    for (auto [word, value] :
-         {std::pair<absl::string_view, double>{"NaN", std::nan("")},
-          {"Infinity", HUGE_VAL},
-          {"-Infinity", -HUGE_VAL}}) {
-      if (literal(word)) {
-        out.kind = Json::Kind::Number;
-        out.number = value;
-        out.text = std::string(word);
-        return true;
-      }
-    }
-    if (c == '-' || (c >= '0' && c <= '9'))
-      return parseNumber(out);
-    return fail("a value");
-  }
-
-  bool parseNumber(Json &out) {
-    size_t start = pos_;
-    auto digits = [&] {
-      size_t from = pos_;
-      while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9')
-        ++pos_;
-      return pos_ > from;
-    };
-    if (text_[pos_] == '-')
-      ++pos_;
-    if (pos_ < text_.size() && text_[pos_] == '0')
-      ++pos_;
-    else if (!digits())
-      return fail("a digit");
-    if (pos_ < text_.size() && text_[pos_] == '.') {
-      ++pos_;
-      if (!digits())
-        return fail("a digit after the decimal point");
-    }
-    if (pos_ < text_.size() && (text_[pos_] == 'e' || text_[pos_] == 'E')) {
-      ++pos_;
-      if (pos_ < text_.size() && (text_[pos_] == '+' || text_[pos_] == '-'))
-        ++pos_;
-      if (!digits())
-        return fail("a digit in the exponent");
-    }
-    out.kind = Json::Kind::Number;
-    out.text = std::string(text_.substr(start, pos_ - start));
-    // from_chars gives +-HUGE_VAL-like results on overflow in absl: a
-    // number too large for a double is read as infinite (and refused as a
-    // score later, with its text).
-    absl::from_chars_result r = absl::from_chars(
-        out.text.data(), out.text.data() + out.text.size(), out.number);
-    if (r.ec == std::errc::result_out_of_range) {
-      bool tiny = out.text.find_first_of("eE") != std::string::npos &&
-                  out.text.find("e-") != std::string::npos;
-      out.number = tiny ? 0.0 : (out.text[0] == '-' ? -HUGE_VAL : HUGE_VAL);
-    } else if (r.ec != std::errc()) {
-      pos_ = start;
-      return fail("a number");
-    }
-    return true;
-  }
-
-  bool hex4(uint32_t &v) {
-    if (pos_ + 4 > text_.size())
-      return fail("4 hex digits after \\u");
-    v = 0;
-    for (int i = 0; i < 4; ++i) {
-      char c = text_[pos_ + i];
-      int d = c >= '0' && c <= '9'   ? c - '0'
-              : c >= 'a' && c <= 'f' ? c - 'a' + 10
-              : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                     : -1;
-      if (d < 0)
-        return fail("4 hex digits after \\u");
-      v = v * 16 + static_cast<uint32_t>(d);
-    }
-    pos_ += 4;
-    return true;
-  }
-
-  static void appendUtf8(std::string &out, uint32_t cp) {
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xC0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += static_cast<char>(0xE0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (cp >> 18));
-      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-  }
-
-  bool parseString(std::string &out) {
-    ++pos_; // "
-    while (true) {
-      if (pos_ >= text_.size())
-        return fail("'\"' closing the string");
-      unsigned char c = static_cast<unsigned char>(text_[pos_]);
-      if (c == '"') {
-        ++pos_;
-        return true;
-      }
-      if (c < 0x20)
-        return fail("an escaped control character in the string");
-      if (c != '\\') {
-        out += static_cast<char>(c);
-        ++pos_;
-        continue;
-      }
-      ++pos_;
-      if (pos_ >= text_.size())
-        return fail("an escape after '\\'");
-      char e = text_[pos_++];
-      switch (e) {
-      case '"':
-      case '\\':
-      case '/':
-        out += e;
-        break;
-      case 'b':
-        out += '\b';
-        break;
-      case 'f':
-        out += '\f';
-        break;
-      case 'n':
-        out += '\n';
-        break;
-      case 'r':
-        out += '\r';
-        break;
-      case 't':
-        out += '\t';
-        break;
-      case 'u': {
-        uint32_t cp = 0;
-        if (!hex4(cp))
-          return false;
-        if (cp >= 0xD800 && cp < 0xDC00) {
-          uint32_t low = 0;
-          if (!literal("\\u") || !hex4(low) || low < 0xDC00 || low >= 0xE000)
-            return fail("a low surrogate after a high one");
-          cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
-        } else if (cp >= 0xDC00 && cp < 0xE000) {
-          return fail("a high surrogate before a low one");
-        }
-        appendUtf8(out, cp);
+    if (c == '"')
+      inString = true;
+    bool replaced = false;
+    for (absl::string_view word : kNonFiniteWords)
+      if (absl::StartsWith(body.substr(i), word)) {
+        absl::StrAppend(&out, "\"\\u0001non-finite:", word, "\"");
+        i += word.size() - 1;
+        replaced = changed = true;
         break;
       }
-      default:
-        --pos_;
-        return fail("one of \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\u");
-      }
-    }
+    if (!replaced)
+      out += c;
   }
+  if (!changed)
+    return std::nullopt;
+  return out;
+}
 
-  bool parseArray(Json &out, int depth) {
-    out.kind = Json::Kind::Array;
-    ++pos_; // [
-    skipSpace();
-    if (pos_ < text_.size() && text_[pos_] == ']') {
-      ++pos_;
-      return true;
-    }
-    while (true) {
-      skipSpace();
-      out.elements.emplace_back();
-      if (!parseValue(out.elements.back(), depth + 1))
-        return false;
-      skipSpace();
-      if (pos_ < text_.size() && text_[pos_] == ',') {
-        ++pos_;
-        continue;
-      }
-      if (pos_ < text_.size() && text_[pos_] == ']') {
-        ++pos_;
-        return true;
-      }
-      return fail("',' or ']'");
-    }
+/// Parses `body` as one JSON document, with one-line errors naming the byte.
+absl::StatusOr<Json> parseDocument(absl::string_view body) {
+  try {
+    return Json::parse(body.begin(), body.end());
+  } catch (const Json::parse_error &e) {
+    if (std::optional<std::string> quoted = quoteNonFinite(body))
+      if (absl::StatusOr<Json> doc = parseDocument(*quoted); doc.ok())
+        return doc;
+    // e.byte is 1-based: the byte the reader stopped at.
+    return absl::InvalidArgumentError(absl::StrCat("malformed JSON at byte ",
+                                                   e.byte > 0 ? e.byte - 1 : 0,
+                                                   ": ", detailOf(e)));
+  } catch (const Json::exception &e) {
+    // out_of_range.406: a number beyond double's range.
+    return absl::InvalidArgumentError(
+        absl::StrCat("malformed JSON: ", detailOf(e)));
   }
-
-  bool parseObject(Json &out, int depth) {
-    out.kind = Json::Kind::Object;
-    ++pos_; // {
-    skipSpace();
-    if (pos_ < text_.size() && text_[pos_] == '}') {
-      ++pos_;
-      return true;
-    }
-    while (true) {
-      skipSpace();
-      if (pos_ >= text_.size() || text_[pos_] != '"')
-        return fail("a key in quotes");
-      std::string key;
-      if (!parseString(key))
-        return false;
-      skipSpace();
-      if (pos_ >= text_.size() || text_[pos_] != ':')
-        return fail("':' after the key");
-      ++pos_;
-      skipSpace();
-      out.members.emplace_back(std::move(key), Json());
-      if (!parseValue(out.members.back().second, depth + 1))
-        return false;
-      skipSpace();
-      if (pos_ < text_.size() && text_[pos_] == ',') {
-        ++pos_;
-        continue;
-      }
-      if (pos_ < text_.size() && text_[pos_] == '}') {
-        ++pos_;
-        return true;
-      }
-      return fail("',' or '}'");
-    }
-  }
-
-  absl::string_view text_;
-  size_t pos_ = 0;
-  std::string error_;
-};
-
-const Json *member(const Json &object, absl::string_view key) {
-  const Json *found = nullptr;
-  for (const auto &[k, v] : object.members)
-    if (k == key)
-      found = &v; // the last one wins, as in Python's json
-  return found;
 }
 
 /// Reads `list` (named `what`, e.g. "scores" or "sub_scores 'clip'") as
@@ -536,26 +284,32 @@ absl::StatusOr<std::vector<float>> readScores(const Json &list,
                                               absl::string_view what,
                                               absl::string_view each,
                                               size_t count) {
-  if (list.kind != Json::Kind::Array)
+  if (!list.is_array())
+    return absl::InvalidArgumentError(absl::StrCat(what, " is ", kindName(list),
+                                                   ", expected an array of ",
+                                                   count, " numbers"));
+  if (list.size() != count)
     return absl::InvalidArgumentError(
-        absl::StrCat(what, " is ", kindName(list.kind),
-                     ", expected an array of ", count, " numbers"));
-  if (list.elements.size() != count)
-    return absl::InvalidArgumentError(
-        absl::StrCat(list.elements.size(), " ", each, " for ", count, " image",
+        absl::StrCat(list.size(), " ", each, " for ", count, " image",
                      count == 1 ? "" : "s", " in ", what));
   std::vector<float> values;
   values.reserve(count);
   for (size_t i = 0; i < count; ++i) {
-    const Json &v = list.elements[i];
-    if (v.kind != Json::Kind::Number)
+    const Json &v = list[i];
+    if (v.is_string() &&
+        absl::StartsWith(v.get_ref<const std::string &>(), kNonFinite))
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, "[", i, "] is ",
+          v.get_ref<const std::string &>().substr(kNonFinite.size()),
+          ", expected a finite number (float32)"));
+    if (!v.is_number())
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, "[", i, "] is ", kindName(v), ", expected a finite number"));
+    double d = v.get<double>();
+    float f = static_cast<float>(d);
+    if (!std::isfinite(d) || !std::isfinite(f))
       return absl::InvalidArgumentError(
-          absl::StrCat(what, "[", i, "] is ", kindName(v.kind),
-                       ", expected a finite number"));
-    float f = static_cast<float>(v.number);
-    if (!std::isfinite(v.number) || !std::isfinite(f))
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, "[", i, "] is ", v.text,
+          absl::StrCat(what, "[", i, "] is ", v.dump(),
                        ", expected a finite number (float32)"));
     values.push_back(f);
   }
@@ -566,16 +320,17 @@ absl::StatusOr<std::vector<float>> readScores(const Json &list,
 
 absl::StatusOr<Scores> parseScoreResponse(absl::string_view body,
                                           size_t count) {
-  Json doc;
-  Reader reader(body);
-  if (!reader.parseDocument(doc))
-    return absl::InvalidArgumentError(reader.error());
-  if (doc.kind != Json::Kind::Object)
+  absl::StatusOr<Json> parsed = parseDocument(body);
+  if (!parsed.ok())
+    return parsed.status();
+  const Json &doc = *parsed;
+  if (!doc.is_object())
     return absl::InvalidArgumentError(
-        absl::StrCat("the answer is ", kindName(doc.kind),
+        absl::StrCat("the answer is ", kindName(doc),
                      ", expected an object {\"scores\": [...]}"));
-  const Json *scores = member(doc, "scores");
-  if (!scores)
+  // Duplicate keys: the last one wins, as in Python's json.
+  auto scores = doc.find("scores");
+  if (scores == doc.end())
     return absl::InvalidArgumentError(
         "the answer has no \"scores\", expected {\"scores\": [...]}");
   Scores out;
@@ -584,20 +339,17 @@ absl::StatusOr<Scores> parseScoreResponse(absl::string_view body,
   if (!main.ok())
     return main.status();
   out.scores = std::move(*main);
-  if (const Json *subs = member(doc, "sub_scores");
-      subs && subs->kind != Json::Kind::Null) {
-    if (subs->kind != Json::Kind::Object)
+  if (auto subs = doc.find("sub_scores");
+      subs != doc.end() && !subs->is_null()) {
+    if (!subs->is_object())
       return absl::InvalidArgumentError(
-          absl::StrCat("sub_scores is ", kindName(subs->kind),
+          absl::StrCat("sub_scores is ", kindName(*subs),
                        ", expected an object {\"name\": [...]}"));
-    for (const auto &[name, list] : subs->members) {
+    // A name given twice keeps its last list, as in Python's json.
+    for (const auto &[name, list] : subs->items()) {
       if (name.empty())
         return absl::InvalidArgumentError(
             "sub_scores has an empty name, expected a name per list");
-      for (const auto &[seen, unused] : out.subScores)
-        if (seen == name)
-          return absl::InvalidArgumentError(absl::StrCat(
-              "sub_scores names '", absl::CHexEscape(name), "' twice"));
       absl::StatusOr<std::vector<float>> values = readScores(
           list, absl::StrCat("sub_scores '", absl::CHexEscape(name), "'"),
           "values", count);
