@@ -102,6 +102,7 @@ const std::vector<SectionSpec> &sections() {
            {"stats", Kind::Switch},
            {"prompts", Kind::String},
            {"init", Kind::List},
+           {"init-from-ema", Kind::List},
            {"init-skip", Kind::List},
            {"reward", Kind::List},
            {"reward-timeout", Kind::Number},

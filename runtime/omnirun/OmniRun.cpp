@@ -371,14 +371,30 @@ const Flag kFlags[] = {
      "pooled_prompt_embeds [N, Dp] (default: 16 synthetic prompts)",
      setText<&train::TrainOptions::promptsPath>},
     {"--init", Arg::Value, Mode::Train, "[<prefix>=]<file>",
-     "after @init_state, set state <prefix>.X (and ref.<prefix>.X) from each "
-     "tensor X of the safetensors file (prefix default: transformer; "
-     "f16/bf16 widen to f32); repeatable",
+     "after @init_state, set state <prefix>.X (and ref.<prefix>.X, "
+     "ema.<prefix>.X) from each tensor X of the safetensors file (prefix "
+     "default: transformer; f16/bf16 widen to f32); repeatable",
      [](Options &o, const std::string &,
         const std::optional<std::string> &v) -> std::optional<std::string> {
        train::InitFile init;
        if (std::optional<std::string> error = parseInit(*v, init))
          return error;
+       o.training.inits.push_back(init);
+       return std::nullopt;
+     }},
+    {"--init-from-ema", Arg::Value, Mode::Train, "[<prefix>=]<checkpoint>",
+     "like --init, with a checkpoint's EMA weights: state <prefix>.X from "
+     "its tensor ema.<prefix>.X (from <prefix>.X where it has no EMA of X, "
+     "e.g. LoRA's frozen base); its other tensors are ignored",
+     [](Options &o, const std::string &name,
+        const std::optional<std::string> &v) -> std::optional<std::string> {
+       train::InitFile init;
+       if (parseInit(*v, init))
+         return absl::StrCat(name,
+                             " expects <checkpoint> or "
+                             "<prefix>=<checkpoint>, found '",
+                             *v, "'");
+       init.fromEma = true;
        o.training.inits.push_back(init);
        return std::nullopt;
      }},

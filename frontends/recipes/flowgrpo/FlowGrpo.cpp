@@ -17,6 +17,7 @@
 
 #include <array>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <variant>
 
@@ -65,6 +66,8 @@ struct Options {
   int64_t miniBatch, microBatch, innerEpochs; // 0: the batch, the mini-batch
   double shift, noiseLevel, guidance, advEps, clipRange, advClipMax, beta, lr,
       beta1, beta2, adamEps, weightDecay, maxGradNorm, loraAlpha;
+  double emaDecay; // 0: no EMA of the weights
+  int64_t emaEvery;
   od::SdeType sdeType;
   od::KlForm klForm;
   bool globalStd, normByStd;
@@ -147,6 +150,11 @@ const OptionDesc kOptions[] = {
     {"mini_batch_size", "0", &Options::miniBatch},   // 0: the batch P*G
     {"micro_batch_size", "0", &Options::microBatch}, // 0: the mini-batch
     {"inner_epochs", "1", &Options::innerEpochs},
+    // EMA of the trained weights (docs/flowgrpo-math.md section 7): the
+    // decay (0: off, the program has no EMA state) and the update interval
+    // in optimizer steps (flow_grpo's EMAModuleWrapper, interval 8).
+    {"ema_decay", "0", &Options::emaDecay},
+    {"ema_every", "8", &Options::emaEvery},
     // LoRA.
     {"lora_rank", "0", &Options::loraRank},   // 0: full fine-tuning
     {"lora_alpha", "0", &Options::loraAlpha}, // 0: the rank
@@ -161,6 +169,13 @@ const OptionDesc kOptions[] = {
     {"precision", "f32",
      Choice{{"f32", "bf16"}, [](Options &o, size_t i) { o.bf16 = i == 1; }}},
 };
+
+/// `v` as %g prints it (a check's "found").
+std::string shortNumber(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", v);
+  return text;
+}
 
 /// A check on the parsed options; failing, the error is "flowgrpo option
 /// <what>: expected <expected>", with " (found <found>)" when given.
@@ -234,6 +249,12 @@ const Check kChecks[] = {
     {[](const Options &o) { return o.innerEpochs >= 1; }, "inner_epochs",
      ">= 1"},
     {[](const Options &o) { return o.loraRank >= 0; }, "lora_rank", ">= 0"},
+    {[](const Options &o) { return o.emaDecay >= 0 && o.emaDecay < 1; },
+     "ema_decay", "in [0, 1) (0: no EMA)",
+     [](const Options &o) { return shortNumber(o.emaDecay); }},
+    {[](const Options &o) { return o.emaEvery >= 1; }, "ema_every",
+     ">= 1 (optimizer steps)",
+     [](const Options &o) { return std::to_string(o.emaEvery); }},
     {[](const Options &o) { return !o.reward.empty(); }, "reward",
      "a reward name"},
 };
@@ -553,6 +574,7 @@ private:
     std::vector<Tensor> params; // every model parameter (modelParams_)
     std::vector<Tensor> vaeParams, refs, ms, vs; // refs, ms, vs: trainable
     Tensor step;
+    std::vector<Tensor> emas; // trainable, only with ema_decay > 0
   };
   /// The per-prompt conditioning repeated to the batch (null when the
   /// model takes none).
@@ -583,6 +605,7 @@ private:
     /// With several optimizer steps: the number skipped (f32; null: one
     /// step, skipped when `finite` is false).
     Tensor skipped;
+    std::vector<Tensor> emas; // emaUpdate's, after the optimizer
   };
   TrainState stateArguments(Function &f);
   Conditioning conditioningArguments(Function &f);
@@ -611,6 +634,13 @@ private:
   TrainState updatedState(const TrainState &s, const Update &u);
   Update optimizerStep(const TrainState &s, ArrayRef<Value> grads,
                        const HyperParams &hp);
+  /// The EMA after one optimizer step: `emas` (one per trainable parameter)
+  /// moved towards `params` (every model parameter, as updated) when the
+  /// step counter after the update `step` is due and the update was
+  /// `finite`; empty without EMA (docs/flowgrpo-math.md section 7).
+  std::vector<Tensor> emaUpdate(const std::vector<Tensor> &emas,
+                                const std::vector<Tensor> &params, Tensor step,
+                                Tensor finite);
   /// The metrics and @train_step's results.
   void returnTrainStep(Function &f, const TrainState &s, const Rewards &rw,
                        const LossAndGrad &lg, const Update &u);
@@ -780,6 +810,12 @@ void Emitter::emitInitState() {
     }
   out.push_back(i64(0));
   names.push_back("adamw.step");
+  // The EMA starts at the initial weights (omnirun --init sets it too).
+  if (o_.emaDecay > 0)
+    for (size_t i : trainable_) {
+      out.push_back(model[i]);
+      names.push_back("ema." + modelParams_.specs()[i].name);
+    }
   g_.setLocation("");
   f.returns(out, names);
 }
@@ -910,6 +946,9 @@ Emitter::TrainState Emitter::stateArguments(Function &f) {
   for (size_t i : trainable_)
     s.vs.push_back(f.argument(specs[i].shape, "adamw.v." + specs[i].name));
   s.step = f.argument(g_.tensorType({}, g_.i64()), "adamw.step");
+  if (o_.emaDecay > 0)
+    for (size_t i : trainable_)
+      s.emas.push_back(f.argument(specs[i].shape, "ema." + specs[i].name));
   return s;
 }
 
@@ -1173,6 +1212,49 @@ Emitter::Update Emitter::optimizerStep(const TrainState &s,
   return u;
 }
 
+std::vector<Tensor> Emitter::emaUpdate(const std::vector<Tensor> &emas,
+                                       const std::vector<Tensor> &params,
+                                       Tensor step, Tensor finite) {
+  // flow_grpo's EMAModuleWrapper.step(parameters, n), called with n = the
+  // optimizer steps taken so far (its global_step after the increment):
+  // when (n + 1) % ema_every == 0, with d = min(ema_decay, (1 + n) /
+  // (10 + n)), ema += (1 - d) (param - ema). The coefficient is computed
+  // in f64 and rounded once to the parameters' type (as Python's float is
+  // by torch); a skipped update (not `finite`, `step` not advanced) leaves
+  // the EMA as it was (docs/flowgrpo-math.md section 7).
+  if (emas.empty())
+    return {};
+  g_.setLocation("update");
+  od::Emitter e(b_, loc());
+  Type f64 = b_.getF64Type();
+  Value n = od::CastOp::create(b_, loc(), RankedTensorType::get({}, f64),
+                               step.value());
+  Value n1 = e.add(n, e.scalar(f64, 1.0));
+  Tensor due = finite;
+  if (o_.emaEvery > 1) {
+    // (n + 1) / every is an integer exactly when every divides n + 1 (for
+    // n + 1 < 2^53 its rounding cannot reach the nearest integer).
+    Value q = e.div(n1, e.scalar(f64, static_cast<double>(o_.emaEvery)));
+    Value whole = od::FloorOp::create(b_, loc(), q);
+    Tensor divides = compare(od::CompareDirection::eq, wrap(whole), wrap(q));
+    due = wrap(od::AndOp::create(b_, loc(), finite.value(), divides.value()));
+  }
+  Value decay = od::MinOp::create(b_, loc(), e.scalar(f64, o_.emaDecay),
+                                  e.div(n1, e.add(n, e.scalar(f64, 10.0))));
+  Value oneMinus64 = e.sub(e.scalar(f64, 1.0), decay);
+  std::vector<Tensor> out;
+  for (size_t k = 0; k < trainable_.size(); ++k) {
+    Tensor ema = emas[k], p = params[trainable_[k]];
+    RankedTensorType t = od::Emitter::typeOf(ema.value());
+    Value oneMinus = b_.createOrFold<od::CastOp>(
+        loc(), RankedTensorType::get({}, t.getElementType()), oneMinus64);
+    Value moved = e.add(
+        ema.value(), e.mul(e.fill(oneMinus, t), e.sub(p.value(), ema.value())));
+    out.push_back(select(due, wrap(moved), ema));
+  }
+  return out;
+}
+
 void Emitter::returnTrainStep(Function &f, const TrainState &s,
                               const Rewards &rw, const LossAndGrad &lg,
                               const Update &u) {
@@ -1204,6 +1286,8 @@ void Emitter::returnTrainStep(Function &f, const TrainState &s,
   for (size_t k = 0; k < u.vs.size(); ++k)
     result(u.vs[k], "adamw.v." + specs[trainable_[k]].name);
   result(u.step, "adamw.step");
+  for (size_t k = 0; k < u.emas.size(); ++k)
+    result(u.emas[k], "ema." + specs[trainable_[k]].name);
   result(lg.loss, "loss");
   result(lg.approxKl, "approx_kl");
   result(lg.clipfrac, "clipfrac");
@@ -1244,6 +1328,7 @@ Emitter::TrainState Emitter::updatedState(const TrainState &s,
   next.ms = u.ms;
   next.vs = u.vs;
   next.step = u.step;
+  next.emas = u.emas;
   return next;
 }
 
@@ -1269,6 +1354,8 @@ void Emitter::emitTrainStep() {
     for (int64_t first = 0; first < o_.batch(); first += o_.mini()) {
       lgs.push_back(miniBatchLossAndGrad(current, r, rw.advantages, c, first));
       us.push_back(optimizerStep(current, lgs.back().grads, hp));
+      us.back().emas = emaUpdate(current.emas, us.back().params,
+                                 us.back().step, us.back().finite);
       current = updatedState(current, us.back());
     }
   if (lgs.size() == 1) {

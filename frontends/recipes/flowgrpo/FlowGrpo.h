@@ -13,9 +13,11 @@
 // State, in order: the model's parameters (`transformer.<diffusers name>`),
 // the decoder's (`vae.<name>`), the frozen KL reference copy
 // (`ref.transformer.<name>`, only with beta > 0 and no LoRA), the AdamW
-// moments (`adamw.m.<name>`, `adamw.v.<name>`, trainable parameters only)
-// and `adamw.step`. Metrics: loss, approx_kl, clipfrac, kl, reward_mean,
-// reward_std, advantage_mean, grad_norm, skipped; then `images`.
+// moments (`adamw.m.<name>`, `adamw.v.<name>`, trainable parameters only),
+// `adamw.step` and, with ema_decay > 0, the EMA of the trainable parameters
+// (`ema.transformer.<name>`, docs/flowgrpo-math.md section 7). Metrics: loss,
+// approx_kl, clipfrac, kl, reward_mean, reward_std, advantage_mean, grad_norm,
+// skipped; then `images`.
 //
 // One rollout feeds inner_epochs x (batch / mini_batch_size) optimizer
 // steps over contiguous mini-batches, each a sum of value_and_grad calls on

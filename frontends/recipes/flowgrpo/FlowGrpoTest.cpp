@@ -55,6 +55,7 @@
 #include <numeric>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 using namespace mlir;
 using ::omni::DType;
@@ -438,12 +439,19 @@ bool isAdapter(const std::string &name) {
 }
 
 TEST_F(RecipeTest, StateLayoutAgreesAcrossFunctions) {
-  for (auto [beta, lora] : std::vector<std::pair<double, int64_t>>{
-           {0.0, 0}, {0.04, 0}, {0.04, 2}}) {
-    SCOPED_TRACE("beta " + num(beta) + ", lora_rank " + std::to_string(lora));
+  for (auto [beta, lora, ema] :
+       std::vector<std::tuple<double, int64_t, bool>>{{0.0, 0, false},
+                                                      {0.04, 0, false},
+                                                      {0.04, 2, false},
+                                                      {0.04, 0, true},
+                                                      {0.0, 2, true}}) {
+    SCOPED_TRACE("beta " + num(beta) + ", lora_rank " + std::to_string(lora) +
+                 (ema ? ", ema" : ""));
     Recipe s;
     s.beta = beta;
     s.loraRank = lora;
+    if (ema)
+      s.extra = {"ema_decay=0.9", "ema_every=2"};
     ASSERT_OK_AND_ASSIGN(p, buildProgram(s));
     func::FuncOp init = p.emitted("init_state"), step = p.emitted("train_step"),
                  velocity = p.emitted("velocity"), loss = p.emitted("loss");
@@ -501,7 +509,7 @@ TEST_F(RecipeTest, StateLayoutAgreesAcrossFunctions) {
         step.getResultTypes().back() ==
         RankedTensorType::get({s.batch(), 3, s.size, s.size}, b.getF32Type()));
 
-    // The blocks: parameters, [ref], m, v, step.
+    // The blocks: parameters, [ref], m, v, step, [ema].
     std::vector<std::string> params, trainable;
     size_t i = 0;
     for (; i < K && state[i].rfind("transformer.", 0) == 0; ++i) {
@@ -518,9 +526,21 @@ TEST_F(RecipeTest, StateLayoutAgreesAcrossFunctions) {
       for (const std::string &t : trainable)
         want.push_back(moment + t);
     want.push_back("adamw.step");
+    size_t stepAt = want.size() - 1;
+    if (ema)
+      for (const std::string &t : trainable)
+        want.push_back("ema." + t);
     EXPECT_EQ(state, want);
-    EXPECT_TRUE(init.getResultTypes().back() ==
+    EXPECT_TRUE(init.getResultTypes()[stepAt] ==
                 RankedTensorType::get({}, b.getI64Type()));
+    // An EMA tensor has its parameter's type.
+    for (size_t e = stepAt + 1; e < K; ++e) {
+      size_t at = std::find(state.begin(), state.end(), state[e].substr(4)) -
+                  state.begin();
+      ASSERT_LT(at, K) << state[e];
+      EXPECT_TRUE(init.getResultTypes()[e] == init.getResultTypes()[at])
+          << state[e];
+    }
 
     if (lora) {
       // Adapters on the four attention projections of the one block, right
@@ -587,6 +607,20 @@ TEST_F(RecipeTest, BadOptionsAreOneLineErrors) {
   s.mesh = "dp=2,tp=2";
   EXPECT_EQ(error(s), "--mesh=dp=2,tp=2: unknown axis 'tp': expected dp or "
                       "fsdp");
+  // The EMA's decay and interval.
+  s = Recipe();
+  s.extra = {"ema_decay=1"};
+  EXPECT_EQ(error(s), "flowgrpo option ema_decay: expected in [0, 1) (0: no "
+                      "EMA) (found 1)");
+  s.extra = {"ema_decay=-0.25"};
+  EXPECT_EQ(error(s), "flowgrpo option ema_decay: expected in [0, 1) (0: no "
+                      "EMA) (found -0.25)");
+  s.extra = {"ema_decay=0.9", "ema_every=0"};
+  EXPECT_EQ(error(s), "flowgrpo option ema_every: expected >= 1 (optimizer "
+                      "steps) (found 0)");
+  s.extra = {"ema_decay=high"};
+  EXPECT_NE(error(s).find("ema_decay"), std::string::npos) << error(s);
+  EXPECT_EQ(error(s).find('\n'), std::string::npos) << error(s);
 }
 
 /// The sharding `omnigen --mesh` gives a state tensor of `type`: dimension
@@ -681,11 +715,13 @@ protected:
   /// beta > 0 so the reference copy and the KL path are compiled too; the
   /// brightness reward so the rewards do not hinge on how the last bits of
   /// the images round to u8 (the JPEG host call is compared bit for bit in
-  /// compiler/driver/DifferentialTest.cpp).
+  /// compiler/driver/DifferentialTest.cpp); an EMA updated every step so
+  /// its update is compiled, compared and skipped with the rest.
   static Recipe setup() {
     Recipe s;
     s.beta = 0.04;
     s.reward = "brightness";
+    s.extra = {"ema_decay=0.9", "ema_every=1"};
     return s;
   }
 
@@ -831,6 +867,7 @@ TEST_F(CompiledRecipeTest, OneIterationMatchesTheFloat32Evaluator) {
   // by every key), about 1e-10 of the largest gradient here where every
   // other parameter's is above 1e-3 of it. AdamW's first step turns any
   // nonzero noise into +-lr, so there the parameters may differ by 2 lr
+  // (their EMA by (1 - d) 2 lr, d = min(0.9, 2/11) after the first step)
   // and the moments are not compared.
   auto maxAbs = [](const HostTensor &t) {
     double m = 0;
@@ -863,12 +900,15 @@ TEST_F(CompiledRecipeTest, OneIterationMatchesTheFloat32Evaluator) {
       EXPECT_TRUE(bitEqual(got[r], want[r]));
       continue;
     }
-    bool isMoment = names[r].rfind("adamw.", 0) == 0;
-    std::string param = isMoment ? names[r].substr(8) : names[r];
+    bool isMoment = names[r].rfind("adamw.", 0) == 0,
+         isEma = names[r].rfind("ema.", 0) == 0;
+    std::string param = isMoment ? names[r].substr(8)
+                        : isEma  ? names[r].substr(4)
+                                 : names[r];
     if (noise.count(param)) {
       if (!isMoment) {
         EXPECT_LE(relativeError(got[r], valuesOf(want[r])) * maxAbs(want[r]),
-                  2 * lr * (1 + 1e-3));
+                  (isEma ? 9.0 / 11.0 : 1.0) * 2 * lr * (1 + 1e-3));
       }
       continue;
     }
@@ -955,6 +995,8 @@ TEST_F(CompiledRecipeTest, NonFiniteGradientNormSkipsTheUpdate) {
     EXPECT_EQ(n["adamw.step"].intAt(0), 2);
     EXPECT_FALSE(bitEqual(n["transformer.proj_out.weight"],
                           state1[indexOf("transformer.proj_out.weight")]));
+    EXPECT_FALSE(bitEqual(n["ema.transformer.proj_out.weight"],
+                          state1[indexOf("ema.transformer.proj_out.weight")]));
   }
 }
 
@@ -1046,6 +1088,113 @@ TEST_F(RecipeTest, OnPolicyIterationMatchesTheFormulas) {
   EXPECT_NEAR(loss2[1].doubleAt(0), 0.5e-6, 1e-12);
   for (int64_t b = 0; b < s.batch(); ++b)
     EXPECT_NE(r.lps[r.start * s.batch() + b], 0.0);
+}
+
+/// flow_grpo's EMAModuleWrapper.step(params, n) after the n-th optimizer
+/// step (docs/flowgrpo-math.md section 7): with ema_decay 0.2 and
+/// ema_every 1, d = min(0.2, (1 + n) / (10 + n)) is 2/11 at n = 1 and the
+/// cap 0.2 at n = 2 and 3; with 0.9 and 2, n = 1 and 3 update (d = 2/11,
+/// 4/13) and n = 2 leaves the EMA as it was, bit for bit.
+TEST_F(RecipeTest, EmaFollowsTheFlowGrpoFormula) {
+  for (auto [decay, every] :
+       std::vector<std::pair<double, int64_t>>{{0.2, 1}, {0.9, 2}}) {
+    SCOPED_TRACE("ema_decay " + num(decay) + ", ema_every " +
+                 std::to_string(every));
+    Recipe s;
+    s.extra = {"ema_decay=" + num(decay), "ema_every=" + std::to_string(every)};
+    ASSERT_OK_AND_ASSIGN(p, buildProgram(s));
+    std::vector<HostTensor> state;
+    Named named;
+    ASSERT_NO_FATAL_FAILURE(init(p, state, named));
+    // The EMA starts at the initial weights, one per trained parameter
+    // (full fine-tuning: every transformer parameter).
+    std::vector<std::string> emas;
+    size_t params = 0;
+    for (const auto &[name, t] : named) {
+      params += name.rfind("transformer.", 0) == 0;
+      if (name.rfind("ema.", 0) != 0)
+        continue;
+      emas.push_back(name);
+      EXPECT_TRUE(bitEqual(t, named.at(name.substr(4)))) << name;
+    }
+    ASSERT_EQ(emas.size(), params);
+    HostTensor prompts = promptsOf(s);
+    int updates = 0;
+    for (int64_t it = 0; it < 3; ++it) {
+      ASSERT_OK_AND_ASSIGN(
+          out, evaluate(p, "train_step", trainArgs(state, it, prompts)));
+      Named next = byName(p.fn("train_step"), out);
+      int64_t n = next.at("adamw.step").intAt(0);
+      ASSERT_EQ(n, it + 1);
+      bool due = (n + 1) % every == 0;
+      updates += due;
+      double d = std::min(decay, (1.0 + n) / (10.0 + n));
+      for (const std::string &e : emas) {
+        SCOPED_TRACE(e + " after step " + std::to_string(n));
+        const HostTensor &was = named.at(e), &now = next.at(e),
+                         &param = next.at(e.substr(4));
+        if (!due) {
+          EXPECT_TRUE(bitEqual(now, was));
+          continue;
+        }
+        std::vector<double> want;
+        for (int64_t i = 0; i < was.numElements(); ++i)
+          want.push_back(was.doubleAt(i) +
+                         (1 - d) * (param.doubleAt(i) - was.doubleAt(i)));
+        EXPECT_LE(relativeError(now, want), 1e-13);
+        EXPECT_FALSE(bitEqual(now, was)); // it moved
+      }
+      state.assign(out.begin(), out.begin() + p.numState());
+      named = std::move(next);
+    }
+    EXPECT_EQ(updates, every == 1 ? 3 : 2);
+  }
+}
+
+/// ema_decay = 0 (the default) emits nothing for the EMA, whatever
+/// ema_every says: the program is the one without the options.
+TEST_F(RecipeTest, EmaOffIsTheProgramWithoutIt) {
+  Recipe plain, off, on;
+  off.extra = {"ema_decay=0", "ema_every=3"};
+  on.extra = {"ema_decay=0.5", "ema_every=3"};
+  ASSERT_OK_AND_ASSIGN(pp, buildProgram(plain));
+  ASSERT_OK_AND_ASSIGN(po, buildProgram(off));
+  ASSERT_OK_AND_ASSIGN(pe, buildProgram(on));
+  auto text = [](ModuleOp m) {
+    std::string out;
+    llvm::raw_string_ostream os(out);
+    m.print(os, OpPrintingFlags().enableDebugInfo());
+    return out;
+  };
+  EXPECT_EQ(text(*pp.module), text(*po.module));
+  EXPECT_NE(text(*pp.module), text(*pe.module));
+  for (const std::string &n : resultNames(pp.emitted("init_state")))
+    EXPECT_NE(n.rfind("ema.", 0), 0u) << n;
+}
+
+/// With --mesh=fsdp=2 an EMA tensor is split over fsdp like its parameter.
+TEST_F(RecipeTest, EmaShardsLikeTheParameters) {
+  Recipe s;
+  s.mesh = "fsdp=2";
+  s.extra = {"ema_decay=0.9"};
+  ASSERT_OK_AND_ASSIGN(p, buildProgram(s));
+  func::FuncOp initFn = p.emitted("init_state"), step = p.emitted("train_step");
+  std::vector<std::string> names = resultNames(initFn);
+  size_t emas = 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i].rfind("ema.", 0) != 0)
+      continue;
+    ++emas;
+    size_t at = std::find(names.begin(), names.end(), names[i].substr(4)) -
+                names.begin();
+    ASSERT_LT(at, names.size()) << names[i];
+    Attribute want = initFn.getResultAttr(at, "omni.sharding");
+    EXPECT_TRUE(want) << names[at];
+    EXPECT_EQ(initFn.getResultAttr(i, "omni.sharding"), want) << names[i];
+    EXPECT_EQ(step.getArgAttr(i, "omni.sharding"), want) << names[i];
+    EXPECT_EQ(step.getResultAttr(i, "omni.sharding"), want) << names[i];
+  }
+  EXPECT_GT(emas, 0u);
 }
 
 TEST_F(RecipeTest, WindowStartIsDrawnInRangeAndSeenInTheImages) {

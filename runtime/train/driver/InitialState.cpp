@@ -5,7 +5,9 @@
 // seed, iteration and program hash are checked). Otherwise the init
 // function runs on the seed (writing the slots on the device) and each
 // --init file then overwrites the slots under its prefix (and the KL
-// reference copies `ref.<prefix>.*`), with setState. Either way the state is
+// reference copies `ref.<prefix>.*` and the EMA `ema.<prefix>.*`, which
+// start at the initial weights), with setState; --init-from-ema takes a
+// checkpoint's `ema.<prefix>.*` instead. Either way the state is
 // on the host only while it is being loaded. Both hold whole tensors: a
 // sharded slot (ShardedState.h) is checked against its global shape and
 // gets this rank's block.
@@ -63,6 +65,48 @@ TypedTensor widenToF32(const TypedTensor &t) {
   return wide;
 }
 
+/// One tensor an --init file gives: `name` (X) sets state `prefix.X`;
+/// `fileName` is what the file calls it (`ema.prefix.X` from the EMA).
+struct InitTensor {
+  std::string fileName, name;
+  const TypedTensor *tensor;
+};
+
+/// The tensors of `file` that `init` applies, by the name X they set
+/// `prefix.X` from: every tensor; with fromEma a checkpoint's
+/// `ema.<prefix>.X`, and its `<prefix>.X` where there is no EMA of X (LoRA's
+/// frozen base), and no other. `averaged`: how many come from the EMA.
+absl::StatusOr<std::vector<InitTensor>>
+initTensors(const InitFile &init,
+            const checkpoint::TypedSafetensorsContents &file,
+            int64_t &averaged) {
+  std::vector<InitTensor> out;
+  averaged = 0;
+  if (!init.fromEma) {
+    for (const checkpoint::NamedTypedTensor &t : file.tensors)
+      out.push_back({t.name, t.name, &t.tensor});
+    return out;
+  }
+  const std::string prefix = init.prefix + ".", ema = "ema." + prefix;
+  std::set<std::string> fromEma;
+  for (const checkpoint::NamedTypedTensor &t : file.tensors)
+    if (absl::StartsWith(t.name, ema)) {
+      out.push_back({t.name, t.name.substr(ema.size()), &t.tensor});
+      fromEma.insert(out.back().name);
+    }
+  averaged = static_cast<int64_t>(out.size());
+  if (out.empty())
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--init-from-ema ", init.prefix, "=", init.path, ": no tensor '", ema,
+        "*' in the file, expected a checkpoint of a program with an EMA of "
+        "its weights (omnigen --opt=ema_decay=...)"));
+  for (const checkpoint::NamedTypedTensor &t : file.tensors)
+    if (absl::StartsWith(t.name, prefix) &&
+        !fromEma.count(t.name.substr(prefix.size())))
+      out.push_back({t.name, t.name.substr(prefix.size()), &t.tensor});
+  return out;
+}
+
 /// Applies one --init file to the state slots.
 absl::Status applyInit(executor::Executor &executor,
                        const ShardedState &sharded, const InitFile &init,
@@ -70,6 +114,7 @@ absl::Status applyInit(executor::Executor &executor,
                        const std::vector<std::string> &skip,
                        std::ostream &log) {
   const std::string prefix = init.prefix + ".";
+  const char *flag = init.fromEma ? "--init-from-ema" : "--init";
   std::vector<std::string> names;
   bool anyUnderPrefix = false;
   for (const loader::StateInfo *s : sig.state) {
@@ -78,7 +123,7 @@ absl::Status applyInit(executor::Executor &executor,
   }
   if (!anyUnderPrefix)
     return absl::InvalidArgumentError(absl::StrCat(
-        "--init ", init.prefix, "=", init.path, ": @", stepName,
+        flag, " ", init.prefix, "=", init.path, ": @", stepName,
         " has no state named '", prefix, "*' (state: ",
         absl::StrJoin(names.begin(),
                       names.begin() + std::min<size_t>(names.size(), 6), ", "),
@@ -87,13 +132,18 @@ absl::Status applyInit(executor::Executor &executor,
       checkpoint::readSafetensorsTyped(init.path);
   if (!file.ok())
     return file.status();
+  int64_t averaged = 0;
+  absl::StatusOr<std::vector<InitTensor>> tensors =
+      initTensors(init, *file, averaged);
+  if (!tensors.ok())
+    return tensors.status();
   // Everything is checked before the first slot is written.
   std::vector<std::pair<const loader::StateInfo *, const TypedTensor *>> writes;
   std::vector<TypedTensor> widened;
-  widened.reserve(file->tensors.size());
+  widened.reserve(tensors->size());
   std::set<std::string> given;
-  int64_t refs = 0, skipped = 0;
-  for (const checkpoint::NamedTypedTensor &t : file->tensors) {
+  int64_t refs = 0, emas = 0, skipped = 0;
+  for (const InitTensor &t : *tensors) {
     if (std::any_of(skip.begin(), skip.end(), [&](const std::string &p) {
           return p == t.name ||
                  (!p.empty() && p.back() == '*' &&
@@ -105,12 +155,12 @@ absl::Status applyInit(executor::Executor &executor,
     std::string target = prefix + t.name;
     const loader::StateInfo *want = sig.findState(target);
     if (!want)
-      return absl::InvalidArgumentError(
-          absl::StrCat(init.path, ": tensor ", checkpoint::json::quoted(t.name),
-                       " would set state '", target, "', which @", stepName,
-                       " does not have (--init-skip=", t.name,
-                       " ignores a buffer the program computes)"));
-    const TypedTensor *value = &t.tensor;
+      return absl::InvalidArgumentError(absl::StrCat(
+          init.path, ": tensor ", checkpoint::json::quoted(t.fileName),
+          " would set state '", target, "', which @", stepName,
+          " does not have (--init-skip=", t.name,
+          " ignores a buffer the program computes)"));
+    const TypedTensor *value = t.tensor;
     if ((value->dtype() == DType::F16 || value->dtype() == DType::BF16) &&
         want->dtype == DType::F32 && value->shape() == checkpointShape(*want)) {
       widened.push_back(widenToF32(*value));
@@ -119,7 +169,7 @@ absl::Status applyInit(executor::Executor &executor,
     if (value->dtype() != want->dtype ||
         value->shape() != checkpointShape(*want))
       return absl::InvalidArgumentError(absl::StrCat(
-          init.path, ": tensor '", t.name, "' is ", t.tensor.typeString(),
+          init.path, ": tensor '", t.fileName, "' is ", t.tensor->typeString(),
           ", expected ", slotType(*want), " as state '", target, "' is"));
     // Non-finite weights would make every update skip (or, in a decoder,
     // every reward meaningless) without a word.
@@ -128,24 +178,31 @@ absl::Status applyInit(executor::Executor &executor,
         double x = value->doubleAt(i);
         if (std::isfinite(x))
           continue;
-        return absl::InvalidArgumentError(absl::StrCat(
-            init.path, ": tensor ", checkpoint::json::quoted(t.name), " has ",
-            std::isnan(x) ? "NaN"
-            : x > 0       ? "+inf"
-                          : "-inf",
-            " at element ", i, " of ", value->numElements(),
-            ", expected finite initial weights"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(init.path, ": tensor ",
+                         checkpoint::json::quoted(t.fileName), " has ",
+                         std::isnan(x) ? "NaN"
+                         : x > 0       ? "+inf"
+                                       : "-inf",
+                         " at element ", i, " of ", value->numElements(),
+                         ", expected finite initial weights"));
       }
     writes.push_back({want, value});
     given.insert(target);
-    if (const loader::StateInfo *r = sig.findState("ref." + target)) {
+    // The copies that start at the initial weights: the KL reference and
+    // the EMA (docs/recipes.md section 2).
+    for (auto [copy, count] : {std::pair{"ref.", &refs}, {"ema.", &emas}}) {
+      const loader::StateInfo *r = sig.findState(copy + target);
+      if (!r)
+        continue;
       if (r->dtype != want->dtype ||
           checkpointShape(*r) != checkpointShape(*want))
-        return absl::InvalidArgumentError(absl::StrCat(
-            init.path, ": tensor '", t.name, "' is ", t.tensor.typeString(),
-            ", expected ", slotType(*r), " as state 'ref.", target, "' is"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(init.path, ": tensor '", t.fileName, "' is ",
+                         t.tensor->typeString(), ", expected ", slotType(*r),
+                         " as state '", copy, target, "' is"));
       writes.push_back({r, value});
-      ++refs;
+      ++*count;
     }
   }
   for (const std::string &n : names)
@@ -157,10 +214,14 @@ absl::Status applyInit(executor::Executor &executor,
   for (const auto &[slot, value] : writes)
     if (absl::Status s = setWhole(executor, sharded, *slot, *value); !s.ok())
       return s;
-  log << "init: " << file->tensors.size() - skipped << " tensors of "
-      << init.path << " into " << prefix << "*";
+  log << "init: " << tensors->size() - skipped << " tensors of " << init.path;
+  if (init.fromEma)
+    log << " (" << averaged << " of them its EMA)";
+  log << " into " << prefix << "*";
   if (refs)
     log << " (and " << refs << " into ref." << prefix << "*)";
+  if (emas)
+    log << " (and " << emas << " into ema." << prefix << "*)";
   if (skipped)
     log << ", " << skipped << " skipped";
   log << "\n";

@@ -69,10 +69,16 @@
 namespace omni::train {
 
 /// One --init: the safetensors file `path`'s tensor X sets state
-/// `prefix.X` (and `ref.prefix.X` when the state has it).
+/// `prefix.X` (and `ref.prefix.X` and `ema.prefix.X` when the state has
+/// them). With `fromEma` (--init-from-ema) `path` is a checkpoint and its
+/// EMA weights are the ones taken: its tensor `ema.prefix.X` sets state
+/// `prefix.X` (and the copies), its `prefix.X` does where the checkpoint has
+/// no `ema.prefix.X` (LoRA's frozen base), and every other tensor is
+/// ignored (docs/recipes.md section 2).
 struct InitFile {
   std::string prefix = "transformer";
   std::string path;
+  bool fromEma = false;
 };
 
 struct TrainOptions {
