@@ -10,7 +10,8 @@
 // (docs/rewards.md).
 //
 // Thread safety: score() may run on any thread, but one at a time per mix
-// (the training driver's executor calls host functions from one thread);
+// (the training driver's executor runs at most one concurrent host call at
+// a time, on a worker thread, and waits for it before the next one);
 // setContext and takeMeans are safe to call between iterations from the
 // driver's thread, under the mix's lock.
 // MLIR-free.
