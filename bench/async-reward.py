@@ -17,8 +17,8 @@ program's rewards equal the unchunked ones, FlowGrpoTest.cpp).
   bench/async-reward.py [--build build] [--chunks 2] [--steps 6]
                         [--pairs 3] [--delay-per-image 0.02] [--threads N]
 
-Needs Python 3 with Pillow (the server's) and omnigen, omnic, omnirun in
-BUILD/bin. Not a test: nothing here is asserted about time.
+Needs Pillow for the server (/usr/bin/python3's, python3-pil) and
+omnigen, omnic, omnirun in BUILD/bin. Not a test: nothing here is asserted about time.
 """
 
 import argparse
@@ -55,11 +55,16 @@ def main():
                     help="omnirun --threads (0: its default)")
     ap.add_argument("--opt", action="append", default=[],
                     help="more omnigen --opt=KEY=VALUE for both programs")
+    ap.add_argument("--programs", nargs=2, metavar=("ONE.bin", "C.bin"),
+                    help="use these compiled programs (rollout_chunks=1 and "
+                    "=C) instead of compiling them")
     a = ap.parse_args()
     bin_dir = os.path.join(a.build, "bin")
     work = tempfile.mkdtemp(prefix="async-reward.")
     programs = {}
-    for chunks in (1, a.chunks):
+    if a.programs:
+        programs = {1: a.programs[0], a.chunks: a.programs[1]}
+    for chunks in () if a.programs else (1, a.chunks):
         mlir = os.path.join(work, f"tiny-c{chunks}.mlir")
         opts = [f"--opt={o}" for o in a.opt + [f"rollout_chunks={chunks}"]]
         run([os.path.join(bin_dir, "omnigen"), *opts, "-o", mlir])
@@ -67,8 +72,11 @@ def main():
         run([os.path.join(bin_dir, "omnic"), mlir, "-o", programs[chunks]])
 
     port_file = os.path.join(work, "port")
+    # Debian's python3 has Pillow (python3-pil); one earlier on PATH may not.
+    python = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) \
+        else sys.executable
     server = subprocess.Popen(
-        [sys.executable, os.path.join(ROOT, "examples/reward-server/server.py"),
+        [python, os.path.join(ROOT, "examples/reward-server/server.py"),
          "--port", "0", "--port-file", port_file,
          "--delay-per-image", str(a.delay_per_image)],
         stdout=subprocess.DEVNULL)

@@ -368,7 +368,10 @@ absl::Status Executor::runHostCall(Frame &frame, const step::Command &command,
       return results.status();
     return writeHostResults(h, *results, buffers);
   }
-  // waitForHostCallBefore finished the previous concurrent call.
+  // waitForHostCallBefore finished the previous concurrent call; should one
+  // still be pending, it is finished here rather than overwritten.
+  if (pending_)
+    OMNI_RETURN_IF_ERROR(finishHostCall());
   auto pending = std::make_unique<PendingHostCall>();
   pending->call = &h;
   pending->where = describeCommand(frame, command, path);
