@@ -749,7 +749,7 @@ TEST_F(RecipeTest, MeshAnnotatesStateAndBatchWithoutChangingValues) {
 /// loaded into an executor on `device` with the rewards registered.
 absl::StatusOr<std::unique_ptr<::omni::executor::Executor>>
 compileRecipe(const Program &p, ::omni::hal::Device &device) {
-  OwningOpRef<ModuleOp> copy = p.module->clone();
+  OwningOpRef<ModuleOp> copy = p.module.get().clone();
   PassManager pm(&sharedContext(), ModuleOp::getOperationName());
   mlir::omni::buildOmniPipeline(pm);
   if (failed(pm.run(*copy)))
@@ -965,12 +965,19 @@ TEST_F(CompiledRecipeTest, OneIterationMatchesTheFloat32Evaluator) {
 }
 
 TEST_F(CompiledRecipeTest, RolloutChunksCompileToTheUnchunkedIteration) {
-  // Compiled for the CPU and run by the executor (each chunk's reward host
-  // call asynchronous, overlapping the next chunk's rollout): two chunks
-  // give the bits of the unchunked program. The decode and the velocity
-  // model compute every sample on its own, and their gemms and
-  // convolutions reduce in an order that does not depend on the batch
-  // (docs/backend.md, "Library calls"), so no tolerance is needed.
+  // Compiled for the CPU and run by the executor, each chunk's reward host
+  // call asynchronous (overlapping the next chunk's rollout): two chunks
+  // give the unchunked iteration up to float32 rounding. Not bit for bit,
+  // unlike the evaluator (RolloutChunksGiveTheUnchunkedIteration): the
+  // compiled kernels at batch 2 and at batch 4 may sum a reduction in
+  // another order (blocking that follows the shape), which moves a value by
+  // an ulp or so; measured: the images by at most 2 ulps of 1 (1.2e-7),
+  // reward_mean/reward_std/grad_norm by 1 ulp. The bounds below allow 8
+  // ulps of the images' [0, 1] range and a relative 1e-5 for the metrics,
+  // chains of a few float32 roundings of those images. The parameters
+  // follow AdamW's first step, which turns any gradient difference where
+  // the gradient is rounding noise into up to 2 lr (the evaluator test's
+  // argument), so they are bounded by 2 lr, the moments relatively.
   Recipe chunked = setup();
   chunked.extra = {"rollout_chunks=2"};
   ASSERT_OK_AND_ASSIGN(pc, buildProgram(chunked));
@@ -980,6 +987,7 @@ TEST_F(CompiledRecipeTest, RolloutChunksCompileToTheUnchunkedIteration) {
   ASSERT_NO_FATAL_FAILURE(
       init(*program, state, named, reference::Precision::F32));
   std::vector<std::string> names = resultNames(program->fn("train_step"));
+  const double lr = 1e-3;
   for (int64_t iteration : {0, 1}) {
     std::vector<HostTensor> args =
         trainArgs(state, iteration, promptsOf(program->setup));
@@ -989,9 +997,37 @@ TEST_F(CompiledRecipeTest, RolloutChunksCompileToTheUnchunkedIteration) {
     Named w = byName(program->fn("train_step"), a);
     EXPECT_GT(scalar(w, "reward_std"), 0.0);
     EXPECT_EQ(scalar(w, "skipped"), 0.0);
+    // The moments relative to the largest of their kind (a zero-in-exact-
+    // arithmetic gradient's moments are rounding noise, see above).
+    std::map<std::string, double> momentScale;
     for (size_t i = 0; i < a.size(); ++i)
-      EXPECT_TRUE(bitEqual(a[i], b[i]))
-          << "iteration " << iteration << ", result '" << names[i] << "'";
+      if (names[i].rfind("adamw.", 0) == 0 && a[i].isFloat())
+        for (double v : a[i].floats())
+          momentScale[names[i].substr(0, 8)] =
+              std::max(momentScale[names[i].substr(0, 8)], std::abs(v));
+    for (size_t i = 0; i < a.size(); ++i) {
+      SCOPED_TRACE("iteration " + std::to_string(iteration) + ", result '" +
+                   names[i] + "'");
+      ASSERT_EQ(a[i].shape(), b[i].shape());
+      if (!a[i].isFloat()) {
+        EXPECT_TRUE(bitEqual(a[i], b[i]));
+        continue;
+      }
+      double scale = 0, diff = 0;
+      for (int64_t k = 0; k < a[i].numElements(); ++k) {
+        scale = std::max(scale, std::abs(a[i].floats()[k]));
+        diff = std::max(diff, std::abs(a[i].floats()[k] - b[i].floats()[k]));
+      }
+      const std::string &n = names[i];
+      if (n == "images")
+        EXPECT_LE(diff, 8 * 0x1p-23);
+      else if (n.rfind("adamw.", 0) == 0)
+        EXPECT_LE(diff, 1e-4 * momentScale[n.substr(0, 8)]);
+      else if (std::find(kMetrics.begin(), kMetrics.end(), n) != kMetrics.end())
+        EXPECT_LE(diff, 1e-5 * std::max(scale, 1e-3));
+      else
+        EXPECT_LE(diff, 2 * lr * (1 + 1e-3));
+    }
   }
 }
 
