@@ -11,8 +11,9 @@ the reward's time leaves the iteration, as far as the rollout is long
 enough to hide it. Prints the median iteration time (metrics.jsonl time_s,
 the first iteration left out) of each and the ratios chunked / unchunked,
 run pair by pair (A B A B ...) so that a drifting machine affects both
-alike; and checks that both trained on the same rewards (the chunked
-program's rewards equal the unchunked ones, FlowGrpoTest.cpp).
+alike; and checks that the first iteration's rewards agree (the compiled
+chunked program equals the unchunked one up to float32 rounding,
+FlowGrpoTest.cpp).
 
   bench/async-reward.py [--build build] [--chunks 2] [--steps 6]
                         [--pairs 3] [--delay-per-image 0.02] [--threads N]
@@ -119,9 +120,13 @@ def main():
           f"median {statistics.median(ratios):.3f} "
           f"(min {min(ratios):.3f}, max {max(ratios):.3f}, {a.pairs} pairs, "
           f"{a.delay_per_image} s per image at the server)")
-    same = rewards[1] == rewards[a.chunks]
-    print("same rewards: " + ("yes" if same else "NO"))
-    return 0 if same else 1
+    # The compiled chunked program equals the unchunked one up to float32
+    # rounding (FlowGrpoTest.cpp), which the JPEG rewards of later
+    # iterations can amplify: the first iteration's must agree closely.
+    (m1, _), (m2, _) = rewards[1][0], rewards[a.chunks][0]
+    rel = abs(m1 - m2) / max(abs(m1), 1e-30)
+    print(f"iteration 0 reward_mean: {m1} vs {m2} (relative {rel:.2g})")
+    return 0 if rel < 1e-4 else 1
 
 
 if __name__ == "__main__":
