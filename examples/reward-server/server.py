@@ -24,6 +24,9 @@ in the jpeg modes, which omnirun logs as reward/jpeg_kib.
 
 For tests, --misbehave makes it answer wrongly (status-500, nonsense,
 wrong-count, nan) and --die-after N exits right after its N-th answer.
+--delay SECONDS and --delay-per-image SECONDS make each answer wait
+SECONDS, plus SECONDS per image of the batch (a stand-in for a scoring
+model's time, which grows with the batch; bench/async-reward uses them).
 --port 0 lets the kernel choose a free port; --port-file writes it (after
 the socket listens, via a temporary file and a rename, so a reader never
 sees half a number). --unix SOCKET listens on a Unix domain socket instead
@@ -45,6 +48,7 @@ import os
 import socketserver
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from PIL import Image
@@ -133,6 +137,9 @@ class Handler(BaseHTTPRequestHandler):
         except Exception as e:  # the client shows the first line
             self.answer(400, f"bad request: {e}\n", "text/plain")
             return
+        wait = options.delay + options.delay_per_image * len(images)
+        if wait > 0:
+            time.sleep(wait)
         bad = options.misbehave
         if bad == "status-500":
             self.answer(500, "Traceback (most recent call last):\n"
@@ -175,8 +182,15 @@ def main():
                                  "nan"])
     parser.add_argument("--die-after", type=int, default=0, metavar="N",
                         help="exit right after the N-th answer")
+    parser.add_argument("--delay", type=float, default=0, metavar="SECONDS",
+                        help="wait this long before each answer")
+    parser.add_argument("--delay-per-image", type=float, default=0,
+                        metavar="SECONDS",
+                        help="and this long per image of the batch")
     parser.add_argument("--verbose", action="store_true")
     options = parser.parse_args()
+    if options.delay < 0 or options.delay_per_image < 0:
+        parser.error("--delay and --delay-per-image must be >= 0 seconds")
 
     if options.unix:
         if os.path.exists(options.unix):

@@ -60,6 +60,8 @@ Executor::Executor(std::shared_ptr<const loader::Program> program,
 }
 
 Executor::~Executor() {
+  // A run joins its host call before it returns; this is for safety only.
+  abandonHostCall();
   // Buffers and executables may be in use by submitted commands.
   if (stream_)
     (void)stream_->synchronize();
@@ -281,7 +283,7 @@ Executor::run(uint32_t function, absl::Span<const TypedTensor> inputs) {
   }
   notePeakDeviceBytes();
   commandsRun_ = 0;
-  OMNI_RETURN_IF_ERROR(runFunction(function, refs, nullptr));
+  OMNI_RETURN_IF_ERROR(runTopLevel(function, refs));
 
   std::vector<TypedTensor> results;
   for (uint32_t k = 0; k < numOutputs; ++k) {
@@ -326,7 +328,24 @@ absl::Status Executor::runOnDevice(uint32_t function,
   }
   notePeakDeviceBytes();
   commandsRun_ = 0;
-  return runFunction(function, args, nullptr);
+  return runTopLevel(function, args);
+}
+
+absl::Status Executor::runTopLevel(uint32_t function,
+                                   absl::Span<const hal::BufferRef> args) {
+  absl::Status status = runFunction(function, args, nullptr);
+  if (!status.ok()) {
+    // The failed command's error is the run's; a pending host call is
+    // joined so that nothing runs after the run returns.
+    abandonHostCall();
+    return status;
+  }
+  // The end of the run waits for the host call still in flight.
+  if (absl::Status waited = finishHostCall(); !waited.ok()) {
+    abortChannels(waited);
+    return waited;
+  }
+  return absl::OkStatus();
 }
 
 //===----------------------------------------------------------------------===//

@@ -12,6 +12,15 @@
 // Loop, Call, Collective (on ExecutorOptions.channel) and AxisIndex (this
 // rank's group rank, from the channel's rank), on one hal::Stream.
 //
+// A HostCall of a function its registry marks concurrent runs
+// asynchronously (docs/backend.md, "Asynchronous host calls"): its operands
+// are read to the host at the call, the function runs on a worker thread,
+// and the executor goes on with the next commands; it waits for the call,
+// and writes its results to the device, at the first command whose buffers
+// overlap the results' byte ranges, at the next concurrent HostCall (one is
+// in flight at a time), or at the end of the run. Errors of the call
+// surface there with the HostCall's own place.
+//
 // Every function invocation (the top-level run and each Call) has its own
 // index register file (all of the program's scalars, zero at entry) and
 // binds its Argument tensors to the caller's buffers: the function's inputs
@@ -27,7 +36,8 @@
 // training driver reports them per iteration (omnirun --stats).
 //
 // Ownership: the executor shares the Program (shared_ptr) and owns its
-// buffers, executables and stream; the Device must outlive it. Thread
+// buffers, executables, stream and the worker thread of a pending host call
+// (joined before a run returns); the Device must outlive it. Thread
 // safety: one call at a time (runs, state access); distinct executors may
 // run concurrently on one device.
 //
@@ -71,6 +81,9 @@ struct ExecutorOptions {
   /// failed command, or a failed create(), aborts the channel so that no
   /// other rank waits for this one. Null: the program must have none.
   hal::Channel *channel = nullptr;
+  /// Run the HostCalls of concurrent host functions asynchronously (see the
+  /// file comment); false runs every HostCall where it stands.
+  bool asyncHostCalls = true;
 };
 
 /// Bytes moved between the host and the device by an executor since it was
@@ -137,6 +150,7 @@ public:
 private:
   struct Frame;
   struct Path;
+  struct PendingHostCall;
   Executor(std::shared_ptr<const loader::Program> program, hal::Device &device,
            ExecutorOptions options);
 
@@ -146,6 +160,9 @@ private:
       const Path &parent);
   absl::StatusOr<uint32_t> stateIndex(absl::string_view name) const;
 
+  /// runFunction for a run's entry, then the wait for its host call.
+  absl::Status runTopLevel(uint32_t function,
+                           absl::Span<const hal::BufferRef> args);
   absl::Status runFunction(uint32_t function,
                            absl::Span<const hal::BufferRef> args,
                            const Path *caller);
@@ -159,7 +176,28 @@ private:
   absl::Status runLibraryCall(Frame &frame, const step::LibraryCall &c);
   absl::Status runCopy(Frame &frame, const step::Copy &c);
   absl::Status runRandom(Frame &frame, const step::Random &r);
-  absl::Status runHostCall(Frame &frame, const step::HostCall &h);
+  absl::Status runHostCall(Frame &frame, const step::Command &command,
+                           const Path &path);
+  /// Checks and writes a host function's results to their buffers.
+  absl::Status writeHostResults(const step::HostCall &h,
+                                std::vector<HostTensor> &values,
+                                absl::Span<const hal::BufferRef> buffers);
+  /// Waits for the pending host call if `command` touches its results or
+  /// is a concurrent HostCall itself.
+  absl::Status waitForHostCallBefore(const Frame &frame,
+                                     const step::Command &command);
+  /// Whether `ref` overlaps a result buffer of the pending host call.
+  bool touchesPendingHostCall(const hal::BufferRef &ref) const;
+  /// Joins the pending host call (if any) and writes its results; its
+  /// error carries the HostCall's place.
+  absl::Status finishHostCall();
+  /// Joins the pending host call (if any) and drops its results (a run
+  /// that failed).
+  void abandonHostCall();
+  /// "step.bin: functions[0].commands[2] (HostCall, loc) called from ...",
+  /// the prefix of a command's errors.
+  std::string describeCommand(const Frame &frame, const step::Command &command,
+                              const Path &path) const;
   absl::Status runScalarOp(Frame &frame, const step::ScalarOp &op);
   absl::Status runLoop(Frame &frame, const step::Loop &loop, const Path &path);
   absl::Status runCall(Frame &frame, const step::Call &call, const Path &path);
@@ -199,6 +237,8 @@ private:
   std::unordered_map<const step::AxisIndex *, int64_t> axisIndices_;
   TransferStats transfers_;
   int64_t peakDeviceBytes_ = -1;
+  /// The asynchronous host call in flight, or null.
+  std::unique_ptr<PendingHostCall> pending_;
 };
 
 /// Executor::run for callers that speak HostTensor (omnirun --function,

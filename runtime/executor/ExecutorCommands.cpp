@@ -73,8 +73,14 @@ absl::Status Executor::runFunction(uint32_t function,
   for (uint32_t k = 0; k < sizeOf(fn->outputs()); ++k) {
     hal::BufferRef src = resolve(frame, fn->outputs()->Get(k));
     const hal::BufferRef &dst = args[numInputs + k];
-    if (src != dst)
-      OMNI_RETURN_IF_ERROR(stream_->copy(src, dst));
+    if (src == dst)
+      continue;
+    if (touchesPendingHostCall(src) || touchesPendingHostCall(dst))
+      if (absl::Status waited = finishHostCall(); !waited.ok()) {
+        abortChannels(waited);
+        return waited;
+      }
+    OMNI_RETURN_IF_ERROR(stream_->copy(src, dst));
   }
   return absl::OkStatus();
 }
@@ -121,6 +127,14 @@ absl::Status Executor::runCommand(Frame &frame, const step::Command &command,
     abortChannels(exceeded);
     return exceeded;
   }
+  if (pending_ && kind != step::CommandKind::Loop &&
+      kind != step::CommandKind::Call)
+    if (absl::Status waited = waitForHostCallBefore(frame, command);
+        !waited.ok()) {
+      // The error is the host call's, with its place.
+      abortChannels(waited);
+      return waited;
+    }
   TraceScope trace(step::EnumNameCommandKind(kind));
   absl::Status status;
   switch (kind) {
@@ -149,7 +163,7 @@ absl::Status Executor::runCommand(Frame &frame, const step::Command &command,
     status = runRandom(frame, *command.kind_as_Random());
     break;
   case step::CommandKind::HostCall:
-    status = runHostCall(frame, *command.kind_as_HostCall());
+    status = runHostCall(frame, command, path);
     break;
   case step::CommandKind::ScalarOp:
     status = runScalarOp(frame, *command.kind_as_ScalarOp());
@@ -166,6 +180,17 @@ absl::Status Executor::runCommand(Frame &frame, const step::Command &command,
   }
   if (status.ok())
     return status;
+  absl::Status failed(status.code(),
+                      absl::StrCat(describeCommand(frame, command, path), ": ",
+                                   status.message()));
+  // The other ranks would wait for this one's next collective forever.
+  abortChannels(failed);
+  return failed;
+}
+
+std::string Executor::describeCommand(const Frame &frame,
+                                      const step::Command &command,
+                                      const Path &path) const {
   std::string where = absl::StrCat(program_->name(), ": ", path.render(), " (",
                                    loader::commandLabel(command));
   if (command.location() && command.location()->size())
@@ -173,11 +198,7 @@ absl::Status Executor::runCommand(Frame &frame, const step::Command &command,
   absl::StrAppend(&where, ")");
   if (frame.caller)
     absl::StrAppend(&where, " called from ", frame.caller->render());
-  absl::Status failed(status.code(),
-                      absl::StrCat(where, ": ", status.message()));
-  // The other ranks would wait for this one's next collective forever.
-  abortChannels(failed);
-  return failed;
+  return where;
 }
 
 absl::Status Executor::runDispatch(Frame &frame, const step::Dispatch &d) {
@@ -322,28 +343,59 @@ absl::Status Executor::runRandom(Frame &frame, const step::Random &r) {
                          resolve(frame, r.result()));
 }
 
-absl::Status Executor::runHostCall(Frame &frame, const step::HostCall &h) {
+absl::Status Executor::runHostCall(Frame &frame, const step::Command &command,
+                                   const Path &path) {
+  const step::HostCall &h = *command.kind_as_HostCall();
   const std::string name = h.name()->str();
   const HostFunction *fn = hostFunctions_.lookup(name);
   if (!fn)
     return absl::NotFoundError(
         absl::StrCat("unknown host function '", name, "'"));
+  // The operands are read now (the stream is synchronized), so the call
+  // never sees a later command's writes to them.
   std::vector<HostTensor> args;
   for (uint32_t i = 0; i < sizeOf(h.operands()); ++i) {
     OMNI_ASSIGN_OR_RETURN(HostTensor arg,
                           readTensor(frame, h.operands()->Get(i)));
     args.push_back(std::move(arg));
   }
-  absl::StatusOr<std::vector<HostTensor>> results = (*fn)(args);
-  if (!results.ok())
-    return results.status();
+  std::vector<hal::BufferRef> buffers;
+  for (uint32_t i = 0; i < sizeOf(h.results()); ++i)
+    buffers.push_back(resolve(frame, h.results()->Get(i)));
+  if (!options_.asyncHostCalls || !hostFunctions_.isConcurrent(name)) {
+    absl::StatusOr<std::vector<HostTensor>> results = (*fn)(args);
+    if (!results.ok())
+      return results.status();
+    return writeHostResults(h, *results, buffers);
+  }
+  // waitForHostCallBefore finished the previous concurrent call; should one
+  // still be pending, it is finished here rather than overwritten.
+  if (pending_)
+    OMNI_RETURN_IF_ERROR(finishHostCall());
+  auto pending = std::make_unique<PendingHostCall>();
+  pending->call = &h;
+  pending->where = describeCommand(frame, command, path);
+  pending->results = std::move(buffers);
+  pending->values = absl::UnknownError("the host call did not run");
+  PendingHostCall *p = pending.get();
+  p->worker = std::thread(
+      [p, fn, args = std::move(args)]() mutable { p->values = (*fn)(args); });
+  pending_ = std::move(pending);
+  return absl::OkStatus();
+}
+
+absl::Status
+Executor::writeHostResults(const step::HostCall &h,
+                           std::vector<HostTensor> &values,
+                           absl::Span<const hal::BufferRef> buffers) {
+  const std::string name = h.name()->str();
   const uint32_t numResults = sizeOf(h.results());
-  if (results->size() != numResults)
+  if (values.size() != numResults)
     return absl::InvalidArgumentError(
-        absl::StrCat("host function '", name, "' returned ", results->size(),
+        absl::StrCat("host function '", name, "' returned ", values.size(),
                      " results but the command has ", numResults));
   for (uint32_t i = 0; i < numResults; ++i) {
-    HostTensor &value = (*results)[i];
+    HostTensor &value = values[i];
     const TensorInfo &info = program_->tensor(h.results()->Get(i));
     bool sameKind = value.isFloat() == isFloatDType(info.dtype);
     if (!sameKind || value.shape() != info.shape)
@@ -353,10 +405,106 @@ absl::Status Executor::runHostCall(Frame &frame, const step::HostCall &h) {
     if (value.dtype() != info.dtype)
       value.retype(info.dtype);
     std::vector<uint8_t> bytes = packTensor(value);
-    OMNI_RETURN_IF_ERROR(
-        toDevice(bytes.data(), resolve(frame, h.results()->Get(i))));
+    OMNI_RETURN_IF_ERROR(toDevice(bytes.data(), buffers[i]));
   }
   return absl::OkStatus();
+}
+
+bool Executor::touchesPendingHostCall(const hal::BufferRef &ref) const {
+  if (!pending_ || ref.length <= 0)
+    return false;
+  for (const hal::BufferRef &r : pending_->results)
+    if (r.buffer == ref.buffer && r.length > 0 &&
+        ref.offset < r.offset + r.length && r.offset < ref.offset + ref.length)
+      return true;
+  return false;
+}
+
+absl::Status Executor::waitForHostCallBefore(const Frame &frame,
+                                             const step::Command &command) {
+  // Every tensor a command reads or writes (whole tensors: a Copy's range
+  // computed from index registers lies inside its tensors).
+  std::vector<uint32_t> tensors;
+  auto add = [&](const Vector<uint32_t> *v) {
+    for (uint32_t i = 0; i < sizeOf(v); ++i)
+      tensors.push_back(v->Get(i));
+  };
+  switch (command.kind_type()) {
+  case step::CommandKind::Dispatch:
+    add(command.kind_as_Dispatch()->operands());
+    add(command.kind_as_Dispatch()->results());
+    break;
+  case step::CommandKind::LibraryCall:
+    add(command.kind_as_LibraryCall()->operands());
+    add(command.kind_as_LibraryCall()->results());
+    break;
+  case step::CommandKind::Copy:
+    tensors = {command.kind_as_Copy()->source(),
+               command.kind_as_Copy()->dest()};
+    break;
+  case step::CommandKind::Fill:
+    tensors = {command.kind_as_Fill()->dest()};
+    break;
+  case step::CommandKind::Random: {
+    const step::Random *r = command.kind_as_Random();
+    tensors = {r->key(), r->counter(), r->offset(), r->result()};
+    break;
+  }
+  case step::CommandKind::HostCall: {
+    const step::HostCall *h = command.kind_as_HostCall();
+    // One concurrent call in flight at a time: the next one waits (a mix
+    // of rewards scores one batch at a time, RewardMix.h).
+    if (options_.asyncHostCalls &&
+        hostFunctions_.isConcurrent(h->name()->str()))
+      return finishHostCall();
+    add(h->operands());
+    add(h->results());
+    break;
+  }
+  case step::CommandKind::ScalarOp: {
+    const step::ScalarOp *op = command.kind_as_ScalarOp();
+    if (op->kind() == step::ScalarOpKind::FromTensor)
+      tensors = {op->a()};
+    else if (op->kind() == step::ScalarOpKind::ToTensor)
+      tensors = {op->dest()};
+    break;
+  }
+  case step::CommandKind::Collective:
+    tensors = {command.kind_as_Collective()->operand(),
+               command.kind_as_Collective()->result()};
+    break;
+  case step::CommandKind::AxisIndex:
+    tensors = {command.kind_as_AxisIndex()->result()};
+    break;
+  default:
+    // Loop and Call: their bodies' commands are checked one by one.
+    break;
+  }
+  for (uint32_t t : tensors)
+    if (touchesPendingHostCall(resolve(frame, t)))
+      return finishHostCall();
+  return absl::OkStatus();
+}
+
+absl::Status Executor::finishHostCall() {
+  if (!pending_)
+    return absl::OkStatus();
+  std::unique_ptr<PendingHostCall> p = std::move(pending_);
+  p->worker.join();
+  absl::Status status = p->values.ok()
+                            ? writeHostResults(*p->call, *p->values, p->results)
+                            : p->values.status();
+  if (status.ok())
+    return status;
+  return absl::Status(status.code(),
+                      absl::StrCat(p->where, ": ", status.message()));
+}
+
+void Executor::abandonHostCall() {
+  if (!pending_)
+    return;
+  pending_->worker.join();
+  pending_.reset();
 }
 
 absl::Status Executor::runScalarOp(Frame &frame, const step::ScalarOp &op) {

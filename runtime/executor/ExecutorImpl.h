@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace omni::executor {
@@ -50,6 +51,18 @@ struct Executor::Frame {
   std::vector<int64_t> scalars;
   /// The Call command that made this frame; null for a top-level run.
   const Path *caller;
+};
+
+/// A HostCall running on a worker thread (Executor.h, "asynchronously").
+struct Executor::PendingHostCall {
+  const step::HostCall *call;
+  /// The HostCall's place, the prefix of its errors.
+  std::string where;
+  /// Where its results go, resolved at the call.
+  std::vector<hal::BufferRef> results;
+  /// Set by the worker before it ends; read after join().
+  absl::StatusOr<std::vector<HostTensor>> values;
+  std::thread worker;
 };
 
 } // namespace omni::executor

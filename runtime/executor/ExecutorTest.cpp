@@ -18,8 +18,11 @@
 
 #include "gtest/gtest.h"
 
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <random>
 
 namespace omni::executor {
@@ -379,6 +382,209 @@ TEST_F(ExecutorTest, HostFunctionResultsAreChecked) {
             "step.bin: functions[0].commands[0] (HostCall): host function "
             "'two' returned tensor<2xf32> for results[0], which is "
             "tensor<3xf32>");
+}
+
+//===----------------------------------------------------------------------===//
+// Asynchronous host calls (docs/backend.md, "Asynchronous host calls")
+//===----------------------------------------------------------------------===//
+
+/// A gate a host function waits on until another command opens it. The wait
+/// is bounded only so that a broken executor fails the test instead of
+/// hanging it; nothing is timed.
+struct Gate {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool open = false;
+  void release() {
+    std::lock_guard<std::mutex> lock(mutex);
+    open = true;
+    cv.notify_all();
+  }
+  bool wait() {
+    std::unique_lock<std::mutex> lock(mutex);
+    return cv.wait_for(lock, std::chrono::seconds(60), [&] { return open; });
+  }
+};
+
+/// A concurrent host function: waits for `gate` (when given), then returns
+/// `2 * x` of its one operand.
+HostFunction doubling(Gate *gate) {
+  return [gate](absl::Span<const HostTensor> args)
+             -> absl::StatusOr<std::vector<HostTensor>> {
+    if (gate && !gate->wait())
+      return absl::DeadlineExceededError(
+          "the gate stayed closed: the call did not overlap the commands "
+          "after it");
+    HostTensor out = args[0];
+    for (double &v : out.floats())
+      v *= 2;
+    return std::vector<HostTensor>{std::move(out)};
+  };
+}
+
+TEST_F(ExecutorTest, ConcurrentHostCallOverlapsTheCommandsAfterIt) {
+  // f(x, y) = r + z with r = slow(x) = 2x and z = x + y: `slow` waits until
+  // the synchronous `release` has seen the dispatch of z, which comes after
+  // it, so the run completes only if slow runs while the executor goes on.
+  const int64_t n = 64;
+  StepBuilder b;
+  uint32_t exe = b.executable(testKernels());
+  uint32_t x = b.argument(sd::DType::F32, {n}, 0, "x");
+  uint32_t y = b.argument(sd::DType::F32, {n}, 1, "y");
+  uint32_t r = b.arena(sd::DType::F32, {n}, "r");
+  uint32_t z = b.arena(sd::DType::F32, {n}, "z");
+  uint32_t out = b.arena(sd::DType::F32, {n}, "out");
+  b.function("f", {x, y}, {out},
+             {b.hostCall("slow", {x}, {r}), b.dispatch(exe, 0, n, {x, y}, {z}),
+              b.hostCall("release", {z}, {}),
+              b.dispatch(exe, 0, n, {r, z}, {out})});
+  HostTensor hx = f32({n}, 1), hy = f32({n}, 2);
+  Gate gate;
+  bool sawZ = false;
+  ExecutorOptions options;
+  options.hostFunctions.add("slow", doubling(&gate), /*concurrent=*/true);
+  options.hostFunctions.add("release",
+                            [&](absl::Span<const HostTensor> args)
+                                -> absl::StatusOr<std::vector<HostTensor>> {
+                              sawZ = true;
+                              for (int64_t i = 0; i < n; ++i)
+                                sawZ &= args[0].floats()[i] ==
+                                        double(float(hx.floats()[i]) +
+                                               float(hy.floats()[i]));
+                              gate.release();
+                              return std::vector<HostTensor>{};
+                            });
+  auto executor = load(b.finish(), std::move(options));
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  auto results = runHostTensors(**executor, "f", {hx, hy});
+  ASSERT_TRUE(results.ok()) << results.status();
+  EXPECT_TRUE(sawZ);
+  for (int64_t i = 0; i < n; ++i) {
+    float want = float(hx.floats()[i]) + float(hy.floats()[i]);
+    ASSERT_EQ(results->at(0).floats()[i],
+              double(float(2 * hx.floats()[i]) + want))
+        << i;
+  }
+}
+
+TEST_F(ExecutorTest, SynchronousHostCallsRunWhereTheyStand) {
+  // With asyncHostCalls off, a concurrent function runs where it stands:
+  // `second` runs after `first` has returned (it sees one call before it).
+  StepBuilder b;
+  uint32_t x = b.argument(sd::DType::F32, {4}, 0, "x");
+  uint32_t r = b.arena(sd::DType::F32, {4}, "r");
+  uint32_t order = b.arena(sd::DType::F32, {1}, "order");
+  b.function(
+      "f", {x}, {r, order},
+      {b.hostCall("first", {x}, {r}), b.hostCall("second", {}, {order})});
+  std::vector<std::string> calls;
+  std::mutex mutex;
+  auto record = [&](std::string name) {
+    return [&, name](absl::Span<const HostTensor> args)
+               -> absl::StatusOr<std::vector<HostTensor>> {
+      std::lock_guard<std::mutex> lock(mutex);
+      calls.push_back(name);
+      if (name == "first")
+        return std::vector<HostTensor>{args[0]};
+      return std::vector<HostTensor>{
+          HostTensor::fromDoubles(DType::F32, {1}, {double(calls.size())})};
+    };
+  };
+  ExecutorOptions options;
+  options.asyncHostCalls = false;
+  options.hostFunctions.add("first", record("first"), /*concurrent=*/true);
+  options.hostFunctions.add("second", record("second"));
+  auto executor = load(b.finish(), std::move(options));
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  auto results = runHostTensors(**executor, "f", {f32({4}, 3)});
+  ASSERT_TRUE(results.ok()) << results.status();
+  EXPECT_EQ(calls, (std::vector<std::string>{"first", "second"}));
+  EXPECT_EQ(results->at(1).floats()[0], 2.0);
+}
+
+TEST_F(ExecutorTest, ConcurrentHostCallErrorsSurfaceWithTheCallsPlace) {
+  // The call fails on its worker; the error is reported where the executor
+  // waits for it (the dispatch reading r) but names the HostCall.
+  const int64_t n = 8;
+  StepBuilder b;
+  uint32_t exe = b.executable(testKernels());
+  uint32_t x = b.argument(sd::DType::F32, {n}, 0, "x");
+  uint32_t r = b.arena(sd::DType::F32, {n}, "r");
+  uint32_t z = b.arena(sd::DType::F32, {n}, "z");
+  uint32_t out = b.arena(sd::DType::F32, {n}, "out");
+  b.function("f", {x}, {out},
+             {b.dispatch(exe, 0, n, {x, x}, {z}), b.hostCall("score", {x}, {r}),
+              b.dispatch(exe, 0, n, {z, z}, {out}),
+              b.dispatch(exe, 0, n, {r, z}, {out})});
+  for (bool badShape : {false, true}) {
+    ExecutorOptions options;
+    options.hostFunctions.add(
+        "score",
+        [badShape](absl::Span<const HostTensor>)
+            -> absl::StatusOr<std::vector<HostTensor>> {
+          if (badShape)
+            return std::vector<HostTensor>{HostTensor(DType::F32, {2})};
+          return absl::UnavailableError(
+              "reward server http://127.0.0.1:9/score: cannot connect");
+        },
+        /*concurrent=*/true);
+    auto executor = load(b.finish(), std::move(options));
+    ASSERT_TRUE(executor.ok()) << executor.status();
+    auto results = runHostTensors(**executor, "f", {f32({n}, 4)});
+    ASSERT_FALSE(results.ok());
+    EXPECT_EQ(results.status().code(), badShape
+                                           ? absl::StatusCode::kInvalidArgument
+                                           : absl::StatusCode::kUnavailable);
+    EXPECT_EQ(results.status().message(),
+              badShape ? "step.bin: functions[0].commands[1] (HostCall): host "
+                         "function 'score' returned tensor<2xf32> for "
+                         "results[0], which is tensor<8xf32>"
+                       : "step.bin: functions[0].commands[1] (HostCall): "
+                         "reward server http://127.0.0.1:9/score: cannot "
+                         "connect");
+    // The executor is usable again: the failed call is not pending.
+    auto again = runHostTensors(**executor, "f", {f32({n}, 4)});
+    EXPECT_FALSE(again.ok());
+  }
+}
+
+TEST_F(ExecutorTest, CommandsWritingAPendingResultWaitForIt) {
+  // r = 2x (concurrent), then a Fill of bytes [8, 16) of r's arena range
+  // through another tensor that aliases them: the fill must land after the
+  // call's results (write after write), so r = [2x0, 2x1, 7, 7]. The second
+  // output s is a result nothing touches: the end of the run waits for it.
+  StepBuilder b;
+  uint32_t x = b.argument(sd::DType::F32, {4}, 0, "x");
+  uint32_t r = b.arena(sd::DType::F32, {4}, "r");
+  const int64_t rOffset = b.tensors[r].index;
+  uint32_t alias = b.tensor({"alias",
+                             sd::DType::F32,
+                             {2},
+                             step::Storage::Arena,
+                             rOffset + 8,
+                             step::Role::Transient});
+  uint32_t s = b.arena(sd::DType::F32, {4}, "s");
+  float seven = 7.0f;
+  std::vector<uint8_t> pattern(4);
+  std::memcpy(pattern.data(), &seven, 4);
+  b.function("f", {x}, {r, s},
+             {b.hostCall("twice", {x}, {r}), b.fill(alias, pattern),
+              b.hostCall("twice", {x}, {s})});
+  ExecutorOptions options;
+  options.hostFunctions.add("twice", doubling(nullptr), /*concurrent=*/true);
+  auto executor = load(b.finish(), std::move(options));
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  HostTensor hx = HostTensor::fromDoubles(DType::F32, {4}, {1, 2, 3, 4});
+  for (int repeat = 0; repeat < 2; ++repeat) {
+    auto results = runHostTensors(**executor, "f", {hx});
+    ASSERT_TRUE(results.ok()) << results.status();
+    EXPECT_EQ(std::vector<double>(results->at(0).floats().begin(),
+                                  results->at(0).floats().end()),
+              (std::vector<double>{2, 4, 7, 7}));
+    EXPECT_EQ(std::vector<double>(results->at(1).floats().begin(),
+                                  results->at(1).floats().end()),
+              (std::vector<double>{2, 4, 6, 8}));
+  }
 }
 
 //===----------------------------------------------------------------------===//

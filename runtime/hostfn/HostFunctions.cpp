@@ -4,14 +4,20 @@
 
 namespace omni {
 
-void HostFunctionRegistry::add(std::string name, HostFunction fn) {
-  functions_[std::move(name)] = std::move(fn);
+void HostFunctionRegistry::add(std::string name, HostFunction fn,
+                               bool concurrent) {
+  functions_[std::move(name)] = Entry{std::move(fn), concurrent};
 }
 
 const HostFunction *
 HostFunctionRegistry::lookup(const std::string &name) const {
   auto it = functions_.find(name);
-  return it == functions_.end() ? nullptr : &it->second;
+  return it == functions_.end() ? nullptr : &it->second.fn;
+}
+
+bool HostFunctionRegistry::isConcurrent(const std::string &name) const {
+  auto it = functions_.find(name);
+  return it != functions_.end() && it->second.concurrent;
 }
 
 std::vector<std::string> HostFunctionRegistry::names() const {

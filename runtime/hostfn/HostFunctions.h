@@ -9,8 +9,16 @@
 // training driver wraps or adds its own. So the same names resolve to the
 // same code in both the executor and the evaluator. MLIR-free.
 //
-// Thread safety: build the registry, then share it read-only; the functions
-// themselves must be safe to call from the thread that runs the program.
+// Each name says whether its function may run concurrently with the device
+// work: the executor then runs its HostCalls on a worker thread while it goes
+// on with the commands that do not touch the call's results, and waits for
+// it at the first one that does (docs/backend.md, "Asynchronous host calls").
+// The image rewards may (registerRewards).
+//
+// Thread safety: build the registry, then share it read-only. A function
+// must be safe to call from the thread that runs the program; a concurrent
+// one also from a worker thread, while synchronous host functions run on the
+// program's thread (the executor never runs two concurrent calls at once).
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,15 +45,23 @@ using HostFunction = std::function<absl::StatusOr<std::vector<HostTensor>>(
 /// Named host functions. Empty when constructed.
 class HostFunctionRegistry {
 public:
-  /// Adds or replaces `name`.
-  void add(std::string name, HostFunction fn);
+  /// Adds or replaces `name`. `concurrent`: the function may run on a
+  /// worker thread, concurrently with the device work and with synchronous
+  /// host functions (see the file comment).
+  void add(std::string name, HostFunction fn, bool concurrent = false);
   /// The function named `name`, or null.
   const HostFunction *lookup(const std::string &name) const;
+  /// Whether `name` was added as concurrent (false when unknown).
+  bool isConcurrent(const std::string &name) const;
   /// Sorted.
   std::vector<std::string> names() const;
 
 private:
-  std::map<std::string, HostFunction> functions_;
+  struct Entry {
+    HostFunction fn;
+    bool concurrent = false;
+  };
+  std::map<std::string, Entry> functions_;
 };
 
 } // namespace omni

@@ -62,7 +62,8 @@ namespace {
 
 /// The recipe's options, parsed (kOptions says what each one is).
 struct Options {
-  int64_t prompts, group, steps, window, windowLo, windowHi, ddof, loraRank;
+  int64_t prompts, group, steps, window, windowLo, windowHi, ddof, loraRank,
+      rolloutChunks;
   int64_t miniBatch, microBatch, innerEpochs; // 0: the batch, the mini-batch
   double shift, noiseLevel, guidance, advEps, clipRange, advClipMax, beta, lr,
       beta1, beta2, adamEps, weightDecay, maxGradNorm, loraAlpha;
@@ -75,6 +76,8 @@ struct Options {
   bool bf16;          // the model's contractions in bf16 (docs/precision.md)
   std::string reward;
   int64_t batch() const { return prompts * group; }
+  /// Samples per rollout chunk (rollout_chunks).
+  int64_t chunk() const { return batch() / rolloutChunks; }
   /// Trained steps per iteration.
   int64_t trained() const { return window > 0 ? window : steps - 1; }
   /// Samples per optimizer step and per value_and_grad call
@@ -121,6 +124,10 @@ const OptionDesc kOptions[] = {
     {"window_lo", "0", &Options::windowLo}, // window start range [lo, hi - W]
     {"window_hi", "5", &Options::windowHi},
     {"guidance_scale", "1.0", &Options::guidance}, // CFG (1: one forward)
+    // C: the batch is sampled in C chunks, each decoded and sent to the
+    // reward right after its rollout, so that the (asynchronous) reward of
+    // chunk k overlaps the rollout of chunk k+1 (docs/rewards.md section 5).
+    {"rollout_chunks", "1", &Options::rolloutChunks},
     // Reward and advantages.
     {"reward", "jpeg_compressibility", &Options::reward},
     {"global_std", "true", &Options::globalStd},
@@ -255,6 +262,15 @@ const Check kChecks[] = {
     {[](const Options &o) { return o.emaEvery >= 1; }, "ema_every",
      ">= 1 (optimizer steps)",
      [](const Options &o) { return std::to_string(o.emaEvery); }},
+    {[](const Options &o) {
+       return o.rolloutChunks >= 1 && o.batch() % o.rolloutChunks == 0;
+     },
+     "rollout_chunks",
+     "an integer >= 1 that divides prompts_per_iteration * group_size",
+     [](const Options &o) {
+       return std::to_string(o.rolloutChunks) + " for a batch of " +
+              std::to_string(o.batch());
+     }},
     {[](const Options &o) { return !o.reward.empty(); }, "reward",
      "a reward name"},
 };
@@ -435,9 +451,10 @@ private:
     s.insert(s.begin(), batch);
     return s;
   }
-  Tensor random(bool normal, const Shape &shape, Tensor key, Tensor counter) {
+  Tensor random(bool normal, const Shape &shape, Tensor key, Tensor counter,
+                int64_t offset = 0) {
     auto type = g_.tensorType(shape, g_.f32());
-    Tensor zero = i64(0);
+    Tensor zero = i64(offset);
     if (normal)
       return wrap(od::RandomNormalOp::create(b_, loc(), type, key.value(),
                                              counter.value(), zero.value()));
@@ -541,11 +558,25 @@ private:
   // The random numbers of iteration n (FlowGrpo.h): counters n*(N+2) for
   // x_0, n*(N+2)+1+i for step i's noise, n*(N+2)+N+1 for the window start.
   Tensor counterBase(Tensor iteration) { return iteration * i64(o_.steps + 2); }
-  Tensor initialNoise(Tensor seed, Tensor base) {
-    return random(true, batched(o_.batch()), seed, base);
+  // A chunk of `count` samples from sample `first` draws the elements of
+  // those samples (docs/rng.md section 1: the offset is the position of the
+  // first element), so its noise is the whole batch's, sliced.
+  Tensor initialNoise(Tensor seed, Tensor base, int64_t first = 0,
+                      int64_t count = 0) {
+    return random(true, batched(count ? count : o_.batch()), seed, base,
+                  first * sampleElements());
   }
-  Tensor stepNoise(Tensor seed, Tensor base, Tensor step) {
-    return random(true, batched(o_.batch()), seed, base + step + i64(1));
+  Tensor stepNoise(Tensor seed, Tensor base, Tensor step, int64_t first = 0,
+                   int64_t count = 0) {
+    return random(true, batched(count ? count : o_.batch()), seed,
+                  base + step + i64(1), first * sampleElements());
+  }
+  /// The elements of one sample's latent.
+  int64_t sampleElements() {
+    int64_t n = 1;
+    for (int64_t d : model_.latentShape())
+      n *= d;
+    return n;
   }
   /// start = lo + floor(u * (hi - W - lo + 1)), u ~ U[0, 1); 0 for W = 0.
   Tensor windowStart(Tensor seed, Tensor base) {
@@ -563,7 +594,9 @@ private:
   /// The velocity model as function `name` for `batch` samples.
   std::unique_ptr<Function> emitVelocityAt(const std::string &name,
                                            int64_t batch, bool isPublic);
-  void emitDecoder();
+  /// `chunkBatch` > 0: @decode_chunk at that batch, for the rollout chunks
+  /// (rollout_chunks).
+  void emitDecoder(int64_t chunkBatch = 0);
   void emitRolloutNoise();
   void emitInitState();
   void emitLoss();
@@ -585,6 +618,8 @@ private:
   /// old log-probs ([N, B], 0 outside the window), the window [start, end).
   struct Rollout {
     Tensor final, xs, oldLogProbs, start, end;
+    /// The samples [first, first + count) of the batch (a rollout chunk).
+    int64_t first = 0, count = 0;
   };
   struct Rewards {
     Tensor images, rewards, advantages;
@@ -610,8 +645,10 @@ private:
   TrainState stateArguments(Function &f);
   Conditioning conditioningArguments(Function &f);
   HyperParams hyperParamArguments(Function &f);
+  /// `count` > 0: the chunk of samples [first, first + count).
   Rollout rollout(Tensor seed, Tensor iteration, const Conditioning &c,
-                  const std::vector<Tensor> &params);
+                  const std::vector<Tensor> &params, int64_t first = 0,
+                  int64_t count = 0);
   /// One sampler step inside the rollout loop: (x_{i+1}, old log-prob).
   std::pair<Tensor, Tensor> rolloutStep(Tensor x, Value i, const Rollout &r,
                                         Tensor seed, Tensor base, Tensor sigmas,
@@ -621,6 +658,14 @@ private:
                               const std::vector<Tensor> &vaeParams);
   /// @loss and its gradient over the micro-batch starting at sample
   /// `first`.
+  /// The decoded images of `final` and their rewards (no advantages).
+  Rewards decodeAndReward(Tensor final, const std::vector<Tensor> &vaeParams);
+  /// The rollout and the rewards: rollout and rewardAndAdvantages, or, with
+  /// rollout_chunks = C > 1, C rollouts of batch/C samples each decoded and
+  /// rewarded right after it, concatenated, then the advantages.
+  std::pair<Rollout, Rewards> rolloutAndRewards(Tensor seed, Tensor iteration,
+                                                const Conditioning &c,
+                                                const TrainState &s);
   LossAndGrad lossAndGrad(const TrainState &s, const Rollout &r,
                           Tensor advantages, const Conditioning &c,
                           int64_t first);
@@ -661,6 +706,8 @@ private:
   /// @velocity_micro: @velocity at the micro-batch size, for @loss (null
   /// when the micro-batch is the batch; then @loss calls @velocity).
   std::unique_ptr<Function> velocityMicro_;
+  /// At the chunk batch (rollout_chunks > 1), else null.
+  std::unique_ptr<Function> velocityChunk_, decodeChunk_;
   bool hasPrompt_ = false, hasPooled_ = false;
   /// Indices (into modelParams_) of trainable and frozen parameters.
   std::vector<size_t> trainable_, frozen_;
@@ -723,10 +770,11 @@ Emitter::emitVelocityAt(const std::string &name, int64_t batch, bool isPublic) {
   return velocity;
 }
 
-void Emitter::emitDecoder() {
-  int64_t batch = o_.batch();
-  decode_ = std::make_unique<Function>(g_, "decode", publicModels_);
-  Function &f = *decode_;
+void Emitter::emitDecoder(int64_t chunkBatch) {
+  int64_t batch = chunkBatch ? chunkBatch : o_.batch();
+  (chunkBatch ? decodeChunk_ : decode_) = std::make_unique<Function>(
+      g_, chunkBatch ? "decode_chunk" : "decode", publicModels_);
+  Function &f = chunkBatch ? *decodeChunk_ : *decode_;
   Tensor z = f.argument(batched(batch), "latents");
   if (!decoder_) {
     // No decoder: the first three latent channels squashed to [0, 1] are
@@ -988,12 +1036,12 @@ std::pair<Tensor, Tensor>
 Emitter::rolloutStep(Tensor x, Value i, const Rollout &r, Tensor seed,
                      Tensor base, Tensor sigmas, Tensor timesteps,
                      const Conditioning &c, const std::vector<Tensor> &params) {
-  int64_t batch = o_.batch();
+  int64_t batch = r.count ? r.count : o_.batch();
   Tensor t = timestepAt(timesteps, i, batch);
-  Tensor v =
-      g_.call(*velocity_, velocityArgs(x, t, c.prompt, c.pooled, params))[0];
+  Tensor v = g_.call(r.count ? *velocityChunk_ : *velocity_,
+                     velocityArgs(x, t, c.prompt, c.pooled, params))[0];
   Tensor ii = fromIndex(i);
-  Tensor noise = stepNoise(seed, base, ii);
+  Tensor noise = stepNoise(seed, base, ii, r.first, r.count);
   auto sde = od::SdeStepOp::create(b_, loc(), o_.sdeType, x.value(), v.value(),
                                    sigmas.value(), i, noise.value(), Value(),
                                    llvm::APFloat(o_.noiseLevel));
@@ -1015,15 +1063,18 @@ Emitter::rolloutStep(Tensor x, Value i, const Rollout &r, Tensor seed,
 
 Emitter::Rollout Emitter::rollout(Tensor seed, Tensor iteration,
                                   const Conditioning &c,
-                                  const std::vector<Tensor> &params) {
+                                  const std::vector<Tensor> &params,
+                                  int64_t first, int64_t count) {
   // N sampler steps as an scf.for; x, the stack of every x_i and the
   // log-probs are carried.
   g_.setLocation("rollout");
-  int64_t batch = o_.batch();
+  int64_t batch = count ? count : o_.batch();
   auto [sigmas, timesteps] = schedule();
   Tensor base = counterBase(iteration);
-  Tensor x0 = shardBatch(initialNoise(seed, base));
+  Tensor x0 = shardBatch(initialNoise(seed, base, first, count));
   Rollout r;
+  r.first = first;
+  r.count = count;
   r.start = windowStart(seed, base);
   r.end = o_.window > 0 ? r.start + i64(o_.window) : i64(o_.steps - 1);
   Shape stackShape = batched(batch);
@@ -1059,11 +1110,23 @@ Emitter::Rewards
 Emitter::rewardAndAdvantages(Tensor final,
                              const std::vector<Tensor> &vaeParams) {
   // Reward on the decoded images, advantages over the global batch.
+  Rewards rw = decodeAndReward(final, vaeParams);
+  rw.advantages = wrap(od::GroupAdvantagesOp::create(
+      b_, loc(), rw.rewards.value(), static_cast<uint64_t>(o_.group),
+      o_.globalStd, static_cast<uint64_t>(o_.ddof), llvm::APFloat(o_.advEps),
+      o_.normByStd));
+  return rw;
+}
+
+Emitter::Rewards
+Emitter::decodeAndReward(Tensor final, const std::vector<Tensor> &vaeParams) {
   g_.setLocation("decode");
   std::vector<Tensor> decodeArgs{final};
   decodeArgs.insert(decodeArgs.end(), vaeParams.begin(), vaeParams.end());
+  int64_t batch = final.dim(0);
   Rewards rw;
-  rw.images = g_.call(*decode_, decodeArgs)[0];
+  rw.images =
+      g_.call(batch == o_.batch() ? *decode_ : *decodeChunk_, decodeArgs)[0];
   g_.setLocation("reward");
   // Non-finite weights give non-finite pixels, which a reward rejects:
   // they become 0 so the iteration completes, and the non-finite loss and
@@ -1071,14 +1134,56 @@ Emitter::rewardAndAdvantages(Tensor final,
   rw.images = select(wrap(od::IsFiniteOp::create(b_, loc(), rw.images.value())),
                      rw.images, g_.full(rw.images.shape(), 0.0));
   auto rewardCall = od::HostCallOp::create(
-      b_, loc(), TypeRange{g_.tensorType({o_.batch()}, g_.f32())}, o_.reward,
+      b_, loc(), TypeRange{g_.tensorType({batch}, g_.f32())}, o_.reward,
       ValueRange{rw.images.value()});
   rw.rewards = wrap(rewardCall.getResult(0));
+  return rw;
+}
+
+std::pair<Emitter::Rollout, Emitter::Rewards>
+Emitter::rolloutAndRewards(Tensor seed, Tensor iteration, const Conditioning &c,
+                           const TrainState &s) {
+  if (o_.rolloutChunks == 1) {
+    Rollout r = rollout(seed, iteration, c, s.params);
+    return {r, rewardAndAdvantages(r.final, s.vaeParams)};
+  }
+  // Chunk k: its rollout, then its decode and reward host call, which the
+  // executor runs on a worker thread while chunk k+1 is sampled
+  // (docs/backend.md, "Asynchronous host calls").
+  std::vector<Tensor> finals, xs, lps, images, rewards;
+  Rollout whole;
+  const int64_t n = o_.chunk();
+  for (int64_t k = 0; k < o_.rolloutChunks; ++k) {
+    Conditioning ck;
+    if (c.prompt)
+      ck.prompt = c.prompt.slice(0, k * n, (k + 1) * n);
+    if (c.pooled)
+      ck.pooled = c.pooled.slice(0, k * n, (k + 1) * n);
+    Rollout r = rollout(seed, iteration, ck, s.params, k * n, n);
+    Rewards rw = decodeAndReward(r.final, s.vaeParams);
+    if (k == 0)
+      whole = r; // the window is the same for every chunk
+    finals.push_back(r.final);
+    xs.push_back(r.xs);
+    lps.push_back(r.oldLogProbs);
+    images.push_back(rw.images);
+    rewards.push_back(rw.rewards);
+  }
+  g_.setLocation("rollout");
+  whole.final = concat(finals, 0);
+  whole.xs = concat(xs, 1);
+  whole.oldLogProbs = concat(lps, 1);
+  whole.first = 0;
+  whole.count = 0;
+  g_.setLocation("reward");
+  Rewards rw;
+  rw.images = concat(images, 0);
+  rw.rewards = concat(rewards, 0);
   rw.advantages = wrap(od::GroupAdvantagesOp::create(
       b_, loc(), rw.rewards.value(), static_cast<uint64_t>(o_.group),
       o_.globalStd, static_cast<uint64_t>(o_.ddof), llvm::APFloat(o_.advEps),
       o_.normByStd));
-  return rw;
+  return {whole, rw};
 }
 
 Emitter::LossAndGrad Emitter::lossAndGrad(const TrainState &s, const Rollout &r,
@@ -1342,8 +1447,7 @@ void Emitter::emitTrainStep() {
   Tensor iteration = f.argument(g_.tensorType({}, g_.i64()), "iteration");
   Conditioning c = conditioningArguments(f);
   HyperParams hp = hyperParamArguments(f);
-  Rollout r = rollout(seed, iteration, c, state.params);
-  Rewards rw = rewardAndAdvantages(r.final, state.vaeParams);
+  auto [r, rw] = rolloutAndRewards(seed, iteration, c, state);
   // inner_epochs passes over the batch in contiguous mini-batches, one
   // optimizer step each; the ratio of every step uses the rollout's
   // old_log_probs (docs/recipes.md section 3).
@@ -1401,6 +1505,11 @@ llvm::Error Emitter::emit(const std::string &program) {
   if (trainable_.empty())
     return fail("flowgrpo: the model has no trainable parameters");
   emitDecoder();
+  if (o_.rolloutChunks > 1) {
+    velocityChunk_ =
+        emitVelocityAt("velocity_chunk", o_.chunk(), publicModels_);
+    emitDecoder(o_.chunk());
+  }
   emitInitState();
   emitRolloutNoise();
   emitLoss();
@@ -1481,6 +1590,11 @@ llvm::Expected<OwningOpRef<ModuleOp>> buildProgram(MLIRContext &context,
   auto options = parseOptions(request.options);
   if (!options)
     return options.takeError();
+  if (mesh && options->rolloutChunks > 1)
+    return fail("--mesh=" + *request.mesh +
+                ": rollout_chunks = " + std::to_string(options->rolloutChunks) +
+                " is not supported with a mesh yet: expected rollout_chunks "
+                "= 1");
   if (mesh && options->batch() % mesh->ranks() != 0)
     return fail("--mesh=" + *request.mesh +
                 ": the rollout batch prompts_per_iteration * group_size = " +

@@ -621,6 +621,75 @@ TEST_F(RecipeTest, BadOptionsAreOneLineErrors) {
   s.extra = {"ema_decay=high"};
   EXPECT_NE(error(s).find("ema_decay"), std::string::npos) << error(s);
   EXPECT_EQ(error(s).find('\n'), std::string::npos) << error(s);
+  s = Recipe();
+  for (const char *chunks : {"3", "0", "-2"}) {
+    s.extra = {std::string("rollout_chunks=") + chunks};
+    EXPECT_EQ(error(s), std::string("flowgrpo option rollout_chunks: expected "
+                                    "an integer >= 1 that divides "
+                                    "prompts_per_iteration * group_size "
+                                    "(found ") +
+                            chunks + " for a batch of 4)");
+  }
+  s.extra = {"rollout_chunks=2"};
+  s.mesh = "dp=2";
+  EXPECT_EQ(error(s), "--mesh=dp=2: rollout_chunks = 2 is not supported with "
+                      "a mesh yet: expected rollout_chunks = 1");
+}
+
+/// The omni.host_call ops of `f` and their result lengths.
+std::vector<int64_t> hostCallBatches(func::FuncOp f) {
+  std::vector<int64_t> out;
+  f.walk([&](mlir::omni::HostCallOp op) {
+    out.push_back(
+        cast<RankedTensorType>(op->getResult(0).getType()).getDimSize(0));
+  });
+  return out;
+}
+
+TEST_F(RecipeTest, RolloutChunksGiveTheUnchunkedIteration) {
+  // rollout_chunks = C samples the batch of 4 in C chunks, each with its
+  // own denoising loop, decode and reward call: every chunk draws its
+  // samples' elements of the same random streams and every per-sample
+  // computation is the same, so the evaluator (float64 and float32) gives
+  // the same bits as C = 1, for the state, every metric and the images.
+  Recipe plain;
+  plain.window = 2;
+  ASSERT_OK_AND_ASSIGN(p1, buildProgram(plain));
+  EXPECT_EQ(hostCallBatches(p1.emitted("train_step")),
+            (std::vector<int64_t>{4}));
+  EXPECT_FALSE(p1.module->lookupSymbol("velocity_chunk"));
+  std::vector<HostTensor> state;
+  Named named;
+  ASSERT_NO_FATAL_FAILURE(init(p1, state, named));
+  for (int64_t chunks : {2, 4}) {
+    Recipe chunked = plain;
+    chunked.extra = {"rollout_chunks=" + std::to_string(chunks)};
+    ASSERT_OK_AND_ASSIGN(pc, buildProgram(chunked));
+    EXPECT_EQ(hostCallBatches(pc.emitted("train_step")),
+              std::vector<int64_t>(chunks, 4 / chunks));
+    EXPECT_TRUE(pc.module->lookupSymbol("velocity_chunk"));
+    // The chunked program has the same signature.
+    EXPECT_EQ(argNames(pc.fn("train_step")), argNames(p1.fn("train_step")));
+    EXPECT_EQ(resultNames(pc.fn("train_step")),
+              resultNames(p1.fn("train_step")));
+    for (auto precision :
+         {reference::Precision::F64, reference::Precision::F32}) {
+      for (int64_t iteration : {0, 3}) {
+        std::vector<HostTensor> args =
+            trainArgs(state, iteration, promptsOf(plain));
+        ASSERT_OK_AND_ASSIGN(a, evaluate(p1, "train_step", args, precision));
+        ASSERT_OK_AND_ASSIGN(b, evaluate(pc, "train_step", args, precision));
+        ASSERT_EQ(a.size(), b.size());
+        Named w = byName(p1.fn("train_step"), a);
+        EXPECT_GT(scalar(w, "reward_std"), 0.0); // not a vacuous comparison
+        std::vector<std::string> names = resultNames(p1.fn("train_step"));
+        for (size_t i = 0; i < a.size(); ++i)
+          EXPECT_TRUE(bitEqual(a[i], b[i]))
+              << "C = " << chunks << ", iteration " << iteration << ", result '"
+              << names[i] << "'";
+      }
+    }
+  }
 }
 
 /// The sharding `omnigen --mesh` gives a state tensor of `type`: dimension
@@ -710,6 +779,63 @@ TEST_F(RecipeTest, MeshAnnotatesStateAndBatchWithoutChangingValues) {
 // 5. the non-finite skip on both
 //===----------------------------------------------------------------------===//
 
+/// `p` through omnic's pipeline, the CPU codegen and the step.bin writer,
+/// loaded into an executor on `device` with the rewards registered.
+absl::StatusOr<std::unique_ptr<::omni::executor::Executor>>
+compileRecipe(const Program &p, ::omni::hal::Device &device) {
+  OwningOpRef<ModuleOp> copy = p.module.get().clone();
+  PassManager pm(&sharedContext(), ModuleOp::getOperationName());
+  mlir::omni::buildOmniPipeline(pm);
+  if (failed(pm.run(*copy)))
+    return absl::InternalError("omni-pipeline failed");
+  FailureOr<mlir::omni::CodegenResult> exe = mlir::omni::compileFusions(*copy);
+  if (failed(exe))
+    return absl::InternalError("CPU codegen failed");
+  FailureOr<std::vector<uint8_t>> bytes =
+      mlir::omni::writeStepBin(*copy, *exe, "FlowGrpoTest");
+  if (failed(bytes))
+    return absl::InternalError("writing step.bin failed");
+  auto loaded = ::omni::loader::Program::loadBytes(absl::string_view(
+      reinterpret_cast<const char *>(bytes->data()), bytes->size()));
+  if (!loaded.ok())
+    return loaded.status();
+  ::omni::executor::ExecutorOptions options;
+  ::omni::rewards::registerRewards(options.hostFunctions);
+  return ::omni::executor::Executor::create(*loaded, device, options);
+}
+
+/// The compiled program keeps the training state in its state slots
+/// (omni-resident-state): @init_state fills them, @train_step takes only
+/// seed, iteration and prompts. This runs the compiled @train_step with the
+/// evaluator's convention, the state passed in and returned as values (in
+/// the order of @init_state's results), so both can be compared.
+absl::StatusOr<std::vector<HostTensor>>
+runCompiledStep(::omni::executor::Executor &executor, const Program &p,
+                const std::vector<HostTensor> &args) {
+  std::vector<std::string> names = resultNames(p.fn("init_state"));
+  if (args.size() < names.size())
+    return absl::InvalidArgumentError("fewer arguments than state");
+  for (size_t i = 0; i < names.size(); ++i)
+    if (absl::Status s = executor.setState(names[i], args[i]); !s.ok())
+      return s;
+  std::vector<HostTensor> rest = withHyperParams(
+      p.fn("train_step"), std::vector<HostTensor>(args.begin(), args.end()));
+  rest.erase(rest.begin(), rest.begin() + names.size());
+  absl::StatusOr<std::vector<HostTensor>> results =
+      ::omni::executor::runHostTensors(executor, "train_step", rest);
+  if (!results.ok())
+    return results.status();
+  std::vector<HostTensor> out;
+  for (const std::string &name : names) {
+    absl::StatusOr<::omni::TypedTensor> t = executor.getState(name);
+    if (!t.ok())
+      return t.status();
+    out.push_back(t->toHost());
+  }
+  out.insert(out.end(), results->begin(), results->end());
+  return out;
+}
+
 class CompiledRecipeTest : public RecipeTest {
 protected:
   /// beta > 0 so the reference copy and the KL path are compiled too; the
@@ -732,40 +858,13 @@ protected:
       return;
     }
     program = new Program(std::move(*built));
-    OwningOpRef<ModuleOp> copy = program->module->clone();
-    PassManager pm(&sharedContext(), ModuleOp::getOperationName());
-    mlir::omni::buildOmniPipeline(pm);
-    if (failed(pm.run(*copy))) {
-      *error = "omni-pipeline failed";
-      return;
-    }
-    FailureOr<mlir::omni::CodegenResult> exe =
-        mlir::omni::compileFusions(*copy);
-    if (failed(exe)) {
-      *error = "CPU codegen failed";
-      return;
-    }
-    FailureOr<std::vector<uint8_t>> bytes =
-        mlir::omni::writeStepBin(*copy, *exe, "FlowGrpoTest");
-    if (failed(bytes)) {
-      *error = "writing step.bin failed";
-      return;
-    }
-    auto loaded = ::omni::loader::Program::loadBytes(absl::string_view(
-        reinterpret_cast<const char *>(bytes->data()), bytes->size()));
-    if (!loaded.ok()) {
-      *error = loaded.status().ToString();
-      return;
-    }
     auto created = ::omni::hal::builtinDrivers().createDevice("cpu", {});
     if (!created.ok()) {
       *error = created.status().ToString();
       return;
     }
     device = created->release();
-    ::omni::executor::ExecutorOptions options;
-    ::omni::rewards::registerRewards(options.hostFunctions);
-    auto made = ::omni::executor::Executor::create(*loaded, *device, options);
+    auto made = compileRecipe(*program, *device);
     if (!made.ok()) {
       *error = made.status().ToString();
       return;
@@ -786,11 +885,7 @@ protected:
     ASSERT_TRUE(executor) << "compiling the recipe's program: " << *error;
   }
 
-  /// The compiled program keeps the training state in its state slots
-  /// (omni-resident-state): @init_state fills them, @train_step takes only
-  /// seed, iteration and prompts. These run the compiled functions with the
-  /// evaluator's convention, the state passed in and returned as values
-  /// (in the order of @init_state's results), so both can be compared.
+  /// The state slots as values (runCompiledStep's convention).
   static absl::StatusOr<std::vector<HostTensor>> stateOfSlots() {
     std::vector<HostTensor> state;
     for (const std::string &name : resultNames(program->fn("init_state"))) {
@@ -812,25 +907,7 @@ protected:
   }
   static absl::StatusOr<std::vector<HostTensor>>
   compiledStep(const std::vector<HostTensor> &args) {
-    std::vector<std::string> names = resultNames(program->fn("init_state"));
-    if (args.size() < names.size())
-      return absl::InvalidArgumentError("fewer arguments than state");
-    for (size_t i = 0; i < names.size(); ++i)
-      if (absl::Status s = executor->setState(names[i], args[i]); !s.ok())
-        return s;
-    std::vector<HostTensor> rest =
-        withHyperParams(program->fn("train_step"),
-                        std::vector<HostTensor>(args.begin(), args.end()));
-    rest.erase(rest.begin(), rest.begin() + names.size());
-    absl::StatusOr<std::vector<HostTensor>> results =
-        ::omni::executor::runHostTensors(*executor, "train_step", rest);
-    if (!results.ok())
-      return results.status();
-    absl::StatusOr<std::vector<HostTensor>> out = stateOfSlots();
-    if (!out.ok())
-      return out.status();
-    out->insert(out->end(), results->begin(), results->end());
-    return out;
+    return runCompiledStep(*executor, *program, args);
   }
 
   static inline Program *program = nullptr;
@@ -924,6 +1001,73 @@ TEST_F(CompiledRecipeTest, OneIterationMatchesTheFloat32Evaluator) {
                       << x;
     }
     EXPECT_EQ(bad, 0);
+  }
+}
+
+TEST_F(CompiledRecipeTest, RolloutChunksCompileToTheUnchunkedIteration) {
+  // Compiled for the CPU and run by the executor, each chunk's reward host
+  // call asynchronous (overlapping the next chunk's rollout): two chunks
+  // give the unchunked iteration up to float32 rounding. Not bit for bit,
+  // unlike the evaluator (RolloutChunksGiveTheUnchunkedIteration): the
+  // compiled kernels at batch 2 and at batch 4 may sum a reduction in
+  // another order (blocking that follows the shape), which moves a value by
+  // an ulp or so; measured: the images by at most 2 ulps of 1 (1.2e-7),
+  // reward_mean/reward_std/grad_norm by 1 ulp. The bounds below allow 8
+  // ulps of the images' [0, 1] range and a relative 1e-5 for the metrics,
+  // chains of a few float32 roundings of those images. The parameters
+  // follow AdamW's first step, which turns any gradient difference where
+  // the gradient is rounding noise into up to 2 lr (the evaluator test's
+  // argument), so they are bounded by 2 lr, the moments relatively.
+  Recipe chunked = setup();
+  chunked.extra = {"rollout_chunks=2"};
+  ASSERT_OK_AND_ASSIGN(pc, buildProgram(chunked));
+  ASSERT_OK_AND_ASSIGN(chunkedExecutor, compileRecipe(pc, *device));
+  std::vector<HostTensor> state;
+  Named named;
+  ASSERT_NO_FATAL_FAILURE(
+      init(*program, state, named, reference::Precision::F32));
+  std::vector<std::string> names = resultNames(program->fn("train_step"));
+  const double lr = 1e-3;
+  for (int64_t iteration : {0, 1}) {
+    std::vector<HostTensor> args =
+        trainArgs(state, iteration, promptsOf(program->setup));
+    ASSERT_OK_AND_ASSIGN(a, compiledStep(args));
+    ASSERT_OK_AND_ASSIGN(b, runCompiledStep(*chunkedExecutor, pc, args));
+    ASSERT_EQ(a.size(), b.size());
+    Named w = byName(program->fn("train_step"), a);
+    EXPECT_GT(scalar(w, "reward_std"), 0.0);
+    EXPECT_EQ(scalar(w, "skipped"), 0.0);
+    // The moments relative to the largest of their kind (a zero-in-exact-
+    // arithmetic gradient's moments are rounding noise, see above).
+    std::map<std::string, double> momentScale;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (names[i].rfind("adamw.", 0) == 0 && a[i].isFloat())
+        for (double v : a[i].floats())
+          momentScale[names[i].substr(0, 8)] =
+              std::max(momentScale[names[i].substr(0, 8)], std::abs(v));
+    for (size_t i = 0; i < a.size(); ++i) {
+      SCOPED_TRACE("iteration " + std::to_string(iteration) + ", result '" +
+                   names[i] + "'");
+      ASSERT_EQ(a[i].shape(), b[i].shape());
+      if (!a[i].isFloat()) {
+        EXPECT_TRUE(bitEqual(a[i], b[i]));
+        continue;
+      }
+      double scale = 0, diff = 0;
+      for (int64_t k = 0; k < a[i].numElements(); ++k) {
+        scale = std::max(scale, std::abs(a[i].floats()[k]));
+        diff = std::max(diff, std::abs(a[i].floats()[k] - b[i].floats()[k]));
+      }
+      const std::string &n = names[i];
+      if (n == "images")
+        EXPECT_LE(diff, 8 * 0x1p-23);
+      else if (n.rfind("adamw.", 0) == 0)
+        EXPECT_LE(diff, 1e-4 * momentScale[n.substr(0, 8)]);
+      else if (std::find(kMetrics.begin(), kMetrics.end(), n) != kMetrics.end())
+        EXPECT_LE(diff, 1e-5 * std::max(scale, 1e-3));
+      else
+        EXPECT_LE(diff, 2 * lr * (1 + 1e-3));
+    }
   }
 }
 

@@ -251,14 +251,17 @@ absl::StatusOr<HostFunctionRegistry> trainingHostFunctions(
   HostFunction mixed = mix ? mixFunction(mix) : HostFunction();
   for (const std::string &name : base.names()) {
     HostFunction fn = mix && isReward(name) ? mixed : *base.lookup(name);
-    registry.add(name, [fn, nanos](absl::Span<const HostTensor> args) {
-      auto start = std::chrono::steady_clock::now();
-      absl::StatusOr<std::vector<HostTensor>> results = fn(args);
-      *nanos += std::chrono::duration_cast<std::chrono::nanoseconds>(
-                    std::chrono::steady_clock::now() - start)
-                    .count();
-      return results;
-    });
+    registry.add(
+        name,
+        [fn, nanos](absl::Span<const HostTensor> args) {
+          auto start = std::chrono::steady_clock::now();
+          absl::StatusOr<std::vector<HostTensor>> results = fn(args);
+          *nanos += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::steady_clock::now() - start)
+                        .count();
+          return results;
+        },
+        base.isConcurrent(name));
   }
   return registry;
 }

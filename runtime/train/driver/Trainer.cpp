@@ -472,6 +472,16 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
       if (!options.channel || options.channel->size() == 1) {
         context.promptsPerIteration = sig->prompts.perIteration;
         context.promptCount = *prompts ? (*prompts)->size() : 0;
+        // The recipe's rollout chunks score parts of this batch.
+        if (sig->images)
+          context.batchSize =
+              program
+                  ->tensor(program->step()
+                               .functions()
+                               ->Get(sig->function)
+                               ->outputs()
+                               ->Get(static_cast<uint32_t>(*sig->images)))
+                  .shape[0];
       }
       mix->setContext(std::move(context));
     }

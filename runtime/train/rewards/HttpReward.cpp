@@ -124,18 +124,21 @@ absl::StatusOr<std::string> scoreRequestBody(const ImageBatch &batch,
   body += ", \"seed\": ";
   appendIndex(body, context.seed);
   const int64_t p = context.promptsPerIteration;
-  const bool perImage =
-      p > 0 && context.promptCount > 0 && n % p == 0 && context.iteration >= 0;
-  const int64_t group = perImage ? n / p : 0;
+  const int64_t whole = context.batchSize > 0 ? context.batchSize : n;
+  const int64_t first = context.batchSize > 0 ? context.first : 0;
+  const bool perImage = p > 0 && context.promptCount > 0 && whole % p == 0 &&
+                        first >= 0 && first + n <= whole &&
+                        context.iteration >= 0;
+  const int64_t group = perImage ? whole / p : 0;
   body += ", \"metadata\": [";
   for (int64_t b = 0; b < n; ++b) {
     int64_t prompt = -1, sample = -1;
     if (perImage) {
       prompt =
           (context.iteration % context.promptCount * (p % context.promptCount) +
-           b / group) %
+           (first + b) / group) %
           context.promptCount;
-      sample = b % group;
+      sample = (first + b) % group;
     }
     absl::StrAppend(&body, b ? ", " : "", "{\"prompt_index\": ");
     appendIndex(body, prompt);

@@ -71,6 +71,13 @@ struct ScoreContext {
   /// they are null.
   int64_t promptsPerIteration = 0;
   int64_t promptCount = 0;
+  /// The iteration's whole batch B when the batch scored is a part of it
+  /// (a rollout chunk, recipe option rollout_chunks), and the index in it of
+  /// the part's first image; 0 and 0: the batch scored is the whole one.
+  /// The prompt-major layout is then the whole batch's: image b of the part
+  /// is image first + b of the iteration (G = B / P).
+  int64_t batchSize = 0;
+  int64_t first = 0;
   /// The prompts' texts by prompt_index, when known (empty: null).
   std::vector<std::string> promptTexts;
 };

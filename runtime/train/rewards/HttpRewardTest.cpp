@@ -28,6 +28,7 @@
 #include <cmath>
 #include <functional>
 #include <future>
+#include <mutex>
 #include <thread>
 
 namespace omni::rewards {
@@ -281,6 +282,34 @@ TEST(ScoreRequestTest, CarriesThePixelsAndTheMetadata) {
       *body, R"({"prompt_index": null, "sample_index": null, )"));
 }
 
+TEST(ScoreRequestTest, APartOfTheBatchHasTheWholeBatchsMetadata) {
+  // A rollout chunk: the 2 images are images 4 and 5 of an iteration of
+  // B = 8 with P = 2 prompts (G = 4), so both are samples of the second
+  // prompt, row (3 * 2 + 1) mod 5 = 2, at sample indices 0 and 1.
+  TestBatch t;
+  ScoreContext context;
+  context.iteration = 3;
+  context.promptsPerIteration = 2;
+  context.promptCount = 5;
+  context.batchSize = 8;
+  context.first = 4;
+  absl::StatusOr<std::string> body =
+      scoreRequestBody(t.batch, context, ImageEncoding::Raw);
+  ASSERT_TRUE(body.ok()) << body.status();
+  EXPECT_TRUE(absl::StrContains(
+      *body, R"("metadata": [{"prompt_index": 2, "sample_index": 0, )"
+             R"("prompt": null}, {"prompt_index": 2, "sample_index": 1, )"
+             R"("prompt": null}])"))
+      << *body;
+  // Without the whole batch, the 2 images would read as P = 2 groups of 1.
+  // A part that does not fit in the batch has null indices.
+  context.first = 7;
+  body = scoreRequestBody(t.batch, context, ImageEncoding::Raw);
+  ASSERT_TRUE(body.ok());
+  EXPECT_TRUE(absl::StrContains(
+      *body, R"({"prompt_index": null, "sample_index": null, )"));
+}
+
 //===--- the client against a server --------------------------------------===//
 
 /// A cpp-httplib server on 127.0.0.1 (a free port) answering POST /score
@@ -494,6 +523,43 @@ TEST(RewardMixTest, WeightedSumPerImageAndComponentMeans) {
   EXPECT_EQ(means[2].first, "reward/a");
   EXPECT_EQ(means[2].second, 1.5);
   EXPECT_TRUE((*mix)->takeMeans().empty()); // reset
+}
+
+TEST(RewardMixTest, PartsOfTheBatchAreScoredInOrder) {
+  // An iteration of B = 4 images scored in two chunks of 2 (rollout_chunks
+  // = 2) with P = 2 prompts: the first chunk is the first prompt's group,
+  // the second the second's; a new context starts over.
+  std::vector<std::string> metadata;
+  std::mutex mutex;
+  TestServer server([&](const httplib::Request &req, httplib::Response &res) {
+    size_t at = req.body.find("\"metadata\": ");
+    size_t end = req.body.find("], \"images\"");
+    std::lock_guard<std::mutex> lock(mutex);
+    metadata.push_back(req.body.substr(at, end - at + 1));
+    res.set_content(R"({"scores": [1, 2]})", "application/json");
+  });
+  TestBatch t;
+  absl::StatusOr<std::shared_ptr<RewardMix>> mix =
+      RewardMix::create({server.endpoint().url()}, fastOptions());
+  ASSERT_TRUE(mix.ok()) << mix.status();
+  ScoreContext context;
+  context.iteration = 0;
+  context.promptsPerIteration = 2;
+  context.promptCount = 3;
+  context.batchSize = 4;
+  for (int iteration = 0; iteration < 2; ++iteration) {
+    (*mix)->setContext(context);
+    ASSERT_TRUE((*mix)->score(t.batch).ok());
+    ASSERT_TRUE((*mix)->score(t.batch).ok());
+  }
+  auto group = [](int prompt) {
+    return absl::StrCat(R"("metadata": [{"prompt_index": )", prompt,
+                        R"(, "sample_index": 0, "prompt": null}, )",
+                        R"({"prompt_index": )", prompt,
+                        R"(, "sample_index": 1, "prompt": null}])");
+  };
+  EXPECT_EQ(metadata,
+            (std::vector<std::string>{group(0), group(1), group(0), group(1)}));
 }
 
 TEST(RewardMixTest, OneBuiltinIsItselfAndLogsNothing) {

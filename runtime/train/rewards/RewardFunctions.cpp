@@ -39,8 +39,10 @@ HostFunction rewardFunction(std::string name) {
 } // namespace
 
 void registerRewards(HostFunctionRegistry &registry) {
+  // computeReward is thread-safe (Rewards.h): each call has its own
+  // encoder and buffers, the registry is locked.
   for (const std::string &name : registeredRewards())
-    registry.add(name, rewardFunction(name));
+    registry.add(name, rewardFunction(name), /*concurrent=*/true);
 }
 
 HostFunctionRegistry rewardHostFunctions() {

@@ -9,7 +9,9 @@
 // reference evaluator start with an empty registry. MLIR-free.
 //
 // Thread safety: like Rewards.h (the functions are safe to call
-// concurrently; fill a registry before sharing it).
+// concurrently; fill a registry before sharing it). They are registered as
+// concurrent host functions: the executor may run them on a worker thread
+// while the device goes on (docs/backend.md, "Asynchronous host calls").
 //
 //===----------------------------------------------------------------------===//
 

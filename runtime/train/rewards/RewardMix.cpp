@@ -107,6 +107,7 @@ RewardMix::create(const std::vector<std::string> &specs,
 void RewardMix::setContext(ScoreContext context) {
   std::lock_guard<std::mutex> lock(mutex_);
   context_ = std::move(context);
+  scored_ = 0;
 }
 
 void RewardMix::add(const std::string &key, const std::vector<float> &values) {
@@ -122,11 +123,18 @@ absl::StatusOr<std::vector<float>> RewardMix::score(const ImageBatch &batch) {
   if (absl::Status s = validateImageBatch(batch); !s.ok())
     return s;
   ScoreContext context;
+  const size_t n = static_cast<size_t>(batch.shape[0]);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     context = context_;
+    if (context.batchSize > 0 && static_cast<int64_t>(n) < context.batchSize) {
+      context.first = scored_ % context.batchSize;
+      scored_ += static_cast<int64_t>(n);
+    } else {
+      context.batchSize = 0; // the whole batch
+      context.first = 0;
+    }
   }
-  const size_t n = static_cast<size_t>(batch.shape[0]);
   std::vector<double> sum(n, 0.0);
   // Logged: the components' values (a mix of several), then the servers'
   // sub-scores.

@@ -10,7 +10,8 @@
 // (docs/rewards.md).
 //
 // Thread safety: score() may run on any thread, but one at a time per mix
-// (the training driver's executor calls host functions from one thread);
+// (the training driver's executor runs at most one concurrent host call at
+// a time, on a worker thread, and waits for it before the next one);
 // setContext and takeMeans are safe to call between iterations from the
 // driver's thread, under the mix's lock.
 // MLIR-free.
@@ -64,7 +65,11 @@ public:
   absl::StatusOr<std::vector<float>> score(const ImageBatch &batch);
 
   /// What the servers are told about the next batches (the iteration, the
-  /// seed, the prompts).
+  /// seed, the prompts). With context.batchSize = B > 0, a scored batch of
+  /// fewer than B images is taken as the next part of the iteration's batch
+  /// (the rollout chunks, scored in order): its first image is the number
+  /// of images scored since setContext, modulo B; a batch of B images is
+  /// the whole one.
   void setContext(ScoreContext context);
 
   /// The means since the last call, in a fixed order, and a reset:
@@ -89,6 +94,7 @@ private:
   std::vector<std::unique_ptr<HttpReward>> servers_; // per component or null
   std::mutex mutex_;
   ScoreContext context_;
+  int64_t scored_ = 0; // images scored since setContext
   std::vector<std::string> order_;
   std::map<std::string, Mean> means_;
 };
