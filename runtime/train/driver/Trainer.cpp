@@ -21,6 +21,7 @@
 
 #include "runtime/train/driver/Trainer.h"
 
+#include "runtime/base/PhaseTimer.h"
 #include "runtime/executor/Executor.h"
 #include "runtime/train/checkpoint/AtomicFile.h"
 #include "runtime/train/checkpoint/Checkpoint.h"
@@ -432,8 +433,14 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
   }
   auto rewardNanos = std::make_shared<std::atomic<int64_t>>(0);
   auto captured = std::make_shared<CapturedRewards>();
+  // Start-up phases that take long are named on stderr (rank 0 only).
+  using Phase = PhaseTimer::Scope;
+  PhaseTimer *phases = lead ? options.phases : nullptr;
+  std::optional<Phase> loading;
+  loading.emplace(phases, "loading the kernels");
   absl::StatusOr<std::unique_ptr<executor::Executor>> created = makeExecutor(
       program, device, *sig, options, mix, rewardNanos, captured, log);
+  loading.reset();
   if (!created.ok())
     return created.status();
   executor::Executor &executor = **created;
@@ -447,9 +454,13 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
     return prompts.status();
 
   // 3. The initial state, in the slots.
+  loading.emplace(phases, paths.resume
+                              ? "loading the state from " + paths.resumeFrom
+                              : std::string("initializing the state"));
   absl::StatusOr<Start> start =
       initialState(executor, **sharded, *sig, options, *hparams, paths.resume,
                    paths.resumeFrom, log);
+  loading.reset();
   if (!start.ok())
     return start.status();
 
@@ -513,10 +524,15 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
       mix->setContext(std::move(context));
     }
     const double iterationStart = clockSeconds();
+    // The first iteration in this process carries the warm-up.
+    if (it == start->iteration)
+      loading.emplace(phases, absl::StrCat("iteration ", it + 1,
+                                           " (the first, with warm-up)"));
     absl::StatusOr<IterationResult> r =
         hook.ok() ? runIteration(executor, *sig, *prompts, *hparams,
                                  start->seed, it, *rewardNanos, options.stats)
                   : absl::StatusOr<IterationResult>(hook);
+    loading.reset();
     if (!r.ok())
       return absl::Status(r.status().code(),
                           absl::StrCat("iteration ", it, ": ",

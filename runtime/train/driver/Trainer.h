@@ -66,6 +66,10 @@
 #include <string>
 #include <vector>
 
+namespace omni {
+class PhaseTimer;
+} // namespace omni
+
 namespace omni::train {
 
 /// One --init: the safetensors file `path`'s tensor X sets state
@@ -156,6 +160,10 @@ struct TrainOptions {
   /// files (metrics, samples, checkpoints); a stop request is agreed by
   /// all ranks before each iteration (the maximum of their signals).
   hal::Channel *channel = nullptr;
+  /// Names the slow start-up phases on rank 0 (loading the kernels, the
+  /// initial state, the first iteration: runtime/base/PhaseTimer.h; not
+  /// owned); null: silent.
+  PhaseTimer *phases = nullptr;
   /// Test hook, called on this rank before each iteration with its index:
   /// an error fails the iteration (runRanks' OMNI_TEST_FAULT). Empty: none.
   std::function<absl::Status(int64_t iteration)> beforeIteration;

@@ -118,6 +118,12 @@ int64_t captionScale(int64_t width) {
   return width < 512 ? 1 : std::min<int64_t>(4, width / 256);
 }
 
+int64_t captionCellWidth(int64_t width, int64_t glyphs) {
+  const int64_t scale = captionScale(width);
+  const int64_t g = std::min(glyphs, kMaxCaptionGlyphs);
+  return g > 0 ? std::max(width, (g * kGlyphWidth - 1) * scale) : width;
+}
+
 int64_t captionHeight(int64_t lines, int64_t width) {
   if (lines <= 0 || width < kMinCaptionWidth)
     return 0;

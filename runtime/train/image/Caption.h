@@ -4,7 +4,9 @@
 // reward (docs/backend.md, "Training"). The text is drawn with a built-in
 // 5x7 pixel font (printable ASCII; one '?' for any other character of UTF-8
 // text), white on the grid's black, scaled by whole pixels for large
-// images, and clipped to whole glyphs inside the image's width. No font
+// images. Cells of small images widen (the image centered) to fit the
+// longest line up to kMaxCaptionGlyphs glyphs; longer text is clipped to
+// whole glyphs inside the cell. No font
 // library: the glyphs are a constexpr table in Caption.cpp. MLIR-free;
 // pure functions (thread-safe).
 //
@@ -27,6 +29,15 @@ inline constexpr int64_t kGlyphWidth = 6;
 inline constexpr int64_t kGlyphHeight = 8;
 /// Images narrower than this get no captions (fewer than 4 glyphs fit).
 inline constexpr int64_t kMinCaptionWidth = 4 * kGlyphWidth;
+
+/// Cells widen for caption lines of up to this many glyphs.
+inline constexpr int64_t kMaxCaptionGlyphs = 24;
+
+/// The width of a captioned cell of an image `width` pixels wide whose
+/// longest line has `glyphs` glyphs: the image's width, or the width of
+/// min(glyphs, kMaxCaptionGlyphs) glyphs (the last without its spacing
+/// column) when that is wider.
+int64_t captionCellWidth(int64_t width, int64_t glyphs);
 
 /// The font scale under an image `width` pixels wide: 1 below 512 pixels,
 /// else width / 256, at most 4 (so 512 -> 2, 1024 -> 4).

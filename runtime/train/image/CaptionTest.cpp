@@ -127,9 +127,9 @@ TEST(Caption, GridCellsGrowByTheCaption) {
   const int64_t h = 5, w = 30, gap = 2;
   HostTensor images = gray(5, h, w); // 3 columns, 2 rows
   Captions captions(5);
-  for (int n = 0; n < 5; ++n)
+  for (int n = 0; n < 5; ++n) // up to 5 glyphs: 29 pixels, no widening
     captions[n] = {"H", std::string(n + 1, 'H')};
-  captions[4] = {"HHHHHHHHHH"}; // one line, clipped to 5 glyphs
+  captions[2] = {"H"}; // one line
   absl::StatusOr<RgbImage> plain = imageGrid(images, gap);
   absl::StatusOr<RgbImage> grid = imageGrid(images, gap, captions);
   ASSERT_TRUE(plain.ok() && grid.ok()) << grid.status();
@@ -148,14 +148,13 @@ TEST(Caption, GridCellsGrowByTheCaption) {
       EXPECT_EQ(whiteIn(*grid, x0, y0, x0 + w, y0 + cellH), 0);
       continue;
     }
-    // One row of padding, then line 1 ("H") and line 2 (n + 1 H's, or the
-    // clipped line of image 4).
+    // One row of padding, then line 1 ("H") and line 2 (n + 1 H's).
     const int64_t line1 = y0 + h + 1, line2 = line1 + kGlyphHeight;
     EXPECT_EQ(whiteIn(*grid, x0, y0 + h, x0 + w, line1), 0) << n;
-    int64_t glyphs1 = n == 4 ? 5 : 1, glyphs2 = n == 4 ? 0 : n + 1;
+    int64_t glyphs2 = n == 2 ? 0 : n + 1;
     for (int64_t k = 0; k < 5; ++k) {
       EXPECT_EQ(whiteIn(*grid, x0 + 6 * k, line1, x0 + 6 * k + 1, line1 + 7),
-                k < glyphs1 ? 7 : 0)
+                k < 1 ? 7 : 0)
           << n << " " << k;
       EXPECT_EQ(whiteIn(*grid, x0 + 6 * k, line2, x0 + 6 * k + 1, line2 + 7),
                 k < glyphs2 ? 7 : 0)
@@ -163,12 +162,42 @@ TEST(Caption, GridCellsGrowByTheCaption) {
     }
     // H has 7 + 7 + 3 pixels.
     EXPECT_EQ(whiteIn(*grid, x0, y0 + h, x0 + w, y0 + cellH),
-              17 * (glyphs1 + glyphs2))
+              17 * (1 + glyphs2))
         << n;
     // Nothing in the gaps.
     if (n % 3 != 2) {
       EXPECT_EQ(whiteIn(*grid, x0 + w, y0, x0 + w + gap, y0 + cellH), 0);
     }
+  }
+}
+
+TEST(Caption, CellsWidenForLongLinesUpToAMaximum) {
+  const int64_t h = 3, w = 30, gap = 2;
+  // 10 glyphs and 40 (clipped to kMaxCaptionGlyphs = 24): the cells are
+  // 24 glyphs wide, 24 * 6 - 1 = 143 pixels, the images centered.
+  absl::StatusOr<RgbImage> grid = imageGrid(
+      gray(2, h, w), gap, {{std::string(10, 'H')}, {std::string(40, 'H')}});
+  ASSERT_TRUE(grid.ok()) << grid.status();
+  const int64_t cellW = 143, cellH = h + 1 + kGlyphHeight;
+  EXPECT_EQ(captionCellWidth(w, 40), cellW);
+  EXPECT_EQ(captionCellWidth(w, 10), 59);
+  EXPECT_EQ(captionCellWidth(w, 5), w);
+  EXPECT_EQ(captionCellWidth(1024, 300), 1024);
+  EXPECT_EQ(grid->width, 2 * cellW + gap);
+  EXPECT_EQ(grid->height, cellH);
+  for (int64_t n = 0; n < 2; ++n) {
+    const int64_t x0 = n * (cellW + gap), ix = x0 + (cellW - w) / 2;
+    for (int64_t y = 0; y < h; ++y) {
+      EXPECT_EQ(at(*grid, ix - 1, y), 0);
+      EXPECT_EQ(at(*grid, ix, y), 128);
+      EXPECT_EQ(at(*grid, ix + w - 1, y), 128);
+      EXPECT_EQ(at(*grid, ix + w, y), 0);
+    }
+    int64_t glyphs = 0;
+    for (int64_t k = 0; k * 6 < cellW; ++k)
+      glyphs += whiteIn(*grid, x0 + 6 * k, h + 1, x0 + 6 * k + 1, h + 8) == 7;
+    EXPECT_EQ(glyphs, n == 0 ? 10 : 24) << n;
+    EXPECT_EQ(whiteIn(*grid, x0, h, x0 + cellW, cellH), 17 * glyphs);
   }
 }
 

@@ -5,7 +5,8 @@
 // sqrt(B)) columns, rows as needed, `gap` black pixels between cells (and
 // black empty cells). Each image may have lines of caption under it
 // (Caption.h: its prompt and reward), which make every cell taller by the
-// same captionHeight. Pixels are quantized as the rewards see them:
+// same captionHeight, and as wide as the longest line needs
+// (captionCellWidth, the image centered). Pixels are quantized as the rewards see them:
 // rewards::quantizePixel (clamp(round(255 v), 0, 255), half to even).
 // Encoding and decoding use libpng's simplified API (8-bit RGB, no
 // setjmp); files are written atomically (AtomicFile.h). MLIR-free.
@@ -39,8 +40,9 @@ using Captions = std::vector<std::vector<std::string>>;
 
 /// Tiles the float batch `images` ([B, 3, H, W], B, H, W >= 1) into one
 /// image, with `captions` (none, or one list of lines per image) under the
-/// images: every cell gets room for the longest list (captionHeight; none
-/// below kMinCaptionWidth pixels of width). InvalidArgument (one line) for
+/// images: every cell gets room for the longest list and line
+/// (captionHeight, captionCellWidth; no captions below kMinCaptionWidth
+/// pixels of width). InvalidArgument (one line) for
 /// any other type, a caption count other than B, or a grid wider or
 /// taller than 2^24 pixels.
 absl::StatusOr<RgbImage> imageGrid(const HostTensor &images, int64_t gap = 2,
