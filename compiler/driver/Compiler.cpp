@@ -179,8 +179,8 @@ int mlir::omni::runCompiler(const CompileOptions &options,
   dumps.kernels = emitKernels ? &kernelIR : nullptr;
   dumps.targetIR = emitLLVM || emitPtx ? &llvmIR : nullptr;
   std::optional<Phase> kernels;
-  kernels.emplace(options.phases,
-                  "compiling the kernels for the " + options.target + " target");
+  kernels.emplace(options.phases, "compiling the kernels for the " +
+                                      options.target + " target");
   FailureOr<CodegenResult> codegen =
       compileFusions(*module, codegenOptions, dumps);
   kernels.reset();
@@ -205,7 +205,7 @@ int mlir::omni::runCompiler(const CompileOptions &options,
     return success();
   });
   Phase writing(options.phases, emitJson ? "writing step.bin as JSON"
-                                          : "writing " + options.output);
+                                         : "writing " + options.output);
   FailureOr<std::vector<uint8_t>> bytes =
       writeStepBin(*module, *codegen, "omnic (omni 0.1)");
   if (failed(bytes) ||

@@ -80,8 +80,7 @@ void PhaseTimer::endLocked(std::unique_lock<std::mutex> &) {
   active_ = false;
   if (!announced_)
     return;
-  double seconds =
-      std::chrono::duration<double>(Clock::now() - start_).count();
+  double seconds = std::chrono::duration<double>(Clock::now() - start_).count();
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.3g s", seconds);
   print(absl::StrCat(options_.tool, ": ", what_, ": ", buf, "\n"));

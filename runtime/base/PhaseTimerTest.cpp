@@ -46,8 +46,8 @@ struct Lines {
 };
 
 bool isEndLine(const std::string &line, const std::string &what) {
-  return std::regex_match(
-      line, std::regex("tool: " + what + ": [0-9.e+-]+ s\n"));
+  return std::regex_match(line,
+                          std::regex("tool: " + what + ": [0-9.e+-]+ s\n"));
 }
 
 TEST(PhaseTimer, ForcedLinesForEveryPhase) {
@@ -96,9 +96,8 @@ TEST(PhaseTimer, ASlowPhaseIsNamedWhileItRuns) {
     // wait is for the event; the minute only keeps a broken build from
     // hanging).
     std::unique_lock<std::mutex> lock(out.mutex);
-    ASSERT_TRUE(out.changed.wait_for(lock, std::chrono::minutes(1), [&] {
-      return !out.lines.empty();
-    }));
+    ASSERT_TRUE(out.changed.wait_for(lock, std::chrono::minutes(1),
+                                     [&] { return !out.lines.empty(); }));
     EXPECT_EQ(out.lines[0], "tool: building kernels ...\n");
   }
   timer.end();

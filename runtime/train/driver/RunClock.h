@@ -51,8 +51,8 @@ public:
 private:
   int64_t steps_;
   double begin_;
-  int64_t done_ = 0;    // iterations done in this process
-  int64_t last_ = -1;   // the last one's index
+  int64_t done_ = 0;  // iterations done in this process
+  int64_t last_ = -1; // the last one's index
   double firstSeconds_ = 0, firstEnd_ = 0, lastEnd_ = 0;
 };
 

@@ -191,10 +191,10 @@ image::Captions sampleCaptions(const IterationResult &r,
   for (size_t n = 0; n < captions.size(); ++n) {
     if (n < r.samplePrompts.size()) {
       int64_t p = r.samplePrompts[n];
-      captions[n].push_back(
-          p >= 0 && static_cast<size_t>(p) < promptTexts.size()
-              ? promptTexts[p]
-              : absl::StrCat("prompt ", p));
+      captions[n].push_back(p >= 0 &&
+                                    static_cast<size_t>(p) < promptTexts.size()
+                                ? promptTexts[p]
+                                : absl::StrCat("prompt ", p));
     } else {
       captions[n].push_back(absl::StrCat("sample ", n));
     }

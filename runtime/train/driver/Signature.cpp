@@ -34,7 +34,8 @@ void CapturedRewards::record(const HostTensor &values) {
 
 std::vector<double> CapturedRewards::take() {
   std::lock_guard<std::mutex> lock(mutex_);
-  std::vector<double> v = calls_ == 1 ? std::move(last_) : std::vector<double>();
+  std::vector<double> v =
+      calls_ == 1 ? std::move(last_) : std::vector<double>();
   calls_ = 0;
   last_.clear();
   return v;
@@ -281,17 +282,17 @@ absl::StatusOr<HostFunctionRegistry> trainingHostFunctions(
   for (const std::string &name : base.names()) {
     HostFunction fn = mix && isReward(name) ? mixed : *base.lookup(name);
     bool reward = isReward(name);
-    registry.add(name, [fn, nanos, reward,
-                        captured](absl::Span<const HostTensor> args) {
-      auto start = std::chrono::steady_clock::now();
-      absl::StatusOr<std::vector<HostTensor>> results = fn(args);
-      *nanos += std::chrono::duration_cast<std::chrono::nanoseconds>(
-                    std::chrono::steady_clock::now() - start)
-                    .count();
-      if (reward && captured && results.ok() && !results->empty())
-        captured->record((*results)[0]);
-      return results;
-    });
+    registry.add(
+        name, [fn, nanos, reward, captured](absl::Span<const HostTensor> args) {
+          auto start = std::chrono::steady_clock::now();
+          absl::StatusOr<std::vector<HostTensor>> results = fn(args);
+          *nanos += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::steady_clock::now() - start)
+                        .count();
+          if (reward && captured && results.ok() && !results->empty())
+            captured->record((*results)[0]);
+          return results;
+        });
   }
   return registry;
 }

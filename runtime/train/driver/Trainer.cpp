@@ -316,12 +316,13 @@ absl::Status openOutputs(const RunPaths &paths, int64_t start,
 /// The executor with the training host functions (rewards timed into
 /// `rewardNanos` and their values into `captured`, rebound by --reward to
 /// `mix`), timing phases.
-absl::StatusOr<std::unique_ptr<executor::Executor>> makeExecutor(
-    std::shared_ptr<const loader::Program> program, hal::Device &device,
-    const Signature &sig, const TrainOptions &options,
-    std::shared_ptr<rewards::RewardMix> mix,
-    std::shared_ptr<std::atomic<int64_t>> rewardNanos,
-    std::shared_ptr<CapturedRewards> captured, std::ostream &log) {
+absl::StatusOr<std::unique_ptr<executor::Executor>>
+makeExecutor(std::shared_ptr<const loader::Program> program,
+             hal::Device &device, const Signature &sig,
+             const TrainOptions &options,
+             std::shared_ptr<rewards::RewardMix> mix,
+             std::shared_ptr<std::atomic<int64_t>> rewardNanos,
+             std::shared_ptr<CapturedRewards> captured, std::ostream &log) {
   absl::StatusOr<HostFunctionRegistry> hostFunctions = trainingHostFunctions(
       *program, sig.function, options.stepFunction, std::move(mix),
       std::move(rewardNanos), std::move(captured), log);

@@ -173,13 +173,14 @@ struct TrainOptions {
 /// checkpoint, then `stepFunction` once per iteration on an executor of
 /// `program` on `device`, printing one progress line per iteration to `log`
 /// ("iter 3/10  reward 0.51 ± 0.02  loss ...  time 0.12 s (reward 0.01 s,
-/// compute 0.11 s)  elapsed 1m02s  eta 16m20s": RunClock.h). Errors are one line naming what, where, the expected
-/// and the found. When a side output fails after an iteration (the metrics
-/// line, a sample grid), the state is saved first and the error says
-/// where; a failed iteration names the checkpoint to resume from (its
-/// partial update of the slots is not saved). With `stats` the line adds
-/// the iteration's transfers and device memory before the clock ("to
-/// device 1.2 KiB, from device 3.4 KiB, device memory 5.6 MiB").
+/// compute 0.11 s)  elapsed 1m02s  eta 16m20s": RunClock.h). Errors are one
+/// line naming what, where, the expected and the found. When a side output
+/// fails after an iteration (the metrics line, a sample grid), the state is
+/// saved first and the error says where; a failed iteration names the
+/// checkpoint to resume from (its partial update of the slots is not saved).
+/// With `stats` the line adds the iteration's transfers and device memory
+/// before the clock ("to device 1.2 KiB, from device 3.4 KiB, device memory 5.6
+/// MiB").
 absl::Status train(std::shared_ptr<const loader::Program> program,
                    hal::Device &device, const TrainOptions &options,
                    std::ostream &log);

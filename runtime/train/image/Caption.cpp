@@ -163,7 +163,8 @@ int64_t drawText(RgbImage &image, int64_t x, int64_t y, int64_t maxWidth,
                  absl::string_view text, int64_t scale, uint8_t value) {
   if (scale < 1 || x < 0 || y < 0)
     return 0;
-  const int64_t right = std::min(image.width, x + std::max<int64_t>(0, maxWidth));
+  const int64_t right =
+      std::min(image.width, x + std::max<int64_t>(0, maxWidth));
   const int64_t glyphW = 5 * scale, glyphH = 7 * scale;
   if (y + glyphH > image.height)
     return 0;

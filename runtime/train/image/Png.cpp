@@ -34,8 +34,8 @@ absl::StatusOr<RgbImage> imageGrid(const HostTensor &images, int64_t gap,
   const int64_t b = s[0], h = s[2], w = s[3];
   if (!captions.empty() && static_cast<int64_t>(captions.size()) != b)
     return absl::InvalidArgumentError(
-        absl::StrCat("images: expected no captions or one list per image (",
-                     b, "), found ", captions.size()));
+        absl::StrCat("images: expected no captions or one list per image (", b,
+                     "), found ", captions.size()));
   size_t lines = 0, glyphs = 0;
   for (const std::vector<std::string> &c : captions) {
     lines = std::max(lines, c.size());
@@ -78,7 +78,8 @@ absl::StatusOr<RgbImage> imageGrid(const HostTensor &images, int64_t gap,
     if (caption > 0)
       for (size_t l = 0; l < captions[n].size(); ++l)
         drawText(grid, x0,
-                 y0 + h + scale + static_cast<int64_t>(l) * kGlyphHeight * scale,
+                 y0 + h + scale +
+                     static_cast<int64_t>(l) * kGlyphHeight * scale,
                  cellW, captions[n][l], scale);
   }
   return grid;
