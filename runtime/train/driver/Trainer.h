@@ -25,7 +25,9 @@
 // - Results after the state are named by `omni.name` result attributes:
 //   every one-element result is a scalar metric (loss, reward_mean,
 //   reward_std, approx_kl, clipfrac, kl, grad_norm, skipped, ...); a result
-//   named `images` (f32 [B, 3, H, W] in [0, 1]) is saved as a PNG grid; other
+//   named `images` (f32 [B, 3, H, W] in [0, 1]) is saved as a PNG grid,
+//   each image captioned with its prompt and reward (a float [B] result
+//   named `rewards`, else the values of the step's one reward call); other
 //   tensors are ignored.
 // - Rewards are host calls (omni.host_call "<reward>"); TrainOptions::rewards
 //   rebinds every callee that is a registered reward to another one, a

@@ -10,7 +10,8 @@ Reads a sample grid (samples/iter-N.png of omnirun; docs/backend.md,
 text is read back glyph by glyph against the 5x7 shapes below. Image b
 must say "prompt k" with k = ((N-1)*P + b // (B/P)) mod NP (prompt-major
 batch, docs/recipes.md) and "reward v"; the mean of the B values must be
-the iteration's reward_mean in METRICS to their 4 significant digits.
+the iteration's reward_mean in METRICS (plus --reward-offset) to their 4
+significant digits.
 Prints each caption and "ok".
 """
 
@@ -105,6 +106,8 @@ def main():
     p.add_argument("--size", type=int, nargs=2, required=True)
     p.add_argument("--prompts-per-iteration", type=int, required=True)
     p.add_argument("--prompt-count", type=int, required=True)
+    p.add_argument("--reward-offset", type=float, default=0.0,
+                   help="the captions' rewards are reward_mean's plus this")
     a = p.parse_args()
     width, height, px = decode_png(a.grid)
     w, h = a.size
@@ -166,9 +169,10 @@ def main():
         fail(f"no metrics line of iteration {it}")
     mean = sum(values) / b
     tol = 5e-4 * max(abs(v) for v in values) + 1e-12
-    if abs(mean - m[0]["reward_mean"]) > tol:
-        fail(f"the captions' mean reward {mean} is not reward_mean "
-             f"{m[0]['reward_mean']} (within {tol})")
+    want = m[0]["reward_mean"] + a.reward_offset
+    if abs(mean - want) > tol:
+        fail(f"the captions' mean reward {mean} is not reward_mean + "
+             f"{a.reward_offset} = {want} (within {tol})")
     print(f"ok: {b} captions, mean reward {mean:.6g}")
 
 
