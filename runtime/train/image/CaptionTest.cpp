@@ -134,13 +134,16 @@ TEST(Caption, GridCellsGrowByTheCaption) {
   absl::StatusOr<RgbImage> grid = imageGrid(images, gap, captions);
   ASSERT_TRUE(plain.ok() && grid.ok()) << grid.status();
   const int64_t ch = 1 + 2 * kGlyphHeight, cellH = h + ch;
-  EXPECT_EQ(grid->width, plain->width);
-  EXPECT_EQ(grid->width, 3 * w + 2 * gap);
+  // Captioned cells are a glyph (6 pixels) apart, not `gap`.
+  const int64_t gapX = kGlyphWidth;
+  EXPECT_EQ(plain->width, 3 * w + 2 * gap);
+  EXPECT_EQ(grid->width, 3 * w + 2 * gapX);
   EXPECT_EQ(grid->height, 2 * cellH + gap);
   EXPECT_EQ(plain->height, 2 * h + gap);
   for (int64_t n = 0; n < 6; ++n) {
-    const int64_t x0 = (n % 3) * (w + gap), y0 = (n / 3) * (cellH + gap);
-    // The image where it was (row 0) or moved down by the caption.
+    const int64_t x0 = (n % 3) * (w + gapX), y0 = (n / 3) * (cellH + gap);
+    // The image in its cell: row 0 as before, row 1 moved down by the
+    // caption.
     for (int64_t y = 0; y < h && n < 5; ++y)
       for (int64_t x = 0; x < w; ++x)
         ASSERT_EQ(at(*grid, x0 + x, y0 + y), 128) << n;
@@ -166,7 +169,7 @@ TEST(Caption, GridCellsGrowByTheCaption) {
         << n;
     // Nothing in the gaps.
     if (n % 3 != 2) {
-      EXPECT_EQ(whiteIn(*grid, x0 + w, y0, x0 + w + gap, y0 + cellH), 0);
+      EXPECT_EQ(whiteIn(*grid, x0 + w, y0, x0 + w + gapX, y0 + cellH), 0);
     }
   }
 }
@@ -183,10 +186,10 @@ TEST(Caption, CellsWidenForLongLinesUpToAMaximum) {
   EXPECT_EQ(captionCellWidth(w, 10), 59);
   EXPECT_EQ(captionCellWidth(w, 5), w);
   EXPECT_EQ(captionCellWidth(1024, 300), 1024);
-  EXPECT_EQ(grid->width, 2 * cellW + gap);
+  EXPECT_EQ(grid->width, 2 * cellW + kGlyphWidth);
   EXPECT_EQ(grid->height, cellH);
   for (int64_t n = 0; n < 2; ++n) {
-    const int64_t x0 = n * (cellW + gap), ix = x0 + (cellW - w) / 2;
+    const int64_t x0 = n * (cellW + kGlyphWidth), ix = x0 + (cellW - w) / 2;
     for (int64_t y = 0; y < h; ++y) {
       EXPECT_EQ(at(*grid, ix - 1, y), 0);
       EXPECT_EQ(at(*grid, ix, y), 128);

@@ -47,25 +47,27 @@ absl::StatusOr<RgbImage> imageGrid(const HostTensor &images, int64_t gap,
   const int64_t cellH = h + caption;
   const int64_t cellW =
       caption > 0 ? captionCellWidth(w, static_cast<int64_t>(glyphs)) : w;
+  // Captions of neighbouring cells stay a glyph apart.
+  const int64_t gapX = caption > 0 ? std::max(gap, kGlyphWidth * scale) : gap;
   int64_t cols = static_cast<int64_t>(std::ceil(std::sqrt(double(b))));
   while (cols * cols < b) // guard sqrt rounding
     ++cols;
   while (cols > 1 && (cols - 1) * (cols - 1) >= b)
     --cols;
   const int64_t rows = (b + cols - 1) / cols;
-  if (w > kMaxSide || h > kMaxSide || cols * (cellW + gap) > kMaxSide ||
+  if (w > kMaxSide || h > kMaxSide || cols * (cellW + gapX) > kMaxSide ||
       rows * (cellH + gap) > kMaxSide)
     return absl::InvalidArgumentError(
         absl::StrCat("images: a grid of ", b, " images of ", h, "x", w,
                      " pixels is larger than ", kMaxSide, " pixels on a side"));
   RgbImage grid;
-  grid.width = cols * cellW + (cols - 1) * gap;
+  grid.width = cols * cellW + (cols - 1) * gapX;
   grid.height = rows * cellH + (rows - 1) * gap;
   grid.pixels.assign(grid.width * grid.height * 3, 0);
   absl::Span<const double> v = images.floats();
   for (int64_t n = 0; n < b; ++n) {
     // The cell's corner; the image centered in a cell widened for text.
-    const int64_t x0 = (n % cols) * (cellW + gap),
+    const int64_t x0 = (n % cols) * (cellW + gapX),
                   y0 = (n / cols) * (cellH + gap), ix = x0 + (cellW - w) / 2;
     for (int64_t c = 0; c < 3; ++c)
       for (int64_t y = 0; y < h; ++y)

@@ -4,8 +4,8 @@
 
 Reads a sample grid (samples/iter-N.png of omnirun; docs/backend.md,
 "Training") back and checks its captions: the PNG is decoded with zlib
-(no imaging library), the layout is recomputed (ceil(sqrt(B)) columns,
-2-pixel gaps, cells as wide as the grid says, one padding row and two
+(no imaging library), the layout is recomputed (ceil(sqrt(B)) columns
+6 pixels apart, rows 2 apart, cells as wide as the grid says, one padding row and two
 8-row caption lines under each W x H image, the image centered), and the
 text is read back glyph by glyph against the 5x7 shapes below. Image b
 must say "prompt k" with k = ((N-1)*P + b // (B/P)) mod NP (prompt-major
@@ -111,10 +111,11 @@ def main():
     a = p.parse_args()
     width, height, px = decode_png(a.grid)
     w, h = a.size
-    b, gap = a.images, 2
+    # 2-pixel gaps between rows, a glyph's 6 between captioned columns.
+    b, gap, gap_x = a.images, 2, 6
     cols = math.ceil(math.sqrt(b))
     rows = (b + cols - 1) // cols
-    cell_w = (width - (cols - 1) * gap) / cols
+    cell_w = (width - (cols - 1) * gap_x) / cols
     cell_h = h + 1 + 2 * 8
     if cell_w != int(cell_w) or cell_w < w:
         fail(f"grid width {width} is not {cols} cells of at least {w}")
@@ -128,7 +129,7 @@ def main():
     shapes = {"".join(v): k for k, v in ART.items()}
     texts = []
     for n in range(b):
-        x0, y0 = (n % cols) * (cell_w + gap), (n // cols) * (cell_h + gap)
+        x0, y0 = (n % cols) * (cell_w + gap_x), (n // cols) * (cell_h + gap)
         ix = x0 + (cell_w - w) // 2
         if any(white(ix - 1, y0 + y) for y in range(h)) and ix > x0:
             fail(f"image {n}: white left of the centered image")
