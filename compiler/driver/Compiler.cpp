@@ -137,8 +137,8 @@ int mlir::omni::runCompiler(const CompileOptions &options,
   context.printOpOnDiagnostic(false);
 
   using Phase = ::omni::PhaseTimer::Scope;
-  std::optional<Phase> parsing;
-  parsing.emplace(options.phases, "parsing " + options.input);
+  Phase parsing;
+  parsing.start(options.phases, "parsing " + options.input);
   std::string error;
   std::unique_ptr<llvm::MemoryBuffer> input =
       openInputFile(options.input, &error);
@@ -155,7 +155,7 @@ int mlir::omni::runCompiler(const CompileOptions &options,
   if (!module || failed(verify(*module)) ||
       failed(checkProgramForRuntime(*module, needsEntry)))
     return 1;
-  parsing.reset();
+  parsing.stop();
   if (options.emit == "input") {
     module->print(outs);
     return 0;
@@ -178,12 +178,12 @@ int mlir::omni::runCompiler(const CompileOptions &options,
   CodegenDumps dumps;
   dumps.kernels = emitKernels ? &kernelIR : nullptr;
   dumps.targetIR = emitLLVM || emitPtx ? &llvmIR : nullptr;
-  std::optional<Phase> kernels;
-  kernels.emplace(options.phases, "compiling the kernels for the " +
-                                      options.target + " target");
+  Phase kernels;
+  kernels.start(options.phases,
+                "compiling the kernels for the " + options.target + " target");
   FailureOr<CodegenResult> codegen =
       compileFusions(*module, codegenOptions, dumps);
-  kernels.reset();
+  kernels.stop();
   if (failed(codegen))
     return 1;
   if (emitKernels || emitLLVM || emitPtx) {

@@ -1023,8 +1023,9 @@ TEST_F(DataTrainerTest, ProgressLineOrderAndContents) {
                 eta != std::string::npos)
         << line;
     // The last iteration leaves nothing to wait for.
-    if (i == 2)
+    if (i == 2) {
       EXPECT_EQ(line.substr(line.size() - 8), "  eta 0s") << line;
+    }
     EXPECT_EQ(line.find("images"), std::string::npos) << line;
   }
   EXPECT_FALSE(std::getline(lines, line));

@@ -62,23 +62,33 @@ public:
   /// Ends the current phase (nothing when there is none).
   void end();
 
-  /// begin() now, end() when it goes out of scope; a null timer does
-  /// nothing.
+  /// A phase of `timer` while it is in scope: start() begins one (ending
+  /// the scope's phase before), stop() and the destructor end it; a null
+  /// timer does nothing.
   class Scope {
   public:
-    Scope(PhaseTimer *timer, std::string what) : timer_(timer) {
-      if (timer_)
-        timer_->begin(std::move(what));
+    Scope() = default;
+    Scope(PhaseTimer *timer, std::string what) {
+      start(timer, std::move(what));
     }
-    ~Scope() {
-      if (timer_)
-        timer_->end();
-    }
+    ~Scope() { stop(); }
     Scope(const Scope &) = delete;
     Scope &operator=(const Scope &) = delete;
 
+    void start(PhaseTimer *timer, std::string what) {
+      stop();
+      timer_ = timer;
+      if (timer_)
+        timer_->begin(std::move(what));
+    }
+    void stop() {
+      if (timer_)
+        timer_->end();
+      timer_ = nullptr;
+    }
+
   private:
-    PhaseTimer *timer_;
+    PhaseTimer *timer_ = nullptr;
   };
 
 private:

@@ -777,11 +777,11 @@ int run(const std::vector<std::string> &args, std::ostream &out,
   phaseOptions.afterMs = afterMs->value_or(2000);
   PhaseTimer phases(std::move(phaseOptions));
   options.training.phases = &phases;
-  std::optional<PhaseTimer::Scope> loading;
-  loading.emplace(&phases, "loading " + options.file);
+  PhaseTimer::Scope loading;
+  loading.start(&phases, "loading " + options.file);
   absl::StatusOr<std::shared_ptr<const loader::Program>> program =
       loader::Program::loadFile(options.file);
-  loading.reset();
+  loading.stop();
   if (!program.ok())
     return fail(program.status().message());
   if (options.list) {
@@ -806,10 +806,10 @@ int run(const std::vector<std::string> &args, std::ostream &out,
   }
   if (options.train) {
     train::TrainOptions &training = options.training;
-    loading.emplace(&phases, "hashing " + options.file);
+    loading.start(&phases, "hashing " + options.file);
     absl::StatusOr<std::string> hash =
         checkpoint::fingerprintFile(options.file);
-    loading.reset();
+    loading.stop();
     if (!hash.ok())
       return fail(hash.status().message());
     training.programHash = *hash;
@@ -924,11 +924,11 @@ int run(const std::vector<std::string> &args, std::ostream &out,
     return fail(device.status().message());
   executor::ExecutorOptions executorOptions;
   rewards::registerRewards(executorOptions.hostFunctions);
-  loading.emplace(&phases, "loading the kernels");
+  loading.start(&phases, "loading the kernels");
   absl::StatusOr<std::unique_ptr<executor::Executor>> executor =
       executor::Executor::create(*program, **device,
                                  std::move(executorOptions));
-  loading.reset();
+  loading.stop();
   if (!executor.ok())
     return fail(executor.status().message());
   if (!options.stateIn.empty()) {

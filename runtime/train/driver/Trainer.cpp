@@ -437,11 +437,11 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
   // Start-up phases that take long are named on stderr (rank 0 only).
   using Phase = PhaseTimer::Scope;
   PhaseTimer *phases = lead ? options.phases : nullptr;
-  std::optional<Phase> loading;
-  loading.emplace(phases, "loading the kernels");
+  Phase loading;
+  loading.start(phases, "loading the kernels");
   absl::StatusOr<std::unique_ptr<executor::Executor>> created = makeExecutor(
       program, device, *sig, options, mix, rewardNanos, captured, log);
-  loading.reset();
+  loading.stop();
   if (!created.ok())
     return created.status();
   executor::Executor &executor = **created;
@@ -455,13 +455,13 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
     return prompts.status();
 
   // 3. The initial state, in the slots.
-  loading.emplace(phases, paths.resume
-                              ? "loading the state from " + paths.resumeFrom
-                              : std::string("initializing the state"));
+  loading.start(phases, paths.resume
+                            ? "loading the state from " + paths.resumeFrom
+                            : std::string("initializing the state"));
   absl::StatusOr<Start> start =
       initialState(executor, **sharded, *sig, options, *hparams, paths.resume,
                    paths.resumeFrom, log);
-  loading.reset();
+  loading.stop();
   if (!start.ok())
     return start.status();
 
@@ -527,13 +527,13 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
     const double iterationStart = clockSeconds();
     // The first iteration in this process carries the warm-up.
     if (it == start->iteration)
-      loading.emplace(phases, absl::StrCat("iteration ", it + 1,
-                                           " (the first, with warm-up)"));
+      loading.start(phases, absl::StrCat("iteration ", it + 1,
+                                         " (the first, with warm-up)"));
     absl::StatusOr<IterationResult> r =
         hook.ok() ? runIteration(executor, *sig, *prompts, *hparams,
                                  start->seed, it, *rewardNanos, options.stats)
                   : absl::StatusOr<IterationResult>(hook);
-    loading.reset();
+    loading.stop();
     if (!r.ok())
       return absl::Status(r.status().code(),
                           absl::StrCat("iteration ", it, ": ",

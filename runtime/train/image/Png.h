@@ -7,10 +7,10 @@
 // (Caption.h: its prompt and reward), which make every cell taller by the
 // same captionHeight, and as wide as the longest line needs
 // (captionCellWidth, the image centered), with at least a glyph's width
-// (kGlyphWidth x the font scale) between captioned cells. Pixels are quantized as the rewards
-// see them: rewards::quantizePixel (clamp(round(255 v), 0, 255), half to even).
-// Encoding and decoding use libpng's simplified API (8-bit RGB, no
-// setjmp); files are written atomically (AtomicFile.h). MLIR-free.
+// (kGlyphWidth x the font scale) between captioned cells. Pixels are quantized
+// as the rewards see them: rewards::quantizePixel (clamp(round(255 v), 0, 255),
+// half to even). Encoding and decoding use libpng's simplified API (8-bit RGB,
+// no setjmp); files are written atomically (AtomicFile.h). MLIR-free.
 //
 //===----------------------------------------------------------------------===//
 
