@@ -6,6 +6,8 @@
 // 3. Compile every omni.fusion to native code for the target
 //    (compiler/codegen, its CodegenResult).
 // 4. Write step.bin (compiler/stepbin), or print it as JSON.
+// Each step is a phase of CompileOptions::phases: a slow one is named on
+// stderr while it runs (runtime/base/PhaseTimer.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +20,7 @@
 #include "dialects/omni/OmniOps.h"
 #include "dialects/omni/OmniTools.h"
 #include "passes/Passes.h"
+#include "runtime/base/PhaseTimer.h"
 
 #include "mlir/IR/AttrTypeSubElements.h"
 #include "mlir/IR/MLIRContext.h"
@@ -28,6 +31,8 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
+
+#include <optional>
 
 using namespace mlir;
 using namespace mlir::omni;
@@ -131,6 +136,9 @@ int mlir::omni::runCompiler(const CompileOptions &options,
   // the pipeline would only bury it.
   context.printOpOnDiagnostic(false);
 
+  using Phase = ::omni::PhaseTimer::Scope;
+  Phase parsing;
+  parsing.start(options.phases, "parsing " + options.input);
   std::string error;
   std::unique_ptr<llvm::MemoryBuffer> input =
       openInputFile(options.input, &error);
@@ -147,6 +155,7 @@ int mlir::omni::runCompiler(const CompileOptions &options,
   if (!module || failed(verify(*module)) ||
       failed(checkProgramForRuntime(*module, needsEntry)))
     return 1;
+  parsing.stop();
   if (options.emit == "input") {
     module->print(outs);
     return 0;
@@ -155,8 +164,11 @@ int mlir::omni::runCompiler(const CompileOptions &options,
   PassManager pm(&context, ModuleOp::getOperationName());
   buildOmniPipeline(pm, stage.value_or(PipelineStage::PlanMemory),
                     options.reportArena);
-  if (failed(pm.run(*module)))
-    return 1;
+  {
+    Phase passes(options.phases, "running the omni pipeline");
+    if (failed(pm.run(*module)))
+      return 1;
+  }
   if (stage) {
     module->print(outs);
     return 0;
@@ -166,8 +178,12 @@ int mlir::omni::runCompiler(const CompileOptions &options,
   CodegenDumps dumps;
   dumps.kernels = emitKernels ? &kernelIR : nullptr;
   dumps.targetIR = emitLLVM || emitPtx ? &llvmIR : nullptr;
+  Phase kernels;
+  kernels.start(options.phases,
+                "compiling the kernels for the " + options.target + " target");
   FailureOr<CodegenResult> codegen =
       compileFusions(*module, codegenOptions, dumps);
+  kernels.stop();
   if (failed(codegen))
     return 1;
   if (emitKernels || emitLLVM || emitPtx) {
@@ -188,6 +204,8 @@ int mlir::omni::runCompiler(const CompileOptions &options,
         diag.str(), diag.getSeverity());
     return success();
   });
+  Phase writing(options.phases, emitJson ? "writing step.bin as JSON"
+                                         : "writing " + options.output);
   FailureOr<std::vector<uint8_t>> bytes =
       writeStepBin(*module, *codegen, "omnic (omni 0.1)");
   if (failed(bytes) ||

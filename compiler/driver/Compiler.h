@@ -14,6 +14,10 @@
 
 #include <string>
 
+namespace omni {
+class PhaseTimer;
+} // namespace omni
+
 namespace mlir::omni {
 
 struct CompileOptions {
@@ -35,6 +39,9 @@ struct CompileOptions {
   std::string cudaArch = "sm_90a";
   /// Print the memory plan's arena size.
   bool reportArena = false;
+  /// Names the phases (parsing, the pipeline, kernels, step.bin) that take
+  /// long (runtime/base/PhaseTimer.h); null: silent.
+  ::omni::PhaseTimer *phases = nullptr;
 };
 
 /// The values of --emit, in order, separated by ", " ("input, cleanup, ...,

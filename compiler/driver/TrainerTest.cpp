@@ -1017,10 +1017,15 @@ TEST_F(DataTrainerTest, ProgressLineOrderAndContents) {
            p0 = line.find("  prompt_sum_0 "), im = line.find("  image_mean "),
            time = line.find("  time "), rt = line.find(" s (reward "),
            ct = line.find(" s, compute ");
+    size_t elapsed = line.find(" s)  elapsed "), eta = line.find("s  eta ");
     EXPECT_TRUE(pm < loss && loss < p0 && p0 < im && im < time && time < rt &&
-                rt < ct && ct != std::string::npos)
+                rt < ct && ct < elapsed && elapsed < eta &&
+                eta != std::string::npos)
         << line;
-    EXPECT_EQ(line.substr(line.size() - 3), " s)") << line;
+    // The last iteration leaves nothing to wait for.
+    if (i == 2) {
+      EXPECT_EQ(line.substr(line.size() - 8), "  eta 0s") << line;
+    }
     EXPECT_EQ(line.find("images"), std::string::npos) << line;
   }
   EXPECT_FALSE(std::getline(lines, line));

@@ -14,6 +14,7 @@
 #include "runtime/omnirun/OmniRun.h"
 
 #include "runtime/base/ConfigFile.h"
+#include "runtime/base/PhaseTimer.h"
 #include "runtime/executor/Executor.h"
 #include "runtime/hal/drivers/Drivers.h"
 #include "runtime/hal/drivers/cpu/CpuDriver.h"
@@ -865,8 +866,21 @@ int run(const std::vector<std::string> &args, std::ostream &out,
     options.device = "cuda";
   }
 
+  // Slow start-up phases are named on stderr (runtime/base/PhaseTimer.h).
+  absl::StatusOr<std::optional<int64_t>> afterMs =
+      progressAfterMsFromEnvironment();
+  if (!afterMs.ok())
+    return fail(afterMs.status().message());
+  PhaseTimerOptions phaseOptions;
+  phaseOptions.tool = "omnirun";
+  phaseOptions.afterMs = afterMs->value_or(2000);
+  PhaseTimer phases(std::move(phaseOptions));
+  options.training.phases = &phases;
+  PhaseTimer::Scope loading;
+  loading.start(&phases, "loading " + options.file);
   absl::StatusOr<std::shared_ptr<const loader::Program>> program =
       loader::Program::loadFile(options.file);
+  loading.stop();
   if (!program.ok())
     return fail(program.status().message());
   if (options.list) {
@@ -891,8 +905,10 @@ int run(const std::vector<std::string> &args, std::ostream &out,
   }
   if (options.train) {
     train::TrainOptions &training = options.training;
+    loading.start(&phases, "hashing " + options.file);
     absl::StatusOr<std::string> hash =
         checkpoint::fingerprintFile(options.file);
+    loading.stop();
     if (!hash.ok())
       return fail(hash.status().message());
     training.programHash = *hash;
@@ -1007,9 +1023,11 @@ int run(const std::vector<std::string> &args, std::ostream &out,
     return fail(device.status().message());
   executor::ExecutorOptions executorOptions;
   rewards::registerRewards(executorOptions.hostFunctions);
+  loading.start(&phases, "loading the kernels");
   absl::StatusOr<std::unique_ptr<executor::Executor>> executor =
       executor::Executor::create(*program, **device,
                                  std::move(executorOptions));
+  loading.stop();
   if (!executor.ok())
     return fail(executor.status().message());
   if (!options.stateIn.empty()) {

@@ -8,11 +8,11 @@
 // RUN: sh -c 'omnirun %t/toy.bin --train --steps=-3; test $? -eq 1' 2>&1 | FileCheck %s --check-prefix=STEPS
 // RUN: sh -c 'omnirun %t/toy.bin --train --steps=4 --seed=8 --checkpoint-dir=%t/ckpt --resume; test $? -eq 1' 2>&1 | FileCheck %s --check-prefix=SEED
 
-// CHECK: iter 1/2  reward -0.00{{[0-9]+}}  loss {{.*}}  grad_norm {{.*}}  time {{.*}} s (reward {{.*}} s, compute {{.*}} s)
-// CHECK-NEXT: iter 2/2  reward
+// CHECK: iter 1/2  reward -0.00{{[0-9]+}}  loss {{.*}}  grad_norm {{.*}}  time {{.*}} s (reward {{.*}} s, compute {{.*}} s)  elapsed {{([0-9]+m)?[0-9]+s}}  eta {{([0-9]+m)?[0-9]+s}}{{$}}
+// CHECK-NEXT: iter 2/2  reward {{.*}}  elapsed {{([0-9]+m)?[0-9]+s}}  eta 0s{{$}}
 // CHECK-NOT: iter 3
 // RESUME: resumed from {{.*}}ckpt at iteration 2
-// RESUME-NEXT: iter 3/3  reward
+// RESUME-NEXT: iter 3/3  reward {{.*}}  eta 0s{{$}}
 // NODIR: omnirun: --resume needs a folder: --resume DIR, --out DIR or --checkpoint-dir DIR
 // STEPS: omnirun: --steps expects a non-negative integer, found '-3'
 // SEED: omnirun: {{.*}}ckpt: the checkpoint was trained with seed 7 but --seed is 8

@@ -18,9 +18,9 @@
 // RUN: sh -c 'omnirun %t/p.bin --steps 1 --init %t/p.bin; test $? -eq 1' 2>&1 | FileCheck %s --check-prefix=INIT
 
 // CHECK: prompts: 16 from synthetic, 2 per iteration
-// CHECK-NEXT: iter 1/3  reward 0.{{[0-9]+}} ± 0.{{[0-9]+}}  loss {{[0-9.e+-]+}}  prompt_sum_0 {{[0-9.e+-]+}}  prompt_sum_1 {{.*}}  pooled_sum_0 {{.*}}  pooled_sum_1 {{.*}}  weight_sum {{.*}}  ref_sum {{.*}}  image_mean 0.{{[0-9]+}}  time {{[0-9.e+-]+}} s (reward {{[0-9.e+-]+}} s, compute {{[0-9.e+-]+}} s)
-// CHECK-NEXT: iter 2/3  reward
-// CHECK-NEXT: iter 3/3  reward
+// CHECK-NEXT: iter 1/3  reward 0.{{[0-9]+}} ± 0.{{[0-9]+}}  loss {{[0-9.e+-]+}}  prompt_sum_0 {{[0-9.e+-]+}}  prompt_sum_1 {{.*}}  pooled_sum_0 {{.*}}  pooled_sum_1 {{.*}}  weight_sum {{.*}}  ref_sum {{.*}}  image_mean 0.{{[0-9]+}}  time {{[0-9.e+-]+}} s (reward {{[0-9.e+-]+}} s, compute {{[0-9.e+-]+}} s)  elapsed {{([0-9]+m)?[0-9]+s}}  eta {{([0-9]+m)?[0-9]+s}}{{$}}
+// CHECK-NEXT: iter 2/3  reward {{.*}}  elapsed {{([0-9]+m)?[0-9]+s}}  eta {{([0-9]+m)?[0-9]+s}}{{$}}
+// CHECK-NEXT: iter 3/3  reward {{.*}}  elapsed {{([0-9]+m)?[0-9]+s}}  eta 0s{{$}}
 // CHECK-NOT: iter
 
 // FILES: latest
@@ -38,7 +38,7 @@
 
 // RESUME: prompts: 16 from synthetic, 2 per iteration
 // RESUME-NEXT: resumed from {{.*}}run at iteration 3
-// RESUME-NEXT: iter 4/4  reward
+// RESUME-NEXT: iter 4/4  reward {{.*}}  eta 0s{{$}}
 
 // REWARD: reward: brightness -> jpeg_incompressibility
 // REWARD: iter 1/1  reward {{[0-9]+}}.{{[0-9]+}} ±

@@ -10,12 +10,16 @@
 //
 // --help lists omnic's options only (LLVM's code generation options are
 // hidden; --help-hidden still lists them); --version prints omni's version.
+// A phase (parsing, the pipeline, the kernels, writing) that runs longer
+// than 2 s (OMNI_PROGRESS_AFTER_MS) is named on stderr; --verbose names
+// every one (runtime/base/PhaseTimer.h).
 //
 //===----------------------------------------------------------------------===//
 
 #include "compiler/codegen/Codegen.h"
 #include "compiler/driver/Compiler.h"
 #include "dialects/omni/OmniTools.h"
+#include "runtime/base/PhaseTimer.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
@@ -54,6 +58,11 @@ int main(int argc, char **argv) {
   cl::opt<bool> report("report-arena",
                        cl::desc("print each function's arena size"),
                        cl::cat(category));
+  cl::opt<bool> verbose(
+      "verbose",
+      cl::desc("name every phase and its time on stderr (default: only "
+               "phases longer than 2 s, or OMNI_PROGRESS_AFTER_MS)"),
+      cl::cat(category));
   mlir::omni::hideLlvmOptions(&category);
   mlir::omni::setOmniVersionPrinter("omnic");
   cl::ParseCommandLineOptions(argc, argv, "omni ahead-of-time compiler\n");
@@ -66,6 +75,19 @@ int main(int argc, char **argv) {
   options.targetCpu = cpu;
   options.cudaArch = cudaArch;
   options.reportArena = report;
+  absl::StatusOr<std::optional<int64_t>> afterMs =
+      omni::progressAfterMsFromEnvironment();
+  if (!afterMs.ok()) {
+    llvm::errs() << "omnic: " << std::string(afterMs.status().message())
+                 << "\n";
+    return 1;
+  }
+  omni::PhaseTimerOptions phaseOptions;
+  phaseOptions.tool = "omnic";
+  phaseOptions.afterMs = afterMs->value_or(2000);
+  phaseOptions.always = verbose;
+  omni::PhaseTimer phases(std::move(phaseOptions));
+  options.phases = &phases;
   // The parser and the passes recurse per nesting level.
   return mlir::omni::runOnLargeStack([&] {
     return mlir::omni::runCompiler(options, llvm::outs(), llvm::errs());

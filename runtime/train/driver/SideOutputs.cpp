@@ -1,7 +1,8 @@
 //===- SideOutputs.cpp - progress, metrics.jsonl, sample grids -----------===//
 //
 // What an iteration leaves besides the state: one progress line on the log,
-// one metrics.jsonl line, and now and then a PNG grid of the images. Only
+// one metrics.jsonl line, and now and then a PNG grid of the images, each
+// captioned with its prompt and reward (image/Caption.h). Only
 // the step function's results are read here; they are the host copies the
 // iteration made (metrics, images), never the state.
 //
@@ -98,7 +99,7 @@ constexpr const char *kConsoleOrder[] = {"loss", "approx_kl", "clipfrac",
 } // namespace
 
 std::string progressLine(int64_t steps, const Signature &sig,
-                         const IterationResult &r) {
+                         const IterationResult &r, const std::string &clock) {
   const std::vector<TypedTensor> &outs = r.outputs;
   std::map<std::string, const TypedTensor *> byName;
   for (const auto &[index, name] : sig.metrics)
@@ -138,6 +139,8 @@ std::string progressLine(int64_t steps, const Signature &sig,
     if (r.peakDeviceBytes >= 0)
       absl::StrAppend(&line, ", device memory ", byteCount(r.peakDeviceBytes));
   }
+  if (!clock.empty())
+    absl::StrAppend(&line, "  ", clock);
   return line;
 }
 
@@ -182,12 +185,33 @@ std::string metricsLine(const Signature &sig, const IterationResult &r) {
   return json;
 }
 
+image::Captions sampleCaptions(const IterationResult &r,
+                               const std::vector<std::string> &promptTexts) {
+  image::Captions captions(static_cast<size_t>(r.numImages));
+  for (size_t n = 0; n < captions.size(); ++n) {
+    if (n < r.samplePrompts.size()) {
+      int64_t p = r.samplePrompts[n];
+      captions[n].push_back(p >= 0 &&
+                                    static_cast<size_t>(p) < promptTexts.size()
+                                ? promptTexts[p]
+                                : absl::StrCat("prompt ", p));
+    } else {
+      captions[n].push_back(absl::StrCat("sample ", n));
+    }
+    if (n < r.sampleRewards.size())
+      captions[n].push_back("reward " + format("%.4g", r.sampleRewards[n]));
+  }
+  return captions;
+}
+
 absl::Status writeSampleGrid(const std::string &outDir,
-                             const TypedTensor &images, int64_t iteration) {
+                             const TypedTensor &images, int64_t iteration,
+                             const image::Captions &captions) {
   std::string folder = outDir + "/samples";
   if (absl::Status s = checkpoint::makeDirectories(folder); !s.ok())
     return s;
-  absl::StatusOr<image::RgbImage> grid = image::imageGrid(images.toHost());
+  absl::StatusOr<image::RgbImage> grid =
+      image::imageGrid(images.toHost(), 2, captions);
   if (!grid.ok())
     return grid.status();
   return image::writePng(absl::StrCat(folder, "/iter-", iteration, ".png"),

@@ -18,9 +18,28 @@
 #include "absl/strings/str_join.h"
 
 #include <algorithm>
+#include <mutex>
 #include <set>
 
 namespace omni::train::detail {
+
+void CapturedRewards::record(const HostTensor &values) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!values.isFloat() || values.shape().size() != 1) {
+    unusable_ = true;
+    return;
+  }
+  values_.insert(values_.end(), values.floats().begin(), values.floats().end());
+}
+
+std::vector<double> CapturedRewards::take() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<double> v =
+      unusable_ ? std::vector<double>() : std::move(values_);
+  unusable_ = false;
+  values_.clear();
+  return v;
+}
 
 const loader::StateInfo *Signature::findState(const std::string &name) const {
   for (const loader::StateInfo *s : state)
@@ -151,11 +170,21 @@ absl::StatusOr<Signature> checkStep(const loader::Program &program,
             "@", name, ": result #", j, " 'images' is ", r->typeString(),
             ", expected a float tensor [B, 3, H, W]"));
       sig.images = j;
+    } else if (r->name == kRewards && isFloatDType(r->dtype) &&
+               r->shape.size() == 1) {
+      sig.rewards = j;
     } else if (r->numElements == 1) {
       sig.metrics.push_back(
           {j, r->name.empty() ? absl::StrCat("metric.", j) : r->name});
     }
   }
+  // Per-image rewards caption the sample grid: one per image.
+  if (sig.rewards && sig.images &&
+      out(*sig.rewards)->shape[0] != out(*sig.images)->shape[0])
+    return absl::InvalidArgumentError(absl::StrCat(
+        "@", name, ": result #", *sig.rewards, " 'rewards' is ",
+        out(*sig.rewards)->typeString(), ", expected one reward per image (",
+        out(*sig.images)->shape[0], ", as 'images' has)"));
   return sig;
 }
 
@@ -223,7 +252,8 @@ HostFunction mixFunction(std::shared_ptr<rewards::RewardMix> mix) {
 absl::StatusOr<HostFunctionRegistry> trainingHostFunctions(
     const loader::Program &program, uint32_t step, const std::string &stepName,
     std::shared_ptr<rewards::RewardMix> mix,
-    std::shared_ptr<std::atomic<int64_t>> nanos, std::ostream &log) {
+    std::shared_ptr<std::atomic<int64_t>> nanos,
+    std::shared_ptr<CapturedRewards> captured, std::ostream &log) {
   HostFunctionRegistry base = rewards::rewardHostFunctions();
   std::vector<std::string> known = rewards::registeredRewards();
   auto isReward = [&](const std::string &n) {
@@ -251,14 +281,17 @@ absl::StatusOr<HostFunctionRegistry> trainingHostFunctions(
   HostFunction mixed = mix ? mixFunction(mix) : HostFunction();
   for (const std::string &name : base.names()) {
     HostFunction fn = mix && isReward(name) ? mixed : *base.lookup(name);
+    bool reward = isReward(name);
     registry.add(
         name,
-        [fn, nanos](absl::Span<const HostTensor> args) {
+        [fn, nanos, reward, captured](absl::Span<const HostTensor> args) {
           auto start = std::chrono::steady_clock::now();
           absl::StatusOr<std::vector<HostTensor>> results = fn(args);
           *nanos += std::chrono::duration_cast<std::chrono::nanoseconds>(
                         std::chrono::steady_clock::now() - start)
                         .count();
+          if (reward && captured && results.ok() && !results->empty())
+            captured->record((*results)[0]);
           return results;
         },
         base.isConcurrent(name));

@@ -21,10 +21,12 @@
 
 #include "runtime/train/driver/Trainer.h"
 
+#include "runtime/base/PhaseTimer.h"
 #include "runtime/executor/Executor.h"
 #include "runtime/train/checkpoint/AtomicFile.h"
 #include "runtime/train/checkpoint/Checkpoint.h"
 #include "runtime/train/driver/Interrupt.h"
+#include "runtime/train/driver/RunClock.h"
 #include "runtime/train/driver/TrainerSteps.h"
 
 #include "absl/strings/str_cat.h"
@@ -247,10 +249,36 @@ absl::Status writeSideOutputs(const Signature &sig, const IterationResult &r,
     if (absl::Status s = metrics.append(metricsLine(sig, r)); !s.ok())
       return s;
   bool last = r.iteration + 1 == options.steps;
+  // The prompt set has no texts yet: the captions name prompts by row.
   if (!paths.out.empty() && sig.images &&
       (last || (r.iteration + 1) % paths.sampleEvery == 0))
-    return writeSampleGrid(paths.out, r.outputs[*sig.images], r.iteration + 1);
+    return writeSampleGrid(paths.out, r.outputs[*sig.images], r.iteration + 1,
+                           sampleCaptions(r, {}));
   return absl::OkStatus();
+}
+
+/// What the sample grid's captions need of iteration `r`: each image's
+/// prompt row (prompt-major, B = P * G: docs/recipes.md) and reward (the
+/// step's `rewards` result, else the one reward call's values).
+void sampleDetails(const Signature &sig,
+                   const std::optional<PromptSet> &prompts,
+                   CapturedRewards &captured, IterationResult &r) {
+  std::vector<double> called = captured.take();
+  if (!sig.images)
+    return;
+  const int64_t b = r.numImages, p = sig.prompts.perIteration;
+  if (prompts && p > 0 && b % p == 0) {
+    std::vector<int64_t> rows = prompts->indices(r.iteration);
+    for (int64_t n = 0; n < b; ++n)
+      r.samplePrompts.push_back(rows[n / (b / p)]);
+  }
+  if (sig.rewards) {
+    const TypedTensor &t = r.outputs[*sig.rewards];
+    for (int64_t n = 0; n < t.numElements(); ++n)
+      r.sampleRewards.push_back(t.doubleAt(n));
+  } else if (static_cast<int64_t>(called.size()) == b) {
+    r.sampleRewards = std::move(called);
+  }
 }
 
 /// Prepares the side outputs of a run starting at iteration `start`: the
@@ -286,15 +314,18 @@ absl::Status openOutputs(const RunPaths &paths, int64_t start,
 }
 
 /// The executor with the training host functions (rewards timed into
-/// `rewardNanos`, rebound by --reward to `mix`), timing phases.
-absl::StatusOr<std::unique_ptr<executor::Executor>> makeExecutor(
-    std::shared_ptr<const loader::Program> program, hal::Device &device,
-    const Signature &sig, const TrainOptions &options,
-    std::shared_ptr<rewards::RewardMix> mix,
-    std::shared_ptr<std::atomic<int64_t>> rewardNanos, std::ostream &log) {
-  absl::StatusOr<HostFunctionRegistry> hostFunctions =
-      trainingHostFunctions(*program, sig.function, options.stepFunction,
-                            std::move(mix), std::move(rewardNanos), log);
+/// `rewardNanos` and their values into `captured`, rebound by --reward to
+/// `mix`), timing phases.
+absl::StatusOr<std::unique_ptr<executor::Executor>>
+makeExecutor(std::shared_ptr<const loader::Program> program,
+             hal::Device &device, const Signature &sig,
+             const TrainOptions &options,
+             std::shared_ptr<rewards::RewardMix> mix,
+             std::shared_ptr<std::atomic<int64_t>> rewardNanos,
+             std::shared_ptr<CapturedRewards> captured, std::ostream &log) {
+  absl::StatusOr<HostFunctionRegistry> hostFunctions = trainingHostFunctions(
+      *program, sig.function, options.stepFunction, std::move(mix),
+      std::move(rewardNanos), std::move(captured), log);
   if (!hostFunctions.ok())
     return hostFunctions.status();
   executor::ExecutorOptions executorOptions;
@@ -351,6 +382,11 @@ absl::Status stopAndSave(int signal, int64_t it, const TrainOptions &options,
 absl::Status train(std::shared_ptr<const loader::Program> program,
                    hal::Device &device, const TrainOptions &options,
                    std::ostream &leadLog) {
+  // The progress line's elapsed time counts from here (RunClock.h).
+  const auto began = std::chrono::steady_clock::now();
+  auto clockSeconds = [began] {
+    return seconds(std::chrono::steady_clock::now() - began);
+  };
   // Only rank 0 prints and writes files.
   const bool lead = !options.channel || options.channel->rank() == 0;
   std::ostream nowhere(nullptr);
@@ -397,8 +433,15 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
     mix = std::move(*made);
   }
   auto rewardNanos = std::make_shared<std::atomic<int64_t>>(0);
-  absl::StatusOr<std::unique_ptr<executor::Executor>> created =
-      makeExecutor(program, device, *sig, options, mix, rewardNanos, log);
+  auto captured = std::make_shared<CapturedRewards>();
+  // Start-up phases that take long are named on stderr (rank 0 only).
+  using Phase = PhaseTimer::Scope;
+  PhaseTimer *phases = lead ? options.phases : nullptr;
+  Phase loading;
+  loading.start(phases, "loading the kernels");
+  absl::StatusOr<std::unique_ptr<executor::Executor>> created = makeExecutor(
+      program, device, *sig, options, mix, rewardNanos, captured, log);
+  loading.stop();
   if (!created.ok())
     return created.status();
   executor::Executor &executor = **created;
@@ -412,9 +455,13 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
     return prompts.status();
 
   // 3. The initial state, in the slots.
+  loading.start(phases, paths.resume
+                            ? "loading the state from " + paths.resumeFrom
+                            : std::string("initializing the state"));
   absl::StatusOr<Start> start =
       initialState(executor, **sharded, *sig, options, *hparams, paths.resume,
                    paths.resumeFrom, log);
+  loading.stop();
   if (!start.ok())
     return start.status();
 
@@ -436,6 +483,7 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
       start->resumed && paths.resumeFrom == paths.out ? start->iteration : -1);
 
   executor.takePhaseTimes(); // not @init_state's
+  captured->take();
   // --steps 0: the initial state (after --init) as a checkpoint, for other
   // implementations to start from (bench/torch/parity_iteration.py).
   if (options.steps == 0 && start->iteration == 0 && !paths.out.empty())
@@ -444,6 +492,7 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
 
   // 4. Iterations.
   bool warnedImages = false;
+  RunClock clock(options.steps, 0.0);
   for (int64_t it = start->iteration; it < options.steps; ++it) {
     int64_t signal = options.stopRequested ? options.stopRequested() : 0;
     if (options.channel) {
@@ -485,10 +534,16 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
       }
       mix->setContext(std::move(context));
     }
+    const double iterationStart = clockSeconds();
+    // The first iteration in this process carries the warm-up.
+    if (it == start->iteration)
+      loading.start(phases, absl::StrCat("iteration ", it + 1,
+                                         " (the first, with warm-up)"));
     absl::StatusOr<IterationResult> r =
         hook.ok() ? runIteration(executor, *sig, *prompts, *hparams,
                                  start->seed, it, *rewardNanos, options.stats)
                   : absl::StatusOr<IterationResult>(hook);
+    loading.stop();
     if (!r.ok())
       return absl::Status(r.status().code(),
                           absl::StrCat("iteration ", it, ": ",
@@ -496,6 +551,7 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
                                        checkpoints.afterFailedIteration(it)));
     if (mix)
       r->rewardMeans = mix->takeMeans();
+    sampleDetails(*sig, *prompts, *captured, *r);
     if (r->badImages && !warnedImages) {
       log << "warning: iteration " << it << ": " << r->badImages << " of "
           << r->numImages
@@ -503,7 +559,8 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
              "(nonfinite_images counts them)\n";
       warnedImages = true;
     }
-    log << progressLine(options.steps, *sig, *r) << std::endl;
+    clock.iterationDone(it, iterationStart, clockSeconds());
+    log << progressLine(options.steps, *sig, *r, clock.text()) << std::endl;
     // Side outputs: a failure stops the run, but only after the state is
     // saved.
     if (absl::Status side =

@@ -25,7 +25,9 @@
 // - Results after the state are named by `omni.name` result attributes:
 //   every one-element result is a scalar metric (loss, reward_mean,
 //   reward_std, approx_kl, clipfrac, kl, grad_norm, skipped, ...); a result
-//   named `images` (f32 [B, 3, H, W] in [0, 1]) is saved as a PNG grid; other
+//   named `images` (f32 [B, 3, H, W] in [0, 1]) is saved as a PNG grid,
+//   each image captioned with its prompt and reward (a float [B] result
+//   named `rewards`, else the values of the step's one reward call); other
 //   tensors are ignored.
 // - Rewards are host calls (omni.host_call "<reward>"); TrainOptions::rewards
 //   rebinds every callee that is a registered reward to another one, a
@@ -65,6 +67,10 @@
 #include <ostream>
 #include <string>
 #include <vector>
+
+namespace omni {
+class PhaseTimer;
+} // namespace omni
 
 namespace omni::train {
 
@@ -162,6 +168,10 @@ struct TrainOptions {
   /// files (metrics, samples, checkpoints); a stop request is agreed by
   /// all ranks before each iteration (the maximum of their signals).
   hal::Channel *channel = nullptr;
+  /// Names the slow start-up phases on rank 0 (loading the kernels, the
+  /// initial state, the first iteration: runtime/base/PhaseTimer.h; not
+  /// owned); null: silent.
+  PhaseTimer *phases = nullptr;
   /// Test hook, called on this rank before each iteration with its index:
   /// an error fails the iteration (runRanks' OMNI_TEST_FAULT). Empty: none.
   std::function<absl::Status(int64_t iteration)> beforeIteration;
@@ -171,13 +181,14 @@ struct TrainOptions {
 /// checkpoint, then `stepFunction` once per iteration on an executor of
 /// `program` on `device`, printing one progress line per iteration to `log`
 /// ("iter 3/10  reward 0.51 ± 0.02  loss ...  time 0.12 s (reward 0.01 s,
-/// compute 0.11 s)"). Errors are one line naming what, where, the expected
-/// and the found. When a side output fails after an iteration (the metrics
-/// line, a sample grid), the state is saved first and the error says
-/// where; a failed iteration names the checkpoint to resume from (its
-/// partial update of the slots is not saved). With `stats` the line ends
-/// with the iteration's transfers and device memory ("to device 1.2 KiB,
-/// from device 3.4 KiB, device memory 5.6 MiB").
+/// compute 0.11 s)  elapsed 1m02s  eta 16m20s": RunClock.h). Errors are one
+/// line naming what, where, the expected and the found. When a side output
+/// fails after an iteration (the metrics line, a sample grid), the state is
+/// saved first and the error says where; a failed iteration names the
+/// checkpoint to resume from (its partial update of the slots is not saved).
+/// With `stats` the line adds the iteration's transfers and device memory
+/// before the clock ("to device 1.2 KiB, from device 3.4 KiB, device memory 5.6
+/// MiB").
 absl::Status train(std::shared_ptr<const loader::Program> program,
                    hal::Device &device, const TrainOptions &options,
                    std::ostream &log);

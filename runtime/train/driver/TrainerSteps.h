@@ -25,6 +25,7 @@
 #include "runtime/train/driver/HyperParams.h"
 #include "runtime/train/driver/ShardedState.h"
 #include "runtime/train/driver/Trainer.h"
+#include "runtime/train/image/Png.h"
 #include "runtime/train/prompts/Prompts.h"
 #include "runtime/train/rewards/RewardMix.h"
 
@@ -34,6 +35,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -45,6 +47,7 @@ namespace omni::train::detail {
 constexpr const char *kEmbeds = "prompt_embeds";
 constexpr const char *kPooled = "pooled_prompt_embeds";
 constexpr const char *kImages = "images";
+constexpr const char *kRewards = "rewards";
 
 //===--- Signature.cpp ----------------------------------------------------===//
 
@@ -64,6 +67,9 @@ struct Signature {
   /// Scalar metrics: output index and name, in the function's order.
   std::vector<std::pair<size_t, std::string>> metrics;
   std::optional<size_t> images;
+  /// A float [B] result named `rewards`: each image's reward (the sample
+  /// grid's captions), not a metric.
+  std::optional<size_t> rewards;
 
   /// The state slot `name`, if the program has it.
   const loader::StateInfo *findState(const std::string &name) const;
@@ -74,13 +80,35 @@ struct Signature {
 absl::StatusOr<Signature> checkStep(const loader::Program &program,
                                     const std::string &name);
 
+/// What the reward host calls of an iteration returned, for the sample
+/// grid's captions of a step without a `rewards` result. Thread-safe.
+/// With rollout_chunks the step makes one call per chunk, in chunk order
+/// and never two at once (docs/backend.md, asynchronous host calls), so
+/// their values concatenated are the batch's rewards.
+class CapturedRewards {
+public:
+  /// A reward call's result ([N] floats; anything else makes this
+  /// iteration's rewards unknown).
+  void record(const HostTensor &values);
+  /// The iteration's reward calls' values in call order (empty when one
+  /// was not [N] floats); then starts over. The caller checks the count.
+  std::vector<double> take();
+
+private:
+  std::mutex mutex_;
+  bool unusable_ = false;
+  std::vector<double> values_;
+};
+
 /// The executor's host functions: every registered one, timed into
-/// `nanos`; with `mix`, every reward runs the mix (and the step must call
-/// at least one).
+/// `nanos`, the rewards' results recorded into `captured` (may be null);
+/// with `mix`, every reward runs the mix (and the step must call at least
+/// one).
 absl::StatusOr<HostFunctionRegistry> trainingHostFunctions(
     const loader::Program &program, uint32_t step, const std::string &stepName,
     std::shared_ptr<rewards::RewardMix> mix,
-    std::shared_ptr<std::atomic<int64_t>> nanos, std::ostream &log);
+    std::shared_ptr<std::atomic<int64_t>> nanos,
+    std::shared_ptr<CapturedRewards> captured, std::ostream &log);
 
 //===--- InitialState.cpp -------------------------------------------------===//
 
@@ -125,6 +153,13 @@ struct IterationResult {
   int64_t peakDeviceBytes = -1;
   /// The learning rate the iteration was fed (a program with a runtime lr).
   std::optional<double> lr;
+  /// Each image's reward: the step's `rewards` result, else the reward
+  /// host call's values when it made one call for all the images; empty
+  /// when not known.
+  std::vector<double> sampleRewards;
+  /// Each image's prompt row in the prompt set (B = P * G, prompt-major);
+  /// empty when the step takes no prompts or P does not divide B.
+  std::vector<int64_t> samplePrompts;
 };
 
 std::string format(const char *spec, double v);
@@ -134,16 +169,26 @@ double seconds(std::chrono::steady_clock::duration d);
 int64_t nonFiniteImages(const TypedTensor &images);
 
 /// "iter 3/10  reward 0.51 ± 0.02  loss ...  time 0.12 s (...)" (and the
-/// stats when measured).
+/// stats when measured), then `clock` (RunClock::text(): "elapsed 1m02s
+/// eta 16m20s") when not empty.
 std::string progressLine(int64_t steps, const Signature &sig,
-                         const IterationResult &r);
+                         const IterationResult &r,
+                         const std::string &clock = "");
 
 /// The metrics.jsonl line of an iteration (with its newline).
 std::string metricsLine(const Signature &sig, const IterationResult &r);
 
-/// Writes outDir/samples/iter-<N>.png, the grid of the images result.
+/// The caption lines under each image of `r`: its prompt ("prompt 5", or
+/// the prompt's text when `promptTexts` has it; "sample 3" when the prompt
+/// is not known) and its reward ("reward 0.5123") when known.
+image::Captions sampleCaptions(const IterationResult &r,
+                               const std::vector<std::string> &promptTexts);
+
+/// Writes outDir/samples/iter-<N>.png, the grid of the images result with
+/// `captions` under the images.
 absl::Status writeSampleGrid(const std::string &outDir,
-                             const TypedTensor &images, int64_t iteration);
+                             const TypedTensor &images, int64_t iteration,
+                             const image::Captions &captions = {});
 
 /// metrics.jsonl, appended one whole line per write: a failed write is cut
 /// off again, so the file never ends in half a JSON line (where the file

@@ -3,10 +3,14 @@
 // The training driver saves the images a step returns (`images`, f32
 // [B, 3, H, W], values in [0, 1]) as one PNG grid per sample point: ceil(
 // sqrt(B)) columns, rows as needed, `gap` black pixels between cells (and
-// black empty cells). Pixels are quantized as the rewards see them:
-// rewards::quantizePixel (clamp(round(255 v), 0, 255), half to even).
-// Encoding and decoding use libpng's simplified API (8-bit RGB, no
-// setjmp); files are written atomically (AtomicFile.h). MLIR-free.
+// black empty cells). Each image may have lines of caption under it
+// (Caption.h: its prompt and reward), which make every cell taller by the
+// same captionHeight, and as wide as the longest line needs
+// (captionCellWidth, the image centered), with at least a glyph's width
+// (kGlyphWidth x the font scale) between captioned cells. Pixels are quantized
+// as the rewards see them: rewards::quantizePixel (clamp(round(255 v), 0, 255),
+// half to even). Encoding and decoding use libpng's simplified API (8-bit RGB,
+// no setjmp); files are written atomically (AtomicFile.h). MLIR-free.
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,10 +36,18 @@ struct RgbImage {
   std::vector<uint8_t> pixels; // height * width * 3
 };
 
+/// The caption lines of each image of a batch, in batch order.
+using Captions = std::vector<std::vector<std::string>>;
+
 /// Tiles the float batch `images` ([B, 3, H, W], B, H, W >= 1) into one
-/// image. InvalidArgument (one line) for any other type or a grid wider or
+/// image, with `captions` (none, or one list of lines per image) under the
+/// images: every cell gets room for the longest list and line
+/// (captionHeight, captionCellWidth; no captions below kMinCaptionWidth
+/// pixels of width). InvalidArgument (one line) for
+/// any other type, a caption count other than B, or a grid wider or
 /// taller than 2^24 pixels.
-absl::StatusOr<RgbImage> imageGrid(const HostTensor &images, int64_t gap = 2);
+absl::StatusOr<RgbImage> imageGrid(const HostTensor &images, int64_t gap = 2,
+                                   const Captions &captions = {});
 
 /// The PNG file bytes of `image`.
 absl::StatusOr<std::string> encodePng(const RgbImage &image);
