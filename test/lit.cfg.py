@@ -24,6 +24,12 @@ llvm_config.add_tool_substitutions(
     ["omni-opt", "omni-eval", "omnic", "omnirun", "omnirun-testgen", "omnigen"], tool_dirs)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
+# The tools print a phase that runs longer than 2 s (runtime/base/
+# PhaseTimer.h). How long a phase takes depends on the machine and its
+# load, so the tests' stderr would too: they run with the lines off, and
+# test/train/run-logs.test sets OMNI_PROGRESS_AFTER_MS itself.
+config.environment["OMNI_PROGRESS_AFTER_MS"] = "1000000000"
+
 # `mpirun -np N omnirun` tests (REQUIRES: mpi): OpenMPI refuses root
 # without the two variables and more ranks than cores without
 # --oversubscribe (docs/backend.md, "MPI").
