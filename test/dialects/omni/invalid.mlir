@@ -871,7 +871,7 @@ func.func @sde_step_rank(%x: tensor<f32>, %s: tensor<11xf32>, %i: index) {
 // Tests that sde_step rejects a velocity of another type than x (C2).
 func.func @sde_step_v_type(%x: tensor<4x16xf32>, %v: tensor<4x8xf32>, %s: tensor<11xf32>, %i: index) {
   // expected-error @+1 {{'omni.sde_step' op failed to verify that all of {x, v} have same type}}
-  %n, %lp, %m, %std = "omni.sde_step"(%x, %v, %s, %i, %x) <{type = #omni.sde_type<sde>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0>}> : (tensor<4x16xf32>, tensor<4x8xf32>, tensor<11xf32>, index, tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<4xf32>, tensor<4x16xf32>, tensor<f32>)
+  %n, %lp, %m, %std = "omni.sde_step"(%x, %v, %s, %i, %x) <{type = #omni.sde_type<sde>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0>}> : (tensor<4x16xf32>, tensor<4x8xf32>, tensor<11xf32>, index, tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<4xf32>, tensor<4x16xf32>, tensor<f32>)
   return
 }
 
@@ -880,7 +880,7 @@ func.func @sde_step_v_type(%x: tensor<4x16xf32>, %v: tensor<4x8xf32>, %s: tensor
 // Tests that sde_step rejects noise of another type than x (C2).
 func.func @sde_step_noise_type(%x: tensor<4x16xf32>, %e: tensor<4x16xf64>, %s: tensor<11xf32>, %i: index) {
   // expected-error @+1 {{'omni.sde_step' op failed to verify that noise has the type of x}}
-  %n, %lp, %m, %std = "omni.sde_step"(%x, %x, %s, %i, %e) <{type = #omni.sde_type<sde>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0>}> : (tensor<4x16xf32>, tensor<4x16xf32>, tensor<11xf32>, index, tensor<4x16xf64>) -> (tensor<4x16xf32>, tensor<4xf32>, tensor<4x16xf32>, tensor<f32>)
+  %n, %lp, %m, %std = "omni.sde_step"(%x, %x, %s, %i, %e) <{type = #omni.sde_type<sde>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0>}> : (tensor<4x16xf32>, tensor<4x16xf32>, tensor<11xf32>, index, tensor<4x16xf64>) -> (tensor<4x16xf32>, tensor<4xf32>, tensor<4x16xf32>, tensor<f32>)
   return
 }
 
@@ -986,7 +986,7 @@ func.func @grpo_loss_types(%lp: tensor<4xf32>, %adv: tensor<8xf32>) {
 func.func @grpo_loss_kl_partial(%lp: tensor<4xf32>, %m: tensor<4x16xf32>) {
   // expected-error @+2 {{'omni.grpo_loss' op mean, ref_mean and std must be given together}}
   // expected-error @+1 {{'omni.grpo_loss' op failed to infer returned types}}
-  %l, %a, %c, %k = "omni.grpo_loss"(%lp, %lp, %lp, %m, %m) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0>}> : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4x16xf32>, tensor<4x16xf32>) -> (tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>)
+  %l, %a, %c, %k = "omni.grpo_loss"(%lp, %lp, %lp, %m, %m) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0, 0, 0, 0>}> : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4x16xf32>, tensor<4x16xf32>) -> (tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>)
   return
 }
 
