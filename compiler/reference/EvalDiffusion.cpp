@@ -115,7 +115,8 @@ fg::SdeType sdeTypeOf(om::SdeType type) {
 
 /// The value of a runtime hyper-parameter operand (0-D f64) when given,
 /// else the attribute it replaces (docs/recipes.md section 11).
-double hyperParam(Interpreter &interp, Value operand, const llvm::APFloat &attr) {
+double hyperParam(Interpreter &interp, Value operand,
+                  const llvm::APFloat &attr) {
   return operand ? interp.get(operand).floats()[0] : attr.convertToDouble();
 }
 

@@ -231,8 +231,8 @@ public:
       // mean = x (1 + std_dev^2 dt / 2s) + v (1 + std_dev^2 (1 - s) / 2s) dt.
       Value s1 = sigmaAt(op.getSigmas(), index(1), elt);
       Value denom = select(compare(CompareDirection::eq, c.s, one), s1, c.s);
-      Value stdDev =
-          mul(unary<SqrtOp>(div(c.s, sub(one, denom))), hyperParam(a64, a, elt));
+      Value stdDev = mul(unary<SqrtOp>(div(c.s, sub(one, denom))),
+                         hyperParam(a64, a, elt));
       Value var = mul(stdDev, stdDev);
       Value twoS = scale(c.s, 2.0);
       c.cx = add(one, div(mul(var, c.dt), twoS));
@@ -242,15 +242,15 @@ public:
     } else {
       // cps: std = s' sin(a pi / 2) is the transition std;
       // mean = (x - s v)(1 - s') + (x + (1 - s) v) sqrt(s'^2 - std^2).
-      c.std = mul(c.sNext,
-                  hyperParam(
-                      a64, a, elt,
-                      [](double x) { return std::sin(x * M_PI / 2.0); },
-                      [](Emitter &e, Value x) {
-                        Type f64 = typeOf(x).getElementType();
-                        return e.unary<SinOp>(e.div(
-                            e.mul(x, e.scalar(f64, M_PI)), e.scalar(f64, 2.0)));
-                      }));
+      c.std = mul(
+          c.sNext,
+          hyperParam(
+              a64, a, elt, [](double x) { return std::sin(x * M_PI / 2.0); },
+              [](Emitter &e, Value x) {
+                Type f64 = typeOf(x).getElementType();
+                return e.unary<SinOp>(
+                    e.div(e.mul(x, e.scalar(f64, M_PI)), e.scalar(f64, 2.0)));
+              }));
       Value c1 = unary<SqrtOp>(sub(mul(c.sNext, c.sNext), mul(c.std, c.std)));
       Value c0 = sub(one, c.sNext);
       c.cx = add(c0, c1);

@@ -617,10 +617,10 @@ void Emitter::emitVelocity() {
       hasPooled_ ? f.argument(withBatch(cs.pooled, batch), "pooled") : Tensor();
   bool cfg = o_.guidance != 1.0;
   guidanceInput_ = cfg && !publicModels_;
-  Tensor guidance = guidanceInput_
-                        ? f.argument(g_.tensorType({}, b_.getF64Type()),
-                                     "guidance_scale")
-                        : Tensor();
+  Tensor guidance =
+      guidanceInput_
+          ? f.argument(g_.tensorType({}, b_.getF64Type()), "guidance_scale")
+          : Tensor();
   Module m(f, modelParams_, "transformer", &lora_);
   if (cfg) {
     auto doubled = [&](Tensor c) {
@@ -638,9 +638,9 @@ void Emitter::emitVelocity() {
   }
   g_.setLocation("");
   if (cfg)
-    v = wrap(od::CfgCombineOp::create(
-        b_, loc(), v.value(), guidance ? guidance.value() : Value(),
-        llvm::APFloat(o_.guidance)));
+    v = wrap(od::CfgCombineOp::create(b_, loc(), v.value(),
+                                      guidance ? guidance.value() : Value(),
+                                      llvm::APFloat(o_.guidance)));
   f.returns({v});
   for (size_t i = 0; i < modelParams_.specs().size(); ++i)
     (modelParams_.specs()[i].trainable ? trainable_ : frozen_).push_back(i);
@@ -938,8 +938,8 @@ Emitter::rolloutStep(Tensor x, Value i, const Rollout &r, Tensor seed,
   int64_t batch = o_.batch();
   Tensor t = timestepAt(timesteps, i, batch);
   Value guidance = guidanceInput_ ? hp["guidance_scale"] : Value();
-  Tensor v = g_.call(*velocity_, velocityArgs(x, t, c.prompt, c.pooled, params,
-                                              guidance))[0];
+  Tensor v = g_.call(
+      *velocity_, velocityArgs(x, t, c.prompt, c.pooled, params, guidance))[0];
   Tensor ii = fromIndex(i);
   Tensor noise = stepNoise(seed, base, ii);
   // In the SDE window: the runtime noise_level (a compile-time 0 keeps the

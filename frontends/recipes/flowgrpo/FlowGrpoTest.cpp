@@ -454,7 +454,7 @@ TEST_F(RecipeTest, StateLayoutAgreesAcrossFunctions) {
     std::vector<std::string> state = resultNames(init);
     size_t K = state.size();
     std::vector<std::string> args = argNames(step), results = resultNames(step);
-    ASSERT_EQ(args.size(), K + 3 + 6);
+    ASSERT_EQ(args.size(), K + 3 + 11);
     ASSERT_EQ(results.size(), K + kMetrics.size() + 1);
     for (size_t i = 0; i < K; ++i) {
       EXPECT_EQ(args[i], state[i]) << "argument " << i;
@@ -464,9 +464,10 @@ TEST_F(RecipeTest, StateLayoutAgreesAcrossFunctions) {
     }
     EXPECT_EQ(
         std::vector<std::string>(args.begin() + K, args.end()),
-        (std::vector<std::string>{"seed", "iteration", "pooled_prompt_embeds",
-                                  "lr", "weight_decay", "beta1", "beta2",
-                                  "adam_eps", "max_grad_norm"}));
+        (std::vector<std::string>{
+            "seed", "iteration", "pooled_prompt_embeds", "lr", "weight_decay",
+            "beta1", "beta2", "adam_eps", "max_grad_norm", "beta", "clip_range",
+            "adv_clip_max", "noise_level", "guidance_scale"}));
     Builder b(&sharedContext());
     EXPECT_TRUE(
         step.getArgumentTypes()[K + 2] ==
@@ -474,9 +475,20 @@ TEST_F(RecipeTest, StateLayoutAgreesAcrossFunctions) {
     // The runtime hyper-parameters: 0-D f64 with the recipe's option as
     // the default and the range omnirun --set accepts (step.bin's table).
     ::omni::fe::Config defaults = fg::defaultOptions();
-    const char *ranges[] = {"[0, inf)", "[0, inf)", "[0, 1)",
-                            "[0, 1)",   "(0, inf)", "(0, inf)"};
-    for (size_t h = 0; h < 6; ++h) {
+    // beta = 0 and guidance_scale = 1 decide the structure: fixed.
+    const char *ranges[] = {"[0, inf)",
+                            "[0, inf)",
+                            "[0, 1)",
+                            "[0, 1)",
+                            "(0, inf)",
+                            "(0, inf)",
+                            beta > 0 ? "[0, inf)" : "[0, 0]",
+                            "[0, inf)",
+                            "(0, inf)",
+                            "(0, inf)",
+                            "[1, 1]"};
+    defaults.set("beta", num(beta));
+    for (size_t h = 0; h < 11; ++h) {
       unsigned i = static_cast<unsigned>(K + 3 + h);
       EXPECT_TRUE(step.getArgumentTypes()[i] ==
                   RankedTensorType::get({}, b.getF64Type()))

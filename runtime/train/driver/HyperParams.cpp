@@ -88,8 +88,8 @@ HyperParams::resolve(const loader::Program &program,
       // section 11: beta = 0 has no KL reference, guidance_scale = 1 no
       // CFG forward, noise_level = 0 only Euler steps).
       return absl::InvalidArgumentError(absl::StrCat(
-          "--set ", name, "=", text, ": ", program.name(), " was compiled with ",
-          name, " = ", formatExact(info.lo),
+          "--set ", name, "=", text, ": ", program.name(),
+          " was compiled with ", name, " = ", formatExact(info.lo),
           ", which fixes it (it decides the program's structure); recompile "
           "with omnigen --opt ",
           name, "=", text, " to train with it"));

@@ -905,6 +905,33 @@ func.func @sde_step_noise_level(%x: tensor<4x16xf32>, %s: tensor<11xf32>, %i: in
 
 // -----
 
+// Tests that sde_step's noise_level operand is a 0-D f64 (C4).
+func.func @sde_step_noise_level_type(%x: tensor<4x16xf32>, %s: tensor<11xf32>, %i: index, %a: tensor<f32>) {
+  // expected-error @+1 {{'omni.sde_step' op operand #5 must be 0D tensor of 64-bit float values, but got 'tensor<f32>'}}
+  %n, %lp, %m, %std = "omni.sde_step"(%x, %x, %s, %i, %x, %a) <{type = #omni.sde_type<sde>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 1>}> : (tensor<4x16xf32>, tensor<4x16xf32>, tensor<11xf32>, index, tensor<4x16xf32>, tensor<f32>) -> (tensor<4x16xf32>, tensor<4xf32>, tensor<4x16xf32>, tensor<f32>)
+  return
+}
+
+// -----
+
+// Tests that sde_step's noise_level operand is 0-D (C4).
+func.func @sde_step_noise_level_rank(%x: tensor<4x16xf32>, %s: tensor<11xf32>, %i: index, %a: tensor<1xf64>) {
+  // expected-error @+1 {{'omni.sde_step' op operand #5 must be 0D tensor of 64-bit float values, but got 'tensor<1xf64>'}}
+  %n, %lp, %m, %std = "omni.sde_step"(%x, %x, %s, %i, %x, %a) <{type = #omni.sde_type<sde>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 1>}> : (tensor<4x16xf32>, tensor<4x16xf32>, tensor<11xf32>, index, tensor<4x16xf32>, tensor<1xf64>) -> (tensor<4x16xf32>, tensor<4xf32>, tensor<4x16xf32>, tensor<f32>)
+  return
+}
+
+// -----
+
+// Tests that cfg_combine's guidance_scale operand is a 0-D f64 (C2).
+func.func @cfg_combine_scale_type(%v: tensor<8x16xf32>, %g: tensor<f32>) -> tensor<4x16xf32> {
+  // expected-error @+1 {{'omni.cfg_combine' op operand #1 must be 0D tensor of 64-bit float values, but got 'tensor<f32>'}}
+  %0 = "omni.cfg_combine"(%v, %g) <{guidance_scale = 4.5 : f64}> : (tensor<8x16xf32>, tensor<f32>) -> tensor<4x16xf32>
+  return %0 : tensor<4x16xf32>
+}
+
+// -----
+
 // Tests that cfg_combine rejects an odd dimension 0 (C1).
 func.func @cfg_combine_odd(%v: tensor<7x16xf32>) -> tensor<3x16xf32> {
   // expected-error @+2 {{'omni.cfg_combine' op operand must hold [uncond; cond] along dimension 0 (an even, non-zero size), found 'tensor<7x16xf32>'}}
@@ -1079,6 +1106,34 @@ func.func @grpo_loss_beta_negative(%lp: tensor<4xf32>, %m: tensor<4x16xf32>, %s:
   // expected-error @+2 {{'omni.grpo_loss' op needs clip_range >= 0, adv_clip_max > 0 and beta >= 0, found 1.000000e-04, 5.000000e+00, -4.000000e-02}}
   // expected-error @+1 {{'omni.grpo_loss' op failed to infer returned types}}
   %l, %a, %c, %k = omni.grpo_loss %lp, %lp, %lp kl(%m, %m, %s) {beta = -0.04} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<f32>) -> (tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>)
+  return
+}
+
+// -----
+
+// Tests that grpo_loss's clip_range operand is 0-D (C6).
+func.func @grpo_loss_clip_range_rank(%lp: tensor<4xf32>, %c: tensor<4xf64>) {
+  // expected-error @+1 {{'omni.grpo_loss' op operand #3 must be 0D tensor of 64-bit float values, but got 'tensor<4xf64>'}}
+  %l, %a, %c2, %k = omni.grpo_loss %lp, %lp, %lp clip_range(%c) : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf64>) -> (tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>)
+  return
+}
+
+// -----
+
+// Tests that grpo_loss's adv_clip_max operand is an f64 (C6).
+func.func @grpo_loss_adv_clip_max_type(%lp: tensor<4xf32>, %m: tensor<f32>) {
+  // expected-error @+1 {{'omni.grpo_loss' op operand #3 must be 0D tensor of 64-bit float values, but got 'tensor<f32>'}}
+  %l, %a, %c, %k = omni.grpo_loss %lp, %lp, %lp adv_clip_max(%m) : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>) -> (tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>)
+  return
+}
+
+// -----
+
+// Tests that a beta operand needs the KL operands (C3).
+func.func @grpo_loss_beta_operand_without_kl(%lp: tensor<4xf32>, %b: tensor<f64>) {
+  // expected-error @+2 {{'omni.grpo_loss' op a beta(...) operand needs the KL operands kl(mean, ref_mean, std)}}
+  // expected-error @+1 {{'omni.grpo_loss' op failed to infer returned types}}
+  %l, %a, %c, %k = omni.grpo_loss %lp, %lp, %lp beta(%b) : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f64>) -> (tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>)
   return
 }
 
