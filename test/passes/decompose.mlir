@@ -80,8 +80,8 @@ func.func @cfg(%v: tensor<4x3xf32>) -> tensor<2x3xf32> {
 // Tests that a runtime guidance scale (an f64 operand) is rounded once to
 // the element type and scales cond - uncond.
 // CHECK-LABEL: func.func @cfg_operand
-// CHECK: %[[G:.*]] = omni.cast %arg1 : tensor<f64> -> tensor<f32>
-// CHECK: %[[D:.*]] = omni.sub
+// CHECK-DAG: %[[D:.*]] = omni.sub
+// CHECK-DAG: %[[G:.*]] = omni.cast %arg1 : tensor<f64> -> tensor<f32>
 // CHECK: %[[GB:.*]] = omni.broadcast_in_dim %[[G]], dims = [] : tensor<f32> -> tensor<2x3xf32>
 // CHECK: omni.mul %[[D]], %[[GB]]
 // CHECK-NOT: omni.cfg_combine
@@ -110,8 +110,8 @@ func.func @sde_operand(%x: tensor<2x4xf32>, %v: tensor<2x4xf32>, %s: tensor<11xf
 // 1 - c in f64, each rounded once, and that the runtime beta weighs kl.
 // CHECK-LABEL: func.func @grpo_operands
 // CHECK-DAG: %[[ONE:.*]] = omni.constant dense<1.000000e+00> : tensor<f64>
-// CHECK-DAG: omni.add %[[ONE]], %arg6 : tensor<f64>
-// CHECK-DAG: omni.sub %[[ONE2:.*]], %arg6 : tensor<f64>
+// CHECK-DAG: omni.add %arg6, %[[ONE]] : tensor<f64>
+// CHECK-DAG: omni.sub %[[ONE]], %arg6 : tensor<f64>
 // CHECK-DAG: omni.neg %arg7 : tensor<f64>
 // CHECK-DAG: omni.cast %arg8 : tensor<f64> -> tensor<f32>
 // CHECK-NOT: omni.grpo_loss
