@@ -615,13 +615,9 @@ void Emitter::emitVelocity() {
                       : Tensor();
   Tensor pooled =
       hasPooled_ ? f.argument(withBatch(cs.pooled, batch), "pooled") : Tensor();
+  Module m(f, modelParams_, "transformer", &lora_);
   bool cfg = o_.guidance != 1.0;
   guidanceInput_ = cfg && !publicModels_;
-  Tensor guidance =
-      guidanceInput_
-          ? f.argument(g_.tensorType({}, b_.getF64Type()), "guidance_scale")
-          : Tensor();
-  Module m(f, modelParams_, "transformer", &lora_);
   if (cfg) {
     auto doubled = [&](Tensor c) {
       return c ? concat({g_.full(c.shape(), 0.0), c}, 0) : c;
@@ -637,6 +633,12 @@ void Emitter::emitVelocity() {
     v = model_.forward(m, x, t, prompt, pooled);
   }
   g_.setLocation("");
+  // The runtime guidance_scale: @velocity's last argument, after the
+  // parameters the forward declared (velocityArgs' order).
+  Tensor guidance =
+      guidanceInput_
+          ? f.argument(g_.tensorType({}, b_.getF64Type()), "guidance_scale")
+          : Tensor();
   if (cfg)
     v = wrap(od::CfgCombineOp::create(b_, loc(), v.value(),
                                       guidance ? guidance.value() : Value(),
