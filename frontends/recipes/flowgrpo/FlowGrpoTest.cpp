@@ -235,14 +235,35 @@ evaluate(const Program &p, StringRef name, std::vector<HostTensor> args,
   return reference::evaluateFunction(*p.expanded, name, args, options);
 }
 
+/// The default @train_step records for the runtime hyper-parameter `name`
+/// (its omni.hparam), if it has one.
+std::optional<double> hparamDefault(func::FuncOp f, const std::string &name) {
+  auto step =
+      f->getParentOfType<ModuleOp>().lookupSymbol<func::FuncOp>("train_step");
+  if (!step)
+    return std::nullopt;
+  std::vector<std::string> names = argNames(step);
+  for (unsigned i = 0; i < names.size(); ++i)
+    if (names[i] == name)
+      if (auto hp = step.getArgAttrOfType<DictionaryAttr>(i, "omni.hparam"))
+        return hp.getAs<FloatAttr>("default").getValueAsDouble();
+  return std::nullopt;
+}
+
 /// `f`'s arguments from `leading` followed by the named tensors of `named`
-/// for the remaining (named) arguments.
+/// for the remaining (named) arguments; a runtime hyper-parameter missing
+/// from `named` is its recorded default.
 absl::StatusOr<std::vector<HostTensor>>
 argsByName(func::FuncOp f, std::vector<HostTensor> leading,
            const Named &named) {
   std::vector<std::string> names = argNames(f);
   for (size_t i = leading.size(); i < names.size(); ++i) {
     auto it = named.find(names[i]);
+    if (it == named.end())
+      if (std::optional<double> d = hparamDefault(f, names[i])) {
+        leading.push_back(HostTensor::fromDoubles(DType::F64, {}, {*d}));
+        continue;
+      }
     if (it == named.end())
       return absl::NotFoundError("no tensor for argument #" +
                                  std::to_string(i) + " '" + names[i] +
@@ -564,9 +585,12 @@ TEST_F(RecipeTest, StateLayoutAgreesAcrossFunctions) {
     if (beta > 0 && !lora)
       for (const std::string &t : trainable)
         wantLoss.push_back("ref." + t);
-    for (const char *a :
-         {"xs", "old_log_probs", "advantages", "window_start", "pooled"})
+    for (const char *a : {"xs", "old_log_probs", "advantages", "window_start",
+                          "pooled", "clip_range", "adv_clip_max"})
       wantLoss.push_back(a);
+    if (beta > 0)
+      wantLoss.push_back("beta");
+    wantLoss.push_back("noise_level");
     EXPECT_EQ(argNames(loss), wantLoss);
   }
 }
@@ -1477,7 +1501,12 @@ TEST_F(RecipeTest, GuidanceCombinesConditionalAndUnconditional) {
   std::vector<HostTensor> state;
   Named named;
   ASSERT_NO_FATAL_FAILURE(init(pp, state, named));
-  EXPECT_EQ(argNames(pp.fn("velocity")), argNames(pc.fn("velocity")));
+  // The guided @velocity takes the runtime guidance_scale last.
+  std::vector<std::string> guided = argNames(pc.fn("velocity"));
+  ASSERT_FALSE(guided.empty());
+  EXPECT_EQ(guided.back(), "guidance_scale");
+  guided.pop_back();
+  EXPECT_EQ(argNames(pp.fn("velocity")), guided);
 
   Shape xs = plain.latent();
   xs.insert(xs.begin(), plain.batch());
@@ -1492,7 +1521,9 @@ TEST_F(RecipeTest, GuidanceCombinesConditionalAndUnconditional) {
                        argsByName(pp.fn("velocity"), {x, t, zeros}, named));
   ASSERT_OK_AND_ASSIGN(vc, evaluate(pp, "velocity", condArgs));
   ASSERT_OK_AND_ASSIGN(vu, evaluate(pp, "velocity", uncondArgs));
-  ASSERT_OK_AND_ASSIGN(vg, evaluate(pc, "velocity", condArgs));
+  ASSERT_OK_AND_ASSIGN(guidedArgs,
+                       argsByName(pc.fn("velocity"), {x, t, pooled}, named));
+  ASSERT_OK_AND_ASSIGN(vg, evaluate(pc, "velocity", guidedArgs));
   std::vector<double> want(vc[0].numElements());
   for (size_t i = 0; i < want.size(); ++i)
     want[i] = vu[0].floats()[i] + 4.5 * (vc[0].floats()[i] - vu[0].floats()[i]);
