@@ -630,6 +630,13 @@ func.func @f(%v: tensor<4x6xf64>, %u: tensor<4x2x3xf64>) -> (tensor<2x6xf64>, te
   %b = omni.cfg_combine %u {guidance_scale = 1.5} : tensor<4x2x3xf64> -> tensor<2x2x3xf64>
   return %a, %b : tensor<2x6xf64>, tensor<2x2x3xf64>
 })"});
+  // A runtime guidance scale (an f64 operand) replaces the attribute.
+  cases.push_back({"cfg_combine_operand", R"(
+func.func @f(%v: tensor<4x6xf64>) -> tensor<2x6xf64> {
+  %g = omni.constant dense<3.5> : tensor<f64>
+  %a = omni.cfg_combine %v guidance_scale(%g) {guidance_scale = 9.0} : tensor<4x6xf64> -> tensor<2x6xf64>
+  return %a : tensor<2x6xf64>
+})"});
   cases.push_back({"shard", R"(
 omni.mesh @mesh axes = ["dp"] shape = [2]
 func.func @f(%x: tensor<4x3xf64>) -> tensor<4x3xf64> {
@@ -658,6 +665,20 @@ func.func @f(%x: tensor<4x3xf64>) -> tensor<4x3xf64> {
   cases.push_back(sdeStep("ode_next", "ode", 3, "next"));
   cases.push_back(
       sdeStep("sde_level0_next", "sde", 3, "next", "{noise_level = 0.0}"));
+  // The runtime noise level (an f64 operand, here a constant that is no
+  // differentiated argument) replaces the attribute in the VJP rule.
+  for (const char *type : {"sde", "cps"})
+    cases.push_back({std::string("sde_step_") + type + "_noise_level_operand",
+                     substitute(R"(
+func.func @f(%x: tensor<2x4xf64>, %v: tensor<2x4xf64>, %e: tensor<2x4xf64>) -> (tensor<2x4xf64>, tensor<2xf64>, tensor<2x4xf64>, tensor<f64>, tensor<2xf64>) {
+  %s, %t = omni.flow_schedule static_shift steps = 10 : tensor<11xf32>, tensor<10xf32>
+  %i = arith.constant 3 : index
+  %a = omni.constant dense<0.6> : tensor<f64>
+  %n, %lp, %mu, %std = omni.sde_step $TYPE %x, %v, %s[%i] next %e noise_level(%a) {noise_level = 5.0} : tensor<2x4xf64>, tensor<11xf32>
+  %n2, %lp2, %mu2, %std2 = omni.sde_step $TYPE %x, %v, %s[%i] noise %e noise_level(%a) : tensor<2x4xf64>, tensor<11xf32>
+  return %n, %lp, %mu, %std, %lp2 : tensor<2x4xf64>, tensor<2xf64>, tensor<2x4xf64>, tensor<f64>, tensor<2xf64>
+})",
+                                {{"$TYPE", type}})});
 
   // grpo_loss: ratios exp(lp - old) spread over [0.55, 1.8] so that with
   // clip range 0.2 both branches occur; advantages partly beyond the clamp
@@ -685,6 +706,19 @@ func.func @f(%lp: tensor<6xf64>, %old: tensor<6xf64>, %a: tensor<6xf64>, %mu: te
                    R"(
 func.func @f(%lp: tensor<6xf64>, %old: tensor<6xf64>, %a: tensor<6xf64>, %mu: tensor<6x2x3xf64>, %ref: tensor<6x2x3xf64>, %std: tensor<f64>, %dt: tensor<f64>) -> (tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>) {
   %l, %k, %c, %kl = omni.grpo_loss %lp, %old, %a kl(%mu, %ref, %std) dt(%dt) {beta = 0.5, clip_range = 0.2, kl_form = #omni.kl_form<exact>} : (tensor<6xf64>, tensor<6xf64>, tensor<6xf64>, tensor<6x2x3xf64>, tensor<6x2x3xf64>, tensor<f64>, tensor<f64>) -> (tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>)
+  return %l, %k, %c, %kl : tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>
+})",
+                   -1.0, 1.0, grpoRanges});
+  // Runtime clip range, advantage clamp and KL weight (f64 operands that
+  // are no differentiated arguments) replace attributes that would give
+  // other values: clamp 3 cuts advantages in [-7, 7).
+  cases.push_back({"grpo_loss_operands",
+                   R"(
+func.func @f(%lp: tensor<6xf64>, %old: tensor<6xf64>, %a: tensor<6xf64>, %mu: tensor<6x5xf64>, %ref: tensor<6x5xf64>, %std: tensor<f64>) -> (tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>) {
+  %cr = omni.constant dense<0.2> : tensor<f64>
+  %am = omni.constant dense<3.0> : tensor<f64>
+  %b = omni.constant dense<0.3> : tensor<f64>
+  %l, %k, %c, %kl = omni.grpo_loss %lp, %old, %a kl(%mu, %ref, %std) clip_range(%cr) adv_clip_max(%am) beta(%b) {beta = 0.04, clip_range = 0.9} : (tensor<6xf64>, tensor<6xf64>, tensor<6xf64>, tensor<6x5xf64>, tensor<6x5xf64>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>) -> (tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>)
   return %l, %k, %c, %kl : tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>
 })",
                    -1.0, 1.0, grpoRanges});

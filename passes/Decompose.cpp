@@ -159,7 +159,15 @@ struct DecomposeCfgCombine : OpRewritePattern<CfgCombineOp> {
     Value cond =
         SliceOp::create(r, op.getLoc(), op.getOperand(), start, limit, strides);
     double g = op.getGuidanceScale().convertToDouble();
-    r.replaceOp(op, e.add(uncond, e.scale(e.sub(cond, uncond), g)));
+    // A runtime guidance scale (an f64 operand) replaces the attribute,
+    // rounded once to the element type as the attribute's constant is.
+    Value diff = e.sub(cond, uncond);
+    Value scaled =
+        op.getGuidanceScaleValue()
+            ? e.mul(diff, e.hyperSplat(Emitter::typeOf(diff),
+                                       op.getGuidanceScaleValue(), g))
+            : e.scale(diff, g);
+    r.replaceOp(op, e.add(uncond, scaled));
     return success();
   }
 };

@@ -153,15 +153,24 @@ struct DecomposeGrpoLoss : OpRewritePattern<GrpoLossOp> {
     double clip = op.getClipRange().convertToDouble();
     double advClip = op.getAdvClipMax().convertToDouble();
     double beta = op.getBeta().convertToDouble();
+    // Runtime hyper-parameters (f64 operands) replace the attributes; the
+    // derived bounds are computed in f64 and rounded once, as folded here.
+    Value clipV = op.getClipRangeValue(), advClipV = op.getAdvClipMaxValue(),
+          betaV = op.getBetaValue();
+    using E = Emitter;
 
     Value adv = MaxOp::create(
-        r, loc, MinOp::create(r, loc, op.getAdvantages(), e.splat(t, advClip)),
-        e.splat(t, -advClip));
+        r, loc,
+        MinOp::create(r, loc, op.getAdvantages(),
+                      e.hyperSplat(t, advClipV, advClip)),
+        e.hyperSplat(t, advClipV, advClip, E::negated, E::negated));
     Value logRatio = e.sub(lp, old);
     Value ratio = ExpOp::create(r, loc, logRatio);
     Value clipped = MaxOp::create(
-        r, loc, MinOp::create(r, loc, ratio, e.splat(t, 1.0 + clip)),
-        e.splat(t, 1.0 - clip));
+        r, loc,
+        MinOp::create(r, loc, ratio,
+                      e.hyperSplat(t, clipV, clip, E::onePlus, E::onePlus)),
+        e.hyperSplat(t, clipV, clip, E::oneMinus, E::oneMinus));
     Value negAdv = NegOp::create(r, loc, adv);
     Value pg =
         MaxOp::create(r, loc, e.mul(negAdv, ratio), e.mul(negAdv, clipped));
@@ -169,7 +178,8 @@ struct DecomposeGrpoLoss : OpRewritePattern<GrpoLossOp> {
     Value approxKl = e.scale(e.meanAll(e.mul(logRatio, logRatio)), 0.5);
     Value outside = CompareOp::create(
         r, loc, CompareDirectionAttr::get(r.getContext(), CompareDirection::gt),
-        AbsOp::create(r, loc, e.sub(ratio, e.splat(t, 1.0))), e.splat(t, clip));
+        AbsOp::create(r, loc, e.sub(ratio, e.splat(t, 1.0))),
+        e.hyperSplat(t, clipV, clip));
     Value clipfrac = e.meanAll(CastOp::create(r, loc, t, outside));
 
     Value kl = e.scalar(elt, 0.0);
@@ -183,7 +193,9 @@ struct DecomposeGrpoLoss : OpRewritePattern<GrpoLossOp> {
         std = e.mul(std, SqrtOp::create(r, loc, NegOp::create(r, loc, dt)));
       Value twoVar = e.scale(e.mul(std, std), 2.0);
       kl = e.meanAll(e.div(perRow, e.fill(twoVar, Emitter::typeOf(perRow))));
-      if (beta != 0.0)
+      if (betaV)
+        loss = e.add(loss, e.mul(kl, e.hyperParam(betaV, beta, elt)));
+      else if (beta != 0.0)
         loss = e.add(loss, e.scale(kl, beta));
     }
     r.replaceOp(op, {loss, approxKl, clipfrac, kl});

@@ -188,7 +188,8 @@ def run_omni(args, work, state_names):
                                re.M))
     hparams = [f"--input=f64={defaults[n]}" for n in
                ("lr", "weight_decay", "beta1", "beta2", "adam_eps",
-                "max_grad_norm")]
+                "max_grad_norm", "beta", "clip_range", "adv_clip_max",
+                "noise_level", "guidance_scale")]
     run([omnirun, step, "--function=train_step",
          f"--state-in={os.path.join(init_dir, 'step-0.safetensors')}",
          f"--state-out={state1}",

@@ -113,6 +113,13 @@ fg::SdeType sdeTypeOf(om::SdeType type) {
   return fg::SdeType::Sde;
 }
 
+/// The value of a runtime hyper-parameter operand (0-D f64) when given,
+/// else the attribute it replaces (docs/recipes.md section 11).
+double hyperParam(Interpreter &interp, Value operand,
+                  const llvm::APFloat &attr) {
+  return operand ? interp.get(operand).floats()[0] : attr.convertToDouble();
+}
+
 template <typename T>
 absl::StatusOr<Results> runSdeStep(om::SdeStepOp op, Interpreter &interp) {
   const HostTensor &x = interp.get(op.getX());
@@ -121,7 +128,13 @@ absl::StatusOr<Results> runSdeStep(om::SdeStepOp op, Interpreter &interp) {
   std::vector<float> sigmas = valuesAs<float>(sigmaTable);
   fg::SdeStepOptions options;
   options.type = sdeTypeOf(op.getType());
-  options.noiseLevel = op.getNoiseLevel().convertToDouble();
+  options.noiseLevel =
+      hyperParam(interp, op.getNoiseLevelValue(), op.getNoiseLevel());
+  // An operand's 0 is no Euler step (the op's documentation): refuse it
+  // rather than agree with a decomposition that divides by 0.
+  if (op.getNoiseLevelValue() && !(options.noiseLevel > 0))
+    return opError(op, "the noise_level operand must be > 0, found " +
+                           std::to_string(options.noiseLevel));
   int64_t batch = x.shape()[0];
   std::vector<T> xs = valuesAs<T>(x);
   std::vector<T> vs = valuesAs<T>(interp.get(op.getV()));
@@ -160,7 +173,8 @@ absl::StatusOr<Results> evalCfgCombine(om::CfgCombineOp op,
   if (in.numElements() != 2 * out.numElements())
     return opError(op, "operand " + in.typeString() + " is not twice " +
                            out.typeString());
-  double g = op.getGuidanceScale().convertToDouble();
+  double g =
+      hyperParam(interp, op.getGuidanceScaleValue(), op.getGuidanceScale());
   int64_t half = out.numElements();
   for (int64_t i = 0; i < half; ++i) {
     double u = in.floats()[i], c = in.floats()[half + i];
@@ -211,9 +225,11 @@ absl::StatusOr<Results> runGrpoLoss(om::GrpoLossOp op, Interpreter &interp) {
   if (op.getDt())
     inputs.dt = static_cast<T>(interp.get(op.getDt()).floats()[0]);
   fg::GrpoLossOptions options;
-  options.clipRange = op.getClipRange().convertToDouble();
-  options.advClipMax = op.getAdvClipMax().convertToDouble();
-  options.beta = op.getBeta().convertToDouble();
+  options.clipRange =
+      hyperParam(interp, op.getClipRangeValue(), op.getClipRange());
+  options.advClipMax =
+      hyperParam(interp, op.getAdvClipMaxValue(), op.getAdvClipMax());
+  options.beta = hyperParam(interp, op.getBetaValue(), op.getBeta());
   options.klForm = op.getKlForm() == om::KlForm::exact ? fg::KlForm::Exact
                                                        : fg::KlForm::Reference;
   options.sdeType = sdeTypeOf(op.getSdeType());

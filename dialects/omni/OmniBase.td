@@ -50,6 +50,10 @@ def Omni_RLTensor : StaticShapeTensorOf<[F32, F64]>;
 def Omni_RLScalar : 0DTensorOf<[F32, F64]>;
 def Omni_I64Scalar : 0DTensorOf<[I64]>, BuildableType<
     "::mlir::RankedTensorType::get({}, $_builder.getIntegerType(64))">;
+/// A runtime hyper-parameter operand (docs/recipes.md section 11): a 0-D
+/// f64 that replaces the f64 attribute of the same name.
+def Omni_F64Scalar : 0DTensorOf<[F64]>, BuildableType<
+    "::mlir::RankedTensorType::get({}, $_builder.getF64Type())">;
 
 //===----------------------------------------------------------------------===//
 // Enumerations

@@ -107,6 +107,42 @@ public:
 
   Value index(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
 
+  /// A scalar hyper-parameter as a 0-D tensor of `elt`: the f64 operand
+  /// `value` rounded once to `elt` when given, else the constant `attr`
+  /// (rounded by FloatAttr the same way), so equal values give equal bits
+  /// (docs/recipes.md section 11). `derive`, when given, maps the f64
+  /// value before the rounding (emitted in f64 on the operand, folded in
+  /// double on the attribute: the same IEEE operations).
+  Value hyperParam(Value value, double attr, Type elt,
+                   double (*fold)(double) = nullptr,
+                   Value (*derive)(Emitter &, Value) = nullptr) {
+    if (!value)
+      return scalar(elt, fold ? fold(attr) : attr);
+    Value v = derive ? derive(*this, value) : value;
+    return b.createOrFold<CastOp>(loc, RankedTensorType::get({}, elt), v);
+  }
+  /// hyperParam() filled to `t`; without an operand, splat() of the folded
+  /// attribute (the constant the attribute form always emitted).
+  Value hyperSplat(RankedTensorType t, Value value, double attr,
+                   double (*fold)(double) = nullptr,
+                   Value (*derive)(Emitter &, Value) = nullptr) {
+    if (!value)
+      return splat(t, fold ? fold(attr) : attr);
+    return fill(hyperParam(value, attr, t.getElementType(), fold, derive), t);
+  }
+  /// 1 + x, 1 - x and -x on an f64 hyper-parameter, for hyperParam's
+  /// `fold` and `derive` (grpo_loss's clip bounds, cfg_combine's VJP).
+  static double onePlus(double x) { return 1.0 + x; }
+  static double oneMinus(double x) { return 1.0 - x; }
+  static double negated(double x) { return -x; }
+  static Value onePlus(Emitter &e, Value x) {
+    return e.add(e.scalar(typeOf(x).getElementType(), 1.0), x);
+  }
+  static Value oneMinus(Emitter &e, Value x) {
+    return e.sub(e.scalar(typeOf(x).getElementType(), 1.0), x);
+  }
+  static Value negated(Emitter &e, Value x) { return e.neg(x); }
+
   /// Mean over every dimension but the first: one value per batch row.
   Value rowMean(Value x) {
     SmallVector<int64_t> dims;
@@ -178,7 +214,11 @@ public:
     c.dt = sub(c.sNext, c.s);
     Value one = scalar(elt, 1.0);
     double a = op.getNoiseLevel().convertToDouble();
-    c.euler = op.getType() == SdeType::ode || a == 0.0;
+    // The runtime noise level (an f64 operand) replaces the attribute; it
+    // is > 0 (the op's documentation), so only the attribute can ask for
+    // the Euler step.
+    Value a64 = op.getNoiseLevelValue();
+    c.euler = op.getType() == SdeType::ode || (!a64 && a == 0.0);
     if (c.euler) {
       // x + v dt; no transition noise.
       c.cx = one;
@@ -191,7 +231,8 @@ public:
       // mean = x (1 + std_dev^2 dt / 2s) + v (1 + std_dev^2 (1 - s) / 2s) dt.
       Value s1 = sigmaAt(op.getSigmas(), index(1), elt);
       Value denom = select(compare(CompareDirection::eq, c.s, one), s1, c.s);
-      Value stdDev = scale(unary<SqrtOp>(div(c.s, sub(one, denom))), a);
+      Value stdDev = mul(unary<SqrtOp>(div(c.s, sub(one, denom))),
+                         hyperParam(a64, a, elt));
       Value var = mul(stdDev, stdDev);
       Value twoS = scale(c.s, 2.0);
       c.cx = add(one, div(mul(var, c.dt), twoS));
@@ -201,7 +242,15 @@ public:
     } else {
       // cps: std = s' sin(a pi / 2) is the transition std;
       // mean = (x - s v)(1 - s') + (x + (1 - s) v) sqrt(s'^2 - std^2).
-      c.std = scale(c.sNext, std::sin(a * M_PI / 2.0));
+      c.std = mul(
+          c.sNext,
+          hyperParam(
+              a64, a, elt, [](double x) { return std::sin(x * M_PI / 2.0); },
+              [](Emitter &e, Value x) {
+                Type f64 = typeOf(x).getElementType();
+                return e.unary<SinOp>(
+                    e.div(e.mul(x, e.scalar(f64, M_PI)), e.scalar(f64, 2.0)));
+              }));
       Value c1 = unary<SqrtOp>(sub(mul(c.sNext, c.sNext), mul(c.std, c.std)));
       Value c0 = sub(one, c.sNext);
       c.cx = add(c0, c1);

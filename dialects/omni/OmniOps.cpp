@@ -723,6 +723,10 @@ LogicalResult GrpoLossOp::inferReturnTypes(MLIRContext *ctx,
   if (beta != 0 && !hasKl)
     return inferError(loc, opName, "beta = ", beta,
                       " needs the KL operands kl(mean, ref_mean, std)");
+  if (adaptor.getBetaValue() && !hasKl)
+    return inferError(loc, opName,
+                      "a beta(...) operand needs the KL operands kl(mean, "
+                      "ref_mean, std)");
   // C4
   bool exact = props.getKlForm().getValue() == KlForm::exact;
   SdeType sdeType = props.getSdeType().getValue();

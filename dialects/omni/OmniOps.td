@@ -696,25 +696,35 @@ def Omni_SdeStepOp : Omni_Op<"sde_step",
     without sqrt(-dt); `cps`: the transition std). Type `ode`, or
     `noise_level = 0`, is the Euler step with `log_prob` all zeros.
 
+    `noise_level(%a)`, a 0-D f64 operand, replaces the attribute with a
+    value known at run time (a runtime hyper-parameter, docs/recipes.md
+    section 11): the coefficients are computed from it as from the
+    attribute (scalars in f64 rounded once to the element type), so equal
+    values give equal bits. Its value must be > 0: the Euler step is a
+    compile-time choice (type `ode` or the attribute 0).
+
     Constraints:
     - (C1) exactly one of `noise` and `next` is given;
     - (C2) `x`, `v` and the given tensor have the same type, of rank >= 1;
     - (C3) `sigmas` is 1-D with at least 2 entries;
-    - (C4) `noise_level >= 0`.
+    - (C4) `noise_level >= 0`; the operand, when given, is a 0-D f64.
 
     ```mlir
     %xn, %lp, %mu, %std = omni.sde_step sde %x, %v, %sigmas[%i] noise %e {noise_level = 0.7} : tensor<4x16xf32>, tensor<11xf32>
+    %xn2, %lp2, %mu2, %std2 = omni.sde_step sde %x, %v, %sigmas[%i] noise %e noise_level(%a) : tensor<4x16xf32>, tensor<11xf32>
     ```
   }];
   let arguments = (ins Omni_SdeTypeAttr:$type, Omni_RLTensor:$x,
       Omni_RLTensor:$v, 1DTensorOf<[F32]>:$sigmas, Index:$step,
       Optional<Omni_RLTensor>:$noise, Optional<Omni_RLTensor>:$next,
+      Optional<Omni_F64Scalar>:$noise_level_value,
       DefaultValuedAttr<F64Attr, "0.7">:$noise_level);
   let results = (outs Omni_RLTensor:$next_sample, Omni_RLTensor:$log_prob,
                       Omni_RLTensor:$mean, Omni_RLScalar:$std);
   let assemblyFormat = [{
     custom<EnumKeyword>($type) $x `,` $v `,` $sigmas `[` $step `]`
-    (`noise` $noise^)? (`next` $next^)? attr-dict `:` type($x) `,`
+    (`noise` $noise^)? (`next` $next^)?
+    (`noise_level` `(` $noise_level_value^ `)`)? attr-dict `:` type($x) `,`
     type($sigmas)
   }];
 }
@@ -723,19 +733,27 @@ def Omni_CfgCombineOp : Omni_Op<"cfg_combine", [VJP, Pure, InferTypeOpAdaptor]> 
   let summary = "classifier-free guidance over a doubled batch";
   let description = [{
     The operand holds `[uncond; cond]` along dimension 0 (2B rows); the
-    result is `v_u + g (v_c - v_u)` with B rows.
+    result is `v_u + g (v_c - v_u)` with B rows. `guidance_scale(%g)`, a
+    0-D f64 operand, replaces the attribute `g` with a value known at run
+    time (docs/recipes.md section 11), rounded to the element type as the
+    attribute is.
 
     Constraints:
-    - (C1) rank >= 1 and an even, non-zero dimension 0.
+    - (C1) rank >= 1 and an even, non-zero dimension 0;
+    - (C2) the `guidance_scale` operand, when given, is a 0-D f64.
 
     ```mlir
     %v = omni.cfg_combine %vv {guidance_scale = 4.5} : tensor<8x16xf32> -> tensor<4x16xf32>
+    %w = omni.cfg_combine %vv guidance_scale(%g) {guidance_scale = 4.5} : tensor<8x16xf32> -> tensor<4x16xf32>
     ```
   }];
-  let arguments = (ins Omni_FloatTensor:$operand, F64Attr:$guidance_scale);
+  let arguments = (ins Omni_FloatTensor:$operand,
+      Optional<Omni_F64Scalar>:$guidance_scale_value,
+      F64Attr:$guidance_scale);
   let results = (outs Omni_FloatTensor:$result);
   let assemblyFormat = [{
-    $operand attr-dict `:` type($operand) `->` type($result)
+    $operand (`guidance_scale` `(` $guidance_scale_value^ `)`)? attr-dict `:`
+    type($operand) `->` type($result)
   }];
 }
 
@@ -786,15 +804,24 @@ def Omni_GrpoLossOp : Omni_Op<"grpo_loss",
     `|r - 1| > clip_range`) and `kl` (0 without KL operands). See
     docs/flowgrpo-math.md section 6.
 
+    `clip_range(%c)`, `adv_clip_max(%m)` and `beta(%b)`, 0-D f64 operands,
+    replace the attributes of those names with values known at run time
+    (runtime hyper-parameters, docs/recipes.md section 11); the scalars
+    derived from them (`1 + clip_range`, ...) are computed in f64 and
+    rounded once to the element type, as from the attributes, so equal
+    values give equal bits. Their values must satisfy (C5).
+
     Constraints:
     - (C1) `log_prob`, `old_log_prob`, `advantages` are 1-D of one type;
     - (C2) `mean`, `ref_mean`, `std` are given together; `mean` and
       `ref_mean` have one type with the batch as dimension 0, `std` is a
       scalar of the element type;
-    - (C3) `beta != 0` needs the KL operands;
+    - (C3) `beta != 0` or a `beta` operand needs the KL operands;
     - (C4) `dt` (a scalar) is given exactly when `kl_form = exact` and
       `sde_type = sde`; `kl_form = exact` needs `sde_type` sde or cps;
-    - (C5) `clip_range >= 0`, `adv_clip_max > 0`, `beta >= 0`.
+    - (C5) `clip_range >= 0`, `adv_clip_max > 0`, `beta >= 0`;
+    - (C6) the `clip_range`, `adv_clip_max` and `beta` operands, when given,
+      are 0-D f64.
 
     ```mlir
     %loss, %akl, %cf, %kl = omni.grpo_loss %lp, %old, %adv : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>)
@@ -804,6 +831,9 @@ def Omni_GrpoLossOp : Omni_Op<"grpo_loss",
       Omni_RLTensor:$advantages, Optional<Omni_RLTensor>:$mean,
       Optional<Omni_RLTensor>:$ref_mean, Optional<Omni_RLScalar>:$std,
       Optional<Omni_RLScalar>:$dt,
+      Optional<Omni_F64Scalar>:$clip_range_value,
+      Optional<Omni_F64Scalar>:$adv_clip_max_value,
+      Optional<Omni_F64Scalar>:$beta_value,
       DefaultValuedAttr<F64Attr, "1.0e-4">:$clip_range,
       DefaultValuedAttr<F64Attr, "5.0">:$adv_clip_max,
       DefaultValuedAttr<F64Attr, "0.0">:$beta,
@@ -814,6 +844,9 @@ def Omni_GrpoLossOp : Omni_Op<"grpo_loss",
   let assemblyFormat = [{
     $log_prob `,` $old_log_prob `,` $advantages
     (`kl` `(` $mean^ `,` $ref_mean `,` $std `)`)? (`dt` `(` $dt^ `)`)?
+    (`clip_range` `(` $clip_range_value^ `)`)?
+    (`adv_clip_max` `(` $adv_clip_max_value^ `)`)?
+    (`beta` `(` $beta_value^ `)`)?
     attr-dict `:` functional-type(operands, results)
   }];
 }

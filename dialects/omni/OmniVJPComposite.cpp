@@ -172,8 +172,15 @@ LogicalResult CfgCombineOp::buildVJP(OpBuilder &b, ArrayRef<Value> g,
   // y = (1 - s) u + s c over the [u; c] halves.
   Emitter e = begin(*this, b, out);
   double s = getGuidanceScale().convertToDouble();
+  RankedTensorType t = Emitter::typeOf(g[0]);
+  // A runtime scale (an f64 operand, no cotangent) replaces the attribute;
+  // 1 - s in f64, rounded once, as the attribute form folds it.
+  Value sv = getGuidanceScaleValue();
   out[0] = ConcatOp::create(
-      b, getLoc(), ValueRange{e.scale(g[0], 1.0 - s), e.scale(g[0], s)},
+      b, getLoc(),
+      ValueRange{e.mul(g[0], e.hyperSplat(t, sv, s, Emitter::oneMinus,
+                                          Emitter::oneMinus)),
+                 e.mul(g[0], e.hyperSplat(t, sv, s))},
       b.getI64IntegerAttr(0));
   return success();
 }
@@ -311,17 +318,25 @@ LogicalResult GrpoLossOp::buildVJP(OpBuilder &b, ArrayRef<Value> g,
   double clip = getClipRange().convertToDouble();
   double advClip = getAdvClipMax().convertToDouble();
   double beta = getBeta().convertToDouble();
+  // Runtime hyper-parameters (f64 operands, no cotangents) replace the
+  // attributes, with the same constants as omni-decompose's pattern.
+  Value clipV = getClipRangeValue(), advClipV = getAdvClipMaxValue(),
+        betaV = getBetaValue();
+  using E = Emitter;
   Value gLoss = g[0], gApprox = g[1], gKl = g[3];
   Value logRatio = e.sub(getLogProb(), getOldLogProb());
   Value dLp;
   if (gLoss) {
+    Value advMax = e.hyperSplat(t, advClipV, advClip);
     Value adv = MaxOp::create(
-        b, loc, MinOp::create(b, loc, getAdvantages(), e.splat(t, advClip)),
-        e.splat(t, -advClip));
+        b, loc, MinOp::create(b, loc, getAdvantages(), advMax),
+        e.hyperSplat(t, advClipV, advClip, E::negated, E::negated));
     Value r = e.unary<ExpOp>(logRatio);
-    Value clipped =
-        MaxOp::create(b, loc, MinOp::create(b, loc, r, e.splat(t, 1.0 + clip)),
-                      e.splat(t, 1.0 - clip));
+    Value clipped = MaxOp::create(
+        b, loc,
+        MinOp::create(b, loc, r,
+                      e.hyperSplat(t, clipV, clip, E::onePlus, E::onePlus)),
+        e.hyperSplat(t, clipV, clip, E::oneMinus, E::oneMinus));
     Value negAdv = e.neg(adv);
     // The unclipped branch is the max (ties included): its derivative
     // reaches the ratio; the clipped branch is constant in lp.
@@ -334,7 +349,7 @@ LogicalResult GrpoLossOp::buildVJP(OpBuilder &b, ArrayRef<Value> g,
     Value chosen = e.select(unclipped, r, clipped);
     Value inRange =
         e.compare(CompareDirection::le, e.unary<AbsOp>(getAdvantages()),
-                  e.splat(t, advClip));
+                  advClipV ? advMax : e.splat(t, advClip));
     Value dAdv = e.neg(e.mul(gB, chosen));
     out[2] = e.select(inRange, dAdv, e.zerosLike(dAdv));
   }
@@ -349,8 +364,9 @@ LogicalResult GrpoLossOp::buildVJP(OpBuilder &b, ArrayRef<Value> g,
   }
   // KL: kl = mean_b(mean_j (mu - ref)^2 / (2 std'^2)).
   Value gKlTotal = gKl;
-  if (gLoss && beta != 0.0) {
-    Value w = e.scale(gLoss, beta);
+  if (gLoss && (betaV || beta != 0.0)) {
+    Value w = betaV ? e.mul(gLoss, e.hyperParam(betaV, beta, elt))
+                    : e.scale(gLoss, beta);
     gKlTotal = gKlTotal ? e.add(gKlTotal, w) : w;
   }
   if (getMean() && gKlTotal) {
@@ -378,6 +394,5 @@ LogicalResult GrpoLossOp::buildVJP(OpBuilder &b, ArrayRef<Value> g,
     if (getDt())
       out[6] = e.neg(e.div(gKlValue, getDt()));
   }
-  (void)elt;
   return success();
 }

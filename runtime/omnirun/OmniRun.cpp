@@ -501,8 +501,8 @@ Trainer.h: @init_state(seed) and @train_step(state..., seed, iteration,
 in omni.state slots; any of these options trains). Runtime
 hyper-parameters (--set, --lr-schedule) change without recompiling;
 options that change shapes or the program (group size, prompts per
-iteration, steps, window, LoRA rank, beta > 0, guidance, ...) are
-compile-time: omnigen --opt, then omnic:
+iteration, steps, window, LoRA rank, whether beta > 0 and whether
+guidance_scale != 1, ...) are compile-time: omnigen --opt, then omnic:
 )";
 
 /// `--name`, `--name=<v>` or `--name[=<v>]`, as --help shows a flag.

@@ -77,6 +77,51 @@ func.func @cfg(%v: tensor<4x3xf32>) -> tensor<2x3xf32> {
 
 // -----
 
+// Tests that a runtime guidance scale (an f64 operand) is rounded once to
+// the element type and scales cond - uncond.
+// CHECK-LABEL: func.func @cfg_operand
+// CHECK-DAG: %[[D:.*]] = omni.sub
+// CHECK-DAG: %[[G:.*]] = omni.cast %arg1 : tensor<f64> -> tensor<f32>
+// CHECK: %[[GB:.*]] = omni.broadcast_in_dim %[[G]], dims = [] : tensor<f32> -> tensor<2x3xf32>
+// CHECK: omni.mul %[[D]], %[[GB]]
+// CHECK-NOT: omni.cfg_combine
+func.func @cfg_operand(%v: tensor<4x3xf32>, %g: tensor<f64>) -> tensor<2x3xf32> {
+  %y = omni.cfg_combine %v guidance_scale(%g) {guidance_scale = 4.5} : tensor<4x3xf32> -> tensor<2x3xf32>
+  return %y : tensor<2x3xf32>
+}
+
+// -----
+
+// Tests that a runtime noise level scales std_dev (cast once from f64) and
+// that such a step keeps its density (no Euler shortcut).
+// CHECK-LABEL: func.func @sde_operand
+// CHECK: %[[A:.*]] = omni.cast %arg3 : tensor<f64> -> tensor<f32>
+// CHECK: omni.mul %{{.*}}, %[[A]] : tensor<f32>
+// CHECK: omni.log
+// CHECK-NOT: omni.sde_step
+func.func @sde_operand(%x: tensor<2x4xf32>, %v: tensor<2x4xf32>, %s: tensor<11xf32>, %a: tensor<f64>, %i: index) -> tensor<2xf32> {
+  %xn, %lp, %mu, %std = omni.sde_step sde %x, %v, %s[%i] next %x noise_level(%a) {noise_level = 0.0} : tensor<2x4xf32>, tensor<11xf32>
+  return %lp : tensor<2xf32>
+}
+
+// -----
+
+// Tests that grpo_loss's runtime clip range gives its bounds 1 + c and
+// 1 - c in f64, each rounded once, and that the runtime beta weighs kl.
+// CHECK-LABEL: func.func @grpo_operands
+// CHECK-DAG: %[[ONE:.*]] = omni.constant dense<1.000000e+00> : tensor<f64>
+// CHECK-DAG: omni.add %arg6, %[[ONE]] : tensor<f64>
+// CHECK-DAG: omni.sub %[[ONE]], %arg6 : tensor<f64>
+// CHECK-DAG: omni.neg %arg7 : tensor<f64>
+// CHECK-DAG: omni.cast %arg8 : tensor<f64> -> tensor<f32>
+// CHECK-NOT: omni.grpo_loss
+func.func @grpo_operands(%lp: tensor<4xf32>, %old: tensor<4xf32>, %a: tensor<4xf32>, %mu: tensor<4x3xf32>, %ref: tensor<4x3xf32>, %std: tensor<f32>, %c: tensor<f64>, %m: tensor<f64>, %b: tensor<f64>) -> tensor<f32> {
+  %l, %k, %cf, %kl = omni.grpo_loss %lp, %old, %a kl(%mu, %ref, %std) clip_range(%c) adv_clip_max(%m) beta(%b) : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4x3xf32>, tensor<4x3xf32>, tensor<f32>, tensor<f64>, tensor<f64>, tensor<f64>) -> (tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>)
+  return %l : tensor<f32>
+}
+
+// -----
+
 // Tests that sde_step reads the sigmas at the step index and the next one,
 // and that an Euler step (ode) has an all-zero log_prob.
 // CHECK-LABEL: func.func @sde_and_ode

@@ -401,11 +401,16 @@ namespace {
 /// "Runtime hyper-parameters"): 0-D f64 inputs of @train_step, in this
 /// order after the data inputs, with the range `omnirun --set` accepts
 /// (wider than kChecks' where the value is harmless at run time: lr = 0 is
-/// a learning-rate schedule's first warmup step).
+/// a learning-rate schedule's first warmup step). `fixed`, when given and
+/// true for the compiled options, pins the value to its default (range
+/// "[d, d]"): the default shapes the program (beta = 0 has no KL reference,
+/// guidance_scale = 1 no CFG forward, noise_level = 0 only Euler steps), so
+/// another value needs omnigen again.
 struct RuntimeOption {
   const char *key;
   double Options::*field;
   const char *range;
+  bool (*fixed)(const Options &) = nullptr;
 };
 const RuntimeOption kRuntime[] = {
     {"lr", &Options::lr, "[0, inf)"},
@@ -414,6 +419,14 @@ const RuntimeOption kRuntime[] = {
     {"beta2", &Options::beta2, "[0, 1)"},
     {"adam_eps", &Options::adamEps, "(0, inf)"},
     {"max_grad_norm", &Options::maxGradNorm, "(0, inf)"},
+    {"beta", &Options::beta, "[0, inf)",
+     [](const Options &o) { return o.beta == 0; }},
+    {"clip_range", &Options::clipRange, "[0, inf)"},
+    {"adv_clip_max", &Options::advClipMax, "(0, inf)"},
+    {"noise_level", &Options::noiseLevel, "(0, inf)",
+     [](const Options &o) { return o.noiseLevel == 0; }},
+    {"guidance_scale", &Options::guidance, "[1, inf)",
+     [](const Options &o) { return o.guidance == 1; }},
 };
 
 } // namespace
@@ -647,13 +660,14 @@ private:
   HyperParams hyperParamArguments(Function &f);
   /// `count` > 0: the chunk of samples [first, first + count).
   Rollout rollout(Tensor seed, Tensor iteration, const Conditioning &c,
-                  const std::vector<Tensor> &params, int64_t first = 0,
-                  int64_t count = 0);
+                  const std::vector<Tensor> &params, const HyperParams &hp,
+                  int64_t first = 0, int64_t count = 0);
   /// One sampler step inside the rollout loop: (x_{i+1}, old log-prob).
   std::pair<Tensor, Tensor> rolloutStep(Tensor x, Value i, const Rollout &r,
                                         Tensor seed, Tensor base, Tensor sigmas,
                                         Tensor timesteps, const Conditioning &c,
-                                        const std::vector<Tensor> &params);
+                                        const std::vector<Tensor> &params,
+                                        const HyperParams &hp);
   Rewards rewardAndAdvantages(Tensor final,
                               const std::vector<Tensor> &vaeParams);
   /// @loss and its gradient over the micro-batch starting at sample
@@ -665,18 +679,22 @@ private:
   /// rewarded right after it, concatenated, then the advantages.
   std::pair<Rollout, Rewards> rolloutAndRewards(Tensor seed, Tensor iteration,
                                                 const Conditioning &c,
-                                                const TrainState &s);
+                                                const TrainState &s,
+                                                const HyperParams &hp);
   LossAndGrad lossAndGrad(const TrainState &s, const Rollout &r,
                           Tensor advantages, const Conditioning &c,
-                          int64_t first);
+                          const HyperParams &hp, int64_t first);
   /// The sum of lossAndGrad over the micro-batches of the mini-batch
   /// starting at sample `first`: its mean loss and gradient (@loss divides
   /// by the number of micro-batches).
   LossAndGrad miniBatchLossAndGrad(const TrainState &s, const Rollout &r,
                                    Tensor advantages, const Conditioning &c,
-                                   int64_t first);
+                                   const HyperParams &hp, int64_t first);
   /// The state `u` leaves for the next optimizer step.
   TrainState updatedState(const TrainState &s, const Update &u);
+  /// The runtime hyper-parameters @loss takes after its data inputs, in
+  /// this order: those its ops read (the others are the optimizer's).
+  std::vector<const char *> lossHyperParams() const;
   Update optimizerStep(const TrainState &s, ArrayRef<Value> grads,
                        const HyperParams &hp);
   /// The EMA after one optimizer step: `emas` (one per trainable parameter)
@@ -689,9 +707,12 @@ private:
   /// The metrics and @train_step's results.
   void returnTrainStep(Function &f, const TrainState &s, const Rewards &rw,
                        const LossAndGrad &lg, const Update &u);
+  /// `guidance`: the runtime guidance_scale, which @velocity takes last
+  /// when guidanceInput_.
   std::vector<Tensor> velocityArgs(Tensor x, Tensor t, Tensor prompt,
                                    Tensor pooled,
-                                   const std::vector<Tensor> &params);
+                                   const std::vector<Tensor> &params,
+                                   Value guidance = Value());
 
   Graph &g_;
   OpBuilder &b_;
@@ -712,6 +733,9 @@ private:
   /// Indices (into modelParams_) of trainable and frozen parameters.
   std::vector<size_t> trainable_, frozen_;
   bool refCopy_ = false;
+  /// @velocity takes the runtime guidance_scale (CFG in a train program; a
+  /// public velocity program keeps the compiled-in attribute).
+  bool guidanceInput_ = false;
   /// @velocity and @decode are public (a velocity or decode program).
   bool publicModels_ = false;
 };
@@ -748,6 +772,7 @@ Emitter::emitVelocityAt(const std::string &name, int64_t batch, bool isPublic) {
       hasPooled_ ? f.argument(withBatch(cs.pooled, batch), "pooled") : Tensor();
   Module m(f, modelParams_, "transformer", &lora_);
   bool cfg = o_.guidance != 1.0;
+  guidanceInput_ = cfg && !publicModels_;
   if (cfg) {
     auto doubled = [&](Tensor c) {
       return c ? concat({g_.full(c.shape(), 0.0), c}, 0) : c;
@@ -763,8 +788,15 @@ Emitter::emitVelocityAt(const std::string &name, int64_t batch, bool isPublic) {
     v = model_.forward(m, x, t, prompt, pooled);
   }
   g_.setLocation("");
+  // The runtime guidance_scale: @velocity's last argument, after the
+  // parameters the forward declared (velocityArgs' order).
+  Tensor guidance =
+      guidanceInput_
+          ? f.argument(g_.tensorType({}, b_.getF64Type()), "guidance_scale")
+          : Tensor();
   if (cfg)
     v = wrap(od::CfgCombineOp::create(b_, loc(), v.value(),
+                                      guidance ? guidance.value() : Value(),
                                       llvm::APFloat(o_.guidance)));
   f.returns({v});
   return velocity;
@@ -870,20 +902,38 @@ void Emitter::emitInitState() {
 
 std::vector<Tensor> Emitter::velocityArgs(Tensor x, Tensor t, Tensor prompt,
                                           Tensor pooled,
-                                          const std::vector<Tensor> &params) {
+                                          const std::vector<Tensor> &params,
+                                          Value guidance) {
   std::vector<Tensor> args{x, t};
   if (hasPrompt_)
     args.push_back(prompt);
   if (hasPooled_)
     args.push_back(pooled);
   args.insert(args.end(), params.begin(), params.end());
+  if (guidanceInput_)
+    args.push_back(wrap(guidance));
   return args;
+}
+
+std::vector<const char *> Emitter::lossHyperParams() const {
+  // beta and noise_level only where they are no compile-time 0 (kRuntime's
+  // `fixed`): a beta = 0 loss has no KL term to weigh, a noise_level = 0
+  // step is the Euler step.
+  std::vector<const char *> keys{"clip_range", "adv_clip_max"};
+  if (o_.beta > 0)
+    keys.push_back("beta");
+  if (o_.noiseLevel > 0)
+    keys.push_back("noise_level");
+  if (guidanceInput_)
+    keys.push_back("guidance_scale");
+  return keys;
 }
 
 void Emitter::emitLoss() {
   // @loss(trainable..., frozen..., [ref...], xs, old_lps, adv, start,
-  //       [prompt], [pooled]) -> (loss, approx_kl, clipfrac, kl), over one
-  // micro-batch (docs/recipes.md section 6).
+  //       [prompt], [pooled], clip_range, adv_clip_max, [beta],
+  //       [noise_level], [guidance_scale]) -> (loss, approx_kl, clipfrac, kl),
+  // over one micro-batch (docs/recipes.md section 6).
   int64_t batch = o_.micro();
   if (batch != o_.batch())
     velocityMicro_ = emitVelocityAt("velocity_micro", batch, false);
@@ -922,6 +972,15 @@ void Emitter::emitLoss() {
       hasPrompt_ ? f.argument(withBatch(cs.promptEmbeds), "prompt") : Tensor();
   Tensor pooled =
       hasPooled_ ? f.argument(withBatch(cs.pooled), "pooled") : Tensor();
+  // The runtime hyper-parameters the loss's ops read (0-D f64).
+  std::map<std::string, Value> hp;
+  for (const char *key : lossHyperParams())
+    hp[key] = f.argument(g_.tensorType({}, b_.getF64Type()), key).value();
+  auto hpOr = [&](const char *key) {
+    auto it = hp.find(key);
+    return it == hp.end() ? Value() : it->second;
+  };
+  Value guidance = hpOr("guidance_scale"), noiseLevel = hpOr("noise_level");
 
   g_.setLocation("loss");
   auto [sigmas, timesteps] = schedule();
@@ -933,16 +992,18 @@ void Emitter::emitLoss() {
     Tensor x = extractAt(stack, j), next = extractAt(stack, j1);
     Tensor old = extractAt(oldLps, j);
     Tensor t = timestepAt(timesteps, j, batch);
-    Tensor v = g_.call(velocity, velocityArgs(x, t, prompt, pooled, params))[0];
+    Tensor v = g_.call(velocity,
+                       velocityArgs(x, t, prompt, pooled, params, guidance))[0];
     auto step = od::SdeStepOp::create(
         b_, loc(), o_.sdeType, x.value(), v.value(), sigmas.value(), j, Value(),
-        next.value(), llvm::APFloat(o_.noiseLevel));
+        next.value(), noiseLevel, llvm::APFloat(o_.noiseLevel));
     Value mean, refMean, stdv, dt;
     if (o_.beta > 0) {
-      Tensor vr = g_.call(velocity, velocityArgs(x, t, prompt, pooled, ref))[0];
+      Tensor vr = g_.call(velocity,
+                          velocityArgs(x, t, prompt, pooled, ref, guidance))[0];
       auto refStep = od::SdeStepOp::create(
           b_, loc(), o_.sdeType, x.value(), vr.value(), sigmas.value(), j,
-          Value(), next.value(), llvm::APFloat(o_.noiseLevel));
+          Value(), next.value(), noiseLevel, llvm::APFloat(o_.noiseLevel));
       mean = step.getMean();
       refMean = refStep.getMean();
       stdv = step.getStd();
@@ -960,7 +1021,8 @@ void Emitter::emitLoss() {
     }
     auto l = od::GrpoLossOp::create(
         b_, loc(), step.getLogProb(), old.value(), adv.value(), mean, refMean,
-        stdv, dt, llvm::APFloat(o_.clipRange), llvm::APFloat(o_.advClipMax),
+        stdv, dt, hpOr("clip_range"), hpOr("adv_clip_max"), hpOr("beta"),
+        llvm::APFloat(o_.clipRange), llvm::APFloat(o_.advClipMax),
         llvm::APFloat(o_.beta), o_.klForm, o_.sdeType);
     Value parts[4] = {l.getLoss(), l.getApproxKl(), l.getClipfrac(), l.getKl()};
     for (int q = 0; q < 4; ++q)
@@ -1022,9 +1084,17 @@ Emitter::HyperParams Emitter::hyperParamArguments(Function &f) {
   HyperParams hp;
   for (const RuntimeOption &r : kRuntime) {
     Tensor t = f.argument(g_.tensorType({}, b_.getF64Type()), r.key);
+    double value = o_.*r.field;
+    std::string range = r.range;
+    if (r.fixed && r.fixed(o_)) {
+      // Fixed at the compiled value: "[d, d]" (%.17g reads back exactly).
+      char text[32];
+      std::snprintf(text, sizeof text, "%.17g", value);
+      range = std::string("[") + text + ", " + text + "]";
+    }
     NamedAttribute entries[] = {
-        b_.getNamedAttr("default", b_.getF64FloatAttr(o_.*r.field)),
-        b_.getNamedAttr("range", b_.getStringAttr(r.range))};
+        b_.getNamedAttr("default", b_.getF64FloatAttr(value)),
+        b_.getNamedAttr("range", b_.getStringAttr(range))};
     f.op().setArgAttr(cast<BlockArgument>(t.value()).getArgNumber(),
                       "omni.hparam", b_.getDictionaryAttr(entries));
     hp.byKey[r.key] = t.value();
@@ -1035,20 +1105,26 @@ Emitter::HyperParams Emitter::hyperParamArguments(Function &f) {
 std::pair<Tensor, Tensor>
 Emitter::rolloutStep(Tensor x, Value i, const Rollout &r, Tensor seed,
                      Tensor base, Tensor sigmas, Tensor timesteps,
-                     const Conditioning &c, const std::vector<Tensor> &params) {
+                     const Conditioning &c, const std::vector<Tensor> &params,
+                     const HyperParams &hp) {
   int64_t batch = r.count ? r.count : o_.batch();
   Tensor t = timestepAt(timesteps, i, batch);
-  Tensor v = g_.call(r.count ? *velocityChunk_ : *velocity_,
-                     velocityArgs(x, t, c.prompt, c.pooled, params))[0];
+  Value guidance = guidanceInput_ ? hp["guidance_scale"] : Value();
+  Tensor v =
+      g_.call(r.count ? *velocityChunk_ : *velocity_,
+              velocityArgs(x, t, c.prompt, c.pooled, params, guidance))[0];
   Tensor ii = fromIndex(i);
   Tensor noise = stepNoise(seed, base, ii, r.first, r.count);
+  // In the SDE window: the runtime noise_level (a compile-time 0 keeps the
+  // attribute: the Euler step).
+  Value noiseLevel = o_.noiseLevel > 0 ? hp["noise_level"] : Value();
   auto sde = od::SdeStepOp::create(b_, loc(), o_.sdeType, x.value(), v.value(),
                                    sigmas.value(), i, noise.value(), Value(),
-                                   llvm::APFloat(o_.noiseLevel));
+                                   noiseLevel, llvm::APFloat(o_.noiseLevel));
   // Outside the SDE window: the deterministic Euler step.
   auto euler = od::SdeStepOp::create(
       b_, loc(), o_.sdeType, x.value(), v.value(), sigmas.value(), i,
-      noise.value(), Value(), llvm::APFloat(0.0));
+      noise.value(), Value(), Value(), llvm::APFloat(0.0));
   Tensor inWindow = wrap(od::AndOp::create(
       b_, loc(), compare(od::CompareDirection::ge, ii, r.start).value(),
       compare(od::CompareDirection::lt, ii, r.end).value()));
@@ -1064,7 +1140,8 @@ Emitter::rolloutStep(Tensor x, Value i, const Rollout &r, Tensor seed,
 Emitter::Rollout Emitter::rollout(Tensor seed, Tensor iteration,
                                   const Conditioning &c,
                                   const std::vector<Tensor> &params,
-                                  int64_t first, int64_t count) {
+                                  const HyperParams &hp, int64_t first,
+                                  int64_t count) {
   // N sampler steps as an scf.for; x, the stack of every x_i and the
   // log-probs are carried.
   g_.setLocation("rollout");
@@ -1094,7 +1171,7 @@ Emitter::Rollout Emitter::rollout(Tensor seed, Tensor iteration,
     Tensor stack = wrap(loop.getRegionIterArgs()[1]);
     Tensor lps = wrap(loop.getRegionIterArgs()[2]);
     auto [next, logProb] =
-        rolloutStep(x, i, r, seed, base, sigmas, timesteps, c, params);
+        rolloutStep(x, i, r, seed, base, sigmas, timesteps, c, params, hp);
     Tensor stack2 = insertAt(stack, x, i);
     Tensor lps2 = insertAt(lps, logProb, i);
     scf::YieldOp::create(
@@ -1142,9 +1219,9 @@ Emitter::decodeAndReward(Tensor final, const std::vector<Tensor> &vaeParams) {
 
 std::pair<Emitter::Rollout, Emitter::Rewards>
 Emitter::rolloutAndRewards(Tensor seed, Tensor iteration, const Conditioning &c,
-                           const TrainState &s) {
+                           const TrainState &s, const HyperParams &hp) {
   if (o_.rolloutChunks == 1) {
-    Rollout r = rollout(seed, iteration, c, s.params);
+    Rollout r = rollout(seed, iteration, c, s.params, hp);
     return {r, rewardAndAdvantages(r.final, s.vaeParams)};
   }
   // Chunk k: its rollout, then its decode and reward host call, which the
@@ -1159,7 +1236,7 @@ Emitter::rolloutAndRewards(Tensor seed, Tensor iteration, const Conditioning &c,
       ck.prompt = c.prompt.slice(0, k * n, (k + 1) * n);
     if (c.pooled)
       ck.pooled = c.pooled.slice(0, k * n, (k + 1) * n);
-    Rollout r = rollout(seed, iteration, ck, s.params, k * n, n);
+    Rollout r = rollout(seed, iteration, ck, s.params, hp, k * n, n);
     Rewards rw = decodeAndReward(r.final, s.vaeParams);
     if (k == 0)
       whole = r; // the window is the same for every chunk
@@ -1189,6 +1266,7 @@ Emitter::rolloutAndRewards(Tensor seed, Tensor iteration, const Conditioning &c,
 Emitter::LossAndGrad Emitter::lossAndGrad(const TrainState &s, const Rollout &r,
                                           Tensor advantages,
                                           const Conditioning &c,
+                                          const HyperParams &hp,
                                           int64_t first) {
   // @loss's value and its gradient with respect to the trainable
   // parameters, in @loss's argument order, over the micro-batch of samples
@@ -1212,6 +1290,8 @@ Emitter::LossAndGrad Emitter::lossAndGrad(const TrainState &s, const Rollout &r,
     args.push_back(samples(c.prompt, 0).value());
   if (hasPooled_)
     args.push_back(samples(c.pooled, 0).value());
+  for (const char *key : lossHyperParams())
+    args.push_back(hp[key]);
   SmallVector<Type> resultTypes(4, g_.tensorType({}, g_.f32()));
   SmallVector<int64_t> wrt;
   for (size_t k = 0; k < trainable_.size(); ++k) {
@@ -1407,14 +1487,13 @@ void Emitter::returnTrainStep(Function &f, const TrainState &s,
   f.returns(out, names);
 }
 
-Emitter::LossAndGrad Emitter::miniBatchLossAndGrad(const TrainState &s,
-                                                   const Rollout &r,
-                                                   Tensor advantages,
-                                                   const Conditioning &c,
-                                                   int64_t first) {
-  LossAndGrad sum = lossAndGrad(s, r, advantages, c, first);
+Emitter::LossAndGrad
+Emitter::miniBatchLossAndGrad(const TrainState &s, const Rollout &r,
+                              Tensor advantages, const Conditioning &c,
+                              const HyperParams &hp, int64_t first) {
+  LossAndGrad sum = lossAndGrad(s, r, advantages, c, hp, first);
   for (int64_t k = o_.micro(); k < o_.mini(); k += o_.micro()) {
-    LossAndGrad lg = lossAndGrad(s, r, advantages, c, first + k);
+    LossAndGrad lg = lossAndGrad(s, r, advantages, c, hp, first + k);
     g_.setLocation("loss");
     sum.loss = sum.loss + lg.loss;
     sum.approxKl = sum.approxKl + lg.approxKl;
@@ -1440,14 +1519,16 @@ Emitter::TrainState Emitter::updatedState(const TrainState &s,
 void Emitter::emitTrainStep() {
   // @train_step(state..., seed, iteration, [prompt_embeds],
   //             [pooled_prompt_embeds], lr, weight_decay, beta1, beta2,
-  //             adam_eps, max_grad_norm) -> (state'..., metrics..., images)
+  //             adam_eps, max_grad_norm, beta, clip_range, adv_clip_max,
+  //             noise_level, guidance_scale)
+  //   -> (state'..., metrics..., images)
   Function f(g_, "train_step", /*isPublic=*/true);
   TrainState state = stateArguments(f);
   Tensor seed = f.argument(g_.tensorType({}, g_.i64()), "seed");
   Tensor iteration = f.argument(g_.tensorType({}, g_.i64()), "iteration");
   Conditioning c = conditioningArguments(f);
   HyperParams hp = hyperParamArguments(f);
-  auto [r, rw] = rolloutAndRewards(seed, iteration, c, state);
+  auto [r, rw] = rolloutAndRewards(seed, iteration, c, state, hp);
   // inner_epochs passes over the batch in contiguous mini-batches, one
   // optimizer step each; the ratio of every step uses the rollout's
   // old_log_probs (docs/recipes.md section 3).
@@ -1456,10 +1537,11 @@ void Emitter::emitTrainStep() {
   TrainState current = state;
   for (int64_t epoch = 0; epoch < o_.innerEpochs; ++epoch)
     for (int64_t first = 0; first < o_.batch(); first += o_.mini()) {
-      lgs.push_back(miniBatchLossAndGrad(current, r, rw.advantages, c, first));
+      lgs.push_back(
+          miniBatchLossAndGrad(current, r, rw.advantages, c, hp, first));
       us.push_back(optimizerStep(current, lgs.back().grads, hp));
-      us.back().emas = emaUpdate(current.emas, us.back().params,
-                                 us.back().step, us.back().finite);
+      us.back().emas = emaUpdate(current.emas, us.back().params, us.back().step,
+                                 us.back().finite);
       current = updatedState(current, us.back());
     }
   if (lgs.size() == 1) {

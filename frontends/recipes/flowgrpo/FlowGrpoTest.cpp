@@ -53,6 +53,7 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -236,14 +237,35 @@ evaluate(const Program &p, StringRef name, std::vector<HostTensor> args,
   return reference::evaluateFunction(*p.expanded, name, args, options);
 }
 
+/// The default @train_step records for the runtime hyper-parameter `name`
+/// (its omni.hparam), if it has one.
+std::optional<double> hparamDefault(func::FuncOp f, const std::string &name) {
+  auto step =
+      f->getParentOfType<ModuleOp>().lookupSymbol<func::FuncOp>("train_step");
+  if (!step)
+    return std::nullopt;
+  std::vector<std::string> names = argNames(step);
+  for (unsigned i = 0; i < names.size(); ++i)
+    if (names[i] == name)
+      if (auto hp = step.getArgAttrOfType<DictionaryAttr>(i, "omni.hparam"))
+        return hp.getAs<FloatAttr>("default").getValueAsDouble();
+  return std::nullopt;
+}
+
 /// `f`'s arguments from `leading` followed by the named tensors of `named`
-/// for the remaining (named) arguments.
+/// for the remaining (named) arguments; a runtime hyper-parameter missing
+/// from `named` is its recorded default.
 absl::StatusOr<std::vector<HostTensor>>
 argsByName(func::FuncOp f, std::vector<HostTensor> leading,
            const Named &named) {
   std::vector<std::string> names = argNames(f);
   for (size_t i = leading.size(); i < names.size(); ++i) {
     auto it = named.find(names[i]);
+    if (it == named.end())
+      if (std::optional<double> d = hparamDefault(f, names[i])) {
+        leading.push_back(HostTensor::fromDoubles(DType::F64, {}, {*d}));
+        continue;
+      }
     if (it == named.end())
       return absl::NotFoundError("no tensor for argument #" +
                                  std::to_string(i) + " '" + names[i] +
@@ -462,7 +484,7 @@ TEST_F(RecipeTest, StateLayoutAgreesAcrossFunctions) {
     std::vector<std::string> state = resultNames(init);
     size_t K = state.size();
     std::vector<std::string> args = argNames(step), results = resultNames(step);
-    ASSERT_EQ(args.size(), K + 3 + 6);
+    ASSERT_EQ(args.size(), K + 3 + 11);
     ASSERT_EQ(results.size(), K + kMetrics.size() + 1);
     for (size_t i = 0; i < K; ++i) {
       EXPECT_EQ(args[i], state[i]) << "argument " << i;
@@ -472,9 +494,10 @@ TEST_F(RecipeTest, StateLayoutAgreesAcrossFunctions) {
     }
     EXPECT_EQ(
         std::vector<std::string>(args.begin() + K, args.end()),
-        (std::vector<std::string>{"seed", "iteration", "pooled_prompt_embeds",
-                                  "lr", "weight_decay", "beta1", "beta2",
-                                  "adam_eps", "max_grad_norm"}));
+        (std::vector<std::string>{
+            "seed", "iteration", "pooled_prompt_embeds", "lr", "weight_decay",
+            "beta1", "beta2", "adam_eps", "max_grad_norm", "beta", "clip_range",
+            "adv_clip_max", "noise_level", "guidance_scale"}));
     Builder b(&sharedContext());
     EXPECT_TRUE(
         step.getArgumentTypes()[K + 2] ==
@@ -482,9 +505,20 @@ TEST_F(RecipeTest, StateLayoutAgreesAcrossFunctions) {
     // The runtime hyper-parameters: 0-D f64 with the recipe's option as
     // the default and the range omnirun --set accepts (step.bin's table).
     ::omni::fe::Config defaults = fg::defaultOptions();
-    const char *ranges[] = {"[0, inf)", "[0, inf)", "[0, 1)",
-                            "[0, 1)",   "(0, inf)", "(0, inf)"};
-    for (size_t h = 0; h < 6; ++h) {
+    // beta = 0 and guidance_scale = 1 decide the structure: fixed.
+    const char *ranges[] = {"[0, inf)",
+                            "[0, inf)",
+                            "[0, 1)",
+                            "[0, 1)",
+                            "(0, inf)",
+                            "(0, inf)",
+                            beta > 0 ? "[0, inf)" : "[0, 0]",
+                            "[0, inf)",
+                            "(0, inf)",
+                            "(0, inf)",
+                            "[1, 1]"};
+    defaults.set("beta", num(beta));
+    for (size_t h = 0; h < 11; ++h) {
       unsigned i = static_cast<unsigned>(K + 3 + h);
       EXPECT_TRUE(step.getArgumentTypes()[i] ==
                   RankedTensorType::get({}, b.getF64Type()))
@@ -572,9 +606,12 @@ TEST_F(RecipeTest, StateLayoutAgreesAcrossFunctions) {
     if (beta > 0 && !lora)
       for (const std::string &t : trainable)
         wantLoss.push_back("ref." + t);
-    for (const char *a :
-         {"xs", "old_log_probs", "advantages", "window_start", "pooled"})
+    for (const char *a : {"xs", "old_log_probs", "advantages", "window_start",
+                          "pooled", "clip_range", "adv_clip_max"})
       wantLoss.push_back(a);
+    if (beta > 0)
+      wantLoss.push_back("beta");
+    wantLoss.push_back("noise_level");
     EXPECT_EQ(argNames(loss), wantLoss);
   }
 }
@@ -1019,7 +1056,7 @@ TEST_F(CompiledRecipeTest, RolloutChunksCompileToTheUnchunkedIteration) {
   // the gradient is rounding noise into up to 2 lr (the evaluator test's
   // argument), so they are bounded by 2 lr, the moments relatively.
   Recipe chunked = setup();
-  chunked.extra = {"rollout_chunks=2"};
+  chunked.extra.push_back("rollout_chunks=2");
   ASSERT_OK_AND_ASSIGN(pc, buildProgram(chunked));
   ASSERT_OK_AND_ASSIGN(chunkedExecutor, compileRecipe(pc, *device));
   std::vector<HostTensor> state;
@@ -1758,7 +1795,12 @@ TEST_F(RecipeTest, GuidanceCombinesConditionalAndUnconditional) {
   std::vector<HostTensor> state;
   Named named;
   ASSERT_NO_FATAL_FAILURE(init(pp, state, named));
-  EXPECT_EQ(argNames(pp.fn("velocity")), argNames(pc.fn("velocity")));
+  // The guided @velocity takes the runtime guidance_scale last.
+  std::vector<std::string> guided = argNames(pc.fn("velocity"));
+  ASSERT_FALSE(guided.empty());
+  EXPECT_EQ(guided.back(), "guidance_scale");
+  guided.pop_back();
+  EXPECT_EQ(argNames(pp.fn("velocity")), guided);
 
   Shape xs = plain.latent();
   xs.insert(xs.begin(), plain.batch());
@@ -1773,7 +1815,9 @@ TEST_F(RecipeTest, GuidanceCombinesConditionalAndUnconditional) {
                        argsByName(pp.fn("velocity"), {x, t, zeros}, named));
   ASSERT_OK_AND_ASSIGN(vc, evaluate(pp, "velocity", condArgs));
   ASSERT_OK_AND_ASSIGN(vu, evaluate(pp, "velocity", uncondArgs));
-  ASSERT_OK_AND_ASSIGN(vg, evaluate(pc, "velocity", condArgs));
+  ASSERT_OK_AND_ASSIGN(guidedArgs,
+                       argsByName(pc.fn("velocity"), {x, t, pooled}, named));
+  ASSERT_OK_AND_ASSIGN(vg, evaluate(pc, "velocity", guidedArgs));
   std::vector<double> want(vc[0].numElements());
   for (size_t i = 0; i < want.size(); ++i)
     want[i] = vu[0].floats()[i] + 4.5 * (vc[0].floats()[i] - vu[0].floats()[i]);

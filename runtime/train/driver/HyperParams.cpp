@@ -81,7 +81,19 @@ HyperParams::resolve(const loader::Program &program,
       return absl::InvalidArgumentError(
           absl::StrCat("--set ", name, ": expected a finite number in ",
                        it->second.info.range, ", found '", text, "'"));
-    if (!it->second.info.contains(value))
+    const loader::HyperParamInfo &info = it->second.info;
+    if (info.lo == info.hi && !info.loOpen && !info.hiOpen &&
+        !info.contains(value))
+      // "[d, d]": the compiled value shapes the program (docs/recipes.md
+      // section 11: beta = 0 has no KL reference, guidance_scale = 1 no
+      // CFG forward, noise_level = 0 only Euler steps).
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--set ", name, "=", text, ": ", program.name(),
+          " was compiled with ", name, " = ", formatExact(info.lo),
+          ", which fixes it (it decides the program's structure); recompile "
+          "with omnigen --opt ",
+          name, "=", text, " to train with it"));
+    if (!info.contains(value))
       return absl::InvalidArgumentError(
           absl::StrCat("--set ", name, "=", text, ": out of range, expected ",
                        name, " in ", it->second.info.range));

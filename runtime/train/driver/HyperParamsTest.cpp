@@ -64,6 +64,33 @@ TEST(HyperParams, DefaultsAndOverrides) {
   EXPECT_EQ(hp->valueAt("weight_decay", 0), 0.0);
 }
 
+/// A program whose beta was compiled as 0: the table pins it to [0, 0]
+/// (docs/recipes.md section 11, "Fixed at compile time").
+std::shared_ptr<const loader::Program> fixedBetaProgram() {
+  StepBuilder b;
+  uint32_t beta = b.argument(step::DType::F64, {}, 0, "beta");
+  b.function("f", {beta}, {}, {});
+  b.hparams = {{"beta", 0.0, "[0, 0]"}};
+  absl::StatusOr<std::shared_ptr<const loader::Program>> p =
+      loader::Program::loadBytes(b.finish(), {"p.bin"});
+  EXPECT_TRUE(p.ok()) << p.status();
+  return p.ok() ? *p : nullptr;
+}
+
+TEST(HyperParams, FixedValueSaysToRecompile) {
+  absl::StatusOr<HyperParams> hp =
+      HyperParams::resolve(*fixedBetaProgram(), sets({"beta=0.04"}));
+  ASSERT_FALSE(hp.ok());
+  EXPECT_EQ(hp.status().message(),
+            "--set beta=0.04: p.bin was compiled with beta = 0, which fixes "
+            "it (it decides the program's structure); recompile with "
+            "omnigen --opt beta=0.04 to train with it");
+  // The compiled value itself is accepted.
+  hp = HyperParams::resolve(*fixedBetaProgram(), sets({"beta=0"}));
+  ASSERT_TRUE(hp.ok()) << hp.status();
+  EXPECT_EQ(hp->valueAt("beta", 0), 0.0);
+}
+
 TEST(HyperParams, SetErrorsAreOneLine) {
   EXPECT_EQ(errorOf(sets({"lrx=1"})),
             "--set lrx: p.bin has no runtime hyper-parameter 'lrx' (runtime: "

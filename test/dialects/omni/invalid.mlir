@@ -871,7 +871,7 @@ func.func @sde_step_rank(%x: tensor<f32>, %s: tensor<11xf32>, %i: index) {
 // Tests that sde_step rejects a velocity of another type than x (C2).
 func.func @sde_step_v_type(%x: tensor<4x16xf32>, %v: tensor<4x8xf32>, %s: tensor<11xf32>, %i: index) {
   // expected-error @+1 {{'omni.sde_step' op failed to verify that all of {x, v} have same type}}
-  %n, %lp, %m, %std = "omni.sde_step"(%x, %v, %s, %i, %x) <{type = #omni.sde_type<sde>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0>}> : (tensor<4x16xf32>, tensor<4x8xf32>, tensor<11xf32>, index, tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<4xf32>, tensor<4x16xf32>, tensor<f32>)
+  %n, %lp, %m, %std = "omni.sde_step"(%x, %v, %s, %i, %x) <{type = #omni.sde_type<sde>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0>}> : (tensor<4x16xf32>, tensor<4x8xf32>, tensor<11xf32>, index, tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<4xf32>, tensor<4x16xf32>, tensor<f32>)
   return
 }
 
@@ -880,7 +880,7 @@ func.func @sde_step_v_type(%x: tensor<4x16xf32>, %v: tensor<4x8xf32>, %s: tensor
 // Tests that sde_step rejects noise of another type than x (C2).
 func.func @sde_step_noise_type(%x: tensor<4x16xf32>, %e: tensor<4x16xf64>, %s: tensor<11xf32>, %i: index) {
   // expected-error @+1 {{'omni.sde_step' op failed to verify that noise has the type of x}}
-  %n, %lp, %m, %std = "omni.sde_step"(%x, %x, %s, %i, %e) <{type = #omni.sde_type<sde>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0>}> : (tensor<4x16xf32>, tensor<4x16xf32>, tensor<11xf32>, index, tensor<4x16xf64>) -> (tensor<4x16xf32>, tensor<4xf32>, tensor<4x16xf32>, tensor<f32>)
+  %n, %lp, %m, %std = "omni.sde_step"(%x, %x, %s, %i, %e) <{type = #omni.sde_type<sde>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0>}> : (tensor<4x16xf32>, tensor<4x16xf32>, tensor<11xf32>, index, tensor<4x16xf64>) -> (tensor<4x16xf32>, tensor<4xf32>, tensor<4x16xf32>, tensor<f32>)
   return
 }
 
@@ -901,6 +901,33 @@ func.func @sde_step_noise_level(%x: tensor<4x16xf32>, %s: tensor<11xf32>, %i: in
   // expected-error @+1 {{'omni.sde_step' op failed to infer returned types}}
   %n, %lp, %m, %std = omni.sde_step sde %x, %x, %s[%i] noise %x {noise_level = -0.5} : tensor<4x16xf32>, tensor<11xf32>
   return
+}
+
+// -----
+
+// Tests that sde_step's noise_level operand is a 0-D f64 (C4).
+func.func @sde_step_noise_level_type(%x: tensor<4x16xf32>, %s: tensor<11xf32>, %i: index, %a: tensor<f32>) {
+  // expected-error @+1 {{'omni.sde_step' op operand #5 must be 0D tensor of 64-bit float values, but got 'tensor<f32>'}}
+  %n, %lp, %m, %std = "omni.sde_step"(%x, %x, %s, %i, %x, %a) <{type = #omni.sde_type<sde>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 1>}> : (tensor<4x16xf32>, tensor<4x16xf32>, tensor<11xf32>, index, tensor<4x16xf32>, tensor<f32>) -> (tensor<4x16xf32>, tensor<4xf32>, tensor<4x16xf32>, tensor<f32>)
+  return
+}
+
+// -----
+
+// Tests that sde_step's noise_level operand is 0-D (C4).
+func.func @sde_step_noise_level_rank(%x: tensor<4x16xf32>, %s: tensor<11xf32>, %i: index, %a: tensor<1xf64>) {
+  // expected-error @+1 {{'omni.sde_step' op operand #5 must be 0D tensor of 64-bit float values, but got 'tensor<1xf64>'}}
+  %n, %lp, %m, %std = "omni.sde_step"(%x, %x, %s, %i, %x, %a) <{type = #omni.sde_type<sde>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 1>}> : (tensor<4x16xf32>, tensor<4x16xf32>, tensor<11xf32>, index, tensor<4x16xf32>, tensor<1xf64>) -> (tensor<4x16xf32>, tensor<4xf32>, tensor<4x16xf32>, tensor<f32>)
+  return
+}
+
+// -----
+
+// Tests that cfg_combine's guidance_scale operand is a 0-D f64 (C2).
+func.func @cfg_combine_scale_type(%v: tensor<8x16xf32>, %g: tensor<f32>) -> tensor<4x16xf32> {
+  // expected-error @+1 {{'omni.cfg_combine' op operand #1 must be 0D tensor of 64-bit float values, but got 'tensor<f32>'}}
+  %0 = "omni.cfg_combine"(%v, %g) <{guidance_scale = 4.5 : f64}> : (tensor<8x16xf32>, tensor<f32>) -> tensor<4x16xf32>
+  return %0 : tensor<4x16xf32>
 }
 
 // -----
@@ -986,7 +1013,7 @@ func.func @grpo_loss_types(%lp: tensor<4xf32>, %adv: tensor<8xf32>) {
 func.func @grpo_loss_kl_partial(%lp: tensor<4xf32>, %m: tensor<4x16xf32>) {
   // expected-error @+2 {{'omni.grpo_loss' op mean, ref_mean and std must be given together}}
   // expected-error @+1 {{'omni.grpo_loss' op failed to infer returned types}}
-  %l, %a, %c, %k = "omni.grpo_loss"(%lp, %lp, %lp, %m, %m) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0>}> : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4x16xf32>, tensor<4x16xf32>) -> (tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>)
+  %l, %a, %c, %k = "omni.grpo_loss"(%lp, %lp, %lp, %m, %m) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0, 0, 0, 0>}> : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4x16xf32>, tensor<4x16xf32>) -> (tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>)
   return
 }
 
@@ -1079,6 +1106,34 @@ func.func @grpo_loss_beta_negative(%lp: tensor<4xf32>, %m: tensor<4x16xf32>, %s:
   // expected-error @+2 {{'omni.grpo_loss' op needs clip_range >= 0, adv_clip_max > 0 and beta >= 0, found 1.000000e-04, 5.000000e+00, -4.000000e-02}}
   // expected-error @+1 {{'omni.grpo_loss' op failed to infer returned types}}
   %l, %a, %c, %k = omni.grpo_loss %lp, %lp, %lp kl(%m, %m, %s) {beta = -0.04} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<f32>) -> (tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>)
+  return
+}
+
+// -----
+
+// Tests that grpo_loss's clip_range operand is 0-D (C6).
+func.func @grpo_loss_clip_range_rank(%lp: tensor<4xf32>, %c: tensor<4xf64>) {
+  // expected-error @+1 {{'omni.grpo_loss' op operand #3 must be 0D tensor of 64-bit float values, but got 'tensor<4xf64>'}}
+  %l, %a, %c2, %k = omni.grpo_loss %lp, %lp, %lp clip_range(%c) : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf64>) -> (tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>)
+  return
+}
+
+// -----
+
+// Tests that grpo_loss's adv_clip_max operand is an f64 (C6).
+func.func @grpo_loss_adv_clip_max_type(%lp: tensor<4xf32>, %m: tensor<f32>) {
+  // expected-error @+1 {{'omni.grpo_loss' op operand #3 must be 0D tensor of 64-bit float values, but got 'tensor<f32>'}}
+  %l, %a, %c, %k = omni.grpo_loss %lp, %lp, %lp adv_clip_max(%m) : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>) -> (tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>)
+  return
+}
+
+// -----
+
+// Tests that a beta operand needs the KL operands (C3).
+func.func @grpo_loss_beta_operand_without_kl(%lp: tensor<4xf32>, %b: tensor<f64>) {
+  // expected-error @+2 {{'omni.grpo_loss' op a beta(...) operand needs the KL operands kl(mean, ref_mean, std)}}
+  // expected-error @+1 {{'omni.grpo_loss' op failed to infer returned types}}
+  %l, %a, %c, %k = omni.grpo_loss %lp, %lp, %lp beta(%b) : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f64>) -> (tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>)
   return
 }
 

@@ -127,7 +127,7 @@ func.func @composites(%x: tensor<2x8xf32>, %w: tensor<8xf32>, %lw: tensor<4x8xf3
 }
 
 // CHECK-LABEL: func.func @diffusion_rl
-func.func @diffusion_rl(%x: tensor<4x16xf32>, %vv: tensor<8x16xf32>, %e: tensor<4x16xf32>, %old: tensor<4xf32>, %r: tensor<4xf32>, %ref: tensor<4x16xf32>, %dt: tensor<f32>, %p: tensor<16xf32>, %g: tensor<16xf32>, %m: tensor<16xf32>, %t: tensor<i64>) -> (tensor<f32>, tensor<f32>, tensor<16xf32>, tensor<f32>) {
+func.func @diffusion_rl(%x: tensor<4x16xf32>, %vv: tensor<8x16xf32>, %e: tensor<4x16xf32>, %old: tensor<4xf32>, %r: tensor<4xf32>, %ref: tensor<4x16xf32>, %dt: tensor<f32>, %p: tensor<16xf32>, %g: tensor<16xf32>, %m: tensor<16xf32>, %t: tensor<i64>, %hp: tensor<f64>) -> (tensor<f32>, tensor<f32>, tensor<16xf32>, tensor<f32>) {
   %i = arith.constant 3 : index
   // CHECK: omni.flow_schedule static_shift steps = 10 : tensor<11xf32>, tensor<10xf32>
   %sigmas, %timesteps = omni.flow_schedule static_shift steps = 10 : tensor<11xf32>, tensor<10xf32>
@@ -147,6 +147,13 @@ func.func @diffusion_rl(%x: tensor<4x16xf32>, %vv: tensor<8x16xf32>, %e: tensor<
   %l0, %a0, %c0, %k0 = omni.grpo_loss %lp, %old, %adv : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>)
   // CHECK: omni.grpo_loss %{{.*}}, %{{.*}}, %{{.*}} kl(%{{.*}}, %{{.*}}, %{{.*}}) dt(%{{.*}}) {beta = 4.000000e-02 : f64, kl_form = #omni.kl_form<exact>}
   %l1, %a1, %c1, %k1 = omni.grpo_loss %lp2, %old, %adv kl(%mu2, %ref, %std2) dt(%dt) {beta = 0.04, kl_form = #omni.kl_form<exact>} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<f32>, tensor<f32>) -> (tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>)
+  // Runtime hyper-parameters as f64 operands.
+  // CHECK: omni.cfg_combine %{{.*}} guidance_scale(%{{.*}}) {guidance_scale = 4.500000e+00 : f64} : tensor<8x16xf32> -> tensor<4x16xf32>
+  %vh = omni.cfg_combine %vv guidance_scale(%hp) {guidance_scale = 4.5} : tensor<8x16xf32> -> tensor<4x16xf32>
+  // CHECK: omni.sde_step sde %{{.*}}, %{{.*}}, %{{.*}}[%{{.*}}] next %{{.*}} noise_level(%{{.*}}) : tensor<4x16xf32>, tensor<11xf32>
+  %xn4, %lp4, %mu4, %std4 = omni.sde_step sde %x, %vh, %sigmas[%i] next %xn noise_level(%hp) : tensor<4x16xf32>, tensor<11xf32>
+  // CHECK: omni.grpo_loss %{{.*}}, %{{.*}}, %{{.*}} kl(%{{.*}}, %{{.*}}, %{{.*}}) clip_range(%{{.*}}) adv_clip_max(%{{.*}}) beta(%{{.*}}) {beta = 4.000000e-02 : f64}
+  %l2, %a2, %c2, %k2 = omni.grpo_loss %lp4, %old, %adv kl(%mu4, %ref, %std4) clip_range(%hp) adv_clip_max(%hp) beta(%hp) {beta = 0.04} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<f32>, tensor<f64>, tensor<f64>, tensor<f64>) -> (tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>)
   // CHECK: omni.clip_grad_norm %{{.*}}, %{{.*}} {max_norm = 5.000000e-01 : f64} : tensor<16xf32>, tensor<16xf32>
   %cg:2, %norm = omni.clip_grad_norm %g, %m {max_norm = 0.5} : tensor<16xf32>, tensor<16xf32>
   // CHECK: omni.adamw %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {lr = 1.000000e-03 : f64} : tensor<16xf32>
