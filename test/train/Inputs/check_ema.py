@@ -37,26 +37,10 @@ import json
 import struct
 import sys
 
-FORMATS = {"F32": "f", "I64": "q"}
+# compare_checkpoints.py (this folder) reads the safetensors files.
+from compare_checkpoints import FORMATS, read
+
 U = 2.0 ** -24
-
-
-def read(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    body = data[8 + n:]
-    tensors = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        fmt = FORMATS[info["dtype"]]
-        begin, end = info["data_offsets"]
-        count = (end - begin) // struct.calcsize(fmt)
-        values = struct.unpack("<%d%s" % (count, fmt), body[begin:end])
-        tensors[name] = (info["dtype"], info["shape"], values)
-    return tensors
 
 
 def write(path, tensors):
