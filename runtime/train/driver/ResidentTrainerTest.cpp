@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/train/driver/Trainer.h"
+#include "runtime/train/driver/TrainerSteps.h"
 
 #include "runtime/hal/drivers/Drivers.h"
 #include "runtime/loader/testing/StepBuilder.h"
@@ -268,6 +269,23 @@ TEST_F(ResidentTrainerTest, AFailedIterationNamesTheCheckpointToResumeFrom) {
   EXPECT_NE(std::string(run(options, log).message())
                 .find("(no --out: the training state is not saved)"),
             std::string::npos);
+}
+
+TEST(CapturedRewardsTest, ChunkCallsConcatenateInCallOrder) {
+  // rollout_chunks makes one reward call per chunk, in order: the grid's
+  // captions get the batch's rewards as the calls' values concatenated.
+  detail::CapturedRewards captured;
+  captured.record(HostTensor::fromDoubles(DType::F32, {2}, {0.5, 0.25}));
+  captured.record(HostTensor::fromDoubles(DType::F32, {2}, {-1, 2}));
+  EXPECT_EQ(captured.take(), (std::vector<double>{0.5, 0.25, -1, 2}));
+  // take() starts over.
+  EXPECT_TRUE(captured.take().empty());
+  // A result that is not [N] floats makes the iteration's rewards unknown.
+  captured.record(HostTensor::fromDoubles(DType::F32, {2}, {1, 2}));
+  captured.record(HostTensor::fromDoubles(DType::F32, {1, 2}, {3, 4}));
+  EXPECT_TRUE(captured.take().empty());
+  captured.record(HostTensor::fromDoubles(DType::F32, {1}, {7}));
+  EXPECT_EQ(captured.take(), (std::vector<double>{7}));
 }
 
 } // namespace
