@@ -204,7 +204,8 @@ int main(int argc, char **argv) {
   cl::opt<std::string> program(
       "program",
       cl::desc("train (default): the FlowGRPO training program; velocity or "
-               "decode: only that public function (inference, parity)"),
+               "decode: only that public function (inference, parity); "
+               "sample: the sampling program @sample (docs/sampling.md)"),
       cl::init("train"), cl::cat(category));
   cl::opt<std::string> mesh(
       "mesh",

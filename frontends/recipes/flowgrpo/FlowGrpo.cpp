@@ -74,6 +74,8 @@ struct Options {
   bool globalStd, normByStd;
   bool gatherPerStep; // omni.shard_gather "per-step" (else "once")
   bool bf16;          // the model's contractions in bf16 (docs/precision.md)
+  bool sdeSampler;    // --program=sample: SDE steps (else the ODE's Euler)
+  int64_t sampleBatch; // --program=sample: images per call (0: P*G)
   std::string reward;
   int64_t batch() const { return prompts * group; }
   /// Samples per rollout chunk (rollout_chunks).
@@ -175,6 +177,14 @@ const OptionDesc kOptions[] = {
     // other op, the decoder and the training state stay f32.
     {"precision", "f32",
      Choice{{"f32", "bf16"}, [](Options &o, size_t i) { o.bf16 = i == 1; }}},
+    // The sampling program (--program=sample, docs/sampling.md): the
+    // sampler of its N steps (ode: the Euler steps of diffusers'
+    // FlowMatchEulerDiscreteScheduler; sde: the rollout's SDE step with
+    // noise_level and its log-probabilities) and the images per call.
+    {"sampler", "ode",
+     Choice{{"ode", "sde"},
+            [](Options &o, size_t i) { o.sdeSampler = i == 1; }}},
+    {"sample_batch", "0", &Options::sampleBatch}, // 0: the batch P*G
 };
 
 /// `v` as %g prints it (a check's "found").
@@ -273,6 +283,9 @@ const Check kChecks[] = {
      }},
     {[](const Options &o) { return !o.reward.empty(); }, "reward",
      "a reward name"},
+    {[](const Options &o) { return o.sampleBatch >= 0; }, "sample_batch",
+     ">= 1 (0: prompts_per_iteration * group_size)",
+     [](const Options &o) { return std::to_string(o.sampleBatch); }},
 };
 
 llvm::Error fail(const llvm::Twine &message) {
@@ -611,7 +624,15 @@ private:
   /// (rollout_chunks).
   void emitDecoder(int64_t chunkBatch = 0);
   void emitRolloutNoise();
-  void emitInitState();
+  /// `weightsOnly`: only the model's and the decoder's parameters, their
+  /// results marked as state slots (the sampling program's initializer).
+  void emitInitState(bool weightsOnly = false);
+  /// The sampling program's @sample and @sample_noise (docs/sampling.md).
+  void emitSample();
+  /// Standard normal noise [B, ...latent] whose row b is drawn with key
+  /// seeds[b], `counter` and offset 0: it depends on seeds[b] only, not on
+  /// b's position in the batch (docs/sampling.md section 2).
+  Tensor perSampleNoise(Tensor seeds, Tensor counter);
   void emitLoss();
   void emitTrainStep();
 
@@ -844,7 +865,7 @@ void Emitter::emitRolloutNoise() {
   g_.setLocation("");
 }
 
-void Emitter::emitInitState() {
+void Emitter::emitInitState(bool weightsOnly) {
   Function f(g_, "init_state", /*isPublic=*/true);
   Tensor seed = f.argument(g_.tensorType({}, g_.i64()), "seed");
   g_.setLocation("init");
@@ -878,6 +899,16 @@ void Emitter::emitInitState() {
     out.push_back(draw(p));
     names.push_back(p.name);
   }
+  if (weightsOnly) {
+    g_.setLocation("");
+    f.returns(out, names);
+    // Explicit slots: omni-resident-state infers them only next to a
+    // training step (docs/backend.md, "Resident state").
+    for (size_t i = 0; i < names.size(); ++i)
+      f.op().setResultAttr(static_cast<unsigned>(i), "omni.state",
+                           b_.getStringAttr(names[i]));
+    return;
+  }
   if (refCopy_)
     for (size_t i : trainable_) {
       out.push_back(model[i]);
@@ -898,6 +929,114 @@ void Emitter::emitInitState() {
     }
   g_.setLocation("");
   f.returns(out, names);
+}
+
+Tensor Emitter::perSampleNoise(Tensor seeds, Tensor counter) {
+  // One draw per sample, each from element 0 of its own key's stream
+  // (docs/rng.md section 1): a server that batches requests gives each the
+  // noise it would get alone. Sample b with seed s draws what iteration 0,
+  // sample 0 of a training run with seed s draws (FlowGrpo.h).
+  std::vector<Tensor> rows;
+  for (int64_t b = 0; b < seeds.dim(0); ++b)
+    rows.push_back(
+        random(true, batched(1), seeds.slice(0, b, b + 1).reshape({}), counter));
+  return rows.size() == 1 ? rows[0] : concat(rows, 0);
+}
+
+void Emitter::emitSample() {
+  // @sample(transformer.*, vae.* (state), seeds [B], [prompt_embeds],
+  //         [pooled_prompt_embeds], [guidance_scale])
+  //   -> (images [B, 3, H, W], [log_probs [B, N]] (sampler sde))
+  // @sample_noise(seeds [B]) -> latents: the initial noise @sample starts
+  // from (counter 0; step i's SDE noise uses counter 1 + i).
+  const int64_t batch = o_.batch();
+  ConditioningShapes cs = model_.conditioning();
+  auto withBatch = [&](Shape s) {
+    s.insert(s.begin(), batch);
+    return s;
+  };
+  {
+    Function noise(g_, "sample_noise", /*isPublic=*/true);
+    Tensor seeds = noise.argument(g_.tensorType({batch}, g_.i64()), "seeds");
+    g_.setLocation("sample");
+    noise.returns({perSampleNoise(seeds, i64(0))}, {"latents"});
+    g_.setLocation("");
+  }
+  Function f(g_, "sample", /*isPublic=*/true);
+  std::vector<Tensor> params, vaeParams;
+  for (const ParamSpec &p : modelParams_.specs())
+    params.push_back(f.argument(p.shape, p.name));
+  for (const ParamSpec &p : decoderParams_.specs())
+    vaeParams.push_back(f.argument(p.shape, p.name));
+  unsigned numState = static_cast<unsigned>(params.size() + vaeParams.size());
+  for (unsigned i = 0; i < numState; ++i)
+    f.op().setArgAttr(i, "omni.state",
+                      f.op().getArgAttrOfType<StringAttr>(i, "omni.name"));
+  Tensor seeds = f.argument(g_.tensorType({batch}, g_.i64()), "seeds");
+  Conditioning c;
+  if (hasPrompt_)
+    c.prompt = f.argument(withBatch(cs.promptEmbeds), "prompt_embeds");
+  if (hasPooled_)
+    c.pooled = f.argument(withBatch(cs.pooled), "pooled_prompt_embeds");
+  Value guidance;
+  if (guidanceInput_) {
+    // The runtime CFG scale, as @train_step's (docs/recipes.md section 11).
+    Tensor g = f.argument(g_.tensorType({}, b_.getF64Type()), "guidance_scale");
+    NamedAttribute entries[] = {
+        b_.getNamedAttr("default", b_.getF64FloatAttr(o_.guidance)),
+        b_.getNamedAttr("range", b_.getStringAttr("[1, inf)"))};
+    f.op().setArgAttr(cast<BlockArgument>(g.value()).getArgNumber(),
+                      "omni.hparam", b_.getDictionaryAttr(entries));
+    guidance = g.value();
+  }
+  g_.setLocation("sample");
+  auto [sigmas, timesteps] = schedule();
+  Tensor x0 = perSampleNoise(seeds, i64(0));
+  Tensor lps0 = g_.full({o_.steps, batch}, 0.0);
+  SmallVector<Value> carried{x0.value()};
+  if (o_.sdeSampler)
+    carried.push_back(lps0.value());
+  auto loop = scf::ForOp::create(b_, loc(), indexConst(0),
+                                 indexConst(o_.steps), indexConst(1), carried);
+  {
+    OpBuilder::InsertionGuard guard(b_);
+    b_.setInsertionPointToStart(loop.getBody());
+    Value i = loop.getInductionVar();
+    Tensor x = wrap(loop.getRegionIterArgs()[0]);
+    Tensor t = timestepAt(timesteps, i, batch);
+    Tensor v = g_.call(*velocity_, velocityArgs(x, t, c.prompt, c.pooled,
+                                                params, guidance))[0];
+    SmallVector<Value> next;
+    if (o_.sdeSampler) {
+      Tensor noise = perSampleNoise(seeds, fromIndex(i) + i64(1));
+      auto step = od::SdeStepOp::create(
+          b_, loc(), o_.sdeType, x.value(), v.value(), sigmas.value(), i,
+          noise.value(), Value(), Value(), llvm::APFloat(o_.noiseLevel));
+      Tensor lps = wrap(loop.getRegionIterArgs()[1]);
+      next = {step.getNextSample(),
+              insertAt(lps, wrap(step.getLogProb()), i).value()};
+    } else {
+      // The Euler step x + (sigma_{i+1} - sigma_i) v; the op needs a noise
+      // operand, which type ode does not read.
+      auto step = od::SdeStepOp::create(
+          b_, loc(), od::SdeType::ode, x.value(), v.value(), sigmas.value(), i,
+          g_.full(x.shape(), 0.0).value(), Value(), Value(),
+          llvm::APFloat(0.0));
+      next = {step.getNextSample()};
+    }
+    scf::YieldOp::create(b_, loc(), next);
+  }
+  std::vector<Tensor> decodeArgs{wrap(loop.getResult(0))};
+  decodeArgs.insert(decodeArgs.end(), vaeParams.begin(), vaeParams.end());
+  g_.setLocation("decode");
+  Tensor images = g_.call(*decode_, decodeArgs)[0];
+  g_.setLocation("");
+  if (!o_.sdeSampler) {
+    f.returns({images}, {"images"});
+    return;
+  }
+  f.returns({images, wrap(loop.getResult(1)).transpose({1, 0})},
+            {"images", "log_probs"});
 }
 
 std::vector<Tensor> Emitter::velocityArgs(Tensor x, Tensor t, Tensor prompt,
@@ -1576,7 +1715,14 @@ void Emitter::emitTrainStep() {
 }
 
 llvm::Error Emitter::emit(const std::string &program) {
-  publicModels_ = program != "train";
+  publicModels_ = program != "train" && program != "sample";
+  if (program == "sample") {
+    emitVelocity();
+    emitDecoder();
+    emitInitState(/*weightsOnly=*/true);
+    emitSample();
+    return llvm::Error::success();
+  }
   if (program == "decode") {
     emitDecoder();
     return llvm::Error::success();
@@ -1653,9 +1799,9 @@ llvm::Expected<OwningOpRef<ModuleOp>> buildProgram(MLIRContext &context,
                                                    const RecipeRequest &request,
                                                    const Registry &registry) {
   if (request.program != "train" && request.program != "velocity" &&
-      request.program != "decode")
+      request.program != "decode" && request.program != "sample")
     return fail("flowgrpo: program '" + request.program +
-                "': expected train, velocity or decode");
+                "': expected train, velocity, decode or sample");
   if (request.program == "decode" && request.decoder.empty())
     return fail("flowgrpo: program 'decode' needs a decoder");
   std::optional<MeshSpec> mesh;
@@ -1672,6 +1818,16 @@ llvm::Expected<OwningOpRef<ModuleOp>> buildProgram(MLIRContext &context,
   auto options = parseOptions(request.options);
   if (!options)
     return options.takeError();
+  if (request.program == "sample") {
+    // The sampling program's batch is sample_batch images, one prompt
+    // each (docs/sampling.md): the emitter's batch P*G becomes B*1.
+    if (options->sampleBatch > 0)
+      options->prompts = options->sampleBatch;
+    else
+      options->prompts = options->batch();
+    options->group = 1;
+    options->rolloutChunks = 1;
+  }
   if (mesh && options->rolloutChunks > 1)
     return fail("--mesh=" + *request.mesh +
                 ": rollout_chunks = " + std::to_string(options->rolloutChunks) +
