@@ -25,6 +25,7 @@
 #include "runtime/io/Npy.h"
 #include "runtime/io/TensorText.h"
 #include "runtime/loader/Program.h"
+#include "runtime/omnirun/Sample.h"
 #include "runtime/train/checkpoint/AtomicFile.h"
 #include "runtime/train/checkpoint/Safetensors.h"
 #include "runtime/train/driver/HyperParams.h"
@@ -32,6 +33,7 @@
 #include "runtime/train/driver/Ranks.h"
 #include "runtime/train/driver/Trainer.h"
 #include "runtime/train/rewards/RewardFunctions.h"
+#include "runtime/train/sample/Sampler.h"
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -77,6 +79,10 @@ struct Options {
   double collectiveTimeoutSeconds = 60;
 
   train::TrainOptions training;
+  /// The training flags given, by name (sampling takes only some).
+  std::vector<std::string> trainFlags;
+  /// Sampling mode (a program with @sample, Sample.h).
+  SampleFlags sampling;
 };
 
 /// How a flag takes its value.
@@ -480,6 +486,52 @@ const Flag kFlags[] = {
        o.collectiveTimeoutSeconds = seconds;
        return std::nullopt;
      }},
+    // Sampling (Sample.h, docs/sampling.md): a program with @sample and no
+    // @train_step samples with --prompts, --out, --seed, --set
+    // guidance_scale=..., --init and --init-skip, and these.
+    {"--checkpoint", Arg::Value, Mode::General, "<file|dir>",
+     "sampling program: the weights from this checkpoint (a run folder: "
+     "its latest), only the program's state names (transformer.*, vae.*)",
+     [](Options &o, const std::string &name,
+        const std::optional<std::string> &v) -> std::optional<std::string> {
+       if (v->empty())
+         return absl::StrCat(name, " needs a checkpoint file or run folder");
+       o.sampling.checkpoint = *v;
+       o.sampling.given = o.sampling.given.empty() ? name : o.sampling.given;
+       return std::nullopt;
+     }},
+    {"--ema", Arg::None, Mode::General, "",
+     "sampling program, with --checkpoint: its EMA weights ema.<name> where "
+     "it has them",
+     [](Options &o, const std::string &name,
+        const std::optional<std::string> &) -> std::optional<std::string> {
+       o.sampling.ema = true;
+       o.sampling.given = o.sampling.given.empty() ? name : o.sampling.given;
+       return std::nullopt;
+     }},
+    {"--images-per-prompt", Arg::Value, Mode::General, "<k>",
+     "sampling program: k images per prompt, seeds --seed .. --seed + k - 1 "
+     "(default 1)",
+     [](Options &o, const std::string &name,
+        const std::optional<std::string> &v) -> std::optional<std::string> {
+       int64_t k = 0;
+       if (!absl::SimpleAtoi(*v, &k) || k < 1 || k > 1000000)
+         return absl::StrCat(name, " expects an integer from 1 to 1000000, "
+                                   "found '",
+                             *v, "'");
+       o.sampling.imagesPerPrompt = k;
+       o.sampling.given = o.sampling.given.empty() ? name : o.sampling.given;
+       return std::nullopt;
+     }},
+    {"--save-latents", Arg::None, Mode::General, "",
+     "sampling program: also write each image's initial latents "
+     "(p<i>-s<seed>.latents.npy, for parity checks)",
+     [](Options &o, const std::string &name,
+        const std::optional<std::string> &) -> std::optional<std::string> {
+       o.sampling.saveLatents = true;
+       o.sampling.given = o.sampling.given.empty() ? name : o.sampling.given;
+       return std::nullopt;
+     }},
     {"--checkpoint-dir", Arg::Value, Mode::Train, "<dir>", nullptr,
      setText<&train::TrainOptions::outDir>, "--out"},
     {"--checkpoint-every", Arg::Value, Mode::Train, "<k>", nullptr,
@@ -608,6 +660,7 @@ std::optional<std::string> parse(const std::vector<std::string> &args,
       value = args[++i];
     }
     if (flag->mode == Mode::Train) {
+      options.trainFlags.push_back(name);
       options.train = true;
       if (options.trainingOption.empty())
         options.trainingOption = name;
@@ -835,7 +888,8 @@ int run(const std::vector<std::string> &args, std::ostream &out,
   }
   if (options.file.empty())
     return fail("no step.bin given (see --help)");
-  if (!options.list && !options.function && !options.train)
+  if (!options.list && !options.function && !options.train &&
+      options.sampling.given.empty())
     return fail("give --function=<name> to run a function, --steps=<n> to "
                 "train, or --list to list them");
   if (options.function && options.train)
@@ -903,6 +957,25 @@ int run(const std::vector<std::string> &args, std::ostream &out,
       return fail(device.status().message());
     firstDevice = std::move(*device);
   }
+  if (!options.function &&
+      train::sample::Sampler::isSamplingProgram(**program)) {
+    hal::DeviceOptions deviceOptions;
+    deviceOptions.threads = options.threads;
+    absl::StatusOr<std::unique_ptr<hal::Device>> device =
+        firstDevice
+            ? std::move(firstDevice)
+            : hal::builtinDrivers().createDevice(options.device, deviceOptions);
+    if (!device.ok())
+      return fail(device.status().message());
+    return runSample(*program, options.file, **device, options.sampling,
+                     options.training, options.trainFlags, out, err);
+  }
+  if (!options.sampling.given.empty())
+    return fail(absl::StrCat(
+        options.sampling.given, " goes with a sampling program, but ",
+        options.file,
+        options.function ? " runs --function" : " has no @sample",
+        " (omnigen --program=sample writes one, docs/sampling.md)"));
   if (options.train) {
     train::TrainOptions &training = options.training;
     loading.start(&phases, "hashing " + options.file);

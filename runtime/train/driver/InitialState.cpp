@@ -107,7 +107,9 @@ initTensors(const InitFile &init,
   return out;
 }
 
-/// Applies one --init file to the state slots.
+} // namespace
+
+/// Applies one --init file to the state slots (TrainerSteps.h).
 absl::Status applyInit(executor::Executor &executor,
                        const ShardedState &sharded, const InitFile &init,
                        const Signature &sig, const std::string &stepName,
@@ -227,6 +229,8 @@ absl::Status applyInit(executor::Executor &executor,
   log << "\n";
   return absl::OkStatus();
 }
+
+namespace {
 
 /// Resumes from `ckpt`: checks its metadata, sets every slot.
 absl::StatusOr<Start>

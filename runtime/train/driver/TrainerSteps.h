@@ -134,6 +134,17 @@ initialState(executor::Executor &executor, const ShardedState &sharded,
              const HyperParams &hparams, bool resume,
              const std::string &resumeFrom, std::ostream &log);
 
+/// Applies one --init file to the state slots of `sig` (after the init
+/// function ran): its tensors by name under the file's prefix, and the
+/// `ref.` and `ema.` copies that start at them; every slot under the prefix
+/// except LoRA adapters must be given. `stepName` names the function in
+/// errors. Also used by the sampling program's loader
+/// (runtime/train/sample/Sampler.h).
+absl::Status applyInit(executor::Executor &executor,
+                       const ShardedState &sharded, const InitFile &init,
+                       const Signature &sig, const std::string &stepName,
+                       const std::vector<std::string> &skip, std::ostream &log);
+
 //===--- SideOutputs.cpp --------------------------------------------------===//
 
 /// What the step function returned, as the driver reports it.
