@@ -516,8 +516,9 @@ const Flag kFlags[] = {
         const std::optional<std::string> &v) -> std::optional<std::string> {
        int64_t k = 0;
        if (!absl::SimpleAtoi(*v, &k) || k < 1 || k > 1000000)
-         return absl::StrCat(name, " expects an integer from 1 to 1000000, "
-                                   "found '",
+         return absl::StrCat(name,
+                             " expects an integer from 1 to 1000000, "
+                             "found '",
                              *v, "'");
        o.sampling.imagesPerPrompt = k;
        o.sampling.given = o.sampling.given.empty() ? name : o.sampling.given;
@@ -973,8 +974,7 @@ int run(const std::vector<std::string> &args, std::ostream &out,
   if (!options.sampling.given.empty())
     return fail(absl::StrCat(
         options.sampling.given, " goes with a sampling program, but ",
-        options.file,
-        options.function ? " runs --function" : " has no @sample",
+        options.file, options.function ? " runs --function" : " has no @sample",
         " (omnigen --program=sample writes one, docs/sampling.md)"));
   if (options.train) {
     train::TrainOptions &training = options.training;

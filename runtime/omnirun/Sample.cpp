@@ -102,20 +102,20 @@ int runSample(std::shared_ptr<const loader::Program> program,
     double value = 0;
     if (eq == std::string::npos ||
         !absl::SimpleAtod(set.substr(eq + 1), &value))
-      return fail(absl::StrCat("--set expects <name>=<number>, found '", set,
-                               "'"));
+      return fail(
+          absl::StrCat("--set expects <name>=<number>, found '", set, "'"));
     const loader::HyperParamInfo *hp = program->findHyperParam(name);
     if (name != "guidance_scale" || !hp)
-      return fail(absl::StrCat(
-          "--set ", set, ": ", file, " has no runtime hyper-parameter '", name,
-          "'",
-          program->findHyperParam("guidance_scale")
-              ? " (it has guidance_scale)"
-              : " (without CFG it has none: omnigen "
-                "--opt=guidance_scale=... adds guidance_scale)"));
+      return fail(
+          absl::StrCat("--set ", set, ": ", file,
+                       " has no runtime hyper-parameter '", name, "'",
+                       program->findHyperParam("guidance_scale")
+                           ? " (it has guidance_scale)"
+                           : " (without CFG it has none: omnigen "
+                             "--opt=guidance_scale=... adds guidance_scale)"));
     if (!hp->contains(value))
-      return fail(absl::StrCat("--set ", set, ": ", name, " must be in ",
-                               hp->range));
+      return fail(
+          absl::StrCat("--set ", set, ": ", name, " must be in ", hp->range));
     guidance = value;
   }
 
@@ -176,8 +176,8 @@ int runSample(std::shared_ptr<const loader::Program> program,
   image::Captions captions;
   for (size_t first = 0; first < jobs.size();
        first += static_cast<size_t>(sampler.batch())) {
-    size_t n = std::min(jobs.size() - first,
-                        static_cast<size_t>(sampler.batch()));
+    size_t n =
+        std::min(jobs.size() - first, static_cast<size_t>(sampler.batch()));
     std::vector<int64_t> seeds;
     std::vector<float> embeds, pooled;
     for (size_t j = first; j < first + n; ++j) {

@@ -72,9 +72,9 @@ struct Options {
   od::SdeType sdeType;
   od::KlForm klForm;
   bool globalStd, normByStd;
-  bool gatherPerStep; // omni.shard_gather "per-step" (else "once")
-  bool bf16;          // the model's contractions in bf16 (docs/precision.md)
-  bool sdeSampler;    // --program=sample: SDE steps (else the ODE's Euler)
+  bool gatherPerStep;  // omni.shard_gather "per-step" (else "once")
+  bool bf16;           // the model's contractions in bf16 (docs/precision.md)
+  bool sdeSampler;     // --program=sample: SDE steps (else the ODE's Euler)
   int64_t sampleBatch; // --program=sample: images per call (0: P*G)
   std::string reward;
   int64_t batch() const { return prompts * group; }
@@ -938,8 +938,8 @@ Tensor Emitter::perSampleNoise(Tensor seeds, Tensor counter) {
   // sample 0 of a training run with seed s draws (FlowGrpo.h).
   std::vector<Tensor> rows;
   for (int64_t b = 0; b < seeds.dim(0); ++b)
-    rows.push_back(
-        random(true, batched(1), seeds.slice(0, b, b + 1).reshape({}), counter));
+    rows.push_back(random(true, batched(1),
+                          seeds.slice(0, b, b + 1).reshape({}), counter));
   return rows.size() == 1 ? rows[0] : concat(rows, 0);
 }
 
@@ -996,8 +996,8 @@ void Emitter::emitSample() {
   SmallVector<Value> carried{x0.value()};
   if (o_.sdeSampler)
     carried.push_back(lps0.value());
-  auto loop = scf::ForOp::create(b_, loc(), indexConst(0),
-                                 indexConst(o_.steps), indexConst(1), carried);
+  auto loop = scf::ForOp::create(b_, loc(), indexConst(0), indexConst(o_.steps),
+                                 indexConst(1), carried);
   {
     OpBuilder::InsertionGuard guard(b_);
     b_.setInsertionPointToStart(loop.getBody());
@@ -1018,10 +1018,10 @@ void Emitter::emitSample() {
     } else {
       // The Euler step x + (sigma_{i+1} - sigma_i) v; the op needs a noise
       // operand, which type ode does not read.
-      auto step = od::SdeStepOp::create(
-          b_, loc(), od::SdeType::ode, x.value(), v.value(), sigmas.value(), i,
-          g_.full(x.shape(), 0.0).value(), Value(), Value(),
-          llvm::APFloat(0.0));
+      auto step = od::SdeStepOp::create(b_, loc(), od::SdeType::ode, x.value(),
+                                        v.value(), sigmas.value(), i,
+                                        g_.full(x.shape(), 0.0).value(),
+                                        Value(), Value(), llvm::APFloat(0.0));
       next = {step.getNextSample()};
     }
     scf::YieldOp::create(b_, loc(), next);
@@ -1815,7 +1815,12 @@ llvm::Expected<OwningOpRef<ModuleOp>> buildProgram(MLIRContext &context,
                   ": only the training program is sharded (found --program=" +
                   request.program + ")");
   }
-  auto options = parseOptions(request.options);
+  // The SDE window is the training's: the sampling program has none, so
+  // its default (2 steps) does not constrain `steps` there.
+  std::vector<std::string> given = request.options;
+  if (request.program == "sample")
+    given.insert(given.begin(), "window=0");
+  auto options = parseOptions(given);
   if (!options)
     return options.takeError();
   if (request.program == "sample") {

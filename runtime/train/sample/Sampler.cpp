@@ -83,10 +83,10 @@ Sampler::create(std::shared_ptr<const loader::Program> program,
     return p.tensor(fn->outputs()->Get(i));
   };
   auto wrong = [&](const std::string &what) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        p.name(), ": @sample", p.functionSignature(*f), ": ", what,
-        " (expected the signature of omnigen --program=sample, "
-        "docs/sampling.md)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(p.name(), ": @sample", p.functionSignature(*f), ": ", what,
+                     " (expected the signature of omnigen --program=sample, "
+                     "docs/sampling.md)"));
   };
   if (numIn < 1 || in(0).name != "seeds" || in(0).dtype != DType::I64 ||
       in(0).shape.size() != 1 || in(0).shape[0] < 1)
@@ -95,8 +95,8 @@ Sampler::create(std::shared_ptr<const loader::Program> program,
   for (uint32_t i = 1; i < numIn; ++i) {
     const loader::TensorInfo &t = in(i);
     s->inputs_.push_back(t.name);
-    bool batched = !t.shape.empty() && t.shape[0] == s->batch_ &&
-                   t.dtype == DType::F32;
+    bool batched =
+        !t.shape.empty() && t.shape[0] == s->batch_ && t.dtype == DType::F32;
     if (t.name == detail::kEmbeds && batched && t.shape.size() == 3)
       s->promptShape_.assign(t.shape.begin() + 1, t.shape.end());
     else if (t.name == detail::kPooled && batched && t.shape.size() == 2)
@@ -141,8 +141,8 @@ absl::Status Sampler::loadWeights(const WeightSource &weights,
   if (weights.ema)
     return absl::InvalidArgumentError(
         "--ema goes with --checkpoint (it takes the checkpoint's EMA weights)");
-  absl::StatusOr<std::vector<TypedTensor>> init = executor_->run(
-      kInit, {TypedTensor::scalarI64(weights.initSeed)});
+  absl::StatusOr<std::vector<TypedTensor>> init =
+      executor_->run(kInit, {TypedTensor::scalarI64(weights.initSeed)});
   if (!init.ok())
     return init.status();
   if (weights.inits.empty()) {
@@ -176,18 +176,18 @@ absl::Status Sampler::loadCheckpoint(const WeightSource &weights,
     absl::StatusOr<checkpoint::TypedCheckpoint> ckpt =
         checkpoint::loadLatestCheckpointTyped(from);
     if (!ckpt.ok())
-      return absl::Status(ckpt.status().code(),
-                          absl::StrCat("--checkpoint ", from, ": ",
-                                       ckpt.status().message()));
+      return absl::Status(
+          ckpt.status().code(),
+          absl::StrCat("--checkpoint ", from, ": ", ckpt.status().message()));
     where = checkpoint::checkpointPath(from, ckpt->step);
     tensors = std::move(ckpt->tensors);
   } else {
     absl::StatusOr<checkpoint::TypedSafetensorsContents> file =
         checkpoint::readSafetensorsTyped(from);
     if (!file.ok())
-      return absl::Status(file.status().code(),
-                          absl::StrCat("--checkpoint ", from, ": ",
-                                       file.status().message()));
+      return absl::Status(
+          file.status().code(),
+          absl::StrCat("--checkpoint ", from, ": ", file.status().message()));
     tensors = std::move(file->tensors);
   }
   std::map<std::string, const TypedTensor *> byName;
@@ -268,10 +268,9 @@ absl::StatusOr<SampleOutput> Sampler::sample(absl::Span<const int64_t> seeds,
                   const char *name) -> absl::StatusOr<TypedTensor> {
     const int64_t row = product(shape);
     if (static_cast<int64_t>(given.size()) != n * row)
-      return absl::InvalidArgumentError(
-          absl::StrCat("sample: ", name, " has ", given.size(),
-                       " floats, expected ", n, " x ", row, " for ", n,
-                       " samples"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sample: ", name, " has ", given.size(), " floats, expected ", n,
+          " x ", row, " for ", n, " samples"));
     std::vector<int64_t> full = shape;
     full.insert(full.begin(), batch_);
     TypedTensor t(DType::F32, full);
@@ -296,9 +295,8 @@ absl::StatusOr<SampleOutput> Sampler::sample(absl::Span<const int64_t> seeds,
       double g = guidance.value_or(*guidance_);
       const loader::HyperParamInfo *hp = program_->findHyperParam(name);
       if (hp && !hp->contains(g))
-        return absl::InvalidArgumentError(
-            absl::StrCat("sample: guidance_scale ", g, " is outside ",
-                         hp->range));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "sample: guidance_scale ", g, " is outside ", hp->range));
       TypedTensor s(DType::F64, {});
       s.span<double>()[0] = g;
       t = std::move(s);
