@@ -256,8 +256,10 @@ int runSample(std::shared_ptr<const loader::Program> program,
     return fail(s.message());
   out << "sample: " << jobs.size() << " images (" << numPrompts
       << (numPrompts == 1 ? " prompt" : " prompts") << " x "
-      << flags.imagesPerPrompt << " seeds from " << firstSeed << ", "
-      << sampler.batch() << " per call) in " << training.outDir
+      << flags.imagesPerPrompt
+      << (flags.imagesPerPrompt == 1 ? " seed from " : " seeds from ")
+      << firstSeed << ", " << sampler.batch() << " per call) in "
+      << training.outDir
       << ": p<prompt>-s<seed>.png, grid.png, manifest.jsonl\n";
   return 0;
 }
