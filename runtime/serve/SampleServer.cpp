@@ -355,8 +355,14 @@ std::unique_ptr<Pending> parseRequest(absl::string_view body,
   return pending;
 }
 
+/// `doc` as JSON text; bytes that are not UTF-8 (a backend's message or
+/// prompt text) become U+FFFD instead of throwing.
+std::string dumpJson(const Json &doc) {
+  return doc.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
 std::string errorBody(absl::string_view message) {
-  return Json{{"error", std::string(message)}}.dump();
+  return dumpJson(Json{{"error", std::string(message)}});
 }
 
 } // namespace
@@ -418,7 +424,7 @@ void SampleServer::Impl::info(httplib::Response &res) const {
   doc["pooled_prompt_embeds"] =
       i.takesPooled ? Json::array({i.pooledDim}) : Json(nullptr);
   doc["guidance"] = i.takesGuidance ? Json(i.defaultGuidance) : Json(nullptr);
-  res.set_content(doc.dump(), "application/json");
+  res.set_content(dumpJson(doc), "application/json");
 }
 
 void SampleServer::Impl::sample(const httplib::Request &req,
@@ -503,7 +509,7 @@ void SampleServer::Impl::sample(const httplib::Request &req,
     doc["logprobs"] = std::move(rows);
   }
   count(&ServeStats::requests);
-  res.set_content(doc.dump(), "application/json");
+  res.set_content(dumpJson(doc), "application/json");
 }
 
 void SampleServer::Impl::runWorker() {

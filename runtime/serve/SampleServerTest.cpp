@@ -577,6 +577,12 @@ TEST_F(SampleServerTest, BackendErrorIs500AndTheServerGoesOn) {
   ASSERT_EQ(ok.status, 200) << ok.body;
   expectImage(ok.json()["images"][0], 2, 0.25f, 4.5);
   EXPECT_EQ(server->stats().failed, 1);
+  // A message that is not UTF-8 still makes a JSON answer.
+  backend.failNext("bad \xff byte");
+  r = post(embedsRequest(3).dump());
+  EXPECT_EQ(r.status, 500) << r.body;
+  EXPECT_EQ(r.error(), "sampling failed: bad \xef\xbf\xbd byte");
+  EXPECT_EQ(post(embedsRequest(4).dump()).status, 200);
 }
 
 /// A backend that returns images of the wrong shape.
@@ -620,6 +626,12 @@ TEST_F(SampleServerTest, ShutdownAnswersTheRunningBatchAndRefusesTheQueue) {
   EXPECT_EQ(queued.status, 503) << queued.body;
   EXPECT_EQ(queued.error(), "the server is shutting down");
   EXPECT_EQ(queued.retryAfter, "1");
+  Reply health = get("/v1/health");
+  EXPECT_EQ(health.status, 503);
+  EXPECT_EQ(health.json()["status"], "shutting down");
+  Reply late = post(embedsRequest(3).dump());
+  EXPECT_EQ(late.status, 503);
+  EXPECT_EQ(late.error(), "the server is shutting down");
   backend.openGate();
   a.join();
   stopper.join();
