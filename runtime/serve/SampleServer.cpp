@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -377,6 +378,7 @@ struct SampleServer::Impl {
   httplib::Server http;
   int port = 0;
   std::thread listener, worker;
+  std::atomic<bool> listenEnded{false};
 
   mutable std::mutex mutex;
   std::condition_variable changed;
@@ -735,10 +737,13 @@ SampleServer::start(SampleBackend &backend, const ServeOptions &options) {
         absl::StrCat("cannot listen on ", options.host, ":", options.port,
                      " (the address is in use, or not one of this machine's)"));
   impl->port = port;
-  impl->listener = std::thread([self] { self->http.listen_after_bind(); });
+  impl->listener = std::thread([self] {
+    self->http.listen_after_bind();
+    self->listenEnded = true;
+  });
   // stop() only ends a listen that has begun: wait for it (the socket
   // already accepts connections since the bind).
-  while (!http.is_running() && impl->listener.joinable())
+  while (!http.is_running() && !impl->listenEnded)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   impl->worker = std::thread([self] { self->runWorker(); });
   return std::unique_ptr<SampleServer>(new SampleServer(std::move(impl)));
