@@ -26,6 +26,7 @@
 #include "runtime/io/TensorText.h"
 #include "runtime/loader/Program.h"
 #include "runtime/omnirun/Sample.h"
+#include "runtime/omnirun/Serve.h"
 #include "runtime/train/checkpoint/AtomicFile.h"
 #include "runtime/train/checkpoint/Safetensors.h"
 #include "runtime/train/driver/HyperParams.h"
@@ -77,6 +78,11 @@ struct Options {
   bool ranksGiven = false;
   /// --collective-timeout, in seconds; 0 waits forever.
   double collectiveTimeoutSeconds = 60;
+  /// --serve HOST:PORT and its --max-queue, --max-batch-wait-ms (Serve.h);
+  /// serveFlag names the first serving flag seen.
+  bool serve = false;
+  std::string serveFlag;
+  ServeArgs serveArgs;
 
   train::TrainOptions training;
   /// The training flags given, by name (sampling takes only some).
@@ -268,6 +274,46 @@ const Flag kFlags[] = {
        if (!absl::SimpleAtoi(*v, &o.gpus) || o.gpus < 1 || o.gpus > kMaxGpus)
          return absl::StrCat(name, " expects an integer from 1 to ", kMaxGpus,
                              ", found '", *v, "'");
+       return std::nullopt;
+     }},
+    {"--serve", Arg::Value, Mode::General, "<host>:<port>",
+     "serve the program's @sample over HTTP on this address until SIGINT or "
+     "SIGTERM (docs/serving.md; port 0 picks a free one)",
+     [](Options &o, const std::string &,
+        const std::optional<std::string> &v) -> std::optional<std::string> {
+       if (absl::Status s = parseServeAddress(*v, o.serveArgs); !s.ok())
+         return std::string(s.message());
+       o.serve = true;
+       return std::nullopt;
+     }},
+    {"--max-queue", Arg::Value, Mode::General, "<n>",
+     "with --serve: requests that may wait for the sampler (default 64); "
+     "one more is answered 503",
+     [](Options &o, const std::string &name,
+        const std::optional<std::string> &v) -> std::optional<std::string> {
+       if (!absl::SimpleAtoi(*v, &o.serveArgs.maxQueue) ||
+           o.serveArgs.maxQueue < 1 || o.serveArgs.maxQueue > 1000000)
+         return absl::StrCat(name,
+                             " expects an integer from 1 to 1000000, "
+                             "found '",
+                             *v, "'");
+       if (o.serveFlag.empty())
+         o.serveFlag = name;
+       return std::nullopt;
+     }},
+    {"--max-batch-wait-ms", Arg::Value, Mode::General, "<ms>",
+     "with --serve: how long a request waits for others to share its batch "
+     "(default 5)",
+     [](Options &o, const std::string &name,
+        const std::optional<std::string> &v) -> std::optional<std::string> {
+       if (!absl::SimpleAtoi(*v, &o.serveArgs.maxBatchWaitMs) ||
+           o.serveArgs.maxBatchWaitMs < 0 || o.serveArgs.maxBatchWaitMs > 60000)
+         return absl::StrCat(name,
+                             " expects an integer from 0 to 60000, "
+                             "found '",
+                             *v, "'");
+       if (o.serveFlag.empty())
+         o.serveFlag = name;
        return std::nullopt;
      }},
     {"--help", Arg::None, Mode::General, "", "print this help",
@@ -849,6 +895,34 @@ absl::StatusOr<GpuWorld> gpuWorld(const loader::Program &program, int gpus,
 #endif
 }
 
+/// --serve with another mode's flags: one line naming the flag.
+std::optional<std::string> checkServeOptions(const Options &options) {
+  if (options.list || options.function)
+    return absl::StrCat(options.list ? "--list" : "--function",
+                        " and --serve exclude each other");
+  // --prompts is the prompt set requests name by index; other training
+  // flags do not apply.
+  if (options.train && options.trainingOption != "--prompts")
+    return absl::StrCat(options.trainingOption,
+                        " is a training option and cannot be combined with "
+                        "--serve");
+  if (options.gpus > 1)
+    return absl::StrCat("--gpus ", options.gpus,
+                        " with --serve: serving runs on one GPU (--gpus 1)");
+  return std::nullopt;
+}
+
+/// The --serve mode (Serve.h) with omnirun's backend.
+int serveProgram(const std::shared_ptr<const loader::Program> &program,
+                 const Options &options, std::ostream &out, std::ostream &err) {
+  ServeArgs args = options.serveArgs;
+  args.file = options.file;
+  args.device = options.device;
+  args.threads = options.threads;
+  args.promptsPath = options.training.promptsPath;
+  return serve(program, args, builtinSampleBackend(), out, err);
+}
+
 } // namespace
 
 std::vector<std::string> flagNames() {
@@ -889,8 +963,14 @@ int run(const std::vector<std::string> &args, std::ostream &out,
   }
   if (options.file.empty())
     return fail("no step.bin given (see --help)");
-  if (!options.list && !options.function && !options.train &&
-      options.sampling.given.empty())
+  if (!options.serve && !options.serveFlag.empty())
+    return fail(
+        absl::StrCat(options.serveFlag, " goes with --serve HOST:PORT"));
+  if (options.serve) {
+    if (std::optional<std::string> error = checkServeOptions(options))
+      return fail(*error);
+  } else if (!options.list && !options.function && !options.train &&
+             options.sampling.given.empty())
     return fail("give --function=<name> to run a function, --steps=<n> to "
                 "train, or --list to list them");
   if (options.function && options.train)
@@ -945,6 +1025,8 @@ int run(const std::vector<std::string> &args, std::ostream &out,
   if (std::optional<std::string> error =
           checkTarget(**program, options.file, options))
     return fail(*error);
+  if (options.serve)
+    return serveProgram(*program, options, out, err);
   // A GPU run makes its first device before it reads inputs or joins
   // other ranks, so that a machine without a GPU says so in one line
   // first; later ranks' devices come from the factory.
