@@ -76,8 +76,8 @@ public:
       return 0;
     std::optional<int64_t> i = v->getAsInteger();
     if (!i) {
-      err = fail(file_, "key '" + key + "' is " + show(*v) +
-                            ", expected an integer");
+      err = fail(file_,
+                 "key '" + key + "' is " + show(*v) + ", expected an integer");
       return 0;
     }
     return *i;
@@ -101,8 +101,8 @@ public:
       return false;
     std::optional<bool> b = v->getAsBoolean();
     if (!b) {
-      err = fail(file_,
-                 "key '" + key + "' is " + show(*v) + ", expected true or false");
+      err = fail(file_, "key '" + key + "' is " + show(*v) +
+                            ", expected true or false");
       return false;
     }
     return *b;
@@ -142,11 +142,10 @@ public:
     std::optional<llvm::StringRef> s = v->getAsString();
     if (!s || !llvm::is_contained(allowed, *s))
       err = fail(file_, "key '" + key + "' is " + show(*v) + ", expected " +
-                            (allowed.size() == 1 ? "\"" + allowed[0] + "\""
-                                                 : "one of \"" +
-                                                       llvm::join(allowed,
-                                                                  "\", \"") +
-                                                       "\"") +
+                            (allowed.size() == 1
+                                 ? "\"" + allowed[0] + "\""
+                                 : "one of \"" + llvm::join(allowed, "\", \"") +
+                                       "\"") +
                             " (" + why + ")");
   }
   /// Marks keys that do not change the model omnigen writes.
@@ -251,8 +250,8 @@ llvm::Expected<Config> diffusers::sd3ConfigFromJson(llvm::StringRef text,
     c.set("qk_norm", "rms_norm");
   }
   c.set("dual_attention_layers",
-        joinInts(k.integers("dual_attention_layers", err,
-                            std::vector<int64_t>{})));
+        joinInts(
+            k.integers("dual_attention_layers", err, std::vector<int64_t>{})));
   k.checkNoOthers(err, "sd3 (SD3Transformer2DModel)");
   if (err)
     return std::move(err);
@@ -289,8 +288,9 @@ llvm::Expected<Config> diffusers::vaeConfigFromJson(llvm::StringRef text,
         k.boolean("use_post_quant_conv", err, true) ? "true" : "false");
   c.set("mid_block_add_attention",
         k.boolean("mid_block_add_attention", err, true) ? "true" : "false");
-  k.expectString("act_fn", err, {"silu"}, "the activation autoencoder_kl "
-                                          "builds");
+  k.expectString("act_fn", err, {"silu"},
+                 "the activation autoencoder_kl "
+                 "builds");
   // The decoder's blocks: one UpDecoderBlock2D per block_out_channels entry.
   if (!err) {
     json::Value dflt = json::Array{"UpDecoderBlock2D"};
@@ -298,8 +298,8 @@ llvm::Expected<Config> diffusers::vaeConfigFromJson(llvm::StringRef text,
     const json::Array *a = up ? up->getAsArray() : nullptr;
     bool ok = a && a->size() == blocks.size();
     for (size_t i = 0; ok && i < a->size(); ++i)
-      ok = (*a)[i].getAsString() == std::optional<llvm::StringRef>(
-                                        "UpDecoderBlock2D");
+      ok = (*a)[i].getAsString() ==
+           std::optional<llvm::StringRef>("UpDecoderBlock2D");
     if (!ok)
       err = fail(file, "key 'up_block_types' is " + show(*up) + ", expected " +
                            std::to_string(blocks.size()) +

@@ -1,4 +1,4 @@
-//===- DiffusersConfig.h - model configs from a diffusers folder -*- C++ -*-===//
+//===- DiffusersConfig.h - configs from a diffusers folder -----*- C++ -*-===//
 //
 // `omnigen --from-diffusers DIR` (docs/diffusers.md): the configs of the
 // registered models `sd3` and `autoencoder_kl` for exactly the model a

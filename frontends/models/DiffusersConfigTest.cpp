@@ -51,8 +51,8 @@ TEST(DiffusersConfig, TinyFolderIsTheTinyPresets) {
   // The configs build.
   EXPECT_TRUE(static_cast<bool>(
       Registry::builtin().makeVelocity("sd3", f->transformer)));
-  EXPECT_TRUE(
-      static_cast<bool>(Registry::builtin().makeDecoder("autoencoder_kl", f->vae)));
+  EXPECT_TRUE(static_cast<bool>(
+      Registry::builtin().makeDecoder("autoencoder_kl", f->vae)));
   std::vector<std::string> a = assignments(f->vae);
   EXPECT_EQ(a.size(), f->vae.values().size());
   EXPECT_EQ(a.front(), "block_out_channels=32,32");
@@ -163,11 +163,11 @@ TEST(DiffusersConfig, VaeChecksWhatTheDecoderBuilds) {
 }
 
 TEST(DiffusersConfig, ModelIndex) {
-  EXPECT_EQ(errorOf(checkModelIndex(R"({"_class_name": "FluxPipeline"})",
-                                    "m.json")),
-            "m.json: pipeline '_class_name' is \"FluxPipeline\", expected "
-            "\"StableDiffusion3Pipeline\" (omnigen --from-diffusers reads SD3 "
-            "and SD3.5 folders)");
+  EXPECT_EQ(
+      errorOf(checkModelIndex(R"({"_class_name": "FluxPipeline"})", "m.json")),
+      "m.json: pipeline '_class_name' is \"FluxPipeline\", expected "
+      "\"StableDiffusion3Pipeline\" (omnigen --from-diffusers reads SD3 "
+      "and SD3.5 folders)");
   EXPECT_EQ(errorOf(checkModelIndex(
                 R"({"_class_name": "StableDiffusion3Pipeline",
                     "transformer": ["diffusers", "SD3Transformer2DModel"],

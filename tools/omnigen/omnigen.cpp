@@ -309,10 +309,10 @@ int main(int argc, char **argv) {
   if (mesh.getNumOccurrences())
     request.mesh = mesh;
   if (diffusersDir.getNumOccurrences())
-    if (llvm::Error e = fromDiffusers(
-            request, diffusersDir,
-            model.getNumOccurrences() || config.getNumOccurrences(),
-            decoderConfig.getNumOccurrences() != 0)) {
+    if (llvm::Error e = fromDiffusers(request, diffusersDir,
+                                      model.getNumOccurrences() ||
+                                          config.getNumOccurrences(),
+                                      decoderConfig.getNumOccurrences() != 0)) {
       llvm::errs() << "omnigen: " << llvm::toString(std::move(e)) << "\n";
       return 1;
     }

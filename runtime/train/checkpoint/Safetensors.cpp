@@ -679,8 +679,8 @@ SafetensorsReader::open(const std::string &path) {
   std::string header(headerLength, '\0');
   if (!readFully(reader.fd_, 8, reinterpret_cast<uint8_t *>(header.data()),
                  headerLength))
-    return absl::DataLossError(absl::StrCat(path, ": cannot read the ",
-                                            headerLength, "-byte header"));
+    return absl::DataLossError(
+        absl::StrCat(path, ": cannot read the ", headerLength, "-byte header"));
   std::vector<Entry> entries;
   OMNI_RETURN_IF_ERROR(parseHeader(header, path, fileSize - 8 - headerLength,
                                    entries, reader.metadata_));

@@ -47,9 +47,8 @@ bool isLoraName(const std::string &name) {
 
 bool skipped(const std::vector<std::string> &skip, const std::string &name) {
   return std::any_of(skip.begin(), skip.end(), [&](const std::string &p) {
-    return p == name ||
-           (!p.empty() && p.back() == '*' &&
-            absl::StartsWith(name, p.substr(0, p.size() - 1)));
+    return p == name || (!p.empty() && p.back() == '*' &&
+                         absl::StartsWith(name, p.substr(0, p.size() - 1)));
   });
 }
 
@@ -128,10 +127,9 @@ absl::StatusOr<PartFiles> openPart(const std::string &dir,
         continue;
       std::string path = absl::StrCat(out.where, "/", shard);
       if (!exists(path, false))
-        return absl::NotFoundError(
-            absl::StrCat(index, ": weight_map names shard ", quoted(shard),
-                         " (for tensor ", quoted(tensor),
-                         "), which is not in ", out.where));
+        return absl::NotFoundError(absl::StrCat(
+            index, ": weight_map names shard ", quoted(shard), " (for tensor ",
+            quoted(tensor), "), which is not in ", out.where));
       OMNI_ASSIGN_OR_RETURN(SafetensorsReader reader,
                             SafetensorsReader::open(path));
       out.files.push_back(
@@ -142,9 +140,9 @@ absl::StatusOr<PartFiles> openPart(const std::string &dir,
       const SafetensorsReader *file = shards[shard];
       const SafetensorsReader::TensorInfo *info = file->find(tensor);
       if (!info)
-        return absl::InvalidArgumentError(absl::StrCat(
-            index, ": weight_map puts tensor ", quoted(tensor), " in ", shard,
-            ", which does not have it"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(index, ": weight_map puts tensor ", quoted(tensor),
+                         " in ", shard, ", which does not have it"));
       out.tensors[tensor] = {file, info};
     }
     // A shard's tensors the index does not list would be dropped silently.
@@ -240,10 +238,9 @@ loadDiffusersFolder(const std::string &dir,
       for (const loader::StateInfo *slot : p.slots)
         if (info.shape != checkpointShape(*slot) ||
             (info.dtype != slot->dtype && !widens(info.dtype, *slot)))
-          return absl::InvalidArgumentError(
-              absl::StrCat(path, ": tensor ", quoted(name), " is ", found,
-                           ", expected ", slotType(*slot), " as state '",
-                           slot->name, "' is"));
+          return absl::InvalidArgumentError(absl::StrCat(
+              path, ": tensor ", quoted(name), " is ", found, ", expected ",
+              slotType(*slot), " as state '", slot->name, "' is"));
       given.insert(target);
       plan.push_back(std::move(p));
     }
@@ -253,9 +250,9 @@ loadDiffusersFolder(const std::string &dir,
         return absl::InvalidArgumentError(absl::StrCat(
             files.where, ": no tensor '", s->name.substr(prefix.size()),
             "' for state '", s->name, "' in ",
-            files.files.size() == 1 ? files.files[0]->path()
-                                    : absl::StrCat(files.files.size(),
-                                                   " shards of ", kIndex),
+            files.files.size() == 1
+                ? files.files[0]->path()
+                : absl::StrCat(files.files.size(), " shards of ", kIndex),
             ", expected every parameter under '", prefix,
             "' except LoRA adapters"));
 
@@ -277,8 +274,10 @@ loadDiffusersFolder(const std::string &dir,
             continue;
           return absl::InvalidArgumentError(absl::StrCat(
               p.source.file->path(), ": tensor ", quoted(p.name), " has ",
-              std::isnan(x) ? "NaN" : x > 0 ? "+inf" : "-inf", " at element ",
-              i, " of ", value.numElements(),
+              std::isnan(x) ? "NaN"
+              : x > 0       ? "+inf"
+                            : "-inf",
+              " at element ", i, " of ", value.numElements(),
               ", expected finite initial weights"));
         }
       for (const loader::StateInfo *slot : p.slots)
