@@ -91,8 +91,9 @@ def tiny(out):
 
 def big(out, gib):
     # SD3.5-medium's block width (24 heads of 64), as many layers as fit
-    # the size: one layer is about 40 M parameters (160 MB of f32).
-    layers = max(2, round(gib * 2**30 / 4 / 40e6))
+    # the size: one layer is about 36 * 1536^2 = 85 M parameters (340 MB of
+    # f32).
+    layers = max(2, round(gib * 2**30 / 4 / 85e6))
     config = dict(SD3_TINY, num_layers=layers, attention_head_dim=64,
                   num_attention_heads=24, caption_projection_dim=1536,
                   joint_attention_dim=4096, pooled_projection_dim=2048,
