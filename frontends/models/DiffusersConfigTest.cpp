@@ -10,6 +10,10 @@
 
 #include "frontends/models/DiffusersConfig.h"
 
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
 #include <gtest/gtest.h>
 
 using namespace omni::fe;
@@ -186,6 +190,47 @@ TEST(DiffusersConfig, ModelIndex) {
   EXPECT_EQ(errorOf(readFolder("/nonexistent/x")),
             "--from-diffusers /nonexistent/x: no such folder, expected a "
             "diffusers pipeline folder with model_index.json");
+}
+
+void writeFile(const std::string &path, llvm::StringRef text) {
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  ASSERT_FALSE(ec) << path;
+  os << text;
+}
+
+TEST(DiffusersConfig, TextTokensFromTheTokenizer) {
+  // A copy of the tiny folder's configs whose model_index names a CLIP
+  // tokenizer with its tokenizer_config.json.
+  llvm::SmallString<128> dir;
+  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("diffusers", dir));
+  std::string d(dir);
+  for (const char *sub : {"transformer", "vae", "tokenizer"})
+    ASSERT_FALSE(llvm::sys::fs::create_directory(d + "/" + sub));
+  for (const char *f : {"transformer/config.json", "vae/config.json"})
+    ASSERT_FALSE(
+        llvm::sys::fs::copy_file(std::string(kFolder) + "/" + f, d + "/" + f));
+  writeFile(d + "/model_index.json",
+            R"({"_class_name": "StableDiffusion3Pipeline",
+                "tokenizer": ["transformers", "CLIPTokenizer"],
+                "transformer": ["diffusers", "SD3Transformer2DModel"],
+                "vae": ["diffusers", "AutoencoderKL"]})");
+  writeFile(d + "/tokenizer/tokenizer_config.json",
+            R"({"model_max_length": 64, "pad_token": "!"})");
+  llvm::Expected<FolderConfigs> f = readFolder(d);
+  ASSERT_TRUE(static_cast<bool>(f)) << llvm::toString(f.takeError());
+  EXPECT_EQ(f->transformer.getInt("text_tokens"), 64 + 256);
+  EXPECT_EQ(f->textTokensFrom, "64 CLIP (" + d +
+                                   "/tokenizer/tokenizer_config.json) + 256 T5 "
+                                   "tokens");
+  // transformers' "no limit" (1e30) is no prompt length.
+  writeFile(d + "/tokenizer/tokenizer_config.json",
+            R"({"model_max_length": 1000000000000000019884624838656})");
+  EXPECT_EQ(errorOf(readFolder(d)),
+            d + "/tokenizer/tokenizer_config.json: key 'model_max_length' is "
+                "1e+30, expected the CLIP prompt length (an "
+                "integer in [1, 100000])");
+  llvm::sys::fs::remove_directories(d);
 }
 
 } // namespace
