@@ -460,6 +460,12 @@ const Flag kFlags[] = {
        o.training.initSkip.push_back(*v);
        return std::nullopt;
      }},
+    {"--init-diffusers", Arg::Value, Mode::Train, "<dir>",
+     "after @init_state (before --init), set state transformer.* and vae.* "
+     "from a diffusers folder's transformer/ and vae/ weights (one "
+     "safetensors file or the shards of its .index.json; f16/bf16 widen to "
+     "f32; the VAE encoder is skipped; docs/diffusers.md)",
+     setText<&train::TrainOptions::initDiffusers>},
     {"--reward", Arg::Value, Mode::Train, "<spec>",
      "run this reward wherever the program calls one: a built-in's name or "
      "a reward server, http://HOST:PORT[/PATH] or unix:SOCKET "
