@@ -16,6 +16,7 @@
 #include "mlir/IR/Verifier.h"
 
 #include <array>
+#include <cassert>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -644,9 +645,11 @@ private:
     std::vector<Tensor> emas; // trainable, only with ema_decay > 0
   };
   /// The per-prompt conditioning repeated to the batch (null when the
-  /// model takes none).
+  /// model takes none), and the unconditional CFG branch's [1, ...]
+  /// (negativePrompt, negativePooled; null unless negativeInput_).
   struct Conditioning {
     Tensor prompt, pooled;
+    Tensor negativePrompt, negativePooled;
   };
   /// What the rollout records for the loss: every x_i ([N+1, B, ...]), the
   /// old log-probs ([N, B], 0 outside the window), the window [start, end).
@@ -729,11 +732,14 @@ private:
   void returnTrainStep(Function &f, const TrainState &s, const Rewards &rw,
                        const LossAndGrad &lg, const Update &u);
   /// `guidance`: the runtime guidance_scale, which @velocity takes last
-  /// when guidanceInput_.
+  /// when guidanceInput_; `negatives`: the unconditional conditioning
+  /// ([1, ...], Conditioning's), which @velocity takes after `pooled` when
+  /// negativeInput_.
   std::vector<Tensor> velocityArgs(Tensor x, Tensor t, Tensor prompt,
                                    Tensor pooled,
                                    const std::vector<Tensor> &params,
-                                   Value guidance = Value());
+                                   Value guidance = Value(),
+                                   const Conditioning *negatives = nullptr);
 
   Graph &g_;
   OpBuilder &b_;
@@ -757,6 +763,11 @@ private:
   /// @velocity takes the runtime guidance_scale (CFG in a train program; a
   /// public velocity program keeps the compiled-in attribute).
   bool guidanceInput_ = false;
+  /// With CFG in a train program, @velocity takes the unconditional
+  /// branch's conditioning (negative_prompt [1, L, D], negative_pooled
+  /// [1, Dp], broadcast over the batch); a public velocity program keeps
+  /// zeros (docs/recipes.md section 4).
+  bool negativeInput_ = false;
   /// @velocity and @decode are public (a velocity or decode program).
   bool publicModels_ = false;
 };
@@ -773,10 +784,12 @@ void Emitter::emitVelocity() {
 
 std::unique_ptr<Function>
 Emitter::emitVelocityAt(const std::string &name, int64_t batch, bool isPublic) {
-  // @velocity(x [B], t [B], prompt [B], pooled [B], params...) with CFG
-  // inside: the batch is doubled as [uncond; cond] with zero conditioning
-  // for the unconditional half. The same model at another batch size uses
-  // the same parameters (ParamSet::add checks their shapes).
+  // @velocity(x [B], t [B], prompt [B], pooled [B], [negative_prompt [1],
+  // negative_pooled [1]], params..., [guidance_scale]) with CFG inside: the
+  // batch is doubled as [uncond; cond], the unconditional half conditioned
+  // on the negative prompt broadcast over the batch (negativeInput_), else
+  // on zeros. The same model at another batch size uses the same
+  // parameters (ParamSet::add checks their shapes).
   ConditioningShapes cs = model_.conditioning();
   auto velocity = std::make_unique<Function>(g_, name, isPublic);
   Function &f = *velocity;
@@ -791,17 +804,28 @@ Emitter::emitVelocityAt(const std::string &name, int64_t batch, bool isPublic) {
                       : Tensor();
   Tensor pooled =
       hasPooled_ ? f.argument(withBatch(cs.pooled, batch), "pooled") : Tensor();
-  Module m(f, modelParams_, "transformer", &lora_);
   bool cfg = o_.guidance != 1.0;
   guidanceInput_ = cfg && !publicModels_;
+  negativeInput_ = cfg && !publicModels_;
+  Tensor negativePrompt, negativePooled;
+  if (negativeInput_ && hasPrompt_)
+    negativePrompt =
+        f.argument(withBatch(cs.promptEmbeds, 1), "negative_prompt");
+  if (negativeInput_ && hasPooled_)
+    negativePooled = f.argument(withBatch(cs.pooled, 1), "negative_pooled");
+  Module m(f, modelParams_, "transformer", &lora_);
   if (cfg) {
-    auto doubled = [&](Tensor c) {
-      return c ? concat({g_.full(c.shape(), 0.0), c}, 0) : c;
+    auto doubled = [&](Tensor c, Tensor negative) {
+      if (!c)
+        return c;
+      Tensor uncond =
+          negative ? negative.broadcastTo(c.shape()) : g_.full(c.shape(), 0.0);
+      return concat({uncond, c}, 0);
     };
     x = concat({x, x}, 0);
     t = concat({t, t}, 0);
-    prompt = doubled(prompt);
-    pooled = doubled(pooled);
+    prompt = doubled(prompt, negativePrompt);
+    pooled = doubled(pooled, negativePooled);
   }
   Tensor v;
   {
@@ -1042,12 +1066,20 @@ void Emitter::emitSample() {
 std::vector<Tensor> Emitter::velocityArgs(Tensor x, Tensor t, Tensor prompt,
                                           Tensor pooled,
                                           const std::vector<Tensor> &params,
-                                          Value guidance) {
+                                          Value guidance,
+                                          const Conditioning *negatives) {
   std::vector<Tensor> args{x, t};
   if (hasPrompt_)
     args.push_back(prompt);
   if (hasPooled_)
     args.push_back(pooled);
+  if (negativeInput_) {
+    assert(negatives && "CFG's unconditional conditioning");
+    if (hasPrompt_)
+      args.push_back(negatives->negativePrompt);
+    if (hasPooled_)
+      args.push_back(negatives->negativePooled);
+  }
   args.insert(args.end(), params.begin(), params.end());
   if (guidanceInput_)
     args.push_back(wrap(guidance));
@@ -1070,8 +1102,9 @@ std::vector<const char *> Emitter::lossHyperParams() const {
 
 void Emitter::emitLoss() {
   // @loss(trainable..., frozen..., [ref...], xs, old_lps, adv, start,
-  //       [prompt], [pooled], clip_range, adv_clip_max, [beta],
-  //       [noise_level], [guidance_scale]) -> (loss, approx_kl, clipfrac, kl),
+  //       [prompt], [pooled], [negative_prompt], [negative_pooled],
+  //       clip_range, adv_clip_max, [beta], [noise_level], [guidance_scale])
+  //   -> (loss, approx_kl, clipfrac, kl),
   // over one micro-batch (docs/recipes.md section 6).
   int64_t batch = o_.micro();
   if (batch != o_.batch())
@@ -1111,6 +1144,17 @@ void Emitter::emitLoss() {
       hasPrompt_ ? f.argument(withBatch(cs.promptEmbeds), "prompt") : Tensor();
   Tensor pooled =
       hasPooled_ ? f.argument(withBatch(cs.pooled), "pooled") : Tensor();
+  // CFG's unconditional conditioning ([1, ...], negativeInput_).
+  Conditioning negatives;
+  auto single = [&](Shape s) {
+    s.insert(s.begin(), 1);
+    return s;
+  };
+  if (negativeInput_ && hasPrompt_)
+    negatives.negativePrompt =
+        f.argument(single(cs.promptEmbeds), "negative_prompt");
+  if (negativeInput_ && hasPooled_)
+    negatives.negativePooled = f.argument(single(cs.pooled), "negative_pooled");
   // The runtime hyper-parameters the loss's ops read (0-D f64).
   std::map<std::string, Value> hp;
   for (const char *key : lossHyperParams())
@@ -1131,15 +1175,15 @@ void Emitter::emitLoss() {
     Tensor x = extractAt(stack, j), next = extractAt(stack, j1);
     Tensor old = extractAt(oldLps, j);
     Tensor t = timestepAt(timesteps, j, batch);
-    Tensor v = g_.call(velocity,
-                       velocityArgs(x, t, prompt, pooled, params, guidance))[0];
+    Tensor v = g_.call(velocity, velocityArgs(x, t, prompt, pooled, params,
+                                              guidance, &negatives))[0];
     auto step = od::SdeStepOp::create(
         b_, loc(), o_.sdeType, x.value(), v.value(), sigmas.value(), j, Value(),
         next.value(), noiseLevel, llvm::APFloat(o_.noiseLevel));
     Value mean, refMean, stdv, dt;
     if (o_.beta > 0) {
-      Tensor vr = g_.call(velocity,
-                          velocityArgs(x, t, prompt, pooled, ref, guidance))[0];
+      Tensor vr = g_.call(velocity, velocityArgs(x, t, prompt, pooled, ref,
+                                                 guidance, &negatives))[0];
       auto refStep = od::SdeStepOp::create(
           b_, loc(), o_.sdeType, x.value(), vr.value(), sigmas.value(), j,
           Value(), next.value(), noiseLevel, llvm::APFloat(o_.noiseLevel));
@@ -1214,6 +1258,18 @@ Emitter::Conditioning Emitter::conditioningArguments(Function &f) {
   if (hasPooled_)
     c.pooled = shardBatch(repeatGroups(
         f.argument(withPrompts(cs.pooled), "pooled_prompt_embeds")));
+  // CFG's unconditional branch: the negative (by default the empty)
+  // prompt's embeddings, one for the whole batch (docs/prompts.md).
+  auto single = [&](Shape s) {
+    s.insert(s.begin(), 1);
+    return s;
+  };
+  if (negativeInput_ && hasPrompt_)
+    c.negativePrompt =
+        f.argument(single(cs.promptEmbeds), "negative_prompt_embeds");
+  if (negativeInput_ && hasPooled_)
+    c.negativePooled =
+        f.argument(single(cs.pooled), "negative_pooled_prompt_embeds");
   return c;
 }
 
@@ -1251,7 +1307,7 @@ Emitter::rolloutStep(Tensor x, Value i, const Rollout &r, Tensor seed,
   Value guidance = guidanceInput_ ? hp["guidance_scale"] : Value();
   Tensor v =
       g_.call(r.count ? *velocityChunk_ : *velocity_,
-              velocityArgs(x, t, c.prompt, c.pooled, params, guidance))[0];
+              velocityArgs(x, t, c.prompt, c.pooled, params, guidance, &c))[0];
   Tensor ii = fromIndex(i);
   Tensor noise = stepNoise(seed, base, ii, r.first, r.count);
   // In the SDE window: the runtime noise_level (a compile-time 0 keeps the
@@ -1370,7 +1426,7 @@ Emitter::rolloutAndRewards(Tensor seed, Tensor iteration, const Conditioning &c,
   Rollout whole;
   const int64_t n = o_.chunk();
   for (int64_t k = 0; k < o_.rolloutChunks; ++k) {
-    Conditioning ck;
+    Conditioning ck = c; // the negatives are the same for every chunk
     if (c.prompt)
       ck.prompt = c.prompt.slice(0, k * n, (k + 1) * n);
     if (c.pooled)
@@ -1429,6 +1485,9 @@ Emitter::LossAndGrad Emitter::lossAndGrad(const TrainState &s, const Rollout &r,
     args.push_back(samples(c.prompt, 0).value());
   if (hasPooled_)
     args.push_back(samples(c.pooled, 0).value());
+  for (Tensor negative : {c.negativePrompt, c.negativePooled})
+    if (negative)
+      args.push_back(negative.value());
   for (const char *key : lossHyperParams())
     args.push_back(hp[key]);
   SmallVector<Type> resultTypes(4, g_.tensorType({}, g_.f32()));
@@ -1657,7 +1716,9 @@ Emitter::TrainState Emitter::updatedState(const TrainState &s,
 
 void Emitter::emitTrainStep() {
   // @train_step(state..., seed, iteration, [prompt_embeds],
-  //             [pooled_prompt_embeds], lr, weight_decay, beta1, beta2,
+  //             [pooled_prompt_embeds], [negative_prompt_embeds],
+  //             [negative_pooled_prompt_embeds] (CFG), lr, weight_decay,
+  //             beta1, beta2,
   //             adam_eps, max_grad_norm, beta, clip_range, adv_clip_max,
   //             noise_level, guidance_scale)
   //   -> (state'..., metrics..., images)
