@@ -37,9 +37,12 @@ std::string jobName(int64_t prompt, int64_t seed) {
   return text;
 }
 
-/// The caption of prompt `i` in the grid: its index. (When the prompts
-/// file carries the prompt texts, issue 16 item 2, the text goes here.)
-std::string promptCaption(const train::PromptSet &, int64_t i) {
+/// The caption of prompt `i` in the grid: its text when the prompts file
+/// carries the texts (tools/encode-prompts, docs/prompts.md), else its
+/// index.
+std::string promptCaption(const train::PromptSet &prompts, int64_t i) {
+  if (i < static_cast<int64_t>(prompts.texts().size()))
+    return prompts.texts()[static_cast<size_t>(i)];
   return absl::StrCat("prompt ", i);
 }
 
@@ -64,7 +67,8 @@ std::string number(double v) {
 
 bool isSamplingTrainFlag(const std::string &name) {
   for (const char *ok :
-       {"--prompts", "--out", "--seed", "--set", "--init", "--init-skip"})
+       {"--prompts", "--out", "--seed", "--set", "--init", "--init-skip",
+        "--init-diffusers"})
     if (name == ok)
       return true;
   return false;
@@ -85,7 +89,7 @@ int runSample(std::shared_ptr<const loader::Program> program,
           flag, " is a training option, but ", file,
           " is a sampling program (@sample, no @train_step); sampling takes "
           "--prompts, --out, --seed, --set guidance_scale=..., --init, "
-          "--init-skip, --checkpoint, --ema, --images-per-prompt and "
+          "--init-skip, --init-diffusers, --checkpoint, --ema, --images-per-prompt and "
           "--save-latents"));
   if (training.outDir.empty())
     return fail(absl::StrCat(file, " is a sampling program: give --out DIR "
@@ -123,6 +127,7 @@ int runSample(std::shared_ptr<const loader::Program> program,
   weights.checkpoint = flags.checkpoint;
   weights.ema = flags.ema;
   weights.inits = training.inits;
+  weights.diffusers = training.initDiffusers;
   weights.initSkip = training.initSkip;
   absl::StatusOr<std::unique_ptr<train::sample::Sampler>> made =
       train::sample::Sampler::create(program, device, weights, out);
@@ -142,6 +147,10 @@ int runSample(std::shared_ptr<const loader::Program> program,
     request.pooled = true;
     request.pooledDim = sampler.pooledShape()[0];
   }
+  if (sampler.takesNegatives()) {
+    request.negativeEmbeds = !sampler.promptShape().empty();
+    request.negativePooled = !sampler.pooledShape().empty();
+  }
   const bool conditioned = request.embeds || request.pooled;
   std::optional<train::PromptSet> prompts;
   if (conditioned && !training.promptsPath.empty()) {
@@ -155,6 +164,33 @@ int runSample(std::shared_ptr<const loader::Program> program,
   } else if (!training.promptsPath.empty()) {
     return fail(absl::StrCat("--prompts ", training.promptsPath, ": ", file,
                              " takes no prompt embeddings"));
+  }
+  // CFG's unconditional branch: the prompts file's negative prompt, else
+  // zeros (as training, docs/prompts.md).
+  if (prompts && sampler.takesNegatives()) {
+    if (prompts->hasNegatives()) {
+      std::vector<float> embeds, pooled;
+      if (request.negativeEmbeds) {
+        TypedTensor e = TypedTensor::fromHost(prompts->negativeEmbeds());
+        embeds.assign(e.span<float>().begin(), e.span<float>().end());
+      }
+      if (request.negativePooled) {
+        TypedTensor e = TypedTensor::fromHost(prompts->negativePooled());
+        pooled.assign(e.span<float>().begin(), e.span<float>().end());
+      }
+      if (absl::Status set = sampler.setNegatives(embeds, pooled); !set.ok())
+        return fail(set.message());
+      out << "prompts: the unconditional (CFG) branch uses the negative "
+             "prompt"
+          << (prompts->negativeText() ? " '" + *prompts->negativeText() + "'"
+                                      : std::string())
+          << " from " << prompts->source() << "\n";
+    } else {
+      out << "prompts: the unconditional (CFG) branch uses zeros ("
+          << prompts->source()
+          << " has no negative_prompt_embeds; tools/encode-prompts writes "
+             "them)\n";
+    }
   }
   const int64_t numPrompts = prompts ? prompts->size() : 1;
   const int64_t firstSeed = training.seed.value_or(0);

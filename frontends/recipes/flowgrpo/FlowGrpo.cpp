@@ -969,7 +969,8 @@ Tensor Emitter::perSampleNoise(Tensor seeds, Tensor counter) {
 
 void Emitter::emitSample() {
   // @sample(transformer.*, vae.* (state), seeds [B], [prompt_embeds],
-  //         [pooled_prompt_embeds], [guidance_scale])
+  //         [pooled_prompt_embeds], [negative_prompt_embeds [1]],
+  //         [negative_pooled_prompt_embeds [1]], [guidance_scale])
   //   -> (images [B, 3, H, W], [log_probs [B, N]] (sampler sde))
   // @sample_noise(seeds [B]) -> latents: the initial noise @sample starts
   // from (counter 0; step i's SDE noise uses counter 1 + i).
@@ -1002,6 +1003,18 @@ void Emitter::emitSample() {
     c.prompt = f.argument(withBatch(cs.promptEmbeds), "prompt_embeds");
   if (hasPooled_)
     c.pooled = f.argument(withBatch(cs.pooled), "pooled_prompt_embeds");
+  // CFG's unconditional conditioning, as @train_step's (docs/prompts.md).
+  Conditioning negatives;
+  auto single = [](Shape s) {
+    s.insert(s.begin(), 1);
+    return s;
+  };
+  if (negativeInput_ && hasPrompt_)
+    negatives.negativePrompt =
+        f.argument(single(cs.promptEmbeds), "negative_prompt_embeds");
+  if (negativeInput_ && hasPooled_)
+    negatives.negativePooled =
+        f.argument(single(cs.pooled), "negative_pooled_prompt_embeds");
   Value guidance;
   if (guidanceInput_) {
     // The runtime CFG scale, as @train_step's (docs/recipes.md section 11).
@@ -1029,7 +1042,7 @@ void Emitter::emitSample() {
     Tensor x = wrap(loop.getRegionIterArgs()[0]);
     Tensor t = timestepAt(timesteps, i, batch);
     Tensor v = g_.call(*velocity_, velocityArgs(x, t, c.prompt, c.pooled,
-                                                params, guidance))[0];
+                                                params, guidance, &negatives))[0];
     SmallVector<Value> next;
     if (o_.sdeSampler) {
       Tensor noise = perSampleNoise(seeds, fromIndex(i) + i64(1));

@@ -9,6 +9,7 @@
 #include "runtime/train/checkpoint/Checkpoint.h"
 #include "runtime/train/checkpoint/Json.h"
 #include "runtime/train/checkpoint/Safetensors.h"
+#include "runtime/train/driver/DiffusersInit.h"
 #include "runtime/train/driver/TrainerSteps.h"
 
 #include "absl/strings/str_cat.h"
@@ -18,6 +19,7 @@
 #include <cstring>
 #include <map>
 #include <sys/stat.h>
+#include <tuple>
 
 namespace omni::train::sample {
 namespace {
@@ -101,6 +103,13 @@ Sampler::create(std::shared_ptr<const loader::Program> program,
       s->promptShape_.assign(t.shape.begin() + 1, t.shape.end());
     else if (t.name == detail::kPooled && batched && t.shape.size() == 2)
       s->pooledShape_.assign(t.shape.begin() + 1, t.shape.end());
+    else if (t.name == detail::kNegativeEmbeds && t.dtype == DType::F32 &&
+             t.shape.size() == 3 && t.shape[0] == 1)
+      s->negativeEmbeds_.assign(
+          static_cast<size_t>(t.shape[1] * t.shape[2]), 0.0f);
+    else if (t.name == detail::kNegativePooled && t.dtype == DType::F32 &&
+             t.shape.size() == 2 && t.shape[0] == 1)
+      s->negativePooled_.assign(static_cast<size_t>(t.shape[1]), 0.0f);
     else if (t.name == "guidance_scale" && p.findHyperParam(t.name))
       s->guidance_ = p.findHyperParam(t.name)->defaultValue;
     else
@@ -132,10 +141,12 @@ Sampler::create(std::shared_ptr<const loader::Program> program,
 absl::Status Sampler::loadWeights(const WeightSource &weights,
                                   std::ostream &log) {
   if (!weights.checkpoint.empty()) {
-    if (!weights.inits.empty())
-      return absl::InvalidArgumentError(
-          "--checkpoint and --init exclude each other: a checkpoint holds "
-          "every weight the sampling program takes");
+    if (!weights.inits.empty() || !weights.diffusers.empty())
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--checkpoint and ",
+          weights.inits.empty() ? "--init-diffusers" : "--init",
+          " exclude each other: a checkpoint holds every weight the sampling "
+          "program takes"));
     return loadCheckpoint(weights, log);
   }
   if (weights.ema)
@@ -145,7 +156,7 @@ absl::Status Sampler::loadWeights(const WeightSource &weights,
       executor_->run(kInit, {TypedTensor::scalarI64(weights.initSeed)});
   if (!init.ok())
     return init.status();
-  if (weights.inits.empty()) {
+  if (weights.inits.empty() && weights.diffusers.empty()) {
     log << "weights: @init_state(" << weights.initSeed
         << ") (random; give --checkpoint or --init for trained ones)\n";
     return absl::OkStatus();
@@ -159,6 +170,15 @@ absl::Status Sampler::loadWeights(const WeightSource &weights,
       program_->meshes(), program_->state(), executor_->device(), nullptr);
   if (!sharded.ok())
     return sharded.status();
+  if (!weights.diffusers.empty())
+    if (absl::Status s = loadDiffusersFolder(
+            weights.diffusers, defaultDiffusersParts(), sig.state,
+            [&](const loader::StateInfo &slot, const TypedTensor &value) {
+              return executor_->setState(slot.name, value);
+            },
+            log, weights.initSkip);
+        !s.ok())
+      return s;
   for (const InitFile &file : weights.inits)
     if (absl::Status s = detail::applyInit(*executor_, **sharded, file, sig,
                                            kSample, weights.initSkip, log);
@@ -291,6 +311,17 @@ absl::StatusOr<SampleOutput> Sampler::sample(absl::Span<const int64_t> seeds,
       t = rows(prompts, promptShape_, detail::kEmbeds);
     } else if (name == detail::kPooled) {
       t = rows(pooled, pooledShape_, detail::kPooled);
+    } else if (name == detail::kNegativeEmbeds ||
+               name == detail::kNegativePooled) {
+      const bool embeds = name == detail::kNegativeEmbeds;
+      const std::vector<float> &row = embeds ? negativeEmbeds_ : negativePooled_;
+      std::vector<int64_t> shape{1};
+      const std::vector<int64_t> &rest = embeds ? promptShape_ : pooledShape_;
+      shape.insert(shape.end(), rest.begin(), rest.end());
+      TypedTensor n(DType::F32, shape);
+      std::memcpy(n.span<float>().data(), row.data(),
+                  row.size() * sizeof(float));
+      t = std::move(n);
     } else {
       double g = guidance.value_or(*guidance_);
       const loader::HyperParamInfo *hp = program_->findHyperParam(name);
@@ -319,6 +350,24 @@ absl::StatusOr<SampleOutput> Sampler::sample(absl::Span<const int64_t> seeds,
     out.logProbs = firstRows((*results)[1], n);
   }
   return out;
+}
+
+absl::Status Sampler::setNegatives(absl::Span<const float> prompt,
+                                   absl::Span<const float> pooled) {
+  if (!takesNegatives())
+    return absl::InvalidArgumentError(
+        "sample: negative prompt embeddings given, but @sample takes none "
+        "(it has no CFG: omnigen --opt=guidance_scale=...)");
+  for (auto [given, row, name] :
+       {std::tuple{prompt, &negativeEmbeds_, detail::kNegativeEmbeds},
+        {pooled, &negativePooled_, detail::kNegativePooled}})
+    if (given.size() != row->size())
+      return absl::InvalidArgumentError(
+          absl::StrCat("sample: ", name, " has ", given.size(),
+                       " floats, expected ", row->size()));
+  negativeEmbeds_.assign(prompt.begin(), prompt.end());
+  negativePooled_.assign(pooled.begin(), pooled.end());
+  return absl::OkStatus();
 }
 
 absl::StatusOr<TypedTensor>

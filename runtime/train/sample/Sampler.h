@@ -58,8 +58,9 @@ struct WeightSource {
   std::vector<InitFile> inits;
   std::vector<std::string> initSkip;
   int64_t initSeed = 0;
-  // A `--init-diffusers DIR` source (issue 16 item 1) goes here: a folder
-  // read after @init_state, before the --init files.
+  /// A diffusers folder (omnirun --init-diffusers, docs/diffusers.md): read
+  /// after @init_state, before the --init files.
+  std::string diffusers;
 };
 
 /// What one sample() call returns, for the n samples asked for.
@@ -97,6 +98,18 @@ public:
   std::optional<double> defaultGuidance() const { return guidance_; }
   /// [3, H, W] of one image.
   const std::vector<int64_t> &imageShape() const { return imageShape_; }
+  /// Whether @sample takes CFG's unconditional conditioning
+  /// (negative_prompt_embeds [1, L, D] and/or negative_pooled_prompt_embeds
+  /// [1, Dp], docs/prompts.md); zeros until setNegatives.
+  bool takesNegatives() const {
+    return !negativeEmbeds_.empty() || !negativePooled_.empty();
+  }
+  /// The unconditional conditioning every later sample() uses: one row of
+  /// promptShape() floats and one of pooledShape() floats (each empty when
+  /// the program does not take it). Fails on a wrong size or when the
+  /// program takes no negatives.
+  absl::Status setNegatives(absl::Span<const float> prompt,
+                            absl::Span<const float> pooled);
 
   /// Samples n = seeds.size() images, 1 <= n <= batch(): `prompts` holds n
   /// rows of promptShape() floats (empty when the program takes none),
@@ -127,6 +140,8 @@ private:
   std::optional<double> guidance_;
   /// @sample's inputs after the seeds, by name.
   std::vector<std::string> inputs_;
+  /// The negatives @sample takes (empty: not taken); zeros by default.
+  std::vector<float> negativeEmbeds_, negativePooled_;
 };
 
 } // namespace omni::train::sample

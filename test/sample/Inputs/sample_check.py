@@ -131,6 +131,10 @@ def main():
             row = [rng.next() for _ in range(math.prod(shape[1:]))]
             write_npy(path, shape, row * shape[0])  # the same prompt twice
             data[name] = "--input=@" + path
+        elif name in ("negative_prompt_embeds", "negative_pooled_prompt_embeds"):
+            # CFG's unconditional branch: one non-zero row (docs/prompts.md).
+            write_npy(path, shape, [rng.next() for _ in range(math.prod(shape))])
+            data[name] = "--input=@" + path
         elif name == "guidance_scale":
             data[name] = "--input=f64=4.5"
         elif name != "seeds":
