@@ -624,8 +624,7 @@ void Planner::printPeak(llvm::raw_ostream &os) const {
     if (Operation *def = v.getDefiningOp())
       os << describeOp(def);
     else
-      os << describeOp(v.getParentBlock()->getParentOp())
-         << " (iter_arg)";
+      os << describeOp(v.getParentBlock()->getParentOp()) << " (iter_arg)";
     os << "\n";
   }
 }
