@@ -18,7 +18,9 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Interfaces/DestinationStyleOpInterface.h"
 #include "mlir/Interfaces/LoopLikeInterface.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Debug.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
 #include <deque>
@@ -124,6 +126,15 @@ struct Buffer {
   unsigned argIndex = 0;
   StringAttr state;
   bool released = false;
+  /// The program point at which the buffer was allocated (for the report).
+  int64_t start = 0;
+};
+
+/// One value placed in a buffer at a program point (for the report).
+struct Binding {
+  int64_t point;
+  Value value;
+  Buffer *buffer;
 };
 
 /// The plan of one function.
@@ -134,6 +145,9 @@ public:
 
   int64_t arenaSize() const { return arena.size(); }
   unsigned numAllocated = 0, numReused = 0;
+
+  /// Prints where the arena peaks and what is live there (--report-arena).
+  void printPeak(llvm::raw_ostream &os) const;
 
 private:
   void number(Block &block);
@@ -157,6 +171,11 @@ private:
   using Entry = std::pair<int64_t, Buffer *>;
   std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> active;
   int64_t next = 0;
+  /// The report's record: every placement in program order, the op at each
+  /// point, and the point at which the arena last grew (its peak).
+  std::vector<Binding> bindings;
+  DenseMap<int64_t, Operation *> opAt;
+  int64_t current = 0, peakPoint = -1;
 };
 
 void Planner::number(Block &block) {
@@ -221,8 +240,12 @@ void Planner::computeLiveness() {
 Buffer *Planner::allocate(RankedTensorType t, int64_t t0) {
   Buffer &b = buffers.emplace_back();
   b.size = allocationSize(t);
+  int64_t before = arena.size();
   b.offset = arena.allocate(b.size);
+  if (arena.size() > before)
+    peakPoint = t0;
   b.end = t0;
+  b.start = t0;
   ++numAllocated;
   return &b;
 }
@@ -230,6 +253,7 @@ Buffer *Planner::allocate(RankedTensorType t, int64_t t0) {
 /// Puts `v` (and its reshapes) in `b` and keeps `b` live as long as they are.
 void Planner::bind(Value v, Buffer *b) {
   bufferOf[v] = b;
+  bindings.push_back({current, v, b});
   b->end = std::max(b->end, aliasEnd.lookup(v));
   active.push({b->end, b});
 }
@@ -330,6 +354,8 @@ void Planner::releaseBefore(int64_t t) {
 
 LogicalResult Planner::plan(Operation *op) {
   int64_t t = index.lookup(op);
+  current = t;
+  opAt[t] = op;
   releaseBefore(t);
   SmallVector<int64_t> offsets;
   SmallVector<int64_t> donated;
@@ -446,6 +472,163 @@ LogicalResult Planner::run() {
   return failure(planned.wasInterrupted());
 }
 
+/// The names along a location, outermost first: a call site's caller
+/// before its callee, the first named part of a fused location. The first
+/// is the op's phase (as the step.bin writer's phaseOf has it), the last
+/// the innermost name (the model layer for the model's ops).
+void locationNames(Location loc, SmallVectorImpl<StringRef> &names) {
+  if (auto site = dyn_cast<CallSiteLoc>(loc)) {
+    locationNames(site.getCaller(), names);
+    locationNames(site.getCallee(), names);
+  } else if (auto name = dyn_cast<NameLoc>(loc)) {
+    names.push_back(name.getName().strref());
+    locationNames(name.getChildLoc(), names);
+  } else if (auto fused = dyn_cast<FusedLoc>(loc)) {
+    for (Location part : fused.getLocations()) {
+      size_t before = names.size();
+      locationNames(part, names);
+      if (names.size() > before)
+        return;
+    }
+  }
+}
+
+/// Bytes as `<n> bytes (<x> MB)`, MB = 10^6 bytes as docs/performance.md
+/// counts them.
+std::string formatBytes(int64_t bytes) {
+  return llvm::formatv("{0} bytes ({1:F2} MB)", bytes, bytes / 1e6).str();
+}
+
+void Planner::printPeak(llvm::raw_ostream &os) const {
+  StringRef name = func::FuncOp(func).getSymName();
+  if (peakPoint < 0) {
+    os << "arena peak (@" << name << "): empty\n";
+    return;
+  }
+  // A buffer is live from its allocation to its end (releaseBefore frees it
+  // at the first op after that).
+  auto inArena = [](const Buffer &b) { return b.kind != Buffer::Donated; };
+  auto liveAt = [](const Buffer &b, int64_t t) {
+    return b.start <= t && t <= b.end;
+  };
+  // The most bytes live at once in this op order: what any placement of
+  // these buffers needs at least. More arena than that is fragmentation.
+  std::vector<std::pair<int64_t, int64_t>> events;
+  for (const Buffer &b : buffers)
+    if (inArena(b)) {
+      events.push_back({b.start, b.size});
+      events.push_back({b.end + 1, -b.size});
+    }
+  llvm::sort(events);
+  int64_t liveBytes = 0, maxLive = 0, maxLivePoint = 0;
+  for (size_t i = 0; i < events.size();) {
+    int64_t t = events[i].first;
+    for (; i < events.size() && events[i].first == t; ++i)
+      liveBytes += events[i].second;
+    if (liveBytes > maxLive) {
+      maxLive = liveBytes;
+      maxLivePoint = t;
+    }
+  }
+
+  // What each live buffer holds at the peak: its latest placement.
+  DenseMap<const Buffer *, Value> held;
+  for (const Binding &bd : bindings) {
+    if (bd.point > peakPoint)
+      break;
+    held[bd.buffer] = bd.value;
+  }
+  struct Live {
+    int64_t bytes;
+    Value value;
+    SmallVector<StringRef> names;
+  };
+  std::vector<Live> live;
+  int64_t peakLive = 0;
+  for (const Buffer &b : buffers) {
+    if (!inArena(b) || !liveAt(b, peakPoint))
+      continue;
+    Live l{b.size, held.lookup(&b), {}};
+    if (l.value)
+      locationNames(l.value.getLoc(), l.names);
+    peakLive += b.size;
+    live.push_back(std::move(l));
+  }
+
+  auto describeOp = [&](Operation *op) {
+    std::string s;
+    llvm::raw_string_ostream out(s);
+    out << op->getName();
+    SmallVector<StringRef> names;
+    locationNames(op->getLoc(), names);
+    if (!names.empty())
+      out << " in " << llvm::join(names, " / ");
+    return s;
+  };
+  Operation *peakOp = opAt.lookup(peakPoint);
+  os << "arena peak (@" << name << "): " << formatBytes(arena.size())
+     << " reached at op " << peakPoint << " (" << describeOp(peakOp)
+     << "); live there: " << formatBytes(peakLive) << " in " << live.size()
+     << " buffers\n";
+  os << "most live at once (@" << name << "): " << formatBytes(maxLive)
+     << " at op " << maxLivePoint;
+  if (Operation *op = opAt.lookup(maxLivePoint))
+    os << " (" << describeOp(op) << ")";
+  os << "\n";
+
+  // Grouped by phase, then by phase and innermost name, most bytes first.
+  auto group = [&](StringRef what, auto keyOf, size_t limit) {
+    llvm::StringMap<std::pair<int64_t, int64_t>> sums;
+    for (const Live &l : live) {
+      auto &[bytes, count] = sums[keyOf(l)];
+      bytes += l.bytes;
+      ++count;
+    }
+    std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>> sorted;
+    for (auto &e : sums)
+      sorted.push_back({e.getKey().str(), e.getValue()});
+    llvm::stable_sort(sorted, [](const auto &a, const auto &b) {
+      return a.second.first != b.second.first ? a.second.first > b.second.first
+                                              : a.first < b.first;
+    });
+    for (size_t i = 0; i < sorted.size() && i < limit; ++i)
+      os << "  " << what << " " << sorted[i].first << ": "
+         << formatBytes(sorted[i].second.first) << " in "
+         << sorted[i].second.second << " values\n";
+  };
+  auto phaseOf = [](const Live &l) -> std::string {
+    return l.names.empty() ? "(none)" : l.names.front().str();
+  };
+  group("phase", phaseOf, SIZE_MAX);
+  group(
+      "layer",
+      [&](const Live &l) -> std::string {
+        if (l.names.size() < 2)
+          return phaseOf(l);
+        return (l.names.front() + " / " + l.names.back()).str();
+      },
+      10);
+
+  // The biggest values, with the op that made them.
+  llvm::stable_sort(
+      live, [](const Live &a, const Live &b) { return a.bytes > b.bytes; });
+  for (size_t i = 0; i < live.size() && i < 10; ++i) {
+    const Live &l = live[i];
+    os << "  value " << formatBytes(l.bytes) << " ";
+    if (!l.value) {
+      os << "(unknown)\n";
+      continue;
+    }
+    Value v = l.value;
+    os << v.getType() << " from ";
+    if (Operation *def = v.getDefiningOp())
+      os << describeOp(def);
+    else
+      os << describeOp(v.getParentBlock()->getParentOp()) << " (iter_arg)";
+    os << "\n";
+  }
+}
+
 struct OmniPlanMemoryPass
     : omni::impl::OmniPlanMemoryPassBase<OmniPlanMemoryPass> {
   using Base::Base;
@@ -484,6 +667,8 @@ struct OmniPlanMemoryPass
       llvm::errs() << "arena: " << planner.arenaSize() << " bytes, "
                    << planner.numAllocated << " buffers, " << planner.numReused
                    << " reused (@" << func.getSymName() << ")\n";
+    if (report) // after the summary line, which scripts and tests read
+      planner.printPeak(llvm::errs());
   }
 };
 

@@ -130,7 +130,9 @@ FailureOr<ContiguousSlice> contiguous(Operation *op, RankedTensorType full,
       s.dynamicOffset = cast<Value>(offsets[d]);
       s.dynamicStride = rowBytes[d];
     }
-    if (partial && *size != full.getDimSize(d))
+    // A dimension cut short is contiguous only below dimensions of size 1
+    // (count is the product of the outer sizes).
+    if ((partial || count > 1) && *size != full.getDimSize(d))
       return op->emitOpError("is not contiguous in memory");
     if (*size != 1)
       partial = partial || *size != full.getDimSize(d) || d > 0;

@@ -25,3 +25,5 @@ func.func @step(%x: tensor<4xf32>, %i: index) -> tensor<4xf32> {
 // RUN: sh -c 'omnic %S/Inputs/scf-if.mlir -o %t.bin; test $? -eq 1' 2>&1 | FileCheck %s --check-prefix=IF
 // IF: scf-if.mlir:3:8: error: 'scf.if' op cannot be executed by the runtime yet
 // IF-NOT: see current operation
+// RUN: sh -c 'omnic %S/Inputs/strided-slice.mlir -o %t.bin; test $? -eq 1' 2>&1 | FileCheck %s --check-prefix=SLICE
+// SLICE: strided-slice.mlir:6:8: error: 'tensor.extract_slice' op is not contiguous in memory

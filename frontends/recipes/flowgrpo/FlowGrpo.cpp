@@ -705,12 +705,19 @@ private:
                                                 const Conditioning &c,
                                                 const TrainState &s,
                                                 const HyperParams &hp);
+  /// With `micro` set (the loop over micro-batches), the samples are
+  /// micro-batch `k` (an index) of `micro`'s micro-batch-major copies.
   LossAndGrad lossAndGrad(const TrainState &s, const Rollout &r,
                           Tensor advantages, const Conditioning &c,
-                          const HyperParams &hp, int64_t first);
+                          const HyperParams &hp, int64_t first,
+                          const DenseMap<Value, Tensor> *micro = nullptr,
+                          Value k = Value());
   /// The sum of lossAndGrad over the micro-batches of the mini-batch
   /// starting at sample `first`: its mean loss and gradient (@loss divides
-  /// by the number of micro-batches).
+  /// by the number of micro-batches). Two or more micro-batches are an
+  /// scf.for, so that one micro-batch's forward and backward intermediates
+  /// die before the next one runs (docs/performance.md, "Mini-batches and
+  /// micro-batches").
   LossAndGrad miniBatchLossAndGrad(const TrainState &s, const Rollout &r,
                                    Tensor advantages, const Conditioning &c,
                                    const HyperParams &hp, int64_t first);
@@ -1474,15 +1481,36 @@ Emitter::rolloutAndRewards(Tensor seed, Tensor iteration, const Conditioning &c,
 Emitter::LossAndGrad Emitter::lossAndGrad(const TrainState &s, const Rollout &r,
                                           Tensor advantages,
                                           const Conditioning &c,
-                                          const HyperParams &hp,
-                                          int64_t first) {
+                                          const HyperParams &hp, int64_t first,
+                                          const DenseMap<Value, Tensor> *micro,
+                                          Value k) {
   // @loss's value and its gradient with respect to the trainable
   // parameters, in @loss's argument order, over the micro-batch of samples
   // [first, first + micro_batch_size) (the whole batch by default).
   g_.setLocation("loss");
   int64_t n = o_.micro();
   auto samples = [&](Tensor t, int64_t dim) {
-    return !t || n == o_.batch() ? t : t.slice(dim, first, first + n);
+    if (!t || n == o_.batch())
+      return t;
+    if (!micro)
+      return t.slice(dim, first, first + n);
+    // Micro-batch k of the [count, ...] copy: one contiguous range, which
+    // a slice at a dynamic offset must be (the step.bin writer's rule).
+    Tensor major = micro->lookup(t.value());
+    Shape shape = major.shape();
+    shape[0] = 1;
+    SmallVector<OpFoldResult> offsets, sizes, strides;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      offsets.push_back(d == 0 ? OpFoldResult(k) : b_.getIndexAttr(0));
+      sizes.push_back(b_.getIndexAttr(shape[d]));
+      strides.push_back(b_.getIndexAttr(1));
+    }
+    Tensor one = wrap(tensor::ExtractSliceOp::create(
+        b_, loc(), g_.tensorType(shape, major.elementType()), major.value(),
+        offsets, sizes, strides));
+    Shape inner = t.shape();
+    inner[dim] = n;
+    return one.reshape(inner);
   };
   SmallVector<Value> args;
   for (size_t i : trainable_)
@@ -1702,17 +1730,76 @@ Emitter::LossAndGrad
 Emitter::miniBatchLossAndGrad(const TrainState &s, const Rollout &r,
                               Tensor advantages, const Conditioning &c,
                               const HyperParams &hp, int64_t first) {
-  LossAndGrad sum = lossAndGrad(s, r, advantages, c, hp, first);
-  for (int64_t k = o_.micro(); k < o_.mini(); k += o_.micro()) {
-    LossAndGrad lg = lossAndGrad(s, r, advantages, c, hp, first + k);
-    g_.setLocation("loss");
-    sum.loss = sum.loss + lg.loss;
-    sum.approxKl = sum.approxKl + lg.approxKl;
-    sum.clipfrac = sum.clipfrac + lg.clipfrac;
-    sum.kl = sum.kl + lg.kl;
-    for (size_t q = 0; q < sum.grads.size(); ++q)
-      sum.grads[q] = (wrap(sum.grads[q]) + wrap(lg.grads[q])).value();
+  if (o_.micro() == o_.mini())
+    return lossAndGrad(s, r, advantages, c, hp, first);
+  // for k in [0, mini / micro): sum += lossAndGrad(first + k * micro),
+  // from zeros. As an scf.for, not unrolled: omni-fuse never merges across
+  // a loop body, and an unrolled chain of sums let it fuse micro-batch k's
+  // gradient with the sum after micro-batch k + 1, which put all their
+  // forwards before all their backwards; the body's values die at the end
+  // of each iteration (omni-plan-memory). Every micro-batch adds in the
+  // same order as before; 0 + g is g except that -0 becomes +0.
+  g_.setLocation("loss");
+  // The mini-batch's samples micro-batch-major: [count, ...] with micro-
+  // batch k at k, so the loop body reads it as one contiguous range.
+  int64_t count = o_.mini() / o_.micro();
+  DenseMap<Value, Tensor> major;
+  auto arrange = [&](Tensor t, int64_t dim) {
+    if (!t || major.count(t.value()))
+      return;
+    Tensor mini =
+        o_.mini() == o_.batch() ? t : t.slice(dim, first, first + o_.mini());
+    Shape split = mini.shape();
+    split[dim] = o_.micro();
+    split.insert(split.begin() + dim, count);
+    Tensor m = mini.reshape(split);
+    if (dim > 0) {
+      std::vector<int64_t> perm{dim};
+      for (int64_t d = 0; d < static_cast<int64_t>(split.size()); ++d)
+        if (d != dim)
+          perm.push_back(d);
+      m = m.transpose(perm);
+    }
+    major[t.value()] = m;
+  };
+  arrange(r.xs, 1);
+  arrange(r.oldLogProbs, 1);
+  arrange(advantages, 0);
+  if (hasPrompt_)
+    arrange(c.prompt, 0);
+  if (hasPooled_)
+    arrange(c.pooled, 0);
+  SmallVector<Value> inits;
+  for (int i = 0; i < 4; ++i)
+    inits.push_back(g_.scalar(0.0).value());
+  for (size_t i : trainable_) {
+    Tensor p = s.params[i];
+    inits.push_back(g_.full(p.shape(), 0.0, p.elementType()).value());
   }
+  auto loop = scf::ForOp::create(b_, loc(), indexConst(0), indexConst(count),
+                                 indexConst(1), inits);
+  {
+    OpBuilder::InsertionGuard guard(b_);
+    b_.setInsertionPointToStart(loop.getBody());
+    LossAndGrad lg = lossAndGrad(s, r, advantages, c, hp, first, &major,
+                                 loop.getInductionVar());
+    g_.setLocation("loss");
+    auto carried = loop.getRegionIterArgs();
+    SmallVector<Value> next{(wrap(carried[0]) + lg.loss).value(),
+                            (wrap(carried[1]) + lg.approxKl).value(),
+                            (wrap(carried[2]) + lg.clipfrac).value(),
+                            (wrap(carried[3]) + lg.kl).value()};
+    for (size_t q = 0; q < lg.grads.size(); ++q)
+      next.push_back((wrap(carried[4 + q]) + wrap(lg.grads[q])).value());
+    scf::YieldOp::create(b_, loc(), next);
+  }
+  LossAndGrad sum;
+  sum.loss = wrap(loop.getResult(0));
+  sum.approxKl = wrap(loop.getResult(1));
+  sum.clipfrac = wrap(loop.getResult(2));
+  sum.kl = wrap(loop.getResult(3));
+  for (size_t q = 0; q < trainable_.size(); ++q)
+    sum.grads.push_back(loop.getResult(4 + q));
   return sum;
 }
 

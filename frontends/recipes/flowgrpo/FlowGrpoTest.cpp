@@ -41,6 +41,7 @@
 #include "runtime/train/rewards/Rewards.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Pass/PassManager.h"
 
 #include <gtest/gtest.h>
@@ -1960,16 +1961,17 @@ template <typename OpT> int64_t countOps(func::FuncOp f) {
   return n;
 }
 
-TEST_F(RecipeTest, MiniBatchesUnrollOneValueAndGradPerMicroBatch) {
+TEST_F(RecipeTest, MiniBatchesUnrollAndMicroBatchesLoop) {
   struct Case {
     int64_t mini, micro, epochs, wantCalls, wantSteps, lossBatch;
   };
-  // batch 4; lossBatch: the samples @loss takes.
+  // batch 4; lossBatch: the samples @loss takes. One value_and_grad per
+  // optimizer step: with micro-batches it is in an scf.for over them.
   for (Case c : std::vector<Case>{{0, 0, 1, 1, 1, 4},
                                   {2, 0, 2, 4, 4, 2},
-                                  {0, 1, 1, 4, 1, 1},
-                                  {4, 2, 3, 6, 3, 2},
-                                  {2, 1, 2, 8, 4, 1}}) {
+                                  {0, 1, 1, 1, 1, 1},
+                                  {4, 2, 3, 3, 3, 2},
+                                  {2, 1, 2, 4, 4, 1}}) {
     SCOPED_TRACE("mini " + std::to_string(c.mini) + ", micro " +
                  std::to_string(c.micro) + ", epochs " +
                  std::to_string(c.epochs));
@@ -1980,6 +1982,16 @@ TEST_F(RecipeTest, MiniBatchesUnrollOneValueAndGradPerMicroBatch) {
     ASSERT_OK_AND_ASSIGN(p, buildProgram(s));
     func::FuncOp step = p.emitted("train_step"), loss = p.emitted("loss");
     EXPECT_EQ(countOps<mlir::omni::ValueAndGradOp>(step), c.wantCalls);
+    int64_t inLoops = 0;
+    step.walk([&](mlir::omni::ValueAndGradOp op) {
+      if (auto loop = op->getParentOfType<scf::ForOp>()) {
+        ++inLoops;
+        EXPECT_EQ(loop.getStaticTripCount()->getSExtValue(),
+                  (c.mini ? c.mini : s.batch()) / c.lossBatch);
+      }
+    });
+    EXPECT_EQ(inLoops,
+              c.lossBatch == (c.mini ? c.mini : s.batch()) ? 0 : c.wantCalls);
     // One global-norm square root per optimizer step (the AdamW update's
     // square roots are elementwise, on tensors of rank >= 1).
     int64_t norms = 0;

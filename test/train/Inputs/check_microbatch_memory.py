@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""Checks that micro-batches shrink the loss part of @train_step's arena peak.
+
+Usage: check_microbatch_memory.py WHOLE.txt MICRO.txt MICRO.mlir BATCH MICRO
+
+WHOLE.txt and MICRO.txt are `omnic --report-arena` outputs (stderr) of the
+program at micro_batch_size = batch and at MICRO. The loss phase's live bytes
+at the peak (the line `phase loss: N bytes` under `arena peak
+(@train_step)`) hold one micro-batch's forward and backward intermediates,
+which scale with the micro-batch, plus what does not: the gradient sums the
+loop over micro-batches carries (one per trainable parameter) and the
+micro-batch-major copy of the rollout's xs stack it slices. So
+
+  loss(MICRO) <= loss(BATCH) * MICRO / BATCH + trainable bytes + xs bytes
+
+with the trainable parameters (@velocity's `transformer.*` arguments, the
+tiny recipe trains them all) and xs ([steps + 1, BATCH, ...], @loss's `xs`
+argument at the micro-batch times BATCH / MICRO) read from MICRO.mlir, each
+rounded up to 64 bytes as omni-plan-memory allocates (docs/fusion.md).
+"""
+import re
+import sys
+
+
+def peak_loss_bytes(path):
+    text = open(path).read()
+    block = text[text.index("arena peak (@train_step)"):]
+    m = re.search(r"^  phase loss: (\d+) bytes", block, re.M)
+    return int(m.group(1))
+
+
+def tensor_bytes(dims, elt_bytes=4):
+    n = 1
+    for d in dims:
+        n *= d
+    return (max(n * elt_bytes, 1) + 63) // 64 * 64
+
+
+def dims_of(s):
+    return [int(x) for x in s.split("x")]
+
+
+def main():
+    whole_txt, micro_txt, micro_mlir, batch, micro = sys.argv[1:6]
+    batch, micro = int(batch), int(micro)
+    mlir = open(micro_mlir).read()
+    velocity = next(l for l in mlir.splitlines()
+                    if "func.func private @velocity(" in l)
+    trainable = sum(
+        tensor_bytes(dims_of(m.group(1))) for m in re.finditer(
+            r'tensor<([0-9x]+)xf32> \{omni.name = "transformer\.',
+            velocity.split(") -> ")[0]))
+    loss = next(l for l in mlir.splitlines() if "func.func private @loss(" in l)
+    xs = dims_of(
+        re.search(r'tensor<([0-9x]+)xf32> \{omni.name = "xs"\}', loss).group(1))
+    xs[1] = xs[1] * batch // micro
+    xs_bytes = tensor_bytes(xs)
+    whole = peak_loss_bytes(whole_txt)
+    part = peak_loss_bytes(micro_txt)
+    bound = whole * micro // batch + trainable + xs_bytes
+    print(f"loss at the peak: {whole} bytes at micro-batch {batch}, {part} "
+          f"at {micro}; bound {bound} ({whole} * {micro} / {batch} + "
+          f"{trainable} trainable + {xs_bytes} xs)")
+    if part > bound:
+        print(f"FAIL: {part} > {bound}")
+        return 1
+    print("ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
