@@ -98,4 +98,46 @@ Tensor modulate(const Tensor &x, const Tensor &shift, const Tensor &scale) {
          shift.broadcastInDim(s, {0, 2});
 }
 
+RotaryTable rotaryTable(const std::vector<std::vector<int64_t>> &positions,
+                        const std::vector<int64_t> &axesDims, double theta) {
+  // torch: 1 / pow(theta, arange(0, dim, 2).float() / dim), all float32.
+  std::vector<float> inv;
+  for (int64_t dim : axesDims)
+    for (int64_t k = 0; k < dim / 2; ++k) {
+      float e = static_cast<float>(2 * k) / static_cast<float>(dim);
+      inv.push_back(1.0f / static_cast<float>(std::pow(theta, double(e))));
+    }
+  RotaryTable t;
+  t.tokens = static_cast<int64_t>(positions.size());
+  t.half = static_cast<int64_t>(inv.size());
+  t.cos.reserve(t.tokens * t.half);
+  t.sin.reserve(t.tokens * t.half);
+  for (const std::vector<int64_t> &pos : positions) {
+    size_t j = 0;
+    for (size_t a = 0; a < axesDims.size(); ++a)
+      for (int64_t k = 0; k < axesDims[a] / 2; ++k, ++j) {
+        float angle = static_cast<float>(pos[a]) * inv[j];
+        t.cos.push_back(static_cast<float>(std::cos(double(angle))));
+        t.sin.push_back(static_cast<float>(std::sin(double(angle))));
+      }
+  }
+  return t;
+}
+
+std::pair<Tensor, Tensor> rotaryConstants(Graph &g, const RotaryTable &table) {
+  return {g.constant({table.tokens, table.half}, table.cos),
+          g.constant({table.tokens, table.half}, table.sin)};
+}
+
+Tensor applyRotary(const Tensor &x, const Tensor &cos, const Tensor &sin) {
+  Shape s = x.shape(); // B, H, S, D
+  int64_t half = s[3] / 2;
+  Shape pairs = {s[0], s[1], s[2], half, 1};
+  Tensor xp = x.reshape({s[0], s[1], s[2], half, 2});
+  Tensor re = xp.slice(4, 0, 1), im = xp.slice(4, 1, 2);
+  Tensor c = cos.reshape({s[2], half, 1}).broadcastInDim(pairs, {2, 3, 4});
+  Tensor sn = sin.reshape({s[2], half, 1}).broadcastInDim(pairs, {2, 3, 4});
+  return concat({re * c - im * sn, re * sn + im * c}, 4).reshape(s);
+}
+
 } // namespace omni::fe::layers

@@ -8,7 +8,11 @@
 // - 2-D sin-cos positional embeddings (get_2d_sincos_pos_embed), computed
 //   on the host in double precision like diffusers' numpy/float64 path;
 // - patch embedding (conv, stride p) and unpatchify;
-// - multi-head attention head split/merge and the GELU feed-forward.
+// - multi-head attention head split/merge and the GELU feed-forward;
+// - rotary position embeddings (RoPE) over several position axes, in the
+//   complex, interleaved-pairs form of diffusers' apply_rotary_emb with
+//   use_real=False (Qwen-Image, FLUX, Wan): the cos/sin tables are computed
+//   on the host and emitted as constants (docs/writing-a-model.md section 7).
 //
 //===----------------------------------------------------------------------===//
 
@@ -56,6 +60,34 @@ Tensor feedForward(Module m, const Tensor &x, int64_t mult = 4);
 /// adaLN modulation `x * (1 + scale) + shift` with per-sample [B, D]
 /// shift and scale over x [B, S, D].
 Tensor modulate(const Tensor &x, const Tensor &shift, const Tensor &scale);
+
+/// Per-token rotation angles of a multi-axis rotary embedding: token t's
+/// row holds, for each axis a in order, the angles
+/// positions[t][a] * theta^(-2k / axesDims[a]) for k < axesDims[a] / 2
+/// (diffusers' rope_params per axis, concatenated like QwenEmbedRope's
+/// pos_freqs; FLUX's FluxPosEmbed and Wan's rope tables are the same
+/// construction). Angles are float32 products as torch computes them
+/// (float32 inverse frequencies times the position); cos and sin are taken
+/// in double precision and rounded.
+struct RotaryTable {
+  int64_t tokens = 0;
+  int64_t half = 0;            // sum(axesDims) / 2: the rotated pairs per head
+  std::vector<float> cos, sin; // [tokens][half], row-major
+};
+
+/// The table of `positions` (one row of per-axis integer positions per
+/// token; every row has axesDims.size() entries, every axis dim is even).
+RotaryTable rotaryTable(const std::vector<std::vector<int64_t>> &positions,
+                        const std::vector<int64_t> &axesDims, double theta);
+
+/// The table's cos and sin as [tokens, half] f32 constants.
+std::pair<Tensor, Tensor> rotaryConstants(Graph &g, const RotaryTable &table);
+
+/// Rotary embedding of x [B, H, S, D] with cos/sin [S, D/2]: each pair
+/// (x[2k], x[2k+1]) of a head is the complex number x[2k] + i x[2k+1],
+/// multiplied by cos[s, k] + i sin[s, k] (diffusers apply_rotary_emb*
+/// with use_real=False, or use_real=True with interleaved cos/sin).
+Tensor applyRotary(const Tensor &x, const Tensor &cos, const Tensor &sin);
 
 } // namespace omni::fe::layers
 

@@ -9,6 +9,7 @@ namespace omni::fe {
 void registerBuiltinModels(Registry &registry) {
   registerDiT(registry);
   registerSD3Transformer(registry);
+  registerQwenImage(registry);
   registerAutoencoderKL(registry);
 }
 

@@ -12,6 +12,7 @@ namespace omni::fe {
 class Registry;
 void registerDiT(Registry &registry);
 void registerSD3Transformer(Registry &registry);
+void registerQwenImage(Registry &registry);
 void registerAutoencoderKL(Registry &registry);
 } // namespace omni::fe
 

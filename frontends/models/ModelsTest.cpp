@@ -9,6 +9,10 @@
 //   shapes, parameter count). The weights are not stored: both sides
 //   generate them from the parameter names (fixtureWeights below,
 //   `fixture_weights` in bench/torch/vae_reference.py).
+// - `qwen_image` against diffusers' QwenImageTransformer2DModel through the
+//   fixture of bench/torch/qwen_image_reference.py (testdata/qwen_image_*,
+//   qwen-image.params.txt): names and shapes, the velocity (packed 2x2,
+//   rotary) in float32 and float64, an odd patch grid, the 20 B preset;
 // - every preset of every velocity model builds a module that verifies;
 // - `dit`: the velocity has the latent's shape and depends on the timestep;
 // - bad config overrides are one-line errors.
@@ -236,6 +240,107 @@ TEST(ModelsTest, DiTVelocityDependsOnTheTimestep) {
   EXPECT_EQ(at(100.0, 900.0), early); // deterministic
 }
 
+std::vector<HostTensor> qwenTinyInputs() {
+  return {readNpy("qwen_image_tiny.x.npy"),
+          readNpy("qwen_image_tiny.timestep.npy"),
+          readNpy("qwen_image_tiny.prompt.npy")};
+}
+
+TEST(ModelsTest, QwenImageIsRegistered) {
+  const ModelEntry *e = Registry::builtin().find("qwen_image");
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->kind, ModelKind::Velocity);
+  ASSERT_EQ(e->presets.size(), 3u);
+  EXPECT_EQ(e->presets[0].first, "tiny");
+  EXPECT_EQ(e->presets[1].first, "small");
+  EXPECT_EQ(e->presets[2].first, "qwen-image");
+  Built b("qwen_image", "tiny", {}, 2);
+  ASSERT_TRUE(b.model);
+  // 16 latent channels (in_channels 64 = 16 x the 2x2 patch), no pooled.
+  EXPECT_EQ(b.model->latentShape(), (Shape{16, 16, 16}));
+  EXPECT_EQ(b.model->conditioning().promptEmbeds, (Shape{8, 32}));
+  EXPECT_TRUE(b.model->conditioning().pooled.empty());
+}
+
+TEST(ModelsTest, QwenImageTinyNamesAndShapesAreDiffusers) {
+  Built b("qwen_image", "tiny", {}, 2);
+  ASSERT_TRUE(b.model);
+  int64_t total = -1;
+  EXPECT_EQ(namesOf(b.params),
+            readParams("qwen_image_tiny.params.txt", &total));
+  EXPECT_EQ(b.params.numElements(), total);
+  EXPECT_EQ(b.v.shape(), (Shape{2, 16, 16, 16}));
+}
+
+TEST(ModelsTest, QwenImageTinyVelocityIsDiffusersFloat32) {
+  Built b("qwen_image", "tiny", {}, 2);
+  ASSERT_TRUE(b.model);
+  HostTensor got = b.run(qwenTinyInputs(), reference::Precision::F32);
+  HostTensor want = readNpy("qwen_image_tiny.velocity.npy");
+  ASSERT_EQ(got.shape(), want.shape());
+  EXPECT_LT(relativeError(got, valuesOf(want)), 1e-5);
+}
+
+TEST(ModelsTest, QwenImageTinyVelocityIsDiffusersFloat64) {
+  Built b("qwen_image", "tiny", {}, 2);
+  ASSERT_TRUE(b.model);
+  HostTensor got = b.run(qwenTinyInputs(), reference::Precision::F64);
+  HostTensor want = readNpy("qwen_image_tiny.velocity_f64.npy");
+  ASSERT_EQ(got.shape(), want.shape());
+  // diffusers computes the timestep sinusoids and the rotary angles in
+  // float32 even in a float64 model (so do our tables); the rest agrees to
+  // float64 rounding.
+  EXPECT_LT(relativeError(got, valuesOf(want)), 1e-6);
+}
+
+TEST(ModelsTest, QwenImageOddGridIsDiffusers) {
+  // A 5x5 patch grid: scale_rope's uneven split (rows -3..1) and the text
+  // offset max(h/2, w/2) = 2 differ from the 8x8 grid's.
+  Built b("qwen_image", "tiny", {"latent_size=10"}, 1);
+  ASSERT_TRUE(b.model);
+  std::vector<HostTensor> in = qwenTinyInputs();
+  in[0] = readNpy("qwen_image_tiny_10.x.npy");
+  for (size_t i = 1; i < in.size(); ++i) { // the first sample's conditioning
+    Shape s = in[i].shape();
+    s[0] = 1;
+    std::vector<double> v = valuesOf(in[i]);
+    v.resize(numElementsOf(s));
+    in[i] = HostTensor::fromDoubles(DType::F32, s, v);
+  }
+  HostTensor got = b.run(in, reference::Precision::F64);
+  HostTensor want = readNpy("qwen_image_tiny_10.velocity_f64.npy");
+  ASSERT_EQ(got.shape(), want.shape());
+  EXPECT_LT(relativeError(got, valuesOf(want)), 1e-6);
+}
+
+TEST(ModelsTest, QwenImagePresetIsTheRealTransformer) {
+  Built b("qwen_image", "qwen-image", {}, 1);
+  ASSERT_TRUE(b.model);
+  EXPECT_TRUE(b.verifies());
+  int64_t total = -1;
+  EXPECT_EQ(namesOf(b.params), readParams("qwen-image.params.txt", &total));
+  // diffusers 0.42.1: QwenImageTransformer2DModel(**Qwen/Qwen-Image's
+  // transformer/config.json).named_parameters().
+  EXPECT_EQ(total, 20430401088);
+  EXPECT_EQ(b.params.numElements(), 20430401088);
+  EXPECT_EQ(b.v.shape(), (Shape{1, 16, 128, 128}));
+}
+
+TEST(ModelsTest, QwenImageLoraTargetsArePeftNames) {
+  Built b("qwen_image", "tiny", {}, 2, /*loraRank=*/4);
+  ASSERT_TRUE(b.model);
+  EXPECT_TRUE(b.verifies());
+  std::vector<std::string> trained;
+  for (const ParamSpec &s : b.params.specs())
+    if (s.trainable)
+      trained.push_back(s.name);
+  EXPECT_EQ(trained.size(), 2u * 2u * 8u); // A and B of 8 targets, 2 blocks
+  const ParamSpec *a =
+      b.params.find("transformer_blocks.1.attn.add_q_proj.lora_A.weight");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->shape, (Shape{4, 64}));
+}
+
 std::string configError(const std::string &model,
                         const std::vector<std::string> &overrides) {
   const Registry &r = Registry::builtin();
@@ -287,6 +392,38 @@ TEST(ModelsTest, BadSd3ConfigsAreOneLineErrors) {
     EXPECT_FALSE(e.empty()) << bad;
     EXPECT_EQ(e.find('\n'), std::string::npos) << e;
   }
+}
+
+TEST(ModelsTest, BadQwenImageConfigsAreOneLineErrors) {
+  EXPECT_EQ(configError("qwen_image", {}), "");
+  EXPECT_EQ(configError("qwen_image", {"num_layers=abc"}),
+            "qwen_image: config key 'num_layers': expected an integer, found "
+            "'abc'");
+  EXPECT_EQ(configError("qwen_image", {"text_tokens=0"}),
+            "qwen_image: text_tokens must be positive, found 0");
+  EXPECT_EQ(configError("qwen_image", {"patch_size=4"}),
+            "qwen_image: patch_size must be 2 (the pipeline packs 2x2 latent "
+            "patches), found 4");
+  EXPECT_EQ(configError("qwen_image", {"in_channels=16"}),
+            "qwen_image: in_channels (16) must be 4 * out_channels (16): a "
+            "packed 2x2 patch of the latent channels");
+  EXPECT_EQ(configError("qwen_image", {"latent_size=15"}),
+            "qwen_image: latent_size (15) must be even (2x2 packing)");
+  EXPECT_EQ(configError("qwen_image", {"axes_dims_rope=16,16"}),
+            "qwen_image: axes_dims_rope must list 3 dimensions (frame, "
+            "height, width), found 2");
+  EXPECT_EQ(configError("qwen_image", {"axes_dims_rope=7,13,12"}),
+            "qwen_image: axes_dims_rope entries must be positive and even, "
+            "found 7");
+  EXPECT_EQ(configError("qwen_image", {"axes_dims_rope=8,8,8"}),
+            "qwen_image: axes_dims_rope must sum to attention_head_dim (32), "
+            "found 24");
+  EXPECT_EQ(configError("qwen_image", {"text_tokens=4093"}),
+            "qwen_image: latent_size / 4 + text_tokens (4097) exceeds the "
+            "4096 rotary positions of QwenEmbedRope");
+  EXPECT_NE(configError("qwen_image", {"pooled_projection_dim=768"})
+                .find("unknown key 'pooled_projection_dim'"),
+            std::string::npos);
 }
 
 TEST(ModelsTest, BadDiTConfigsAreOneLineErrors) {
