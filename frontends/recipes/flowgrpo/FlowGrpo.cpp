@@ -629,6 +629,10 @@ private:
   void emitInitState(bool weightsOnly = false);
   /// The sampling program's @sample and @sample_noise (docs/sampling.md).
   void emitSample();
+  /// @sample_steps() -> steps: the compiled step count N, which a sampling
+  /// server reports (docs/serving.md) and the ODE sampler's results do not
+  /// show.
+  void emitSampleSteps();
   /// Standard normal noise [B, ...latent] whose row b is drawn with key
   /// seeds[b], `counter` and offset 0: it depends on seeds[b] only, not on
   /// b's position in the batch (docs/sampling.md section 2).
@@ -1714,6 +1718,11 @@ void Emitter::emitTrainStep() {
   returnTrainStep(f, state, rw, mean, last);
 }
 
+void Emitter::emitSampleSteps() {
+  Function f(g_, "sample_steps", /*isPublic=*/true);
+  f.returns({i64(o_.steps)}, {"steps"});
+}
+
 llvm::Error Emitter::emit(const std::string &program) {
   publicModels_ = program != "train" && program != "sample";
   if (program == "sample") {
@@ -1721,6 +1730,7 @@ llvm::Error Emitter::emit(const std::string &program) {
     emitDecoder();
     emitInitState(/*weightsOnly=*/true);
     emitSample();
+    emitSampleSteps();
     return llvm::Error::success();
   }
   if (program == "decode") {

@@ -25,6 +25,7 @@ namespace {
 constexpr const char *kSample = "sample";
 constexpr const char *kNoise = "sample_noise";
 constexpr const char *kInit = "init_state";
+constexpr const char *kSteps = "sample_steps";
 
 bool isFolder(const std::string &path) {
   struct stat st;
@@ -124,6 +125,22 @@ Sampler::create(std::shared_ptr<const loader::Program> program,
   if (!executor.ok())
     return executor.status();
   s->executor_ = std::move(*executor);
+  s->steps_ = s->logProbSteps_;
+  if (p.findFunction(kSteps)) {
+    absl::StatusOr<std::vector<TypedTensor>> steps =
+        s->executor_->run(kSteps, {});
+    if (!steps.ok())
+      return steps.status();
+    if (steps->size() != 1 || (*steps)[0].dtype() != DType::I64 ||
+        (*steps)[0].numElements() != 1 || (*steps)[0].doubleAt(0) < 1 ||
+        (s->logProbSteps_ && (*steps)[0].doubleAt(0) != s->logProbSteps_))
+      return absl::InvalidArgumentError(
+          absl::StrCat(p.name(), ": @", kSteps,
+                       " does not return one i64 step count >= 1 (matching the "
+                       "log-probs' columns), expected the program of omnigen "
+                       "--program=sample"));
+    s->steps_ = static_cast<int64_t>((*steps)[0].doubleAt(0));
+  }
   if (absl::Status loaded = s->loadWeights(weights, log); !loaded.ok())
     return loaded;
   return s;
