@@ -70,6 +70,78 @@ bool isSamplingTrainFlag(const std::string &name) {
   return false;
 }
 
+train::sample::WeightSource
+samplingWeights(const SampleFlags &flags, const train::TrainOptions &training) {
+  train::sample::WeightSource weights;
+  weights.checkpoint = flags.checkpoint;
+  weights.ema = flags.ema;
+  weights.inits = training.inits;
+  weights.initSkip = training.initSkip;
+  return weights;
+}
+
+absl::StatusOr<std::optional<double>>
+samplingGuidance(const loader::Program &program, const std::string &file,
+                 const std::vector<std::string> &hparamSets) {
+  // --set: only @sample's runtime hyper-parameters (guidance_scale).
+  std::optional<double> guidance;
+  for (const std::string &set : hparamSets) {
+    size_t eq = set.find('=');
+    std::string name = set.substr(0, eq);
+    double value = 0;
+    if (eq == std::string::npos ||
+        !absl::SimpleAtod(set.substr(eq + 1), &value))
+      return absl::InvalidArgumentError(
+          absl::StrCat("--set expects <name>=<number>, found '", set, "'"));
+    const loader::HyperParamInfo *hp = program.findHyperParam(name);
+    if (name != "guidance_scale" || !hp)
+      return absl::InvalidArgumentError(
+          absl::StrCat("--set ", set, ": ", file,
+                       " has no runtime hyper-parameter '", name, "'",
+                       program.findHyperParam("guidance_scale")
+                           ? " (it has guidance_scale)"
+                           : " (without CFG it has none: omnigen "
+                             "--opt=guidance_scale=... adds guidance_scale)"));
+    if (!hp->contains(value))
+      return absl::InvalidArgumentError(
+          absl::StrCat("--set ", set, ": ", name, " must be in ", hp->range));
+    guidance = value;
+  }
+  return guidance;
+}
+
+absl::StatusOr<std::optional<train::PromptSet>>
+samplingPrompts(const train::sample::Sampler &sampler,
+                const std::string &promptsPath, const std::string &file) {
+  train::PromptRequest request;
+  request.function = "sample";
+  request.perIteration = 1;
+  if (!sampler.promptShape().empty()) {
+    request.embeds = true;
+    request.tokens = sampler.promptShape()[0];
+    request.dim = sampler.promptShape()[1];
+  }
+  if (!sampler.pooledShape().empty()) {
+    request.pooled = true;
+    request.pooledDim = sampler.pooledShape()[0];
+  }
+  const bool conditioned = request.embeds || request.pooled;
+  if (conditioned && !promptsPath.empty()) {
+    absl::StatusOr<train::PromptSet> loaded =
+        train::PromptSet::load(promptsPath, request);
+    if (!loaded.ok())
+      return loaded.status();
+    return std::optional<train::PromptSet>(std::move(*loaded));
+  }
+  if (conditioned)
+    return std::optional<train::PromptSet>(
+        train::PromptSet::synthetic(request));
+  if (!promptsPath.empty())
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--prompts ", promptsPath, ": ", file, " takes no prompt embeddings"));
+  return std::optional<train::PromptSet>();
+}
+
 int runSample(std::shared_ptr<const loader::Program> program,
               const std::string &file, hal::Device &device,
               const SampleFlags &flags, const train::TrainOptions &training,
@@ -94,68 +166,23 @@ int runSample(std::shared_ptr<const loader::Program> program,
     return fail(absl::StrCat("--images-per-prompt expects an integer >= 1, "
                              "found ",
                              flags.imagesPerPrompt));
-  // --set: only @sample's runtime hyper-parameters (guidance_scale).
-  std::optional<double> guidance;
-  for (const std::string &set : training.hparamSets) {
-    size_t eq = set.find('=');
-    std::string name = set.substr(0, eq);
-    double value = 0;
-    if (eq == std::string::npos ||
-        !absl::SimpleAtod(set.substr(eq + 1), &value))
-      return fail(
-          absl::StrCat("--set expects <name>=<number>, found '", set, "'"));
-    const loader::HyperParamInfo *hp = program->findHyperParam(name);
-    if (name != "guidance_scale" || !hp)
-      return fail(
-          absl::StrCat("--set ", set, ": ", file,
-                       " has no runtime hyper-parameter '", name, "'",
-                       program->findHyperParam("guidance_scale")
-                           ? " (it has guidance_scale)"
-                           : " (without CFG it has none: omnigen "
-                             "--opt=guidance_scale=... adds guidance_scale)"));
-    if (!hp->contains(value))
-      return fail(
-          absl::StrCat("--set ", set, ": ", name, " must be in ", hp->range));
-    guidance = value;
-  }
+  absl::StatusOr<std::optional<double>> guidance =
+      samplingGuidance(*program, file, training.hparamSets);
+  if (!guidance.ok())
+    return fail(guidance.status().message());
 
-  train::sample::WeightSource weights;
-  weights.checkpoint = flags.checkpoint;
-  weights.ema = flags.ema;
-  weights.inits = training.inits;
-  weights.initSkip = training.initSkip;
   absl::StatusOr<std::unique_ptr<train::sample::Sampler>> made =
-      train::sample::Sampler::create(program, device, weights, out);
+      train::sample::Sampler::create(program, device,
+                                     samplingWeights(flags, training), out);
   if (!made.ok())
     return fail(made.status().message());
   train::sample::Sampler &sampler = **made;
 
-  train::PromptRequest request;
-  request.function = "sample";
-  request.perIteration = 1;
-  if (!sampler.promptShape().empty()) {
-    request.embeds = true;
-    request.tokens = sampler.promptShape()[0];
-    request.dim = sampler.promptShape()[1];
-  }
-  if (!sampler.pooledShape().empty()) {
-    request.pooled = true;
-    request.pooledDim = sampler.pooledShape()[0];
-  }
-  const bool conditioned = request.embeds || request.pooled;
-  std::optional<train::PromptSet> prompts;
-  if (conditioned && !training.promptsPath.empty()) {
-    absl::StatusOr<train::PromptSet> loaded =
-        train::PromptSet::load(training.promptsPath, request);
-    if (!loaded.ok())
-      return fail(loaded.status().message());
-    prompts = std::move(*loaded);
-  } else if (conditioned) {
-    prompts = train::PromptSet::synthetic(request);
-  } else if (!training.promptsPath.empty()) {
-    return fail(absl::StrCat("--prompts ", training.promptsPath, ": ", file,
-                             " takes no prompt embeddings"));
-  }
+  absl::StatusOr<std::optional<train::PromptSet>> loaded =
+      samplingPrompts(sampler, training.promptsPath, file);
+  if (!loaded.ok())
+    return fail(loaded.status().message());
+  std::optional<train::PromptSet> &prompts = *loaded;
   const int64_t numPrompts = prompts ? prompts->size() : 1;
   const int64_t firstSeed = training.seed.value_or(0);
 
@@ -182,19 +209,19 @@ int runSample(std::shared_ptr<const loader::Program> program,
     std::vector<float> embeds, pooled;
     for (size_t j = first; j < first + n; ++j) {
       seeds.push_back(jobs[j].seed);
-      if (request.embeds) {
+      if (prompts && prompts->request().embeds) {
         TypedTensor e = TypedTensor::fromHost(prompts->embeds(jobs[j].prompt));
         embeds.insert(embeds.end(), e.span<float>().begin(),
                       e.span<float>().end());
       }
-      if (request.pooled) {
+      if (prompts && prompts->request().pooled) {
         TypedTensor e = TypedTensor::fromHost(prompts->pooled(jobs[j].prompt));
         pooled.insert(pooled.end(), e.span<float>().begin(),
                       e.span<float>().end());
       }
     }
     absl::StatusOr<train::sample::SampleOutput> got =
-        sampler.sample(seeds, embeds, pooled, guidance);
+        sampler.sample(seeds, embeds, pooled, *guidance);
     if (!got.ok())
       return fail(got.status().message());
     std::optional<TypedTensor> latents;
