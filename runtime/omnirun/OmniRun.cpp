@@ -906,12 +906,20 @@ std::optional<std::string> checkServeOptions(const Options &options) {
   if (options.list || options.function)
     return absl::StrCat(options.list ? "--list" : "--function",
                         " and --serve exclude each other");
-  // --prompts is the prompt set requests name by index; other training
-  // flags do not apply.
-  if (options.train && options.trainingOption != "--prompts")
-    return absl::StrCat(options.trainingOption,
-                        " is a training option and cannot be combined with "
-                        "--serve");
+  // The sampling mode's weights, prompts and --set guidance_scale apply
+  // (--prompts: the set requests name by index); other training flags and
+  // the sampling mode's output flags do not.
+  for (const std::string &flag : options.trainFlags)
+    if (flag != "--prompts" && flag != "--set" && flag != "--init" &&
+        flag != "--init-skip" && flag != "--init-diffusers")
+      return absl::StrCat(flag,
+                          " is a training option and cannot be combined with "
+                          "--serve");
+  if (options.sampling.imagesPerPrompt != 1 || options.sampling.saveLatents)
+    return absl::StrCat(options.sampling.saveLatents ? "--save-latents"
+                                                     : "--images-per-prompt",
+                        " writes the sampling mode's files and cannot be "
+                        "combined with --serve (requests say how many images)");
   if (options.gpus > 1)
     return absl::StrCat("--gpus ", options.gpus,
                         " with --serve: serving runs on one GPU (--gpus 1)");
@@ -926,6 +934,9 @@ int serveProgram(const std::shared_ptr<const loader::Program> &program,
   args.device = options.device;
   args.threads = options.threads;
   args.promptsPath = options.training.promptsPath;
+  args.weights = samplingWeights(options.sampling, options.training);
+  args.hparamSets = options.training.hparamSets;
+  args.log = &out;
   return serve(program, args, builtinSampleBackend(), out, err);
 }
 

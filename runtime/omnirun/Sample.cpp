@@ -66,75 +66,57 @@ std::string number(double v) {
 } // namespace
 
 bool isSamplingTrainFlag(const std::string &name) {
-  for (const char *ok :
-       {"--prompts", "--out", "--seed", "--set", "--init", "--init-skip",
-        "--init-diffusers"})
+  for (const char *ok : {"--prompts", "--out", "--seed", "--set", "--init",
+                         "--init-skip", "--init-diffusers"})
     if (name == ok)
       return true;
   return false;
 }
 
-int runSample(std::shared_ptr<const loader::Program> program,
-              const std::string &file, hal::Device &device,
-              const SampleFlags &flags, const train::TrainOptions &training,
-              const std::vector<std::string> &trainFlags, std::ostream &out,
-              std::ostream &err) {
-  auto fail = [&](absl::string_view message) {
-    err << "omnirun: " << message << "\n";
-    return 1;
-  };
-  for (const std::string &flag : trainFlags)
-    if (!isSamplingTrainFlag(flag))
-      return fail(absl::StrCat(
-          flag, " is a training option, but ", file,
-          " is a sampling program (@sample, no @train_step); sampling takes "
-          "--prompts, --out, --seed, --set guidance_scale=..., --init, "
-          "--init-skip, --init-diffusers, --checkpoint, --ema, --images-per-prompt and "
-          "--save-latents"));
-  if (training.outDir.empty())
-    return fail(absl::StrCat(file, " is a sampling program: give --out DIR "
-                                   "for its images (docs/sampling.md)"));
-  if (flags.imagesPerPrompt < 1)
-    return fail(absl::StrCat("--images-per-prompt expects an integer >= 1, "
-                             "found ",
-                             flags.imagesPerPrompt));
-  // --set: only @sample's runtime hyper-parameters (guidance_scale).
-  std::optional<double> guidance;
-  for (const std::string &set : training.hparamSets) {
-    size_t eq = set.find('=');
-    std::string name = set.substr(0, eq);
-    double value = 0;
-    if (eq == std::string::npos ||
-        !absl::SimpleAtod(set.substr(eq + 1), &value))
-      return fail(
-          absl::StrCat("--set expects <name>=<number>, found '", set, "'"));
-    const loader::HyperParamInfo *hp = program->findHyperParam(name);
-    if (name != "guidance_scale" || !hp)
-      return fail(
-          absl::StrCat("--set ", set, ": ", file,
-                       " has no runtime hyper-parameter '", name, "'",
-                       program->findHyperParam("guidance_scale")
-                           ? " (it has guidance_scale)"
-                           : " (without CFG it has none: omnigen "
-                             "--opt=guidance_scale=... adds guidance_scale)"));
-    if (!hp->contains(value))
-      return fail(
-          absl::StrCat("--set ", set, ": ", name, " must be in ", hp->range));
-    guidance = value;
-  }
-
+train::sample::WeightSource
+samplingWeights(const SampleFlags &flags, const train::TrainOptions &training) {
   train::sample::WeightSource weights;
   weights.checkpoint = flags.checkpoint;
   weights.ema = flags.ema;
   weights.inits = training.inits;
   weights.diffusers = training.initDiffusers;
   weights.initSkip = training.initSkip;
-  absl::StatusOr<std::unique_ptr<train::sample::Sampler>> made =
-      train::sample::Sampler::create(program, device, weights, out);
-  if (!made.ok())
-    return fail(made.status().message());
-  train::sample::Sampler &sampler = **made;
+  return weights;
+}
 
+absl::StatusOr<std::optional<double>>
+samplingGuidance(const loader::Program &program, const std::string &file,
+                 const std::vector<std::string> &hparamSets) {
+  // --set: only @sample's runtime hyper-parameters (guidance_scale).
+  std::optional<double> guidance;
+  for (const std::string &set : hparamSets) {
+    size_t eq = set.find('=');
+    std::string name = set.substr(0, eq);
+    double value = 0;
+    if (eq == std::string::npos ||
+        !absl::SimpleAtod(set.substr(eq + 1), &value))
+      return absl::InvalidArgumentError(
+          absl::StrCat("--set expects <name>=<number>, found '", set, "'"));
+    const loader::HyperParamInfo *hp = program.findHyperParam(name);
+    if (name != "guidance_scale" || !hp)
+      return absl::InvalidArgumentError(
+          absl::StrCat("--set ", set, ": ", file,
+                       " has no runtime hyper-parameter '", name, "'",
+                       program.findHyperParam("guidance_scale")
+                           ? " (it has guidance_scale)"
+                           : " (without CFG it has none: omnigen "
+                             "--opt=guidance_scale=... adds guidance_scale)"));
+    if (!hp->contains(value))
+      return absl::InvalidArgumentError(
+          absl::StrCat("--set ", set, ": ", name, " must be in ", hp->range));
+    guidance = value;
+  }
+  return guidance;
+}
+
+absl::StatusOr<std::optional<train::PromptSet>>
+samplingPrompts(train::sample::Sampler &sampler, const std::string &promptsPath,
+                const std::string &file, std::ostream &log) {
   train::PromptRequest request;
   request.function = "sample";
   request.perIteration = 1;
@@ -152,46 +134,94 @@ int runSample(std::shared_ptr<const loader::Program> program,
     request.negativePooled = !sampler.pooledShape().empty();
   }
   const bool conditioned = request.embeds || request.pooled;
+  if (!conditioned) {
+    if (!promptsPath.empty())
+      return absl::InvalidArgumentError(
+          absl::StrCat("--prompts ", promptsPath, ": ", file,
+                       " takes no prompt embeddings"));
+    return std::optional<train::PromptSet>();
+  }
   std::optional<train::PromptSet> prompts;
-  if (conditioned && !training.promptsPath.empty()) {
+  if (!promptsPath.empty()) {
     absl::StatusOr<train::PromptSet> loaded =
-        train::PromptSet::load(training.promptsPath, request);
+        train::PromptSet::load(promptsPath, request);
     if (!loaded.ok())
-      return fail(loaded.status().message());
+      return loaded.status();
     prompts = std::move(*loaded);
-  } else if (conditioned) {
+  } else {
     prompts = train::PromptSet::synthetic(request);
-  } else if (!training.promptsPath.empty()) {
-    return fail(absl::StrCat("--prompts ", training.promptsPath, ": ", file,
-                             " takes no prompt embeddings"));
   }
   // CFG's unconditional branch: the prompts file's negative prompt, else
-  // zeros (as training, docs/prompts.md).
-  if (prompts && sampler.takesNegatives()) {
-    if (prompts->hasNegatives()) {
-      std::vector<float> embeds, pooled;
-      if (request.negativeEmbeds) {
-        TypedTensor e = TypedTensor::fromHost(prompts->negativeEmbeds());
-        embeds.assign(e.span<float>().begin(), e.span<float>().end());
-      }
-      if (request.negativePooled) {
-        TypedTensor e = TypedTensor::fromHost(prompts->negativePooled());
-        pooled.assign(e.span<float>().begin(), e.span<float>().end());
-      }
-      if (absl::Status set = sampler.setNegatives(embeds, pooled); !set.ok())
-        return fail(set.message());
-      out << "prompts: the unconditional (CFG) branch uses the negative "
-             "prompt"
-          << (prompts->negativeText() ? " '" + *prompts->negativeText() + "'"
-                                      : std::string())
-          << " from " << prompts->source() << "\n";
-    } else {
-      out << "prompts: the unconditional (CFG) branch uses zeros ("
-          << prompts->source()
-          << " has no negative_prompt_embeds; tools/encode-prompts writes "
-             "them)\n";
-    }
+  // zeros (as in training, docs/prompts.md).
+  if (!sampler.takesNegatives())
+    return prompts;
+  if (!prompts->hasNegatives()) {
+    log << "prompts: the unconditional (CFG) branch uses zeros ("
+        << prompts->source()
+        << " has no negative_prompt_embeds; tools/encode-prompts writes "
+           "them)\n";
+    return prompts;
   }
+  std::vector<float> embeds, pooled;
+  if (request.negativeEmbeds) {
+    TypedTensor e = TypedTensor::fromHost(prompts->negativeEmbeds());
+    embeds.assign(e.span<float>().begin(), e.span<float>().end());
+  }
+  if (request.negativePooled) {
+    TypedTensor e = TypedTensor::fromHost(prompts->negativePooled());
+    pooled.assign(e.span<float>().begin(), e.span<float>().end());
+  }
+  if (absl::Status set = sampler.setNegatives(embeds, pooled); !set.ok())
+    return set;
+  log << "prompts: the unconditional (CFG) branch uses the negative prompt"
+      << (prompts->negativeText() ? " '" + *prompts->negativeText() + "'"
+                                  : std::string())
+      << " from " << prompts->source() << "\n";
+  return prompts;
+}
+
+int runSample(std::shared_ptr<const loader::Program> program,
+              const std::string &file, hal::Device &device,
+              const SampleFlags &flags, const train::TrainOptions &training,
+              const std::vector<std::string> &trainFlags, std::ostream &out,
+              std::ostream &err) {
+  auto fail = [&](absl::string_view message) {
+    err << "omnirun: " << message << "\n";
+    return 1;
+  };
+  for (const std::string &flag : trainFlags)
+    if (!isSamplingTrainFlag(flag))
+      return fail(absl::StrCat(
+          flag, " is a training option, but ", file,
+          " is a sampling program (@sample, no @train_step); sampling takes "
+          "--prompts, --out, --seed, --set guidance_scale=..., --init, "
+          "--init-skip, --init-diffusers, --checkpoint, --ema, "
+          "--images-per-prompt and "
+          "--save-latents"));
+  if (training.outDir.empty())
+    return fail(absl::StrCat(file, " is a sampling program: give --out DIR "
+                                   "for its images (docs/sampling.md)"));
+  if (flags.imagesPerPrompt < 1)
+    return fail(absl::StrCat("--images-per-prompt expects an integer >= 1, "
+                             "found ",
+                             flags.imagesPerPrompt));
+  absl::StatusOr<std::optional<double>> guidance =
+      samplingGuidance(*program, file, training.hparamSets);
+  if (!guidance.ok())
+    return fail(guidance.status().message());
+
+  absl::StatusOr<std::unique_ptr<train::sample::Sampler>> made =
+      train::sample::Sampler::create(program, device,
+                                     samplingWeights(flags, training), out);
+  if (!made.ok())
+    return fail(made.status().message());
+  train::sample::Sampler &sampler = **made;
+
+  absl::StatusOr<std::optional<train::PromptSet>> loaded =
+      samplingPrompts(sampler, training.promptsPath, file, out);
+  if (!loaded.ok())
+    return fail(loaded.status().message());
+  std::optional<train::PromptSet> &prompts = *loaded;
   const int64_t numPrompts = prompts ? prompts->size() : 1;
   const int64_t firstSeed = training.seed.value_or(0);
 
@@ -218,19 +248,19 @@ int runSample(std::shared_ptr<const loader::Program> program,
     std::vector<float> embeds, pooled;
     for (size_t j = first; j < first + n; ++j) {
       seeds.push_back(jobs[j].seed);
-      if (request.embeds) {
+      if (prompts && prompts->request().embeds) {
         TypedTensor e = TypedTensor::fromHost(prompts->embeds(jobs[j].prompt));
         embeds.insert(embeds.end(), e.span<float>().begin(),
                       e.span<float>().end());
       }
-      if (request.pooled) {
+      if (prompts && prompts->request().pooled) {
         TypedTensor e = TypedTensor::fromHost(prompts->pooled(jobs[j].prompt));
         pooled.insert(pooled.end(), e.span<float>().begin(),
                       e.span<float>().end());
       }
     }
     absl::StatusOr<train::sample::SampleOutput> got =
-        sampler.sample(seeds, embeds, pooled, guidance);
+        sampler.sample(seeds, embeds, pooled, *guidance);
     if (!got.ok())
       return fail(got.status().message());
     std::optional<TypedTensor> latents;

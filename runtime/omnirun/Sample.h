@@ -17,9 +17,14 @@
 #include "runtime/hal/Device.h"
 #include "runtime/loader/Program.h"
 #include "runtime/train/driver/Trainer.h"
+#include "runtime/train/prompts/Prompts.h"
+#include "runtime/train/sample/Sampler.h"
+
+#include "absl/status/statusor.h"
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -40,6 +45,27 @@ struct SampleFlags {
 
 /// The training flags sampling takes (any other is an error).
 bool isSamplingTrainFlag(const std::string &name);
+
+/// The weights the sampling flags name (--checkpoint, --ema, --init,
+/// --init-skip, --init-diffusers); the sampling mode and the sampling server
+/// (Serve.h) load them alike.
+train::sample::WeightSource
+samplingWeights(const SampleFlags &flags, const train::TrainOptions &training);
+
+/// The CFG scale `--set` asks for (only guidance_scale, and only when
+/// `program` takes it); unset without --set. One line naming the --set.
+absl::StatusOr<std::optional<double>>
+samplingGuidance(const loader::Program &program, const std::string &file,
+                 const std::vector<std::string> &hparamSets);
+
+/// The prompts `sampler`'s @sample conditions on: the --prompts file
+/// (`promptsPath`), else the built-in synthetic set; none (nullopt) when
+/// @sample takes no prompt embeddings (then a --prompts file is an error).
+/// With CFG, gives the sampler the file's negative prompt (zeros without
+/// one) and says which on `log`.
+absl::StatusOr<std::optional<train::PromptSet>>
+samplingPrompts(train::sample::Sampler &sampler, const std::string &promptsPath,
+                const std::string &file, std::ostream &log);
 
 /// Runs the sampling mode of `program` (file `file`) on `device`;
 /// `trainFlags`: the training flags given, by name. Returns the exit code,

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/omnirun/Serve.h"
+#include "runtime/omnirun/ServeBackend.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -107,11 +108,7 @@ private:
 
 } // namespace
 
-SampleBackendFactory builtinSampleBackend() {
-  // The runner of `omnigen --program=sample` step.bins is wired here when
-  // it lands (issue 16, item 5).
-  return nullptr;
-}
+SampleBackendFactory builtinSampleBackend() { return makeSamplerBackend; }
 
 absl::Status parseServeAddress(const std::string &value, ServeArgs &args) {
   auto bad = [&](absl::string_view why) {

@@ -19,6 +19,7 @@
 
 #include "runtime/loader/Program.h"
 #include "runtime/serve/SampleServer.h"
+#include "runtime/train/sample/Sampler.h"
 
 #include "absl/status/statusor.h"
 
@@ -26,6 +27,7 @@
 #include <memory>
 #include <ostream>
 #include <string>
+#include <vector>
 
 namespace omni::omnirun {
 
@@ -42,6 +44,14 @@ struct ServeArgs {
   std::string device = "cpu";
   int threads = 0;
   std::string promptsPath;
+  /// The weights (--checkpoint, --ema, --init, --init-skip; Sample.h's
+  /// samplingWeights) and the --set values (guidance_scale: the default
+  /// of requests that give none).
+  train::sample::WeightSource weights;
+  std::vector<std::string> hparamSets;
+  /// Where the backend says what it loaded (stdout in the tool); null: not
+  /// said.
+  std::ostream *log = nullptr;
   /// Called once the server listens, with its port (tests; port 0).
   std::function<void(int port)> onListening;
 };
@@ -52,8 +62,9 @@ using SampleBackendFactory =
         const std::shared_ptr<const loader::Program> &program,
         const ServeArgs &args)>;
 
-/// The factory omnirun uses; nullptr while omnirun has no way to run
-/// @sample (then --serve says so in one line).
+/// The factory omnirun uses: a backend over train::sample::Sampler on
+/// --device (ServeBackend.h). A factory may be nullptr (then --serve says
+/// in one line that this omnirun cannot run @sample).
 SampleBackendFactory builtinSampleBackend();
 
 /// Parses a --serve value HOST:PORT (PORT 0 to 65535); one line naming

@@ -68,9 +68,11 @@ TEST(OmniRunServe, FlagErrors) {
   const std::string sample = writeTemp("serve_sample.bin", sampleProgram());
   r = omnirun({sample, "--serve=127.0.0.1:0"});
   EXPECT_EQ(r.code, 1);
-  EXPECT_EQ(r.err, "omnirun: --serve needs a program with @sample, and this "
-                   "omnirun cannot run @sample yet (no sampling backend is "
-                   "built in)\n");
+  // The built-in backend runs the Sampler, which needs the whole sampling
+  // program (test/sample/serve.test serves a real one).
+  EXPECT_EQ(r.err, "omnirun: " + sample +
+                       " has @sample but no @sample_noise, expected a program "
+                       "of omnigen --program=sample\n");
   struct Case {
     std::vector<std::string> args;
     std::string err;
@@ -101,6 +103,14 @@ TEST(OmniRunServe, FlagErrors) {
        "--function and --serve exclude each other"},
       {{"--serve", "127.0.0.1:0", "--steps", "3"},
        "--steps is a training option and cannot be combined with --serve"},
+      {{"--serve", "127.0.0.1:0", "--prompts", "p.safetensors", "--seed", "3"},
+       "--seed is a training option and cannot be combined with --serve"},
+      {{"--serve", "127.0.0.1:0", "--images-per-prompt", "2"},
+       "--images-per-prompt writes the sampling mode's files and cannot be "
+       "combined with --serve (requests say how many images)"},
+      {{"--serve", "127.0.0.1:0", "--save-latents"},
+       "--save-latents writes the sampling mode's files and cannot be "
+       "combined with --serve (requests say how many images)"},
   };
   for (const Case &c : cases) {
     std::vector<std::string> args = {sample};
@@ -109,9 +119,18 @@ TEST(OmniRunServe, FlagErrors) {
     EXPECT_EQ(r.code, 1) << c.args[0];
     EXPECT_EQ(r.err, "omnirun: " + c.err + "\n") << c.args[0];
   }
-  // --prompts goes with --serve (the set prompt_index names).
-  r = omnirun({sample, "--serve", "127.0.0.1:0", "--prompts", "p.safetensors"});
-  EXPECT_FALSE(absl::StrContains(r.err, "training option")) << r.err;
+  // --prompts (the set prompt_index names), the weights' flags and --set
+  // go with --serve: the error is the fake program's, not the flags'.
+  r = omnirun({sample, "--serve", "127.0.0.1:0", "--prompts", "p.safetensors",
+               "--init", "w.safetensors", "--init-skip", "vae.x"});
+  EXPECT_TRUE(absl::StrContains(r.err, "no @sample_noise")) << r.err;
+  r = omnirun({sample, "--serve", "127.0.0.1:0", "--set", "guidance_scale=2"});
+  EXPECT_EQ(r.err, "omnirun: --set guidance_scale=2: " + sample +
+                       " has no runtime hyper-parameter 'guidance_scale' "
+                       "(without CFG it has none: omnigen "
+                       "--opt=guidance_scale=... adds guidance_scale)\n");
+  r = omnirun({sample, "--serve", "127.0.0.1:0", "--checkpoint", "c", "--ema"});
+  EXPECT_TRUE(absl::StrContains(r.err, "no @sample_noise")) << r.err;
 }
 
 /// One 1x1 image per row, its value the seed's parity.

@@ -630,6 +630,10 @@ private:
   void emitInitState(bool weightsOnly = false);
   /// The sampling program's @sample and @sample_noise (docs/sampling.md).
   void emitSample();
+  /// @sample_steps() -> steps: the compiled step count N, which a sampling
+  /// server reports (docs/serving.md) and the ODE sampler's results do not
+  /// show.
+  void emitSampleSteps();
   /// Standard normal noise [B, ...latent] whose row b is drawn with key
   /// seeds[b], `counter` and offset 0: it depends on seeds[b] only, not on
   /// b's position in the batch (docs/sampling.md section 2).
@@ -1048,8 +1052,9 @@ void Emitter::emitSample() {
     Value i = loop.getInductionVar();
     Tensor x = wrap(loop.getRegionIterArgs()[0]);
     Tensor t = timestepAt(timesteps, i, batch);
-    Tensor v = g_.call(*velocity_, velocityArgs(x, t, c.prompt, c.pooled,
-                                                params, guidance, &negatives))[0];
+    Tensor v =
+        g_.call(*velocity_, velocityArgs(x, t, c.prompt, c.pooled, params,
+                                         guidance, &negatives))[0];
     SmallVector<Value> next;
     if (o_.sdeSampler) {
       Tensor noise = perSampleNoise(seeds, fromIndex(i) + i64(1));
@@ -1875,6 +1880,11 @@ void Emitter::emitTrainStep() {
   returnTrainStep(f, state, rw, mean, last);
 }
 
+void Emitter::emitSampleSteps() {
+  Function f(g_, "sample_steps", /*isPublic=*/true);
+  f.returns({i64(o_.steps)}, {"steps"});
+}
+
 llvm::Error Emitter::emit(const std::string &program) {
   publicModels_ = program != "train" && program != "sample";
   if (program == "sample") {
@@ -1882,6 +1892,7 @@ llvm::Error Emitter::emit(const std::string &program) {
     emitDecoder();
     emitInitState(/*weightsOnly=*/true);
     emitSample();
+    emitSampleSteps();
     return llvm::Error::success();
   }
   if (program == "decode") {

@@ -27,6 +27,7 @@ namespace {
 constexpr const char *kSample = "sample";
 constexpr const char *kNoise = "sample_noise";
 constexpr const char *kInit = "init_state";
+constexpr const char *kSteps = "sample_steps";
 
 bool isFolder(const std::string &path) {
   struct stat st;
@@ -105,8 +106,8 @@ Sampler::create(std::shared_ptr<const loader::Program> program,
       s->pooledShape_.assign(t.shape.begin() + 1, t.shape.end());
     else if (t.name == detail::kNegativeEmbeds && t.dtype == DType::F32 &&
              t.shape.size() == 3 && t.shape[0] == 1)
-      s->negativeEmbeds_.assign(
-          static_cast<size_t>(t.shape[1] * t.shape[2]), 0.0f);
+      s->negativeEmbeds_.assign(static_cast<size_t>(t.shape[1] * t.shape[2]),
+                                0.0f);
     else if (t.name == detail::kNegativePooled && t.dtype == DType::F32 &&
              t.shape.size() == 2 && t.shape[0] == 1)
       s->negativePooled_.assign(static_cast<size_t>(t.shape[1]), 0.0f);
@@ -133,6 +134,22 @@ Sampler::create(std::shared_ptr<const loader::Program> program,
   if (!executor.ok())
     return executor.status();
   s->executor_ = std::move(*executor);
+  s->steps_ = s->logProbSteps_;
+  if (p.findFunction(kSteps)) {
+    absl::StatusOr<std::vector<TypedTensor>> steps =
+        s->executor_->run(kSteps, {});
+    if (!steps.ok())
+      return steps.status();
+    if (steps->size() != 1 || (*steps)[0].dtype() != DType::I64 ||
+        (*steps)[0].numElements() != 1 || (*steps)[0].doubleAt(0) < 1 ||
+        (s->logProbSteps_ && (*steps)[0].doubleAt(0) != s->logProbSteps_))
+      return absl::InvalidArgumentError(
+          absl::StrCat(p.name(), ": @", kSteps,
+                       " does not return one i64 step count >= 1 (matching the "
+                       "log-probs' columns), expected the program of omnigen "
+                       "--program=sample"));
+    s->steps_ = static_cast<int64_t>((*steps)[0].doubleAt(0));
+  }
   if (absl::Status loaded = s->loadWeights(weights, log); !loaded.ok())
     return loaded;
   return s;
@@ -314,7 +331,8 @@ absl::StatusOr<SampleOutput> Sampler::sample(absl::Span<const int64_t> seeds,
     } else if (name == detail::kNegativeEmbeds ||
                name == detail::kNegativePooled) {
       const bool embeds = name == detail::kNegativeEmbeds;
-      const std::vector<float> &row = embeds ? negativeEmbeds_ : negativePooled_;
+      const std::vector<float> &row =
+          embeds ? negativeEmbeds_ : negativePooled_;
       std::vector<int64_t> shape{1};
       const std::vector<int64_t> &rest = embeds ? promptShape_ : pooledShape_;
       shape.insert(shape.end(), rest.begin(), rest.end());

@@ -7,6 +7,7 @@
 //
 //   @init_state(seed) -> (transformer.*, vae.*)       (the state slots)
 //   @sample_noise(seeds [B]) -> latents [B, C, h, w]
+//   @sample_steps() -> steps i64                    (N, the sampler's steps)
 //   @sample(seeds [B], [prompt_embeds [B, L, D]], [pooled_prompt_embeds
 //           [B, Dp]], [guidance_scale]) -> (images [B, 3, H, W],
 //           [log_probs [B, N]])
@@ -90,6 +91,10 @@ public:
   /// N: sampler steps (the columns of the log-probs); 0 for the ODE sampler
   /// (no log-probs).
   int64_t logProbSteps() const { return logProbSteps_; }
+  /// N: the sampler's steps, from @sample_steps() -> i64 (which omnigen
+  /// --program=sample writes, docs/sampling.md); a program without it:
+  /// logProbSteps() (0 for the ODE sampler, whose N it does not say).
+  int64_t steps() const { return steps_; }
   /// prompt_embeds' [L, D] per sample (empty: the program takes none).
   const std::vector<int64_t> &promptShape() const { return promptShape_; }
   /// pooled_prompt_embeds' [Dp] per sample (empty: none).
@@ -135,7 +140,7 @@ private:
 
   std::shared_ptr<const loader::Program> program_;
   std::unique_ptr<executor::Executor> executor_;
-  int64_t batch_ = 0, logProbSteps_ = 0;
+  int64_t batch_ = 0, logProbSteps_ = 0, steps_ = 0;
   std::vector<int64_t> promptShape_, pooledShape_, imageShape_;
   std::optional<double> guidance_;
   /// @sample's inputs after the seeds, by name.
