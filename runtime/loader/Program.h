@@ -194,6 +194,14 @@ public:
   absl::Span<const HyperParamInfo> hyperParams() const { return hparams_; }
   /// The hyper-parameter named `name`, if any.
   const HyperParamInfo *findHyperParam(absl::string_view name) const;
+  /// The metadata table (docs/backend.md, "Metadata"): what the producer
+  /// recorded about the program (model, configs), sorted by key; empty
+  /// when it recorded nothing.
+  const std::map<std::string, std::string, std::less<>> &metadata() const {
+    return metadata_;
+  }
+  /// The metadata value of `key`, if any.
+  const std::string *findMetadata(absl::string_view key) const;
   int64_t arenaSize() const { return step_->arena_size(); }
   uint32_t numScalars() const;
   uint32_t numFunctions() const;
@@ -219,6 +227,7 @@ private:
   std::vector<StateInfo> state_;
   std::vector<MeshInfo> meshes_;
   std::vector<HyperParamInfo> hparams_;
+  std::map<std::string, std::string, std::less<>> metadata_;
   std::map<std::string, uint32_t, std::less<>> functionsByName_;
   std::map<std::string, uint32_t, std::less<>> stateByName_;
 

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/omnirun/OmniRun.h"
+#include "runtime/omnirun/Export.h"
 
 #include "runtime/base/ConfigFile.h"
 #include "runtime/base/PhaseTimer.h"
@@ -37,6 +38,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 
 #include <algorithm>
@@ -77,6 +79,8 @@ struct Options {
   double collectiveTimeoutSeconds = 60;
 
   train::TrainOptions training;
+  /// --export and its flags (Export.h).
+  ExportOptions exporting;
 };
 
 /// How a flag takes its value.
@@ -200,6 +204,64 @@ const Flag kFlags[] = {
      [](Options &o, const std::string &,
         const std::optional<std::string> &) -> std::optional<std::string> {
        o.list = true;
+       return std::nullopt;
+     }},
+    {"--export", Arg::Value, Mode::General, "<dir>",
+     "write --checkpoint's transformer as a diffusers folder (config.json "
+     "from the step.bin's metadata; a LoRA run's adapters as "
+     "pytorch_lora_weights.safetensors), then exit (docs/export.md)",
+     [](Options &o, const std::string &,
+        const std::optional<std::string> &v) -> std::optional<std::string> {
+       o.exporting.dir = *v;
+       return std::nullopt;
+     }},
+    {"--checkpoint", Arg::Value, Mode::General, "<file|dir>",
+     "with --export: the checkpoint, a step-<n>.safetensors file or a run "
+     "folder (its latest)",
+     [](Options &o, const std::string &name,
+        const std::optional<std::string> &v) -> std::optional<std::string> {
+       o.exporting.checkpoint = *v;
+       if (o.exporting.firstFlag.empty())
+         o.exporting.firstFlag = name;
+       return std::nullopt;
+     }},
+    {"--ema", Arg::None, Mode::General, "",
+     "with --export: export the EMA weights (ema.transformer.*)",
+     [](Options &o, const std::string &name,
+        const std::optional<std::string> &) -> std::optional<std::string> {
+       o.exporting.ema = true;
+       if (o.exporting.firstFlag.empty())
+         o.exporting.firstFlag = name;
+       return std::nullopt;
+     }},
+    {"--base-diffusers", Arg::Value, Mode::General, "<dir>",
+     "with --export: copy (hard-link) the other components and "
+     "model_index.json from this diffusers folder, and use its "
+     "transformer/config.json",
+     [](Options &o, const std::string &name,
+        const std::optional<std::string> &v) -> std::optional<std::string> {
+       o.exporting.baseDiffusers = *v;
+       if (o.exporting.firstFlag.empty())
+         o.exporting.firstFlag = name;
+       return std::nullopt;
+     }},
+    {"--merge-lora", Arg::None, Mode::General, "",
+     "with --export of a LoRA run: merge the adapters into the weights "
+     "(W + alpha/r B A) instead of writing the adapter file",
+     [](Options &o, const std::string &name,
+        const std::optional<std::string> &) -> std::optional<std::string> {
+       o.exporting.mergeLora = true;
+       if (o.exporting.firstFlag.empty())
+         o.exporting.firstFlag = name;
+       return std::nullopt;
+     }},
+    {"--force", Arg::None, Mode::General, "",
+     "with --export: replace the folder if it exists and is not empty",
+     [](Options &o, const std::string &name,
+        const std::optional<std::string> &) -> std::optional<std::string> {
+       o.exporting.force = true;
+       if (o.exporting.firstFlag.empty())
+         o.exporting.firstFlag = name;
        return std::nullopt;
      }},
     {"--function", Arg::Value, Mode::General, "<name>", "the function to run",
@@ -672,6 +734,11 @@ void list(const loader::Program &program, std::ostream &out) {
     out << "hparam '" << hp.name << "': default "
         << train::formatExact(hp.defaultValue) << ", range " << hp.range
         << " (runtime: --set " << hp.name << "=<value>)\n";
+  // What the program was made from (docs/backend.md, "Metadata"), one
+  // line per key: a value's line breaks are written as \n.
+  for (const auto &[key, value] : program.metadata())
+    out << "metadata '" << key
+        << "': " << absl::StrReplaceAll(value, {{"\n", "\\n"}}) << "\n";
   // A sharded slot says which part of which tensor one rank holds:
   // "(Parameter, shard 1/2 of tensor<64x64xf32> dim 0 over 'fsdp')".
   for (const loader::StateInfo &slot : program.state()) {
@@ -835,9 +902,20 @@ int run(const std::vector<std::string> &args, std::ostream &out,
   }
   if (options.file.empty())
     return fail("no step.bin given (see --help)");
-  if (!options.list && !options.function && !options.train)
+  if (std::optional<std::string> error = checkExportFlags(options.exporting))
+    return fail(*error);
+  const bool exporting = !options.exporting.dir.empty();
+  if (exporting && (options.list || options.function || options.train))
+    return fail(absl::StrCat(
+        "--export writes a checkpoint as a diffusers folder and cannot be "
+        "combined with ",
+        options.list       ? "--list"
+        : options.function ? "--function"
+                           : options.trainingOption));
+  if (!options.list && !options.function && !options.train && !exporting)
     return fail("give --function=<name> to run a function, --steps=<n> to "
-                "train, or --list to list them");
+                "train, --export=<dir> to export a checkpoint, or --list to "
+                "list them");
   if (options.function && options.train)
     return fail(absl::StrCat(options.trainingOption,
                              " is a training option and cannot be combined "
@@ -886,6 +964,11 @@ int run(const std::vector<std::string> &args, std::ostream &out,
   if (options.list) {
     list(**program, out);
     return 0;
+  }
+  if (exporting) {
+    absl::Status exported =
+        exportDiffusers(**program, options.file, options.exporting, out);
+    return exported.ok() ? 0 : fail(exported.message());
   }
   if (std::optional<std::string> error =
           checkTarget(**program, options.file, options))
