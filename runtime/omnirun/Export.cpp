@@ -297,24 +297,39 @@ absl::Status exportDiffusers(const loader::Program &program,
   std::map<std::string, const NamedTypedTensor *> byName;
   for (const NamedTypedTensor &t : ckpt->tensors)
     byName[t.name] = &t;
-  // The checkpoint is this program's: every transformer.* state slot is
-  // there with its shape.
-  for (const loader::StateInfo &slot : program.state()) {
-    if (!absl::StartsWith(slot.name, kTransformer))
-      continue;
-    auto it = byName.find(slot.name);
-    if (it == byName.end())
-      return error(absl::StrCat(ckpt->file, ": no tensor '", slot.name,
-                                "', which ", programFile,
-                                " has as state (a checkpoint of another "
-                                "program?)"));
-    const std::vector<int64_t> &shape =
-        slot.sharding ? slot.sharding->globalShape : slot.shape;
-    if (it->second->tensor.shape() != shape)
-      return error(absl::StrCat(ckpt->file, ": tensor '", slot.name, "' is ",
-                                it->second->tensor.typeString(), " but ",
-                                programFile, " has it as ",
-                                loader::tensorTypeString(slot.dtype, shape)));
+  // The checkpoint is this program's: its weights (transformer.*, vae.*,
+  // ema.transformer.*) are exactly the program's state of those names, with
+  // the same shapes. (A program without state, such as --program=velocity,
+  // takes the weights as inputs and checks nothing here.)
+  auto isWeight = [](absl::string_view name) {
+    return absl::StartsWith(name, kTransformer) ||
+           absl::StartsWith(name, kVae) || absl::StartsWith(name, kEma);
+  };
+  if (!program.state().empty()) {
+    std::set<std::string> slots;
+    for (const loader::StateInfo &slot : program.state()) {
+      if (!isWeight(slot.name))
+        continue;
+      slots.insert(slot.name);
+      auto it = byName.find(slot.name);
+      if (it == byName.end())
+        return error(absl::StrCat(ckpt->file, ": no tensor '", slot.name,
+                                  "', which ", programFile,
+                                  " has as state (a checkpoint of another "
+                                  "program?)"));
+      const std::vector<int64_t> &shape =
+          slot.sharding ? slot.sharding->globalShape : slot.shape;
+      if (it->second->tensor.shape() != shape)
+        return error(absl::StrCat(
+            ckpt->file, ": tensor '", slot.name, "' is ",
+            it->second->tensor.typeString(), " but ", programFile,
+            " has it as ", loader::tensorTypeString(slot.dtype, shape)));
+    }
+    for (const NamedTypedTensor &t : ckpt->tensors)
+      if (isWeight(t.name) && !slots.count(t.name))
+        return error(absl::StrCat(ckpt->file, ": tensor '", t.name,
+                                  "' is not state of ", programFile,
+                                  " (a checkpoint of another program?)"));
   }
 
   // The transformer's weights (diffusers names) and LoRA adapters.
