@@ -320,10 +320,10 @@ absl::Status exportDiffusers(const loader::Program &program,
       const std::vector<int64_t> &shape =
           slot.sharding ? slot.sharding->globalShape : slot.shape;
       if (it->second->tensor.shape() != shape)
-        return error(absl::StrCat(
-            ckpt->file, ": tensor '", slot.name, "' is ",
-            it->second->tensor.typeString(), " but ", programFile,
-            " has it as ", loader::tensorTypeString(slot.dtype, shape)));
+        return error(absl::StrCat(ckpt->file, ": tensor '", slot.name, "' is ",
+                                  it->second->tensor.typeString(), " but ",
+                                  programFile, " has it as ",
+                                  loader::tensorTypeString(slot.dtype, shape)));
     }
     for (const NamedTypedTensor &t : ckpt->tensors)
       if (isWeight(t.name) && !slots.count(t.name))
