@@ -8,7 +8,8 @@
 // in range, every size and offset is computed with overflow checks, every
 // command's operands have the dtypes and shapes its kind needs, nesting and
 // calls are bounded and acyclic, and meshes and collectives are consistent
-// (VerifyCollective.cpp). What an executable needs of the device (its CPU
+// (VerifyCollective.cpp), and the metadata table's keys are unique and
+// sorted (docs/backend.md, "Metadata"). What an executable needs of the device (its CPU
 // features, later its SM architecture) is checked by the driver that loads
 // it (hal Device::loadExecutable), not here. Every rejection is one line,
 // "<file>: <field path>: <expected and found>", for example
