@@ -332,9 +332,17 @@ absl::Status exportDiffusers(const loader::Program &program,
                                   " (a checkpoint of another program?)"));
   }
 
+  if (options.ema && std::none_of(ckpt->tensors.begin(), ckpt->tensors.end(),
+                                  [](const NamedTypedTensor &t) {
+                                    return absl::StartsWith(t.name, kEma);
+                                  }))
+    return error(absl::StrCat(
+        ckpt->file,
+        ": --ema, but the checkpoint has no EMA weights (ema.transformer.*); "
+        "train with --opt=ema_decay=<d> or drop --ema"));
+
   // The transformer's weights (diffusers names) and LoRA adapters.
   std::map<std::string, TypedTensor> weights, adapters;
-  int fromEma = 0;
   for (const NamedTypedTensor &t : ckpt->tensors) {
     if (!absl::StartsWith(t.name, kTransformer))
       continue;
@@ -344,7 +352,6 @@ absl::Status exportDiffusers(const loader::Program &program,
       auto it = byName.find(absl::StrCat(kEma, key));
       if (it != byName.end()) {
         source = it->second;
-        ++fromEma;
       } else if (isAdapter(key)) {
         return error(absl::StrCat(ckpt->file, ": no EMA of adapter '", t.name,
                                   "' (", kEma, key, ")"));
@@ -359,11 +366,6 @@ absl::Status exportDiffusers(const loader::Program &program,
     return error(absl::StrCat(ckpt->file,
                               ": no transformer.* tensors; expected a "
                               "checkpoint of the FlowGRPO recipe"));
-  if (options.ema && fromEma == 0)
-    return error(absl::StrCat(
-        ckpt->file,
-        ": --ema, but the checkpoint has no EMA weights (ema.transformer.*); "
-        "train with --opt=ema_decay=<d> or drop --ema"));
 
   // LoRA: group the adapters by module, check them against the metadata.
   std::map<std::string, Adapter> modules;
