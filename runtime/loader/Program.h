@@ -9,9 +9,9 @@
 // command's operands have the dtypes and shapes its kind needs, nesting and
 // calls are bounded and acyclic, and meshes and collectives are consistent
 // (VerifyCollective.cpp), and the metadata table's keys are unique and
-// sorted (docs/backend.md, "Metadata"). What an executable needs of the device (its CPU
-// features, later its SM architecture) is checked by the driver that loads
-// it (hal Device::loadExecutable), not here. Every rejection is one line,
+// sorted (docs/backend.md, "Metadata"). What an executable needs of the device
+// (its CPU features, later its SM architecture) is checked by the driver that
+// loads it (hal Device::loadExecutable), not here. Every rejection is one line,
 // "<file>: <field path>: <expected and found>", for example
 //   step.bin: functions[0].commands[3] (Dispatch): operands[1] = 57 but
 //   there are 12 tensors
