@@ -30,7 +30,9 @@ def OmniResidentStatePass
     - a public function `(state..., seed: tensor<i64>, iteration:
       tensor<i64>, data...) -> (state'..., results...)` whose state
       arguments are all named by `omni.name` (data are trailing arguments
-      named `prompt_embeds` / `pooled_prompt_embeds`) and whose leading
+      named `prompt_embeds` / `pooled_prompt_embeds`, with CFG also
+      `negative_prompt_embeds` / `negative_pooled_prompt_embeds`) and
+      whose leading
       results have the state's types gets `omni.state = <omni.name>` on
       the state arguments and on those results;
     - a public function `(seed: tensor<i64>) -> (T...)` whose result types

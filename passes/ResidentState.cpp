@@ -40,10 +40,13 @@ constexpr const char *kState = "omni.state";
 constexpr const char *kName = "omni.name";
 
 /// The data inputs of the training convention (runtime/train/driver
-/// Trainer.cpp): trailing arguments with these names.
+/// Trainer.cpp): trailing arguments with these names (the negatives: CFG's
+/// unconditional branch, docs/prompts.md).
 bool isDataName(StringAttr name) {
   return name && (name.getValue() == "prompt_embeds" ||
-                  name.getValue() == "pooled_prompt_embeds");
+                  name.getValue() == "pooled_prompt_embeds" ||
+                  name.getValue() == "negative_prompt_embeds" ||
+                  name.getValue() == "negative_pooled_prompt_embeds");
 }
 
 bool isI64Scalar(Type t) {

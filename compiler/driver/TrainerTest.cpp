@@ -894,6 +894,13 @@ TEST_F(DataTrainerTest, ConventionErrors) {
       {"step_twice",
        "@step_twice: input #3 'prompt_embeds' (tensor<2x3x4xf32>): data "
        "input 'prompt_embeds' is taken twice, expected once"},
+      {"step_negative_batch",
+       "@step_negative_batch: input #4 'negative_pooled_prompt_embeds' "
+       "(tensor<2x2xf32>): expected f32 [1, Dp] (one negative prompt for "
+       "the batch)"},
+      {"step_negative_dims",
+       "@step_negative_dims: input #3 'negative_prompt_embeds' "
+       "(tensor<1x3x5xf32>): expected f32 [1, 3, 4] as prompt_embeds takes"},
       {"step_no_iteration",
        "@step_no_iteration(tensor<12x4xf32>, tensor<i64>) -> "
        "(tensor<12x4xf32>): expected seed and iteration as tensor<i64>, then "

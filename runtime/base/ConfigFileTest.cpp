@@ -173,7 +173,7 @@ TEST(ConfigFile, UnknownKeyNamesItAndItsLine) {
             0u);
   EXPECT_EQ(error("\n[model]\nname = \"sd3\"\n  preset = \"tiny\"\n"),
             "omni.toml:4:3: unknown key 'model.preset' (known in [model]: "
-            "name, config, overrides)");
+            "name, config, from_diffusers, overrides)");
   EXPECT_EQ(error("steps = 3\n"),
             "omni.toml:1:1: unknown key 'steps' (known at the top: mesh, and "
             "the sections [model], [decoder], [recipe], [run])");

@@ -26,6 +26,8 @@
 #include "runtime/io/Npy.h"
 #include "runtime/io/TensorText.h"
 #include "runtime/loader/Program.h"
+#include "runtime/omnirun/Sample.h"
+#include "runtime/omnirun/Serve.h"
 #include "runtime/train/checkpoint/AtomicFile.h"
 #include "runtime/train/checkpoint/Safetensors.h"
 #include "runtime/train/driver/HyperParams.h"
@@ -33,6 +35,7 @@
 #include "runtime/train/driver/Ranks.h"
 #include "runtime/train/driver/Trainer.h"
 #include "runtime/train/rewards/RewardFunctions.h"
+#include "runtime/train/sample/Sampler.h"
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -77,9 +80,19 @@ struct Options {
   bool ranksGiven = false;
   /// --collective-timeout, in seconds; 0 waits forever.
   double collectiveTimeoutSeconds = 60;
+  /// --serve HOST:PORT and its --max-queue, --max-batch-wait-ms (Serve.h);
+  /// serveFlag names the first serving flag seen.
+  bool serve = false;
+  std::string serveFlag;
+  ServeArgs serveArgs;
 
   train::TrainOptions training;
-  /// --export and its flags (Export.h).
+  /// The training flags given, by name (sampling takes only some).
+  std::vector<std::string> trainFlags;
+  /// Sampling mode (a program with @sample, Sample.h).
+  SampleFlags sampling;
+  /// --export and its flags (Export.h); --checkpoint and --ema are shared
+  /// with sampling.
   ExportOptions exporting;
 };
 
@@ -215,25 +228,6 @@ const Flag kFlags[] = {
        o.exporting.dir = *v;
        return std::nullopt;
      }},
-    {"--checkpoint", Arg::Value, Mode::General, "<file|dir>",
-     "with --export: the checkpoint, a step-<n>.safetensors file or a run "
-     "folder (its latest)",
-     [](Options &o, const std::string &name,
-        const std::optional<std::string> &v) -> std::optional<std::string> {
-       o.exporting.checkpoint = *v;
-       if (o.exporting.firstFlag.empty())
-         o.exporting.firstFlag = name;
-       return std::nullopt;
-     }},
-    {"--ema", Arg::None, Mode::General, "",
-     "with --export: export the EMA weights (ema.transformer.*)",
-     [](Options &o, const std::string &name,
-        const std::optional<std::string> &) -> std::optional<std::string> {
-       o.exporting.ema = true;
-       if (o.exporting.firstFlag.empty())
-         o.exporting.firstFlag = name;
-       return std::nullopt;
-     }},
     {"--base-diffusers", Arg::Value, Mode::General, "<dir>",
      "with --export: copy (hard-link) the other components and "
      "model_index.json from this diffusers folder, and use its "
@@ -324,6 +318,46 @@ const Flag kFlags[] = {
        if (!absl::SimpleAtoi(*v, &o.gpus) || o.gpus < 1 || o.gpus > kMaxGpus)
          return absl::StrCat(name, " expects an integer from 1 to ", kMaxGpus,
                              ", found '", *v, "'");
+       return std::nullopt;
+     }},
+    {"--serve", Arg::Value, Mode::General, "<host>:<port>",
+     "serve the program's @sample over HTTP on this address until SIGINT or "
+     "SIGTERM (docs/serving.md; port 0 picks a free one)",
+     [](Options &o, const std::string &,
+        const std::optional<std::string> &v) -> std::optional<std::string> {
+       if (absl::Status s = parseServeAddress(*v, o.serveArgs); !s.ok())
+         return std::string(s.message());
+       o.serve = true;
+       return std::nullopt;
+     }},
+    {"--max-queue", Arg::Value, Mode::General, "<n>",
+     "with --serve: requests that may wait for the sampler (default 64); "
+     "one more is answered 503",
+     [](Options &o, const std::string &name,
+        const std::optional<std::string> &v) -> std::optional<std::string> {
+       if (!absl::SimpleAtoi(*v, &o.serveArgs.maxQueue) ||
+           o.serveArgs.maxQueue < 1 || o.serveArgs.maxQueue > 1000000)
+         return absl::StrCat(name,
+                             " expects an integer from 1 to 1000000, "
+                             "found '",
+                             *v, "'");
+       if (o.serveFlag.empty())
+         o.serveFlag = name;
+       return std::nullopt;
+     }},
+    {"--max-batch-wait-ms", Arg::Value, Mode::General, "<ms>",
+     "with --serve: how long a request waits for others to share its batch "
+     "(default 5)",
+     [](Options &o, const std::string &name,
+        const std::optional<std::string> &v) -> std::optional<std::string> {
+       if (!absl::SimpleAtoi(*v, &o.serveArgs.maxBatchWaitMs) ||
+           o.serveArgs.maxBatchWaitMs < 0 || o.serveArgs.maxBatchWaitMs > 60000)
+         return absl::StrCat(name,
+                             " expects an integer from 0 to 60000, "
+                             "found '",
+                             *v, "'");
+       if (o.serveFlag.empty())
+         o.serveFlag = name;
        return std::nullopt;
      }},
     {"--help", Arg::None, Mode::General, "", "print this help",
@@ -470,6 +504,12 @@ const Flag kFlags[] = {
        o.training.initSkip.push_back(*v);
        return std::nullopt;
      }},
+    {"--init-diffusers", Arg::Value, Mode::Train, "<dir>",
+     "after @init_state (before --init), set state transformer.* and vae.* "
+     "from a diffusers folder's transformer/ and vae/ weights (one "
+     "safetensors file or the shards of its .index.json; f16/bf16 widen to "
+     "f32; the VAE encoder is skipped; docs/diffusers.md)",
+     setText<&train::TrainOptions::initDiffusers>},
     {"--reward", Arg::Value, Mode::Train, "<spec>",
      "run this reward wherever the program calls one: a built-in's name or "
      "a reward server, http://HOST:PORT[/PATH] or unix:SOCKET "
@@ -540,6 +580,56 @@ const Flag kFlags[] = {
          return absl::StrCat(
              name, " expects seconds from 0 to 1000000, found '", *v, "'");
        o.collectiveTimeoutSeconds = seconds;
+       return std::nullopt;
+     }},
+    // Sampling (Sample.h, docs/sampling.md): a program with @sample and no
+    // @train_step samples with --prompts, --out, --seed, --set
+    // guidance_scale=..., --init and --init-skip, and these.
+    {"--checkpoint", Arg::Value, Mode::General, "<file|dir>",
+     "sampling program: the weights from this checkpoint (a run folder: "
+     "its latest), only the program's state names (transformer.*, vae.*); "
+     "with --export: the checkpoint to export",
+     [](Options &o, const std::string &name,
+        const std::optional<std::string> &v) -> std::optional<std::string> {
+       if (v->empty())
+         return absl::StrCat(name, " needs a checkpoint file or run folder");
+       o.sampling.checkpoint = *v;
+       o.sampling.given = o.sampling.given.empty() ? name : o.sampling.given;
+       o.exporting.checkpoint = *v; // --export's too (Export.h)
+       return std::nullopt;
+     }},
+    {"--ema", Arg::None, Mode::General, "",
+     "sampling program, with --checkpoint: its EMA weights ema.<name> where "
+     "it has them; with --export: export the EMA weights",
+     [](Options &o, const std::string &name,
+        const std::optional<std::string> &) -> std::optional<std::string> {
+       o.sampling.ema = true;
+       o.sampling.given = o.sampling.given.empty() ? name : o.sampling.given;
+       o.exporting.ema = true; // --export's too (Export.h)
+       return std::nullopt;
+     }},
+    {"--images-per-prompt", Arg::Value, Mode::General, "<k>",
+     "sampling program: k images per prompt, seeds --seed .. --seed + k - 1 "
+     "(default 1)",
+     [](Options &o, const std::string &name,
+        const std::optional<std::string> &v) -> std::optional<std::string> {
+       int64_t k = 0;
+       if (!absl::SimpleAtoi(*v, &k) || k < 1 || k > 1000000)
+         return absl::StrCat(name,
+                             " expects an integer from 1 to 1000000, "
+                             "found '",
+                             *v, "'");
+       o.sampling.imagesPerPrompt = k;
+       o.sampling.given = o.sampling.given.empty() ? name : o.sampling.given;
+       return std::nullopt;
+     }},
+    {"--save-latents", Arg::None, Mode::General, "",
+     "sampling program: also write each image's initial latents "
+     "(p<i>-s<seed>.latents.npy, for parity checks)",
+     [](Options &o, const std::string &name,
+        const std::optional<std::string> &) -> std::optional<std::string> {
+       o.sampling.saveLatents = true;
+       o.sampling.given = o.sampling.given.empty() ? name : o.sampling.given;
        return std::nullopt;
      }},
     {"--checkpoint-dir", Arg::Value, Mode::Train, "<dir>", nullptr,
@@ -670,6 +760,7 @@ std::optional<std::string> parse(const std::vector<std::string> &args,
       value = args[++i];
     }
     if (flag->mode == Mode::Train) {
+      options.trainFlags.push_back(name);
       options.train = true;
       if (options.trainingOption.empty())
         options.trainingOption = name;
@@ -862,6 +953,34 @@ absl::StatusOr<GpuWorld> gpuWorld(const loader::Program &program, int gpus,
 #endif
 }
 
+/// --serve with another mode's flags: one line naming the flag.
+std::optional<std::string> checkServeOptions(const Options &options) {
+  if (options.list || options.function)
+    return absl::StrCat(options.list ? "--list" : "--function",
+                        " and --serve exclude each other");
+  // --prompts is the prompt set requests name by index; other training
+  // flags do not apply.
+  if (options.train && options.trainingOption != "--prompts")
+    return absl::StrCat(options.trainingOption,
+                        " is a training option and cannot be combined with "
+                        "--serve");
+  if (options.gpus > 1)
+    return absl::StrCat("--gpus ", options.gpus,
+                        " with --serve: serving runs on one GPU (--gpus 1)");
+  return std::nullopt;
+}
+
+/// The --serve mode (Serve.h) with omnirun's backend.
+int serveProgram(const std::shared_ptr<const loader::Program> &program,
+                 const Options &options, std::ostream &out, std::ostream &err) {
+  ServeArgs args = options.serveArgs;
+  args.file = options.file;
+  args.device = options.device;
+  args.threads = options.threads;
+  args.promptsPath = options.training.promptsPath;
+  return serve(program, args, builtinSampleBackend(), out, err);
+}
+
 } // namespace
 
 std::vector<std::string> flagNames() {
@@ -905,14 +1024,23 @@ int run(const std::vector<std::string> &args, std::ostream &out,
   if (std::optional<std::string> error = checkExportFlags(options.exporting))
     return fail(*error);
   const bool exporting = !options.exporting.dir.empty();
-  if (exporting && (options.list || options.function || options.train))
+  if (exporting &&
+      (options.list || options.function || options.train || options.serve))
     return fail(absl::StrCat(
         "--export writes a checkpoint as a diffusers folder and cannot be "
         "combined with ",
         options.list       ? "--list"
         : options.function ? "--function"
+        : options.serve    ? "--serve"
                            : options.trainingOption));
-  if (!options.list && !options.function && !options.train && !exporting)
+  if (!options.serve && !options.serveFlag.empty())
+    return fail(
+        absl::StrCat(options.serveFlag, " goes with --serve HOST:PORT"));
+  if (options.serve) {
+    if (std::optional<std::string> error = checkServeOptions(options))
+      return fail(*error);
+  } else if (!options.list && !options.function && !options.train &&
+             options.sampling.given.empty() && !exporting)
     return fail("give --function=<name> to run a function, --steps=<n> to "
                 "train, --export=<dir> to export a checkpoint, or --list to "
                 "list them");
@@ -973,6 +1101,8 @@ int run(const std::vector<std::string> &args, std::ostream &out,
   if (std::optional<std::string> error =
           checkTarget(**program, options.file, options))
     return fail(*error);
+  if (options.serve)
+    return serveProgram(*program, options, out, err);
   // A GPU run makes its first device before it reads inputs or joins
   // other ranks, so that a machine without a GPU says so in one line
   // first; later ranks' devices come from the factory.
@@ -986,6 +1116,24 @@ int run(const std::vector<std::string> &args, std::ostream &out,
       return fail(device.status().message());
     firstDevice = std::move(*device);
   }
+  if (!options.function &&
+      train::sample::Sampler::isSamplingProgram(**program)) {
+    hal::DeviceOptions deviceOptions;
+    deviceOptions.threads = options.threads;
+    absl::StatusOr<std::unique_ptr<hal::Device>> device =
+        firstDevice
+            ? std::move(firstDevice)
+            : hal::builtinDrivers().createDevice(options.device, deviceOptions);
+    if (!device.ok())
+      return fail(device.status().message());
+    return runSample(*program, options.file, **device, options.sampling,
+                     options.training, options.trainFlags, out, err);
+  }
+  if (!options.sampling.given.empty())
+    return fail(absl::StrCat(
+        options.sampling.given, " goes with a sampling program, but ",
+        options.file, options.function ? " runs --function" : " has no @sample",
+        " (omnigen --program=sample writes one, docs/sampling.md)"));
   if (options.train) {
     train::TrainOptions &training = options.training;
     loading.start(&phases, "hashing " + options.file);

@@ -124,9 +124,9 @@ TEST_F(OmniRunTest, OneLineErrors) {
        "train, --export=<dir> to export a checkpoint, or --list to list "
        "them\n"},
       // --export (docs/export.md; test/train/export.test has the rest).
-      {{add, "--ema"},
-       "omnirun: --ema goes with --export DIR (write a checkpoint as a "
-       "diffusers folder)\n"},
+      {{add, "--merge-lora"},
+       "omnirun: --merge-lora goes with --export DIR (write a checkpoint as "
+       "a diffusers folder)\n"},
       {{add, "--export=/nonexistent/out", "--list"},
        "omnirun: --export writes a checkpoint as a diffusers folder and "
        "cannot be combined with --list\n"},

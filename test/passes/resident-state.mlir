@@ -29,6 +29,26 @@ func.func @train_step(%w: tensor<4xf32> {omni.name = "transformer.w"},
 
 // -----
 
+// Tests that CFG's negative prompt inputs are data inputs too (after the
+// prompts, docs/prompts.md): the state before seed and iteration still gets
+// its slots.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: %{{.*}}: tensor<4xf32> {omni.name = "transformer.w", omni.state = "transformer.w"}
+// CHECK-SAME: %{{[^:]*}}: tensor<i64>, %{{[^:]*}}: tensor<i64>,
+// CHECK-SAME: %{{.*}}: tensor<2x3xf32> {omni.name = "pooled_prompt_embeds"},
+// CHECK-SAME: %{{.*}}: tensor<1x3xf32> {omni.name = "negative_pooled_prompt_embeds"})
+// CHECK-SAME: -> (tensor<4xf32> {omni.state = "transformer.w"}, tensor<f32> {omni.name = "loss"})
+func.func @train_step(%w: tensor<4xf32> {omni.name = "transformer.w"},
+                      %seed: tensor<i64>, %iteration: tensor<i64>,
+                      %pp: tensor<2x3xf32> {omni.name = "pooled_prompt_embeds"},
+                      %np: tensor<1x3xf32> {omni.name = "negative_pooled_prompt_embeds"})
+    -> (tensor<4xf32>, tensor<f32> {omni.name = "loss"}) {
+  %l = omni.reduce sum %w dims = [0] : tensor<4xf32> -> tensor<f32>
+  return %w, %l : tensor<4xf32>, tensor<f32>
+}
+
+// -----
+
 // Tests that several steps over the same state share its names, and that
 // an initializer whose results are named takes the names it gives.
 // CHECK-LABEL: func.func @step_a

@@ -247,3 +247,28 @@ func.func @step_nan_images(%w: !w {omni.name = "transformer.proj.weight"},
   %img = omni.broadcast_in_dim %v, dims = [0] : tensor<4xf32> -> tensor<4x3x2x2xf32>
   return %w, %b, %rw, %la, %t, %img : !w, tensor<12xf32>, !w, tensor<2x4xf32>, tensor<i64>, tensor<4x3x2x2xf32>
 }
+
+func.func @step_negative_batch(%w: !w {omni.name = "transformer.proj.weight"},
+                               %b: tensor<12xf32> {omni.name = "transformer.proj.bias"},
+                               %rw: !w {omni.name = "ref.transformer.proj.weight"},
+                               %la: tensor<2x4xf32> {omni.name = "transformer.proj.lora_A.weight"},
+                               %t: tensor<i64> {omni.name = "step"},
+                               %seed: tensor<i64>, %iteration: tensor<i64>,
+                               %pe: tensor<2x3x4xf32> {omni.name = "prompt_embeds"},
+                               %pp: tensor<2x2xf32> {omni.name = "pooled_prompt_embeds"},
+                               %npp: tensor<2x2xf32> {omni.name = "negative_pooled_prompt_embeds"})
+    -> (!w, tensor<12xf32>, !w, tensor<2x4xf32>, tensor<i64>) {
+  return %w, %b, %rw, %la, %t : !w, tensor<12xf32>, !w, tensor<2x4xf32>, tensor<i64>
+}
+
+func.func @step_negative_dims(%w: !w {omni.name = "transformer.proj.weight"},
+                              %b: tensor<12xf32> {omni.name = "transformer.proj.bias"},
+                              %rw: !w {omni.name = "ref.transformer.proj.weight"},
+                              %la: tensor<2x4xf32> {omni.name = "transformer.proj.lora_A.weight"},
+                              %t: tensor<i64> {omni.name = "step"},
+                              %seed: tensor<i64>, %iteration: tensor<i64>,
+                              %pe: tensor<2x3x4xf32> {omni.name = "prompt_embeds"},
+                              %npe: tensor<1x3x5xf32> {omni.name = "negative_prompt_embeds"})
+    -> (!w, tensor<12xf32>, !w, tensor<2x4xf32>, tensor<i64>) {
+  return %w, %b, %rw, %la, %t : !w, tensor<12xf32>, !w, tensor<2x4xf32>, tensor<i64>
+}

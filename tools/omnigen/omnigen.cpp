@@ -4,6 +4,8 @@
 //           [--decoder=autoencoder_kl|none] [--decoder-config=tiny]
 //           [--decoder-set=key=value]... [--opt=key=value]...
 //           [--mesh=dp=2,fsdp=2] -o train.mlir
+//   omnigen --from-diffusers=DIR [--set=key=value]... [flags]
+//           (the model of a diffusers SD3/SD3.5 folder, docs/diffusers.md)
 //   omnigen --list     (models, their configs and the recipe's options)
 //   omnigen --config=omni.toml [flags]   (docs/config.md; flags override
 //                                          the file)
@@ -18,6 +20,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "frontends/builder/Model.h"
+#include "frontends/models/DiffusersConfig.h"
 #include "frontends/recipes/flowgrpo/FlowGrpo.h"
 #include "runtime/base/ConfigFile.h"
 
@@ -149,6 +152,51 @@ static llvm::Error checkConfig(const std::vector<omni::config::ConfigArg> &file,
   return llvm::Error::success();
 }
 
+/// --from-diffusers: model sd3 and decoder autoencoder_kl with every key
+/// from the folder's configs, then the command line's --set and
+/// --decoder-set (a later key=value wins). The decoder's latent_size
+/// follows the transformer's (after --set).
+static llvm::Error fromDiffusers(flowgrpo::RecipeRequest &request,
+                                 const std::string &dir, bool modelGiven,
+                                 bool decoderConfigGiven) {
+  if (modelGiven)
+    return llvm::createStringError(
+        "--from-diffusers " + dir +
+        " sets the model and its config: drop --model and --config "
+        "(--set overrides a key)");
+  if (!request.decoder.empty() && request.decoder != "autoencoder_kl")
+    return llvm::createStringError(
+        "--from-diffusers " + dir + ": --decoder=" + request.decoder +
+        ", expected autoencoder_kl (the folder's vae) or none");
+  if (decoderConfigGiven)
+    return llvm::createStringError(
+        "--from-diffusers " + dir +
+        " sets the decoder's config: drop --decoder-config "
+        "(--decoder-set overrides a key)");
+  llvm::Expected<diffusers::FolderConfigs> folder = diffusers::readFolder(dir);
+  if (!folder)
+    return folder.takeError();
+  std::vector<std::string> model = diffusers::assignments(folder->transformer);
+  model.insert(model.end(), request.modelOverrides.begin(),
+               request.modelOverrides.end());
+  request.model = "sd3";
+  request.modelConfig = "tiny";
+  request.modelOverrides = std::move(model);
+  if (request.decoder.empty())
+    return llvm::Error::success();
+  llvm::Expected<Config> transformer =
+      Registry::builtin().config("sd3", "tiny", request.modelOverrides);
+  if (!transformer)
+    return transformer.takeError();
+  folder->vae.set("latent_size", transformer->getString("latent_size"));
+  std::vector<std::string> vae = diffusers::assignments(folder->vae);
+  vae.insert(vae.end(), request.decoderOverrides.begin(),
+             request.decoderOverrides.end());
+  request.decoderConfig = "tiny";
+  request.decoderOverrides = std::move(vae);
+  return llvm::Error::success();
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   // A config file's arguments go before the command line's, so that a flag
@@ -204,7 +252,8 @@ int main(int argc, char **argv) {
   cl::opt<std::string> program(
       "program",
       cl::desc("train (default): the FlowGRPO training program; velocity or "
-               "decode: only that public function (inference, parity)"),
+               "decode: only that public function (inference, parity); "
+               "sample: the sampling program @sample (docs/sampling.md)"),
       cl::init("train"), cl::cat(category));
   cl::opt<std::string> mesh(
       "mesh",
@@ -215,6 +264,13 @@ int main(int argc, char **argv) {
   cl::opt<std::string> output("o", cl::desc("train.mlir to write (- : stdout)"),
                               cl::value_desc("file"), cl::init("-"),
                               cl::cat(category));
+  cl::opt<std::string> diffusersDir(
+      "from-diffusers",
+      cl::desc("the model of a diffusers StableDiffusion3Pipeline folder: "
+               "sd3 and autoencoder_kl configured from its model_index.json, "
+               "transformer/config.json and vae/config.json (--set and "
+               "--decoder-set override a key; docs/diffusers.md)"),
+      cl::value_desc("dir"), cl::cat(category));
   cl::opt<bool> listModels("list", cl::desc("list models and options"),
                            cl::cat(category));
   cl::HideUnrelatedOptions(category);
@@ -253,6 +309,14 @@ int main(int argc, char **argv) {
   request.program = program;
   if (mesh.getNumOccurrences())
     request.mesh = mesh;
+  if (diffusersDir.getNumOccurrences())
+    if (llvm::Error e = fromDiffusers(request, diffusersDir,
+                                      model.getNumOccurrences() ||
+                                          config.getNumOccurrences(),
+                                      decoderConfig.getNumOccurrences() != 0)) {
+      llvm::errs() << "omnigen: " << llvm::toString(std::move(e)) << "\n";
+      return 1;
+    }
 
   mlir::MLIRContext context;
   auto module = flowgrpo::buildProgram(context, request);
@@ -267,6 +331,10 @@ int main(int argc, char **argv) {
                  << "\n";
     return 1;
   }
+  if (diffusersDir.getNumOccurrences())
+    out.os() << "// From the diffusers folder " << diffusersDir
+             << " (omnigen --from-diffusers; the --set values below are its "
+                "configs').\n";
   out.os() << flowgrpo::describe(request);
   // Locations name each op's phase (rollout, reward, loss, update) and
   // model layer; omnic keeps them for errors and the runtime's time per

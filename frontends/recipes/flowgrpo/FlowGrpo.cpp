@@ -18,6 +18,7 @@
 #include "llvm/Support/JSON.h"
 
 #include <array>
+#include <cassert>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -74,8 +75,10 @@ struct Options {
   od::SdeType sdeType;
   od::KlForm klForm;
   bool globalStd, normByStd;
-  bool gatherPerStep; // omni.shard_gather "per-step" (else "once")
-  bool bf16;          // the model's contractions in bf16 (docs/precision.md)
+  bool gatherPerStep;  // omni.shard_gather "per-step" (else "once")
+  bool bf16;           // the model's contractions in bf16 (docs/precision.md)
+  bool sdeSampler;     // --program=sample: SDE steps (else the ODE's Euler)
+  int64_t sampleBatch; // --program=sample: images per call (0: P*G)
   std::string reward;
   int64_t batch() const { return prompts * group; }
   /// Samples per rollout chunk (rollout_chunks).
@@ -177,6 +180,14 @@ const OptionDesc kOptions[] = {
     // other op, the decoder and the training state stay f32.
     {"precision", "f32",
      Choice{{"f32", "bf16"}, [](Options &o, size_t i) { o.bf16 = i == 1; }}},
+    // The sampling program (--program=sample, docs/sampling.md): the
+    // sampler of its N steps (ode: the Euler steps of diffusers'
+    // FlowMatchEulerDiscreteScheduler; sde: the rollout's SDE step with
+    // noise_level and its log-probabilities) and the images per call.
+    {"sampler", "ode",
+     Choice{{"ode", "sde"},
+            [](Options &o, size_t i) { o.sdeSampler = i == 1; }}},
+    {"sample_batch", "0", &Options::sampleBatch}, // 0: the batch P*G
 };
 
 /// `v` as %g prints it (a check's "found").
@@ -275,6 +286,9 @@ const Check kChecks[] = {
      }},
     {[](const Options &o) { return !o.reward.empty(); }, "reward",
      "a reward name"},
+    {[](const Options &o) { return o.sampleBatch >= 0; }, "sample_batch",
+     ">= 1 (0: prompts_per_iteration * group_size)",
+     [](const Options &o) { return std::to_string(o.sampleBatch); }},
 };
 
 llvm::Error fail(const llvm::Twine &message) {
@@ -613,7 +627,15 @@ private:
   /// (rollout_chunks).
   void emitDecoder(int64_t chunkBatch = 0);
   void emitRolloutNoise();
-  void emitInitState();
+  /// `weightsOnly`: only the model's and the decoder's parameters, their
+  /// results marked as state slots (the sampling program's initializer).
+  void emitInitState(bool weightsOnly = false);
+  /// The sampling program's @sample and @sample_noise (docs/sampling.md).
+  void emitSample();
+  /// Standard normal noise [B, ...latent] whose row b is drawn with key
+  /// seeds[b], `counter` and offset 0: it depends on seeds[b] only, not on
+  /// b's position in the batch (docs/sampling.md section 2).
+  Tensor perSampleNoise(Tensor seeds, Tensor counter);
   void emitLoss();
   void emitTrainStep();
 
@@ -625,9 +647,11 @@ private:
     std::vector<Tensor> emas; // trainable, only with ema_decay > 0
   };
   /// The per-prompt conditioning repeated to the batch (null when the
-  /// model takes none).
+  /// model takes none), and the unconditional CFG branch's [1, ...]
+  /// (negativePrompt, negativePooled; null unless negativeInput_).
   struct Conditioning {
     Tensor prompt, pooled;
+    Tensor negativePrompt, negativePooled;
   };
   /// What the rollout records for the loss: every x_i ([N+1, B, ...]), the
   /// old log-probs ([N, B], 0 outside the window), the window [start, end).
@@ -710,11 +734,14 @@ private:
   void returnTrainStep(Function &f, const TrainState &s, const Rewards &rw,
                        const LossAndGrad &lg, const Update &u);
   /// `guidance`: the runtime guidance_scale, which @velocity takes last
-  /// when guidanceInput_.
+  /// when guidanceInput_; `negatives`: the unconditional conditioning
+  /// ([1, ...], Conditioning's), which @velocity takes after `pooled` when
+  /// negativeInput_.
   std::vector<Tensor> velocityArgs(Tensor x, Tensor t, Tensor prompt,
                                    Tensor pooled,
                                    const std::vector<Tensor> &params,
-                                   Value guidance = Value());
+                                   Value guidance = Value(),
+                                   const Conditioning *negatives = nullptr);
 
   Graph &g_;
   OpBuilder &b_;
@@ -738,6 +765,11 @@ private:
   /// @velocity takes the runtime guidance_scale (CFG in a train program; a
   /// public velocity program keeps the compiled-in attribute).
   bool guidanceInput_ = false;
+  /// With CFG in a train program, @velocity takes the unconditional
+  /// branch's conditioning (negative_prompt [1, L, D], negative_pooled
+  /// [1, Dp], broadcast over the batch); a public velocity program keeps
+  /// zeros (docs/recipes.md section 4).
+  bool negativeInput_ = false;
   /// @velocity and @decode are public (a velocity or decode program).
   bool publicModels_ = false;
 };
@@ -754,10 +786,12 @@ void Emitter::emitVelocity() {
 
 std::unique_ptr<Function>
 Emitter::emitVelocityAt(const std::string &name, int64_t batch, bool isPublic) {
-  // @velocity(x [B], t [B], prompt [B], pooled [B], params...) with CFG
-  // inside: the batch is doubled as [uncond; cond] with zero conditioning
-  // for the unconditional half. The same model at another batch size uses
-  // the same parameters (ParamSet::add checks their shapes).
+  // @velocity(x [B], t [B], prompt [B], pooled [B], [negative_prompt [1],
+  // negative_pooled [1]], params..., [guidance_scale]) with CFG inside: the
+  // batch is doubled as [uncond; cond], the unconditional half conditioned
+  // on the negative prompt broadcast over the batch (negativeInput_), else
+  // on zeros. The same model at another batch size uses the same
+  // parameters (ParamSet::add checks their shapes).
   ConditioningShapes cs = model_.conditioning();
   auto velocity = std::make_unique<Function>(g_, name, isPublic);
   Function &f = *velocity;
@@ -772,17 +806,28 @@ Emitter::emitVelocityAt(const std::string &name, int64_t batch, bool isPublic) {
                       : Tensor();
   Tensor pooled =
       hasPooled_ ? f.argument(withBatch(cs.pooled, batch), "pooled") : Tensor();
-  Module m(f, modelParams_, "transformer", &lora_);
   bool cfg = o_.guidance != 1.0;
   guidanceInput_ = cfg && !publicModels_;
+  negativeInput_ = cfg && !publicModels_;
+  Tensor negativePrompt, negativePooled;
+  if (negativeInput_ && hasPrompt_)
+    negativePrompt =
+        f.argument(withBatch(cs.promptEmbeds, 1), "negative_prompt");
+  if (negativeInput_ && hasPooled_)
+    negativePooled = f.argument(withBatch(cs.pooled, 1), "negative_pooled");
+  Module m(f, modelParams_, "transformer", &lora_);
   if (cfg) {
-    auto doubled = [&](Tensor c) {
-      return c ? concat({g_.full(c.shape(), 0.0), c}, 0) : c;
+    auto doubled = [&](Tensor c, Tensor negative) {
+      if (!c)
+        return c;
+      Tensor uncond =
+          negative ? negative.broadcastTo(c.shape()) : g_.full(c.shape(), 0.0);
+      return concat({uncond, c}, 0);
     };
     x = concat({x, x}, 0);
     t = concat({t, t}, 0);
-    prompt = doubled(prompt);
-    pooled = doubled(pooled);
+    prompt = doubled(prompt, negativePrompt);
+    pooled = doubled(pooled, negativePooled);
   }
   Tensor v;
   {
@@ -846,7 +891,7 @@ void Emitter::emitRolloutNoise() {
   g_.setLocation("");
 }
 
-void Emitter::emitInitState() {
+void Emitter::emitInitState(bool weightsOnly) {
   Function f(g_, "init_state", /*isPublic=*/true);
   Tensor seed = f.argument(g_.tensorType({}, g_.i64()), "seed");
   g_.setLocation("init");
@@ -880,6 +925,16 @@ void Emitter::emitInitState() {
     out.push_back(draw(p));
     names.push_back(p.name);
   }
+  if (weightsOnly) {
+    g_.setLocation("");
+    f.returns(out, names);
+    // Explicit slots: omni-resident-state infers them only next to a
+    // training step (docs/backend.md, "Resident state").
+    for (size_t i = 0; i < names.size(); ++i)
+      f.op().setResultAttr(static_cast<unsigned>(i), "omni.state",
+                           b_.getStringAttr(names[i]));
+    return;
+  }
   if (refCopy_)
     for (size_t i : trainable_) {
       out.push_back(model[i]);
@@ -902,15 +957,131 @@ void Emitter::emitInitState() {
   f.returns(out, names);
 }
 
+Tensor Emitter::perSampleNoise(Tensor seeds, Tensor counter) {
+  // One draw per sample, each from element 0 of its own key's stream
+  // (docs/rng.md section 1): a server that batches requests gives each the
+  // noise it would get alone. Sample b with seed s draws what iteration 0,
+  // sample 0 of a training run with seed s draws (FlowGrpo.h).
+  std::vector<Tensor> rows;
+  for (int64_t b = 0; b < seeds.dim(0); ++b)
+    rows.push_back(random(true, batched(1),
+                          seeds.slice(0, b, b + 1).reshape({}), counter));
+  return rows.size() == 1 ? rows[0] : concat(rows, 0);
+}
+
+void Emitter::emitSample() {
+  // @sample(transformer.*, vae.* (state), seeds [B], [prompt_embeds],
+  //         [pooled_prompt_embeds], [guidance_scale])
+  //   -> (images [B, 3, H, W], [log_probs [B, N]] (sampler sde))
+  // @sample_noise(seeds [B]) -> latents: the initial noise @sample starts
+  // from (counter 0; step i's SDE noise uses counter 1 + i).
+  const int64_t batch = o_.batch();
+  ConditioningShapes cs = model_.conditioning();
+  auto withBatch = [&](Shape s) {
+    s.insert(s.begin(), batch);
+    return s;
+  };
+  {
+    Function noise(g_, "sample_noise", /*isPublic=*/true);
+    Tensor seeds = noise.argument(g_.tensorType({batch}, g_.i64()), "seeds");
+    g_.setLocation("sample");
+    noise.returns({perSampleNoise(seeds, i64(0))}, {"latents"});
+    g_.setLocation("");
+  }
+  Function f(g_, "sample", /*isPublic=*/true);
+  std::vector<Tensor> params, vaeParams;
+  for (const ParamSpec &p : modelParams_.specs())
+    params.push_back(f.argument(p.shape, p.name));
+  for (const ParamSpec &p : decoderParams_.specs())
+    vaeParams.push_back(f.argument(p.shape, p.name));
+  unsigned numState = static_cast<unsigned>(params.size() + vaeParams.size());
+  for (unsigned i = 0; i < numState; ++i)
+    f.op().setArgAttr(i, "omni.state",
+                      f.op().getArgAttrOfType<StringAttr>(i, "omni.name"));
+  Tensor seeds = f.argument(g_.tensorType({batch}, g_.i64()), "seeds");
+  Conditioning c;
+  if (hasPrompt_)
+    c.prompt = f.argument(withBatch(cs.promptEmbeds), "prompt_embeds");
+  if (hasPooled_)
+    c.pooled = f.argument(withBatch(cs.pooled), "pooled_prompt_embeds");
+  Value guidance;
+  if (guidanceInput_) {
+    // The runtime CFG scale, as @train_step's (docs/recipes.md section 11).
+    Tensor g = f.argument(g_.tensorType({}, b_.getF64Type()), "guidance_scale");
+    NamedAttribute entries[] = {
+        b_.getNamedAttr("default", b_.getF64FloatAttr(o_.guidance)),
+        b_.getNamedAttr("range", b_.getStringAttr("[1, inf)"))};
+    f.op().setArgAttr(cast<BlockArgument>(g.value()).getArgNumber(),
+                      "omni.hparam", b_.getDictionaryAttr(entries));
+    guidance = g.value();
+  }
+  g_.setLocation("sample");
+  auto [sigmas, timesteps] = schedule();
+  Tensor x0 = perSampleNoise(seeds, i64(0));
+  Tensor lps0 = g_.full({o_.steps, batch}, 0.0);
+  SmallVector<Value> carried{x0.value()};
+  if (o_.sdeSampler)
+    carried.push_back(lps0.value());
+  auto loop = scf::ForOp::create(b_, loc(), indexConst(0), indexConst(o_.steps),
+                                 indexConst(1), carried);
+  {
+    OpBuilder::InsertionGuard guard(b_);
+    b_.setInsertionPointToStart(loop.getBody());
+    Value i = loop.getInductionVar();
+    Tensor x = wrap(loop.getRegionIterArgs()[0]);
+    Tensor t = timestepAt(timesteps, i, batch);
+    Tensor v = g_.call(*velocity_, velocityArgs(x, t, c.prompt, c.pooled,
+                                                params, guidance))[0];
+    SmallVector<Value> next;
+    if (o_.sdeSampler) {
+      Tensor noise = perSampleNoise(seeds, fromIndex(i) + i64(1));
+      auto step = od::SdeStepOp::create(
+          b_, loc(), o_.sdeType, x.value(), v.value(), sigmas.value(), i,
+          noise.value(), Value(), Value(), llvm::APFloat(o_.noiseLevel));
+      Tensor lps = wrap(loop.getRegionIterArgs()[1]);
+      next = {step.getNextSample(),
+              insertAt(lps, wrap(step.getLogProb()), i).value()};
+    } else {
+      // The Euler step x + (sigma_{i+1} - sigma_i) v; the op needs a noise
+      // operand, which type ode does not read.
+      auto step = od::SdeStepOp::create(b_, loc(), od::SdeType::ode, x.value(),
+                                        v.value(), sigmas.value(), i,
+                                        g_.full(x.shape(), 0.0).value(),
+                                        Value(), Value(), llvm::APFloat(0.0));
+      next = {step.getNextSample()};
+    }
+    scf::YieldOp::create(b_, loc(), next);
+  }
+  std::vector<Tensor> decodeArgs{wrap(loop.getResult(0))};
+  decodeArgs.insert(decodeArgs.end(), vaeParams.begin(), vaeParams.end());
+  g_.setLocation("decode");
+  Tensor images = g_.call(*decode_, decodeArgs)[0];
+  g_.setLocation("");
+  if (!o_.sdeSampler) {
+    f.returns({images}, {"images"});
+    return;
+  }
+  f.returns({images, wrap(loop.getResult(1)).transpose({1, 0})},
+            {"images", "log_probs"});
+}
+
 std::vector<Tensor> Emitter::velocityArgs(Tensor x, Tensor t, Tensor prompt,
                                           Tensor pooled,
                                           const std::vector<Tensor> &params,
-                                          Value guidance) {
+                                          Value guidance,
+                                          const Conditioning *negatives) {
   std::vector<Tensor> args{x, t};
   if (hasPrompt_)
     args.push_back(prompt);
   if (hasPooled_)
     args.push_back(pooled);
+  if (negativeInput_) {
+    assert(negatives && "CFG's unconditional conditioning");
+    if (hasPrompt_)
+      args.push_back(negatives->negativePrompt);
+    if (hasPooled_)
+      args.push_back(negatives->negativePooled);
+  }
   args.insert(args.end(), params.begin(), params.end());
   if (guidanceInput_)
     args.push_back(wrap(guidance));
@@ -933,8 +1104,9 @@ std::vector<const char *> Emitter::lossHyperParams() const {
 
 void Emitter::emitLoss() {
   // @loss(trainable..., frozen..., [ref...], xs, old_lps, adv, start,
-  //       [prompt], [pooled], clip_range, adv_clip_max, [beta],
-  //       [noise_level], [guidance_scale]) -> (loss, approx_kl, clipfrac, kl),
+  //       [prompt], [pooled], [negative_prompt], [negative_pooled],
+  //       clip_range, adv_clip_max, [beta], [noise_level], [guidance_scale])
+  //   -> (loss, approx_kl, clipfrac, kl),
   // over one micro-batch (docs/recipes.md section 6).
   int64_t batch = o_.micro();
   if (batch != o_.batch())
@@ -974,6 +1146,17 @@ void Emitter::emitLoss() {
       hasPrompt_ ? f.argument(withBatch(cs.promptEmbeds), "prompt") : Tensor();
   Tensor pooled =
       hasPooled_ ? f.argument(withBatch(cs.pooled), "pooled") : Tensor();
+  // CFG's unconditional conditioning ([1, ...], negativeInput_).
+  Conditioning negatives;
+  auto single = [&](Shape s) {
+    s.insert(s.begin(), 1);
+    return s;
+  };
+  if (negativeInput_ && hasPrompt_)
+    negatives.negativePrompt =
+        f.argument(single(cs.promptEmbeds), "negative_prompt");
+  if (negativeInput_ && hasPooled_)
+    negatives.negativePooled = f.argument(single(cs.pooled), "negative_pooled");
   // The runtime hyper-parameters the loss's ops read (0-D f64).
   std::map<std::string, Value> hp;
   for (const char *key : lossHyperParams())
@@ -994,15 +1177,15 @@ void Emitter::emitLoss() {
     Tensor x = extractAt(stack, j), next = extractAt(stack, j1);
     Tensor old = extractAt(oldLps, j);
     Tensor t = timestepAt(timesteps, j, batch);
-    Tensor v = g_.call(velocity,
-                       velocityArgs(x, t, prompt, pooled, params, guidance))[0];
+    Tensor v = g_.call(velocity, velocityArgs(x, t, prompt, pooled, params,
+                                              guidance, &negatives))[0];
     auto step = od::SdeStepOp::create(
         b_, loc(), o_.sdeType, x.value(), v.value(), sigmas.value(), j, Value(),
         next.value(), noiseLevel, llvm::APFloat(o_.noiseLevel));
     Value mean, refMean, stdv, dt;
     if (o_.beta > 0) {
-      Tensor vr = g_.call(velocity,
-                          velocityArgs(x, t, prompt, pooled, ref, guidance))[0];
+      Tensor vr = g_.call(velocity, velocityArgs(x, t, prompt, pooled, ref,
+                                                 guidance, &negatives))[0];
       auto refStep = od::SdeStepOp::create(
           b_, loc(), o_.sdeType, x.value(), vr.value(), sigmas.value(), j,
           Value(), next.value(), noiseLevel, llvm::APFloat(o_.noiseLevel));
@@ -1077,6 +1260,18 @@ Emitter::Conditioning Emitter::conditioningArguments(Function &f) {
   if (hasPooled_)
     c.pooled = shardBatch(repeatGroups(
         f.argument(withPrompts(cs.pooled), "pooled_prompt_embeds")));
+  // CFG's unconditional branch: the negative (by default the empty)
+  // prompt's embeddings, one for the whole batch (docs/prompts.md).
+  auto single = [&](Shape s) {
+    s.insert(s.begin(), 1);
+    return s;
+  };
+  if (negativeInput_ && hasPrompt_)
+    c.negativePrompt =
+        f.argument(single(cs.promptEmbeds), "negative_prompt_embeds");
+  if (negativeInput_ && hasPooled_)
+    c.negativePooled =
+        f.argument(single(cs.pooled), "negative_pooled_prompt_embeds");
   return c;
 }
 
@@ -1114,7 +1309,7 @@ Emitter::rolloutStep(Tensor x, Value i, const Rollout &r, Tensor seed,
   Value guidance = guidanceInput_ ? hp["guidance_scale"] : Value();
   Tensor v =
       g_.call(r.count ? *velocityChunk_ : *velocity_,
-              velocityArgs(x, t, c.prompt, c.pooled, params, guidance))[0];
+              velocityArgs(x, t, c.prompt, c.pooled, params, guidance, &c))[0];
   Tensor ii = fromIndex(i);
   Tensor noise = stepNoise(seed, base, ii, r.first, r.count);
   // In the SDE window: the runtime noise_level (a compile-time 0 keeps the
@@ -1233,7 +1428,7 @@ Emitter::rolloutAndRewards(Tensor seed, Tensor iteration, const Conditioning &c,
   Rollout whole;
   const int64_t n = o_.chunk();
   for (int64_t k = 0; k < o_.rolloutChunks; ++k) {
-    Conditioning ck;
+    Conditioning ck = c; // the negatives are the same for every chunk
     if (c.prompt)
       ck.prompt = c.prompt.slice(0, k * n, (k + 1) * n);
     if (c.pooled)
@@ -1292,6 +1487,9 @@ Emitter::LossAndGrad Emitter::lossAndGrad(const TrainState &s, const Rollout &r,
     args.push_back(samples(c.prompt, 0).value());
   if (hasPooled_)
     args.push_back(samples(c.pooled, 0).value());
+  for (Tensor negative : {c.negativePrompt, c.negativePooled})
+    if (negative)
+      args.push_back(negative.value());
   for (const char *key : lossHyperParams())
     args.push_back(hp[key]);
   SmallVector<Type> resultTypes(4, g_.tensorType({}, g_.f32()));
@@ -1520,7 +1718,9 @@ Emitter::TrainState Emitter::updatedState(const TrainState &s,
 
 void Emitter::emitTrainStep() {
   // @train_step(state..., seed, iteration, [prompt_embeds],
-  //             [pooled_prompt_embeds], lr, weight_decay, beta1, beta2,
+  //             [pooled_prompt_embeds], [negative_prompt_embeds],
+  //             [negative_pooled_prompt_embeds] (CFG), lr, weight_decay,
+  //             beta1, beta2,
   //             adam_eps, max_grad_norm, beta, clip_range, adv_clip_max,
   //             noise_level, guidance_scale)
   //   -> (state'..., metrics..., images)
@@ -1578,7 +1778,14 @@ void Emitter::emitTrainStep() {
 }
 
 llvm::Error Emitter::emit(const std::string &program) {
-  publicModels_ = program != "train";
+  publicModels_ = program != "train" && program != "sample";
+  if (program == "sample") {
+    emitVelocity();
+    emitDecoder();
+    emitInitState(/*weightsOnly=*/true);
+    emitSample();
+    return llvm::Error::success();
+  }
   if (program == "decode") {
     emitDecoder();
     return llvm::Error::success();
@@ -1786,9 +1993,9 @@ llvm::Expected<OwningOpRef<ModuleOp>> buildProgram(MLIRContext &context,
                                                    const RecipeRequest &request,
                                                    const Registry &registry) {
   if (request.program != "train" && request.program != "velocity" &&
-      request.program != "decode")
+      request.program != "decode" && request.program != "sample")
     return fail("flowgrpo: program '" + request.program +
-                "': expected train, velocity or decode");
+                "': expected train, velocity, decode or sample");
   if (request.program == "decode" && request.decoder.empty())
     return fail("flowgrpo: program 'decode' needs a decoder");
   std::optional<MeshSpec> mesh;
@@ -1802,9 +2009,24 @@ llvm::Expected<OwningOpRef<ModuleOp>> buildProgram(MLIRContext &context,
                   ": only the training program is sharded (found --program=" +
                   request.program + ")");
   }
-  auto options = parseOptions(request.options);
+  // The SDE window is the training's: the sampling program has none, so
+  // its default (2 steps) does not constrain `steps` there.
+  std::vector<std::string> given = request.options;
+  if (request.program == "sample")
+    given.insert(given.begin(), "window=0");
+  auto options = parseOptions(given);
   if (!options)
     return options.takeError();
+  if (request.program == "sample") {
+    // The sampling program's batch is sample_batch images, one prompt
+    // each (docs/sampling.md): the emitter's batch P*G becomes B*1.
+    if (options->sampleBatch > 0)
+      options->prompts = options->sampleBatch;
+    else
+      options->prompts = options->batch();
+    options->group = 1;
+    options->rolloutChunks = 1;
+  }
   if (mesh && options->rolloutChunks > 1)
     return fail("--mesh=" + *request.mesh +
                 ": rollout_chunks = " + std::to_string(options->rolloutChunks) +

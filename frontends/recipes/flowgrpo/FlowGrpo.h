@@ -81,7 +81,10 @@ struct RecipeRequest {
   std::vector<std::string> options; // key=value over defaultOptions()
   /// "train": the training program; "velocity" or "decode": only that
   /// function, public (for inference and parity checks against diffusers),
-  /// with the batch of prompts_per_iteration * group_size.
+  /// with the batch of prompts_per_iteration * group_size; "sample": the
+  /// sampling program @init_state, @sample_noise and @sample over the
+  /// model's and decoder's weights as state slots, batch sample_batch
+  /// (docs/sampling.md).
   std::string program = "train";
   /// The device mesh, `axis=size` comma-separated over the axes dp and fsdp
   /// in mesh order (`dp=2,fsdp=2`); unset: no mesh, one device, and the

@@ -213,15 +213,32 @@ Named byName(func::FuncOp f, const std::vector<HostTensor> &results) {
   return out;
 }
 
+/// True for CFG's unconditional conditioning arguments (negative_prompt,
+/// negative_pooled, negative_prompt_embeds, negative_pooled_prompt_embeds).
+bool isNegative(const std::string &name) {
+  return name.rfind("negative_", 0) == 0;
+}
+
+/// Zeros of argument `i` of `f`: the unconditional conditioning omnirun
+/// feeds when the prompt set has no negatives (docs/prompts.md).
+HostTensor zerosOf(func::FuncOp f, unsigned i) {
+  auto type = cast<RankedTensorType>(f.getArgumentTypes()[i]);
+  return HostTensor(DType::F32, Shape(type.getShape()));
+}
+
 /// `args` followed by the defaults of `f`'s runtime hyper-parameter
 /// arguments (omni.hparam) that `args` does not reach: the values omnirun
-/// feeds without --set.
+/// feeds without --set; CFG's negatives it does not reach are zeros.
 std::vector<HostTensor> withHyperParams(func::FuncOp f,
                                         std::vector<HostTensor> args) {
-  for (unsigned i = args.size(); i < f.getNumArguments(); ++i)
+  for (unsigned i = args.size(); i < f.getNumArguments(); ++i) {
     if (auto hp = f.getArgAttrOfType<DictionaryAttr>(i, "omni.hparam"))
       args.push_back(HostTensor::fromDoubles(
           DType::F64, {}, {hp.getAs<FloatAttr>("default").getValueAsDouble()}));
+    else if (auto name = f.getArgAttrOfType<StringAttr>(i, "omni.name");
+             name && isNegative(name.str()))
+      args.push_back(zerosOf(f, i));
+  }
   return args;
 }
 
@@ -266,6 +283,10 @@ argsByName(func::FuncOp f, std::vector<HostTensor> leading,
         leading.push_back(HostTensor::fromDoubles(DType::F64, {}, {*d}));
         continue;
       }
+    if (it == named.end() && isNegative(names[i])) {
+      leading.push_back(zerosOf(f, i));
+      continue;
+    }
     if (it == named.end())
       return absl::NotFoundError("no tensor for argument #" +
                                  std::to_string(i) + " '" + names[i] +
@@ -1795,12 +1816,27 @@ TEST_F(RecipeTest, GuidanceCombinesConditionalAndUnconditional) {
   std::vector<HostTensor> state;
   Named named;
   ASSERT_NO_FATAL_FAILURE(init(pp, state, named));
-  // The guided @velocity takes the runtime guidance_scale last.
+  // The guided @velocity takes the runtime guidance_scale last and the
+  // unconditional branch's pooled conditioning [1, Dp] after `pooled`
+  // (docs/recipes.md section 2); @train_step takes it after the prompts.
   std::vector<std::string> guided = argNames(pc.fn("velocity"));
-  ASSERT_FALSE(guided.empty());
+  ASSERT_GE(guided.size(), 4u);
   EXPECT_EQ(guided.back(), "guidance_scale");
   guided.pop_back();
+  EXPECT_EQ(guided[3], "negative_pooled");
+  EXPECT_EQ(cast<RankedTensorType>(pc.fn("velocity").getArgumentTypes()[3])
+                .getShape(),
+            ArrayRef<int64_t>({1, plain.pooledDim}));
+  guided.erase(guided.begin() + 3);
   EXPECT_EQ(argNames(pp.fn("velocity")), guided);
+  std::vector<std::string> step = argNames(pc.fn("train_step"));
+  auto pooledAt = std::find(step.begin(), step.end(), "pooled_prompt_embeds");
+  ASSERT_NE(pooledAt, step.end());
+  ASSERT_NE(pooledAt + 1, step.end());
+  EXPECT_EQ(pooledAt[1], "negative_pooled_prompt_embeds");
+  // Without CFG nothing takes a negative.
+  for (const std::string &n : argNames(pp.fn("train_step")))
+    EXPECT_FALSE(isNegative(n)) << n;
 
   Shape xs = plain.latent();
   xs.insert(xs.begin(), plain.batch());
@@ -1824,6 +1860,27 @@ TEST_F(RecipeTest, GuidanceCombinesConditionalAndUnconditional) {
   EXPECT_LE(relativeError(vg[0], want), 1e-12);
   EXPECT_GT(relativeError(vg[0], valuesOf(vc[0])), 1e-3)
       << "guidance 4.5 should differ from one conditional forward";
+
+  // A negative prompt: the unconditional forward is the plain model on the
+  // negative broadcast over the batch.
+  HostTensor negative = randomF32({1, plain.pooledDim}, 29);
+  std::vector<double> wide;
+  for (int64_t b = 0; b < plain.batch(); ++b)
+    for (int64_t d = 0; d < plain.pooledDim; ++d)
+      wide.push_back(negative.doubleAt(d));
+  HostTensor broadcast = f32Exact({plain.batch(), plain.pooledDim}, wide);
+  ASSERT_OK_AND_ASSIGN(negArgs,
+                       argsByName(pp.fn("velocity"), {x, t, broadcast}, named));
+  ASSERT_OK_AND_ASSIGN(vn, evaluate(pp, "velocity", negArgs));
+  ASSERT_OK_AND_ASSIGN(
+      negGuidedArgs,
+      argsByName(pc.fn("velocity"), {x, t, pooled, negative}, named));
+  ASSERT_OK_AND_ASSIGN(vgn, evaluate(pc, "velocity", negGuidedArgs));
+  for (size_t i = 0; i < want.size(); ++i)
+    want[i] = vn[0].floats()[i] + 4.5 * (vc[0].floats()[i] - vn[0].floats()[i]);
+  EXPECT_LE(relativeError(vgn[0], want), 1e-12);
+  EXPECT_GT(relativeError(vgn[0], valuesOf(vg[0])), 1e-3)
+      << "a negative prompt should differ from zeros";
 
   // The guided program trains: one iteration with finite metrics.
   std::vector<HostTensor> cstate;

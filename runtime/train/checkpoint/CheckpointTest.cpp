@@ -899,5 +899,81 @@ TEST(AtomicFile, FingerprintTellsFilesApart) {
             dir + "/missing: open failed: No such file or directory");
 }
 
+//===----------------------------------------------------------------------===//
+// SafetensorsReader: the header only, then one tensor at a time
+//===----------------------------------------------------------------------===//
+
+TEST(SafetensorsReader, ReadsWhatTheWholeFileReaderReads) {
+  std::string dir = freshDir("reader");
+  std::string path = dir + "/m.safetensors";
+  writeFile(path, validFile());
+  absl::StatusOr<TypedSafetensorsContents> whole = readSafetensorsTyped(path);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  absl::StatusOr<SafetensorsReader> reader = SafetensorsReader::open(path);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  EXPECT_EQ(reader->metadata(), whole->metadata);
+  ASSERT_EQ(reader->tensors().size(), whole->tensors.size());
+  for (size_t i = 0; i < whole->tensors.size(); ++i) {
+    const SafetensorsReader::TensorInfo &info = reader->tensors()[i];
+    EXPECT_EQ(info.name, whole->tensors[i].name);
+    EXPECT_EQ(info.shape, whole->tensors[i].tensor.shape());
+    EXPECT_EQ(reader->find(info.name), &info);
+    absl::StatusOr<TypedTensor> t = reader->read(info);
+    ASSERT_TRUE(t.ok()) << t.status();
+    EXPECT_EQ(t->dtype(), whole->tensors[i].tensor.dtype());
+    EXPECT_TRUE(std::equal(t->bytes().begin(), t->bytes().end(),
+                           whole->tensors[i].tensor.bytes().begin(),
+                           whole->tensors[i].tensor.bytes().end()));
+  }
+  EXPECT_EQ(reader->find("w4"), nullptr);
+  // A reader can be moved (it owns the descriptor).
+  SafetensorsReader moved = std::move(*reader);
+  EXPECT_TRUE(moved.read(moved.tensors()[0]).ok());
+}
+
+TEST(SafetensorsReader, SameHeaderChecksAgainstTheFileSize) {
+  std::string dir = freshDir("reader_bad");
+  std::string good = validFile();
+  auto openError = [&](absl::string_view bytes) {
+    std::string path = dir + "/bad.safetensors";
+    writeFile(path, bytes);
+    absl::StatusOr<SafetensorsReader> r = SafetensorsReader::open(path);
+    EXPECT_FALSE(r.ok());
+    return r.ok() ? std::string() : std::string(r.status().message());
+  };
+  EXPECT_TRUE(hasSubstr(openError(good.substr(0, 7)),
+                        "bad.safetensors: file is 7 bytes, expected at least "
+                        "8"));
+  EXPECT_TRUE(hasSubstr(openError(good.substr(0, 50)),
+                        "runs past the end of the file"));
+  EXPECT_TRUE(hasSubstr(openError(good.substr(0, good.size() - 1)),
+                        "tensor 'w3': data_offsets [40, 46] run past the end "
+                        "of the 45-byte data buffer"));
+  EXPECT_TRUE(hasSubstr(openError(good + "x"), "expected no trailing bytes"));
+  absl::StatusOr<SafetensorsReader> missing =
+      SafetensorsReader::open(dir + "/none.safetensors");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(SafetensorsReader, FileTruncatedAfterOpenIsDataLoss) {
+  std::string dir = freshDir("reader_trunc");
+  std::string path = dir + "/m.safetensors";
+  std::string good = validFile();
+  writeFile(path, good);
+  absl::StatusOr<SafetensorsReader> reader = SafetensorsReader::open(path);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  ASSERT_EQ(::truncate(path.c_str(), static_cast<off_t>(good.size() - 2)), 0);
+  const SafetensorsReader::TensorInfo *w3 = reader->find("w3");
+  ASSERT_NE(w3, nullptr);
+  absl::StatusOr<TypedTensor> t = reader->read(*w3);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_TRUE(hasSubstr(std::string(t.status().message()),
+                        "tensor 'w3': cannot read 6 bytes"))
+      << t.status();
+  EXPECT_TRUE(reader->read(*reader->find("w1")).ok());
+}
+
 } // namespace
 } // namespace omni::checkpoint

@@ -22,11 +22,16 @@
 #include "absl/strings/str_join.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <numeric>
 #include <set>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "runtime/train/checkpoint/Safetensors.cpp assumes a little-endian host"
@@ -369,28 +374,14 @@ struct Layout {
   absl::string_view buffer;
 };
 
-absl::StatusOr<Layout> parseLayout(absl::string_view bytes,
-                                   absl::string_view fileName) {
+/// Parses and validates the JSON header of a file whose data buffer is
+/// `bufferSize` bytes: the entries sorted by name and the metadata.
+absl::Status parseHeader(absl::string_view header, absl::string_view fileName,
+                         uint64_t bufferSize, std::vector<Entry> &entries,
+                         std::map<std::string, std::string> &metadata) {
   auto error = [&](absl::string_view message) {
     return absl::InvalidArgumentError(absl::StrCat(fileName, ": ", message));
   };
-  if (bytes.size() < 8)
-    return error(absl::StrCat("file is ", bytes.size(),
-                              " bytes, expected at least 8 for the header "
-                              "length"));
-  uint64_t headerLength;
-  std::memcpy(&headerLength, bytes.data(), 8);
-  uint64_t afterLength = bytes.size() - 8;
-  if (headerLength > kMaxSafetensorsHeaderBytes)
-    return error(absl::StrCat("header length ", headerLength,
-                              " exceeds the limit of ",
-                              kMaxSafetensorsHeaderBytes, " bytes"));
-  if (headerLength > afterLength)
-    return error(absl::StrCat("header length ", headerLength,
-                              " runs past the end of the file, expected at "
-                              "most ",
-                              afterLength));
-  absl::string_view header = bytes.substr(8, headerLength);
   if (header.empty() || header[0] != '{')
     return error(absl::StrCat("header starts with ",
                               header.empty() ? std::string("nothing")
@@ -400,15 +391,48 @@ absl::StatusOr<Layout> parseLayout(absl::string_view bytes,
   std::string jsonError;
   if (!json::parseJson(header, root, jsonError))
     return error(jsonError);
+  HeaderChecker checker(fileName, bufferSize);
+  OMNI_RETURN_IF_ERROR(checker.check(root, entries, metadata));
+  std::sort(entries.begin(), entries.end(),
+            [](const Entry &a, const Entry &b) { return a.name < b.name; });
+  return absl::OkStatus();
+}
 
+/// The checks of the 8-byte header length against a file of `fileSize`
+/// bytes.
+absl::Status checkHeaderLength(uint64_t headerLength, uint64_t fileSize,
+                               absl::string_view fileName) {
+  auto error = [&](absl::string_view message) {
+    return absl::InvalidArgumentError(absl::StrCat(fileName, ": ", message));
+  };
+  if (fileSize < 8)
+    return error(absl::StrCat("file is ", fileSize,
+                              " bytes, expected at least 8 for the header "
+                              "length"));
+  uint64_t afterLength = fileSize - 8;
+  if (headerLength > kMaxSafetensorsHeaderBytes)
+    return error(absl::StrCat("header length ", headerLength,
+                              " exceeds the limit of ",
+                              kMaxSafetensorsHeaderBytes, " bytes"));
+  if (headerLength > afterLength)
+    return error(absl::StrCat("header length ", headerLength,
+                              " runs past the end of the file, expected at "
+                              "most ",
+                              afterLength));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Layout> parseLayout(absl::string_view bytes,
+                                   absl::string_view fileName) {
+  uint64_t headerLength = 0;
+  if (bytes.size() >= 8)
+    std::memcpy(&headerLength, bytes.data(), 8);
+  OMNI_RETURN_IF_ERROR(checkHeaderLength(headerLength, bytes.size(), fileName));
   Layout layout;
   layout.buffer = bytes.substr(8 + headerLength);
-  HeaderChecker checker(fileName, layout.buffer.size());
-  if (absl::Status s = checker.check(root, layout.entries, layout.metadata);
-      !s.ok())
-    return s;
-  std::sort(layout.entries.begin(), layout.entries.end(),
-            [](const Entry &a, const Entry &b) { return a.name < b.name; });
+  OMNI_RETURN_IF_ERROR(parseHeader(bytes.substr(8, headerLength), fileName,
+                                   layout.buffer.size(), layout.entries,
+                                   layout.metadata));
   return layout;
 }
 
@@ -595,6 +619,101 @@ writeSafetensors(const std::string &path,
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": ", bytes.status().message()));
   return writeFileAtomically(path, *bytes);
+}
+
+//===----------------------------------------------------------------------===//
+// SafetensorsReader
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// pread until `size` bytes are in `out` (false on an error or end of file).
+bool readFully(int fd, uint64_t offset, uint8_t *out, uint64_t size) {
+  while (size > 0) {
+    ssize_t n = ::pread(fd, out, size, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return false;
+    out += n;
+    offset += static_cast<uint64_t>(n);
+    size -= static_cast<uint64_t>(n);
+  }
+  return true;
+}
+
+} // namespace
+
+SafetensorsReader::~SafetensorsReader() {
+  if (fd_ >= 0)
+    ::close(fd_);
+}
+
+SafetensorsReader::SafetensorsReader(SafetensorsReader &&other) noexcept
+    : path_(std::move(other.path_)), fd_(other.fd_),
+      dataOffset_(other.dataOffset_), tensors_(std::move(other.tensors_)),
+      metadata_(std::move(other.metadata_)) {
+  other.fd_ = -1;
+}
+
+absl::StatusOr<SafetensorsReader>
+SafetensorsReader::open(const std::string &path) {
+  SafetensorsReader reader;
+  reader.path_ = path;
+  reader.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (reader.fd_ < 0)
+    return absl::NotFoundError(
+        absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
+  struct stat st;
+  if (::fstat(reader.fd_, &st) != 0 || !S_ISREG(st.st_mode))
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": not a regular file, expected a safetensors "
+                           "file"));
+  uint64_t fileSize = static_cast<uint64_t>(st.st_size);
+  uint64_t headerLength = 0;
+  if (fileSize >= 8 &&
+      !readFully(reader.fd_, 0, reinterpret_cast<uint8_t *>(&headerLength), 8))
+    return absl::DataLossError(
+        absl::StrCat(path, ": cannot read the header length"));
+  OMNI_RETURN_IF_ERROR(checkHeaderLength(headerLength, fileSize, path));
+  std::string header(headerLength, '\0');
+  if (!readFully(reader.fd_, 8, reinterpret_cast<uint8_t *>(header.data()),
+                 headerLength))
+    return absl::DataLossError(
+        absl::StrCat(path, ": cannot read the ", headerLength, "-byte header"));
+  std::vector<Entry> entries;
+  OMNI_RETURN_IF_ERROR(parseHeader(header, path, fileSize - 8 - headerLength,
+                                   entries, reader.metadata_));
+  reader.dataOffset_ = 8 + headerLength;
+  reader.tensors_.reserve(entries.size());
+  for (Entry &e : entries)
+    reader.tensors_.push_back({std::move(e.name), e.dtype->dtype,
+                               std::move(e.shape), e.begin, e.end - e.begin});
+  return reader;
+}
+
+const SafetensorsReader::TensorInfo *
+SafetensorsReader::find(absl::string_view name) const {
+  auto it = std::lower_bound(
+      tensors_.begin(), tensors_.end(), name,
+      [](const TensorInfo &t, absl::string_view n) { return t.name < n; });
+  return it != tensors_.end() && it->name == name ? &*it : nullptr;
+}
+
+absl::StatusOr<TypedTensor>
+SafetensorsReader::read(const TensorInfo &info) const {
+  TypedTensor t(info.dtype, info.shape);
+  if (!readFully(fd_, dataOffset_ + info.offset, t.bytes().data(),
+                 info.byteSize))
+    return absl::DataLossError(
+        absl::StrCat(path_, ": tensor ", quoted(info.name), ": cannot read ",
+                     info.byteSize, " bytes at offset ",
+                     dataOffset_ + info.offset, " (was the file truncated?)"));
+  if (info.dtype == DType::I1)
+    if (absl::Status s = checkI1Bytes(t.bytes()); !s.ok())
+      return absl::InvalidArgumentError(absl::StrCat(
+          path_, ": tensor ", quoted(info.name), ": ", s.message()));
+  return t;
 }
 
 } // namespace omni::checkpoint

@@ -124,6 +124,55 @@ writeSafetensorsTyped(const std::string &path,
                       const std::vector<NamedTypedTensor> &tensors,
                       const std::map<std::string, std::string> &metadata = {});
 
+//===--- Reading one tensor at a time -------------------------------------===//
+//
+// For files too large to hold twice (a diffusers model's weights):
+// open() reads and checks only the header (the same checks as
+// parseSafetensors, against the file's size), and read() copies one
+// tensor's bytes out of the file with pread, so the memory a caller holds
+// is the tensors it keeps. Thread-compatible; read() may be called from
+// several threads at once (pread has no shared file position).
+
+class SafetensorsReader {
+public:
+  struct TensorInfo {
+    std::string name;
+    DType dtype;
+    std::vector<int64_t> shape;
+    /// Its bytes' offset in the data buffer, and their count.
+    uint64_t offset = 0, byteSize = 0;
+  };
+
+  /// Opens `path` and validates its header; NotFound when it cannot be
+  /// opened, InvalidArgument (naming the file) when the header is not a
+  /// valid safetensors header for a file of its size.
+  static absl::StatusOr<SafetensorsReader> open(const std::string &path);
+
+  SafetensorsReader(SafetensorsReader &&other) noexcept;
+  SafetensorsReader &operator=(SafetensorsReader &&) = delete;
+  ~SafetensorsReader();
+
+  const std::string &path() const { return path_; }
+  /// Sorted by name.
+  const std::vector<TensorInfo> &tensors() const { return tensors_; }
+  const std::map<std::string, std::string> &metadata() const {
+    return metadata_;
+  }
+  /// The tensor `name`, or null.
+  const TensorInfo *find(absl::string_view name) const;
+  /// The bytes of one of tensors() (BOOL bytes checked to be 0 or 1);
+  /// DataLoss when the file has become shorter since open().
+  absl::StatusOr<TypedTensor> read(const TensorInfo &info) const;
+
+private:
+  SafetensorsReader() = default;
+  std::string path_;
+  int fd_ = -1;
+  uint64_t dataOffset_ = 0;
+  std::vector<TensorInfo> tensors_;
+  std::map<std::string, std::string> metadata_;
+};
+
 } // namespace omni::checkpoint
 
 #endif // OMNI_RUNTIME_TRAIN_CHECKPOINT_SAFETENSORS_H

@@ -6,7 +6,8 @@
 // function runs on the seed (writing the slots on the device) and each
 // --init file then overwrites the slots under its prefix (and the KL
 // reference copies `ref.<prefix>.*` and the EMA `ema.<prefix>.*`, which
-// start at the initial weights), with setState; --init-from-ema takes a
+// start at the initial weights), with setState (--init-diffusers first:
+// DiffusersInit.h); --init-from-ema takes a
 // checkpoint's `ema.<prefix>.*` instead. Either way the state is
 // on the host only while it is being loaded. Both hold whole tensors: a
 // sharded slot (ShardedState.h) is checked against its global shape and
@@ -18,6 +19,7 @@
 
 #include "runtime/train/checkpoint/Checkpoint.h"
 #include "runtime/train/checkpoint/Json.h"
+#include "runtime/train/driver/DiffusersInit.h"
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -107,7 +109,9 @@ initTensors(const InitFile &init,
   return out;
 }
 
-/// Applies one --init file to the state slots.
+} // namespace
+
+/// Applies one --init file to the state slots (TrainerSteps.h).
 absl::Status applyInit(executor::Executor &executor,
                        const ShardedState &sharded, const InitFile &init,
                        const Signature &sig, const std::string &stepName,
@@ -228,6 +232,8 @@ absl::Status applyInit(executor::Executor &executor,
   return absl::OkStatus();
 }
 
+namespace {
+
 /// Resumes from `ckpt`: checks its metadata, sets every slot.
 absl::StatusOr<Start>
 restore(executor::Executor &executor, const ShardedState &sharded,
@@ -299,7 +305,7 @@ restore(executor::Executor &executor, const ShardedState &sharded,
   log << "resumed from " << resumeFrom << " at iteration " << start.iteration;
   if (!options.seed)
     log << ", seed " << start.seed << " from the checkpoint";
-  if (!options.inits.empty())
+  if (!options.inits.empty() || !options.initDiffusers.empty())
     log << " (--init not applied: the checkpoint has the weights)";
   log << "\n";
   if (otherProgram)
@@ -348,6 +354,15 @@ initialState(executor::Executor &executor, const ShardedState &sharded,
       executor.run(options.initFunction, {TypedTensor::scalarI64(start.seed)});
   if (!init.ok())
     return init.status();
+  if (!options.initDiffusers.empty())
+    if (absl::Status s = loadDiffusersFolder(
+            options.initDiffusers, defaultDiffusersParts(), sig.state,
+            [&](const loader::StateInfo &slot, const TypedTensor &value) {
+              return setWhole(executor, sharded, slot, value);
+            },
+            log, options.initSkip);
+        !s.ok())
+      return s;
   for (const InitFile &file : options.inits)
     if (absl::Status s = applyInit(executor, sharded, file, sig,
                                    options.stepFunction, options.initSkip, log);

@@ -161,6 +161,16 @@ std::string metricsLine(const Signature &sig, const IterationResult &r) {
   }
   if (r.lr)
     absl::StrAppend(&json, ", \"lr\": ", formatExact(*r.lr));
+  // The iteration's prompts by text, when the prompt set has texts
+  // (docs/prompts.md).
+  if (!r.promptTexts.empty()) {
+    absl::StrAppend(&json, ", \"prompts\": [");
+    for (size_t p = 0; p < r.promptTexts.size(); ++p) {
+      absl::StrAppend(&json, p ? ", " : "");
+      checkpoint::json::appendJsonString(json, r.promptTexts[p]);
+    }
+    absl::StrAppend(&json, "]");
+  }
   absl::StrAppend(&json, ", \"time_s\": ", format("%.6g", r.totalSeconds),
                   ", \"reward_time_s\": ", format("%.6g", r.rewardSeconds),
                   ", \"compute_time_s\": ", format("%.6g", r.computeSeconds));

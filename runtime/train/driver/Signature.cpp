@@ -74,7 +74,8 @@ absl::StatusOr<Signature> checkStep(const loader::Program &program,
     return t->dtype == DType::I64 && t->shape.empty();
   };
   auto isData = [](const std::string &n) {
-    return n == kEmbeds || n == kPooled;
+    return n == kEmbeds || n == kPooled || n == kNegativeEmbeds ||
+           n == kNegativePooled;
   };
   // A runtime hyper-parameter (the loader checked it is a 0-D f64).
   auto isHyperParam = [&](const loader::TensorInfo *t) {
@@ -125,6 +126,7 @@ absl::StatusOr<Signature> checkStep(const loader::Program &program,
 
   // Data inputs and hyper-parameters.
   std::optional<int64_t> prompts;
+  std::vector<std::pair<const loader::TensorInfo *, uint32_t>> negatives;
   for (uint32_t i = 2; i < numIn; ++i) {
     const loader::TensorInfo *t = in(i);
     sig.inputs.push_back(t->name);
@@ -134,7 +136,8 @@ absl::StatusOr<Signature> checkStep(const loader::Program &program,
       return absl::InvalidArgumentError(
           absl::StrCat("@", name, ": ", describeInput(t, i), ": data input '",
                        t->name, "' is taken twice, expected once"));
-    bool embeds = t->name == kEmbeds;
+    bool negative = t->name == kNegativeEmbeds || t->name == kNegativePooled;
+    bool embeds = t->name == kEmbeds || t->name == kNegativeEmbeds;
     size_t rank = embeds ? 3 : 2;
     bool positive = std::all_of(t->shape.begin(), t->shape.end(),
                                 [](int64_t d) { return d > 0; });
@@ -142,6 +145,19 @@ absl::StatusOr<Signature> checkStep(const loader::Program &program,
       return absl::InvalidArgumentError(absl::StrCat(
           "@", name, ": ", describeInput(t, i), ": expected f32 ",
           embeds ? "[P, L, D]" : "[P, Dp]", " with every dimension >= 1"));
+    if (negative) {
+      // One negative prompt for the whole batch; its L, D (Dp) are checked
+      // against the prompts' below.
+      if (t->shape[0] != 1)
+        return absl::InvalidArgumentError(
+            absl::StrCat("@", name, ": ", describeInput(t, i),
+                         ": expected f32 ", embeds ? "[1, L, D]" : "[1, Dp]",
+                         " (one negative prompt for the batch)"));
+      (embeds ? sig.prompts.negativeEmbeds : sig.prompts.negativePooled) = true;
+      negatives.push_back({t, i});
+      sig.data.push_back(t->name);
+      continue;
+    }
     if (prompts && *prompts != t->shape[0])
       return absl::InvalidArgumentError(absl::StrCat(
           "@", name, ": ", describeInput(t, i), " takes ", t->shape[0],
@@ -157,6 +173,20 @@ absl::StatusOr<Signature> checkStep(const loader::Program &program,
       sig.prompts.pooledDim = t->shape[1];
     }
     sig.data.push_back(t->name);
+  }
+  // The negatives have the prompts' L, D and Dp.
+  for (auto [t, i] : negatives) {
+    bool embeds = t->name == kNegativeEmbeds;
+    bool taken = embeds ? sig.prompts.embeds : sig.prompts.pooled;
+    std::vector<int64_t> want =
+        embeds ? std::vector<int64_t>{1, sig.prompts.tokens, sig.prompts.dim}
+               : std::vector<int64_t>{1, sig.prompts.pooledDim};
+    if (!taken || t->shape != want)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "@", name, ": ", describeInput(t, i), ": expected ",
+          taken ? absl::StrCat("f32 [", absl::StrJoin(want, ", "), "] as ",
+                               embeds ? kEmbeds : kPooled, " takes")
+                : absl::StrCat("it only with ", embeds ? kEmbeds : kPooled)));
   }
 
   // Results: metrics and images.

@@ -200,6 +200,10 @@ runIteration(executor::Executor &executor, const Signature &sig,
       inputs.push_back(prompts->embeds(it));
     else if (name == kPooled)
       inputs.push_back(prompts->pooled(it));
+    else if (name == kNegativeEmbeds)
+      inputs.push_back(prompts->negativeEmbeds());
+    else if (name == kNegativePooled)
+      inputs.push_back(prompts->negativePooled());
     else
       inputs.push_back(TypedTensor::fromHost(HostTensor::fromDoubles(
           DType::F64, {}, {hparams.valueAt(name, it)})));
@@ -244,16 +248,18 @@ runIteration(executor::Executor &executor, const Signature &sig,
 /// due). The first failure is returned.
 absl::Status writeSideOutputs(const Signature &sig, const IterationResult &r,
                               const TrainOptions &options,
-                              const RunPaths &paths, MetricsFile &metrics) {
+                              const RunPaths &paths, MetricsFile &metrics,
+                              const std::vector<std::string> &promptTexts) {
   if (metrics.isOpen())
     if (absl::Status s = metrics.append(metricsLine(sig, r)); !s.ok())
       return s;
   bool last = r.iteration + 1 == options.steps;
-  // The prompt set has no texts yet: the captions name prompts by row.
+  // The captions name prompts by their text when the set has texts, else
+  // by row.
   if (!paths.out.empty() && sig.images &&
       (last || (r.iteration + 1) % paths.sampleEvery == 0))
     return writeSampleGrid(paths.out, r.outputs[*sig.images], r.iteration + 1,
-                           sampleCaptions(r, {}));
+                           sampleCaptions(r, promptTexts));
   return absl::OkStatus();
 }
 
@@ -264,6 +270,9 @@ void sampleDetails(const Signature &sig,
                    const std::optional<PromptSet> &prompts,
                    CapturedRewards &captured, IterationResult &r) {
   std::vector<double> called = captured.take();
+  if (prompts && !prompts->texts().empty())
+    for (int64_t row : prompts->indices(r.iteration))
+      r.promptTexts.push_back(prompts->texts()[row]);
   if (!sig.images)
     return;
   const int64_t b = r.numImages, p = sig.prompts.perIteration;
@@ -355,7 +364,22 @@ loadPrompts(const Signature &sig, const TrainOptions &options,
   }
   if (prompts)
     log << "prompts: " << prompts->size() << " from " << prompts->source()
-        << ", " << sig.prompts.perIteration << " per iteration\n";
+        << ", " << sig.prompts.perIteration << " per iteration"
+        << (prompts->texts().empty() ? "" : ", with texts") << "\n";
+  // CFG's unconditional branch (docs/prompts.md).
+  if (prompts && (sig.prompts.negativeEmbeds || sig.prompts.negativePooled)) {
+    if (prompts->hasNegatives())
+      log << "prompts: the unconditional (CFG) branch uses the negative "
+             "prompt"
+          << (prompts->negativeText() ? " '" + *prompts->negativeText() + "'"
+                                      : std::string())
+          << " from " << prompts->source() << "\n";
+    else
+      log << "prompts: the unconditional (CFG) branch uses zeros ("
+          << prompts->source()
+          << " has no negative_prompt_embeds; tools/encode-prompts writes "
+             "them)\n";
+  }
   return prompts;
 }
 
@@ -521,6 +545,8 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
       if (!options.channel || options.channel->size() == 1) {
         context.promptsPerIteration = sig->prompts.perIteration;
         context.promptCount = *prompts ? (*prompts)->size() : 0;
+        if (*prompts)
+          context.promptTexts = (*prompts)->texts();
         // The recipe's rollout chunks score parts of this batch.
         if (sig->images)
           context.batchSize =
@@ -564,7 +590,9 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
     // Side outputs: a failure stops the run, but only after the state is
     // saved.
     if (absl::Status side =
-            lead ? writeSideOutputs(*sig, *r, options, paths, metrics)
+            lead ? writeSideOutputs(*sig, *r, options, paths, metrics,
+                                    *prompts ? (*prompts)->texts()
+                                             : std::vector<std::string>())
                  : absl::OkStatus();
         !side.ok())
       return absl::Status(

@@ -138,6 +138,10 @@ struct TrainOptions {
   /// Applied in order after @init_state (not when resuming). f16 and bf16
   /// tensors widen to f32 state exactly; non-finite values are refused.
   std::vector<InitFile> inits;
+  /// A diffusers pipeline folder whose transformer/ and vae/ weights set
+  /// state transformer.* and vae.* after @init_state and before `inits`
+  /// (DiffusersInit.h, docs/diffusers.md); empty: none.
+  std::string initDiffusers;
   /// Tensor names in the --init files to ignore (buffers the program
   /// computes itself, e.g. SD3's `pos_embed.pos_embed`); a trailing `*`
   /// matches a prefix (`encoder.*`).

@@ -46,6 +46,9 @@ namespace omni::train::detail {
 
 constexpr const char *kEmbeds = "prompt_embeds";
 constexpr const char *kPooled = "pooled_prompt_embeds";
+/// CFG's unconditional branch ([1, L, D] / [1, Dp], docs/prompts.md).
+constexpr const char *kNegativeEmbeds = "negative_prompt_embeds";
+constexpr const char *kNegativePooled = "negative_pooled_prompt_embeds";
 constexpr const char *kImages = "images";
 constexpr const char *kRewards = "rewards";
 
@@ -58,7 +61,7 @@ struct Signature {
   /// (names and types from the state table).
   std::vector<const loader::StateInfo *> state;
   /// The data inputs after seed and iteration, in the function's order
-  /// (kEmbeds / kPooled).
+  /// (kEmbeds / kPooled / kNegativeEmbeds / kNegativePooled).
   std::vector<std::string> data;
   /// Every input after seed and iteration in order: the data inputs and
   /// the runtime hyper-parameters (HyperParams.h), by name.
@@ -134,6 +137,17 @@ initialState(executor::Executor &executor, const ShardedState &sharded,
              const HyperParams &hparams, bool resume,
              const std::string &resumeFrom, std::ostream &log);
 
+/// Applies one --init file to the state slots of `sig` (after the init
+/// function ran): its tensors by name under the file's prefix, and the
+/// `ref.` and `ema.` copies that start at them; every slot under the prefix
+/// except LoRA adapters must be given. `stepName` names the function in
+/// errors. Also used by the sampling program's loader
+/// (runtime/train/sample/Sampler.h).
+absl::Status applyInit(executor::Executor &executor,
+                       const ShardedState &sharded, const InitFile &init,
+                       const Signature &sig, const std::string &stepName,
+                       const std::vector<std::string> &skip, std::ostream &log);
+
 //===--- SideOutputs.cpp --------------------------------------------------===//
 
 /// What the step function returned, as the driver reports it.
@@ -160,6 +174,9 @@ struct IterationResult {
   /// Each image's prompt row in the prompt set (B = P * G, prompt-major);
   /// empty when the step takes no prompts or P does not divide B.
   std::vector<int64_t> samplePrompts;
+  /// The texts of the iteration's P prompts, in order, when the prompt set
+  /// has texts (metrics.jsonl "prompts"); else empty.
+  std::vector<std::string> promptTexts;
 };
 
 std::string format(const char *spec, double v);

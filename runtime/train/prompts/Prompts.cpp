@@ -3,6 +3,7 @@
 #include "runtime/train/prompts/Prompts.h"
 
 #include "runtime/flowgrpo/Philox.h"
+#include "runtime/train/checkpoint/Json.h"
 #include "runtime/train/checkpoint/Safetensors.h"
 
 #include "absl/strings/str_cat.h"
@@ -68,6 +69,44 @@ takeTensor(const std::string &path,
   return values;
 }
 
+bool hasTensor(const std::vector<checkpoint::NamedTensor> &tensors,
+               const std::string &name) {
+  for (const checkpoint::NamedTensor &t : tensors)
+    if (t.name == name)
+      return true;
+  return false;
+}
+
+/// Metadata "prompts": a JSON list of `count` strings.
+absl::StatusOr<std::vector<std::string>>
+parseTexts(const std::string &path, const std::string &text, int64_t count) {
+  namespace json = checkpoint::json;
+  json::JsonValue value;
+  std::string error;
+  if (!json::parseJson(text, value, error))
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": metadata 'prompts' is not JSON (", error,
+                     "), expected a list of ", count, " strings"));
+  if (value.kind != json::JsonValue::Kind::Array)
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": metadata 'prompts' is ", json::kindName(value.kind),
+        ", expected a list of ", count, " strings"));
+  std::vector<std::string> texts;
+  for (size_t i = 0; i < value.elements.size(); ++i) {
+    const json::JsonValue &e = value.elements[i];
+    if (e.kind != json::JsonValue::Kind::String)
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": metadata 'prompts' element ", i, " is ",
+                       json::kindName(e.kind), ", expected a string"));
+    texts.push_back(e.text);
+  }
+  if (static_cast<int64_t>(texts.size()) != count)
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": metadata 'prompts' lists ", texts.size(),
+                     " texts, expected ", count, " (one per prompt)"));
+  return texts;
+}
+
 } // namespace
 
 absl::StatusOr<PromptSet> PromptSet::load(const std::string &path,
@@ -77,10 +116,11 @@ absl::StatusOr<PromptSet> PromptSet::load(const std::string &path,
         "--prompts ", path, ": @", request.function,
         " takes no prompt_embeds or pooled_prompt_embeds input, so it uses "
         "no prompts"));
-  absl::StatusOr<std::vector<checkpoint::NamedTensor>> tensors =
-      checkpoint::readSafetensors(path);
-  if (!tensors.ok())
-    return tensors.status();
+  absl::StatusOr<checkpoint::SafetensorsContents> contents =
+      checkpoint::readSafetensorsWithMetadata(path);
+  if (!contents.ok())
+    return contents.status();
+  const std::vector<checkpoint::NamedTensor> *tensors = &contents->tensors;
   PromptSet set;
   set.request_ = request;
   set.source_ = path;
@@ -108,6 +148,51 @@ absl::StatusOr<PromptSet> PromptSet::load(const std::string &path,
           " prompts, expected ", embedsCount, " as 'prompt_embeds' holds"));
     set.count_ = pooledCount;
   }
+  // CFG's unconditional branch: the file's negatives when it has any (then
+  // every one the step takes), else zeros.
+  const bool fileHasNegatives =
+      hasTensor(*tensors, "negative_prompt_embeds") ||
+      hasTensor(*tensors, "negative_pooled_prompt_embeds");
+  if ((request.negativeEmbeds || request.negativePooled) && fileHasNegatives) {
+    set.hasNegatives_ = true;
+    auto takeOne = [&](const std::string &name, std::vector<int64_t> row,
+                       std::string dims) -> absl::StatusOr<std::vector<float>> {
+      int64_t n = 0;
+      absl::StatusOr<std::vector<float>> v =
+          takeTensor(path, *tensors, name, row, dims, request, n);
+      if (v.ok() && n != 1)
+        return absl::InvalidArgumentError(absl::StrCat(
+            path, ": tensor '", name, "' holds ", n,
+            " prompts, expected 1 (the negative prompt, for every sample)"));
+      return v;
+    };
+    if (request.negativeEmbeds) {
+      absl::StatusOr<std::vector<float>> v =
+          takeOne("negative_prompt_embeds", {request.tokens, request.dim},
+                  absl::StrCat("L = ", request.tokens, ", D = ", request.dim));
+      if (!v.ok())
+        return v.status();
+      set.negativeEmbeds_ = std::move(*v);
+    }
+    if (request.negativePooled) {
+      absl::StatusOr<std::vector<float>> v =
+          takeOne("negative_pooled_prompt_embeds", {request.pooledDim},
+                  absl::StrCat("Dp = ", request.pooledDim));
+      if (!v.ok())
+        return v.status();
+      set.negativePooled_ = std::move(*v);
+    }
+  }
+  const std::map<std::string, std::string> &metadata = contents->metadata;
+  if (auto it = metadata.find("prompts"); it != metadata.end()) {
+    absl::StatusOr<std::vector<std::string>> texts =
+        parseTexts(path, it->second, set.count_);
+    if (!texts.ok())
+      return texts.status();
+    set.texts_ = std::move(*texts);
+  }
+  if (auto it = metadata.find("negative_prompt"); it != metadata.end())
+    set.negativeText_ = it->second;
   return set;
 }
 
@@ -163,6 +248,30 @@ HostTensor PromptSet::pooled(int64_t iteration) const {
   assert(request_.pooled);
   return gather(pooled_, request_.pooledDim,
                 {request_.perIteration, request_.pooledDim}, iteration);
+}
+
+namespace {
+
+/// `values` as an f32 tensor of `shape`, or zeros when `values` is empty.
+HostTensor rowOrZeros(const std::vector<float> &values,
+                      std::vector<int64_t> shape) {
+  HostTensor out(DType::F32, std::move(shape));
+  absl::Span<double> dst = out.floats();
+  for (size_t e = 0; e < values.size() && e < dst.size(); ++e)
+    dst[e] = values[e];
+  return out;
+}
+
+} // namespace
+
+HostTensor PromptSet::negativeEmbeds() const {
+  assert(request_.negativeEmbeds);
+  return rowOrZeros(negativeEmbeds_, {1, request_.tokens, request_.dim});
+}
+
+HostTensor PromptSet::negativePooled() const {
+  assert(request_.negativePooled);
+  return rowOrZeros(negativePooled_, {1, request_.pooledDim});
 }
 
 } // namespace omni::train

@@ -10,6 +10,14 @@
 // (i*P + j) mod Np for j = 0..P-1, so the data of an iteration is a pure
 // function of i and a resumed run sees the same prompts.
 //
+// With CFG the step also takes the unconditional branch's conditioning,
+// `negative_prompt_embeds` [1, L, D] and `negative_pooled_prompt_embeds`
+// [1, Dp], the same every iteration: from the file when it has them
+// (tools/encode-prompts writes the empty or a given negative prompt's),
+// else zeros (the built-in set always; docs/prompts.md). The file's
+// `__metadata__` may name the prompts: "prompts" a JSON list of Np strings,
+// "negative_prompt" a string (tools/encode-prompts writes both).
+//
 // Files are checked against what the step takes; every error is one line
 // naming the file, the tensor, what was expected and what was found.
 // MLIR-free. A PromptSet is immutable after creation (thread-compatible).
@@ -24,6 +32,7 @@
 #include "absl/status/statusor.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +51,10 @@ struct PromptRequest {
   /// pooled_prompt_embeds [P, Dp], if taken.
   bool pooled = false;
   int64_t pooledDim = 0; // Dp
+  /// negative_prompt_embeds [1, L, D] / negative_pooled_prompt_embeds
+  /// [1, Dp] (CFG's unconditional branch), if taken.
+  bool negativeEmbeds = false;
+  bool negativePooled = false;
 };
 
 /// The number of prompts of the built-in set.
@@ -55,7 +68,10 @@ class PromptSet {
 public:
   /// Reads `path` and checks it against `request`: every tensor the step
   /// takes must be present, f32, and have the step's L, D (or Dp); both
-  /// tensors must hold the same number of prompts, at least one.
+  /// tensors must hold the same number of prompts, at least one. The
+  /// negatives, when the step takes them and the file has them, must be
+  /// f32 [1, L, D] / [1, Dp]; a file with neither gives zeros. Metadata
+  /// "prompts", when present, must be a JSON list of Np strings.
   static absl::StatusOr<PromptSet> load(const std::string &path,
                                         const PromptRequest &request);
 
@@ -66,6 +82,15 @@ public:
   int64_t size() const { return count_; }
   /// "synthetic" or the file's path.
   const std::string &source() const { return source_; }
+  /// The prompt texts (metadata "prompts"), Np of them; empty when not
+  /// known (the built-in set, a file without them).
+  const std::vector<std::string> &texts() const { return texts_; }
+  /// The negative prompt's text (metadata "negative_prompt"), if known.
+  const std::optional<std::string> &negativeText() const {
+    return negativeText_;
+  }
+  /// True when the negatives come from the file (else they are zeros).
+  bool hasNegatives() const { return hasNegatives_; }
   const PromptRequest &request() const { return request_; }
 
   /// The prompt indices of iteration `iteration`: (i*P + j) mod Np.
@@ -77,6 +102,12 @@ public:
   /// The step's pooled_prompt_embeds for `iteration` ([P, Dp] f32); only
   /// when request().pooled.
   HostTensor pooled(int64_t iteration) const;
+  /// negative_prompt_embeds [1, L, D] f32 (zeros unless hasNegatives());
+  /// only when request().negativeEmbeds.
+  HostTensor negativeEmbeds() const;
+  /// negative_pooled_prompt_embeds [1, Dp] f32 (zeros unless
+  /// hasNegatives()); only when request().negativePooled.
+  HostTensor negativePooled() const;
 
 private:
   HostTensor gather(const std::vector<float> &rows, int64_t rowSize,
@@ -87,6 +118,11 @@ private:
   int64_t count_ = 0;
   std::vector<float> embeds_; // [Np, L, D]
   std::vector<float> pooled_; // [Np, Dp]
+  bool hasNegatives_ = false;
+  std::vector<float> negativeEmbeds_; // [1, L, D], empty: zeros
+  std::vector<float> negativePooled_; // [1, Dp], empty: zeros
+  std::vector<std::string> texts_;
+  std::optional<std::string> negativeText_;
 };
 
 } // namespace omni::train

@@ -8,6 +8,7 @@
 #include "gtest/gtest.h"
 
 #include <fstream>
+#include <map>
 #include <unistd.h>
 
 namespace omni::train {
@@ -185,6 +186,147 @@ TEST(PromptSet, CorruptMissingAndUnusedFiles) {
             "--prompts " + path +
                 ": @step takes no prompt_embeds or pooled_prompt_embeds "
                 "input, so it uses no prompts");
+}
+
+PromptRequest withNegatives(PromptRequest r) {
+  r.negativeEmbeds = true;
+  r.negativePooled = true;
+  return r;
+}
+
+/// countingSet plus negatives: every element of negative_prompt_embeds is
+/// -1, of negative_pooled_prompt_embeds -2.
+std::vector<NamedTensor> setWithNegatives(int64_t n, int64_t l, int64_t d,
+                                          int64_t dp) {
+  std::vector<NamedTensor> set = countingSet(n, l, d, dp);
+  set.push_back({"negative_prompt_embeds",
+                 HostTensor::fromDoubles(DType::F32, {1, l, d},
+                                         std::vector<double>(l * d, -1.0))});
+  set.push_back({"negative_pooled_prompt_embeds",
+                 HostTensor::fromDoubles(DType::F32, {1, dp},
+                                         std::vector<double>(dp, -2.0))});
+  return set;
+}
+
+TEST(PromptSet, NegativesAndTextsFromTheFile) {
+  std::string path = tempPath("negatives.safetensors");
+  ASSERT_TRUE(checkpoint::writeSafetensors(
+                  path, setWithNegatives(3, 2, 2, 3),
+                  {{"prompts", R"(["a cat", "the \"dog\"", "ü"])"},
+                   {"negative_prompt", "blurry"},
+                   {"prompt_fields", "[{}, {}, {}]"}})
+                  .ok());
+  absl::StatusOr<PromptSet> set =
+      PromptSet::load(path, withNegatives(request(2, 2, 2, 3)));
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_TRUE(set->hasNegatives());
+  EXPECT_EQ(set->texts(),
+            (std::vector<std::string>{"a cat", "the \"dog\"", "ü"}));
+  ASSERT_TRUE(set->negativeText().has_value());
+  EXPECT_EQ(*set->negativeText(), "blurry");
+  EXPECT_EQ(set->negativeEmbeds(),
+            HostTensor::fromDoubles(DType::F32, {1, 2, 2}, {-1, -1, -1, -1}));
+  EXPECT_EQ(set->negativePooled(),
+            HostTensor::fromDoubles(DType::F32, {1, 3}, {-2, -2, -2}));
+  // The prompts themselves are unchanged by the negatives.
+  EXPECT_EQ(set->embeds(1).floats()[0], 2.0);
+}
+
+TEST(PromptSet, NoNegativesInTheFileOrBuiltInAreZeros) {
+  std::string path = tempPath("no-negatives.safetensors");
+  ASSERT_TRUE(checkpoint::writeSafetensors(path, countingSet(2, 2, 2, 3)).ok());
+  PromptRequest r = withNegatives(request(1, 2, 2, 3));
+  absl::StatusOr<PromptSet> set = PromptSet::load(path, r);
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_FALSE(set->hasNegatives());
+  EXPECT_TRUE(set->texts().empty());
+  EXPECT_FALSE(set->negativeText().has_value());
+  EXPECT_EQ(set->negativeEmbeds(), HostTensor(DType::F32, {1, 2, 2}));
+  EXPECT_EQ(set->negativePooled(), HostTensor(DType::F32, {1, 3}));
+  EXPECT_EQ(set->negativePooled().floats()[2], 0.0);
+
+  PromptSet synthetic = PromptSet::synthetic(r);
+  EXPECT_FALSE(synthetic.hasNegatives());
+  EXPECT_TRUE(synthetic.texts().empty());
+  EXPECT_EQ(synthetic.negativeEmbeds(), HostTensor(DType::F32, {1, 2, 2}));
+}
+
+TEST(PromptSet, NegativesTheStepDoesNotTakeAreIgnored) {
+  std::string path = tempPath("unused-negatives.safetensors");
+  std::vector<NamedTensor> tensors = setWithNegatives(2, 2, 2, 3);
+  // Of the wrong shape, but not taken: no error.
+  tensors[2].tensor = HostTensor(DType::F32, {4, 5});
+  ASSERT_TRUE(checkpoint::writeSafetensors(path, tensors).ok());
+  absl::StatusOr<PromptSet> set = PromptSet::load(path, request(1, 2, 2, 3));
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_FALSE(set->hasNegatives());
+}
+
+TEST(PromptSet, NegativeAndTextErrors) {
+  struct Case {
+    std::vector<NamedTensor> tensors;
+    std::map<std::string, std::string> metadata;
+    std::string message; // the whole message after "<path>: "
+  };
+  PromptRequest r = withNegatives(request(1, 2, 2, 3));
+  std::vector<NamedTensor> good = setWithNegatives(2, 2, 2, 3);
+  std::vector<NamedTensor> onlyOne = good;
+  onlyOne.pop_back();
+  std::vector<NamedTensor> two = good;
+  two[2].tensor = HostTensor(DType::F32, {2, 2, 2});
+  std::vector<NamedTensor> wrongDim = good;
+  wrongDim[3].tensor = HostTensor(DType::F32, {1, 4});
+  std::vector<NamedTensor> wrongDtype = good;
+  wrongDtype[3].tensor.retype(DType::F16);
+  const Case cases[] = {
+      {onlyOne,
+       {},
+       "no tensor 'negative_pooled_prompt_embeds', expected tensor<Nx3xf32> "
+       "(Dp = 3 from @train_step's negative_pooled_prompt_embeds); found "
+       "tensors: negative_prompt_embeds, pooled_prompt_embeds, prompt_embeds"},
+      {two,
+       {},
+       "tensor 'negative_prompt_embeds' holds 2 prompts, expected 1 (the "
+       "negative prompt, for every sample)"},
+      {wrongDim,
+       {},
+       "tensor 'negative_pooled_prompt_embeds' is tensor<1x4xf32>, expected "
+       "tensor<Nx3xf32> (Dp = 3 from @train_step's "
+       "negative_pooled_prompt_embeds)"},
+      {wrongDtype,
+       {},
+       "tensor 'negative_pooled_prompt_embeds' is tensor<1x3xf16>, expected "
+       "tensor<Nx3xf32> (dtype f32)"},
+      {good,
+       {{"prompts", R"(["one"])"}},
+       "metadata 'prompts' lists 1 texts, expected 2 (one per prompt)"},
+      {good,
+       {{"prompts", R"(["one", 2])"}},
+       "metadata 'prompts' element 1 is an integer, expected a string"},
+      {good,
+       {{"prompts", R"({"a": "b"})"}},
+       "metadata 'prompts' is an object, expected a list of 2 strings"},
+  };
+  int n = 0;
+  for (const Case &c : cases) {
+    std::string path =
+        tempPath("badneg" + std::to_string(n++) + ".safetensors");
+    ASSERT_TRUE(checkpoint::writeSafetensors(path, c.tensors, c.metadata).ok());
+    absl::StatusOr<PromptSet> set = PromptSet::load(path, r);
+    ASSERT_FALSE(set.ok()) << c.message;
+    EXPECT_EQ(set.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(set.status().message(), path + ": " + c.message);
+  }
+  // Metadata that is not JSON: one line naming the key.
+  std::string path = tempPath("badjson.safetensors");
+  ASSERT_TRUE(
+      checkpoint::writeSafetensors(path, good, {{"prompts", "[\"a\","}}).ok());
+  absl::StatusOr<PromptSet> set = PromptSet::load(path, r);
+  ASSERT_FALSE(set.ok());
+  std::string message(set.status().message());
+  EXPECT_EQ(message.rfind(path + ": metadata 'prompts' is not JSON (", 0), 0u)
+      << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos);
 }
 
 } // namespace
