@@ -285,6 +285,32 @@ LogicalResult Writer::collectHyperParams() {
   return success();
 }
 
+/// `omni.metadata = {key = "value", ...}` on the module: the metadata table
+/// (docs/backend.md, "Metadata"), string values only. A DictionaryAttr is
+/// sorted by key with unique keys, as the table must be.
+LogicalResult Writer::collectMetadata() {
+  Attribute a = module->getAttr("omni.metadata");
+  if (!a)
+    return success();
+  auto dict = dyn_cast<DictionaryAttr>(a);
+  if (!dict)
+    return emitError(module.getLoc())
+           << "omni.metadata = " << a
+           << "; expected a dictionary of strings {key = \"value\", ...}";
+  for (NamedAttribute entry : dict) {
+    auto value = dyn_cast<StringAttr>(entry.getValue());
+    if (!value)
+      return emitError(module.getLoc())
+             << "omni.metadata key '" << entry.getName().getValue()
+             << "' has value " << entry.getValue() << "; expected a string";
+    if (entry.getName().getValue().empty())
+      return emitError(module.getLoc())
+             << "omni.metadata has an empty key; expected non-empty keys";
+    metadata.emplace_back(entry.getName().str(), value.str());
+  }
+  return success();
+}
+
 LogicalResult Writer::writeFunction(func::FuncOp fn) {
   tensorOf.clear();
   scalarOf.clear();
@@ -445,7 +471,7 @@ LogicalResult Writer::emitReturn(func::FuncOp fn, func::ReturnOp ret,
 
 FailureOr<std::vector<uint8_t>> Writer::write(StringRef producer) {
   if (failed(collectMeshes()) || failed(collectState()) ||
-      failed(collectHyperParams()))
+      failed(collectHyperParams()) || failed(collectMetadata()))
     return failure();
   for (auto fn : module.getOps<func::FuncOp>()) {
     if (fn.isExternal() || fn.isPrivate())
@@ -496,6 +522,15 @@ FailureOr<std::vector<uint8_t>> Writer::write(StringRef producer) {
                                             fbb.CreateString(entry.second)));
     hparamTables = fbb.CreateVector(tables);
   }
+  // Metadata (none: the field stays absent).
+  fb::Offset<fb::Vector<fb::Offset<st::MetadataEntry>>> metadataTables;
+  if (!metadata.empty()) {
+    std::vector<fb::Offset<st::MetadataEntry>> tables;
+    for (const auto &[key, value] : metadata)
+      tables.push_back(st::CreateMetadataEntry(fbb, fbb.CreateString(key),
+                                               fbb.CreateString(value)));
+    metadataTables = fbb.CreateVector(tables);
+  }
   std::vector<fb::Offset<st::Scalar>> scalars;
   for (const std::string &s : scalarNames)
     scalars.push_back(st::CreateScalar(fbb, fbb.CreateString(s)));
@@ -517,7 +552,8 @@ FailureOr<std::vector<uint8_t>> Writer::write(StringRef producer) {
       fbb, /*version=*/1, fbb.CreateString(producer.str()), target,
       fbb.CreateVector(tensorOffsets), fbb.CreateVector(scalars), arenaSize,
       *executables, fbb.CreateVector(constants), fbb.CreateVector(stateSlots),
-      fbb.CreateVector(functions), integrity, meshTables, hparamTables);
+      fbb.CreateVector(functions), integrity, meshTables, hparamTables,
+      metadataTables);
   st::FinishStepBuffer(fbb, root);
   std::vector<uint8_t> bytes(fbb.GetBufferPointer(),
                              fbb.GetBufferPointer() + fbb.GetSize());

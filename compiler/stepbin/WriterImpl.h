@@ -108,6 +108,8 @@ private:
   /// The runtime hyper-parameters: every `omni.hparam` argument of the
   /// public functions (docs/recipes.md, "Runtime hyper-parameters").
   LogicalResult collectHyperParams();
+  /// The module's `omni.metadata` dictionary (docs/backend.md, "Metadata").
+  LogicalResult collectMetadata();
   /// The sharding of state value `what` of `fn` from its `omni.sharding`
   /// and `omni.global_type` attributes (`sharding` null: none), checked
   /// against its local `type`.
@@ -178,6 +180,8 @@ private:
   llvm::StringMap<uint32_t> meshIndex;
   /// name -> (default, range), sorted by name.
   std::map<std::string, std::pair<double, std::string>> hyperParams;
+  /// key -> value, sorted by key (omni.metadata).
+  std::vector<std::pair<std::string, std::string>> metadata;
   int64_t arenaSize = 0;
 
   // Per function.

@@ -102,6 +102,36 @@ TEST(Loader, HyperParamTable) {
   EXPECT_EQ((*program)->findHyperParam("x"), nullptr);
 }
 
+TEST(Loader, MetadataTable) {
+  auto program = Program::loadBytes(build([](StepBuilder &b) {
+    b.metadata = {{"model", "sd3"}, {"model_config", "num_layers=2 x=\"y\""}};
+  }));
+  ASSERT_TRUE(program.ok()) << program.status();
+  ASSERT_EQ((*program)->metadata().size(), 2u);
+  ASSERT_NE((*program)->findMetadata("model"), nullptr);
+  EXPECT_EQ(*(*program)->findMetadata("model"), "sd3");
+  EXPECT_EQ(*(*program)->findMetadata("model_config"), "num_layers=2 x=\"y\"");
+  EXPECT_EQ((*program)->findMetadata("decoder"), nullptr);
+  // A program without the table has empty metadata.
+  auto bare = Program::loadBytes(build());
+  ASSERT_TRUE(bare.ok()) << bare.status();
+  EXPECT_TRUE((*bare)->metadata().empty());
+}
+
+TEST(Loader, MetadataTableErrors) {
+  auto with = [](std::vector<std::pair<std::string, std::string>> entries) {
+    return build([&](StepBuilder &b) { b.metadata = entries; });
+  };
+  EXPECT_EQ(errorOf(with({{"model", "a"}, {"decoder", "b"}})),
+            "step.bin: metadata[1].key: 'decoder' follows 'model'; expected "
+            "unique keys in sorted order");
+  EXPECT_EQ(errorOf(with({{"model", "a"}, {"model", "b"}})),
+            "step.bin: metadata[1].key: 'model' follows 'model'; expected "
+            "unique keys in sorted order");
+  EXPECT_EQ(errorOf(with({{"", "a"}})),
+            "step.bin: metadata[0].key: is empty; expected a non-empty key");
+}
+
 TEST(Loader, HyperParamTableErrors) {
   EXPECT_EQ(errorOf(withHyperParams({{"lr", 1e-3, "0..inf"}})),
             "step.bin: hparams[0].range: is '0..inf'; expected an interval "

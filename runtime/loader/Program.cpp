@@ -405,6 +405,11 @@ bool parseRange(absl::string_view text, HyperParamInfo &info) {
   return true;
 }
 
+const std::string *Program::findMetadata(absl::string_view key) const {
+  auto it = metadata_.find(key);
+  return it == metadata_.end() ? nullptr : &it->second;
+}
+
 const HyperParamInfo *Program::findHyperParam(absl::string_view name) const {
   for (const HyperParamInfo &h : hparams_)
     if (h.name == name)

@@ -8,9 +8,10 @@
 // in range, every size and offset is computed with overflow checks, every
 // command's operands have the dtypes and shapes its kind needs, nesting and
 // calls are bounded and acyclic, and meshes and collectives are consistent
-// (VerifyCollective.cpp). What an executable needs of the device (its CPU
-// features, later its SM architecture) is checked by the driver that loads
-// it (hal Device::loadExecutable), not here. Every rejection is one line,
+// (VerifyCollective.cpp), and the metadata table's keys are unique and
+// sorted (docs/backend.md, "Metadata"). What an executable needs of the device
+// (its CPU features, later its SM architecture) is checked by the driver that
+// loads it (hal Device::loadExecutable), not here. Every rejection is one line,
 // "<file>: <field path>: <expected and found>", for example
 //   step.bin: functions[0].commands[3] (Dispatch): operands[1] = 57 but
 //   there are 12 tensors
@@ -194,6 +195,14 @@ public:
   absl::Span<const HyperParamInfo> hyperParams() const { return hparams_; }
   /// The hyper-parameter named `name`, if any.
   const HyperParamInfo *findHyperParam(absl::string_view name) const;
+  /// The metadata table (docs/backend.md, "Metadata"): what the producer
+  /// recorded about the program (model, configs), sorted by key; empty
+  /// when it recorded nothing.
+  const std::map<std::string, std::string, std::less<>> &metadata() const {
+    return metadata_;
+  }
+  /// The metadata value of `key`, if any.
+  const std::string *findMetadata(absl::string_view key) const;
   int64_t arenaSize() const { return step_->arena_size(); }
   uint32_t numScalars() const;
   uint32_t numFunctions() const;
@@ -219,6 +228,7 @@ private:
   std::vector<StateInfo> state_;
   std::vector<MeshInfo> meshes_;
   std::vector<HyperParamInfo> hparams_;
+  std::map<std::string, std::string, std::less<>> metadata_;
   std::map<std::string, uint32_t, std::less<>> functionsByName_;
   std::map<std::string, uint32_t, std::less<>> stateByName_;
 

@@ -145,6 +145,26 @@ absl::Status ProgramVerifier::checkHyperParams() {
   return absl::OkStatus();
 }
 
+absl::Status ProgramVerifier::checkMetadata() {
+  const std::string *last = nullptr;
+  for (uint32_t m = 0; m < sizeOf(step_.metadata()); ++m) {
+    const step::MetadataEntry *entry = step_.metadata()->Get(m);
+    std::string path = absl::StrCat("metadata[", m, "]");
+    if (!entry->key() || entry->key()->size() == 0)
+      return fail(path + ".key", "is empty; expected a non-empty key");
+    if (!entry->value())
+      return fail(path + ".value", "is missing; expected a string");
+    std::string key = entry->key()->str();
+    if (last && *last >= key)
+      return fail(path + ".key",
+                  absl::StrCat("'", key, "' follows '", *last,
+                               "'; expected unique keys in sorted order"));
+    auto it = program_.metadata_.emplace(key, entry->value()->str()).first;
+    last = &it->first;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ProgramVerifier::checkTensors() {
   const int64_t arenaSize = step_.arena_size();
   const uint32_t numConstants = sizeOf(step_.constants());

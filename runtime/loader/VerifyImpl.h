@@ -86,6 +86,7 @@ public:
     OMNI_RETURN_IF_ERROR(checkStateSharding());
     OMNI_RETURN_IF_ERROR(checkFunctions());
     OMNI_RETURN_IF_ERROR(checkHyperParams());
+    OMNI_RETURN_IF_ERROR(checkMetadata());
     return checkCallGraph();
   }
 
@@ -119,6 +120,7 @@ private:
   /// The hyper-parameter table: names unique and sorted, defaults inside
   /// their ranges, every function input of such a name a 0-D f64.
   absl::Status checkHyperParams();
+  absl::Status checkMetadata();
   absl::Status checkTensors();
   absl::Status checkExecutables();
   /// Executable.gpu_kernels / ptx: present exactly for GPU code, one per

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/omnirun/OmniRun.h"
+#include "runtime/omnirun/Export.h"
 
 #include "runtime/base/ConfigFile.h"
 #include "runtime/base/PhaseTimer.h"
@@ -40,6 +41,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 
 #include <algorithm>
@@ -89,6 +91,9 @@ struct Options {
   std::vector<std::string> trainFlags;
   /// Sampling mode (a program with @sample, Sample.h).
   SampleFlags sampling;
+  /// --export and its flags (Export.h); --checkpoint and --ema are shared
+  /// with sampling.
+  ExportOptions exporting;
 };
 
 /// How a flag takes its value.
@@ -212,6 +217,45 @@ const Flag kFlags[] = {
      [](Options &o, const std::string &,
         const std::optional<std::string> &) -> std::optional<std::string> {
        o.list = true;
+       return std::nullopt;
+     }},
+    {"--export", Arg::Value, Mode::General, "<dir>",
+     "write --checkpoint's transformer as a diffusers folder (config.json "
+     "from the step.bin's metadata; a LoRA run's adapters as "
+     "pytorch_lora_weights.safetensors), then exit (docs/export.md)",
+     [](Options &o, const std::string &,
+        const std::optional<std::string> &v) -> std::optional<std::string> {
+       o.exporting.dir = *v;
+       return std::nullopt;
+     }},
+    {"--base-diffusers", Arg::Value, Mode::General, "<dir>",
+     "with --export: copy (hard-link) the other components and "
+     "model_index.json from this diffusers folder, and use its "
+     "transformer/config.json",
+     [](Options &o, const std::string &name,
+        const std::optional<std::string> &v) -> std::optional<std::string> {
+       o.exporting.baseDiffusers = *v;
+       if (o.exporting.firstFlag.empty())
+         o.exporting.firstFlag = name;
+       return std::nullopt;
+     }},
+    {"--merge-lora", Arg::None, Mode::General, "",
+     "with --export of a LoRA run: merge the adapters into the weights "
+     "(W + alpha/r B A) instead of writing the adapter file",
+     [](Options &o, const std::string &name,
+        const std::optional<std::string> &) -> std::optional<std::string> {
+       o.exporting.mergeLora = true;
+       if (o.exporting.firstFlag.empty())
+         o.exporting.firstFlag = name;
+       return std::nullopt;
+     }},
+    {"--force", Arg::None, Mode::General, "",
+     "with --export: replace the folder if it exists and is not empty",
+     [](Options &o, const std::string &name,
+        const std::optional<std::string> &) -> std::optional<std::string> {
+       o.exporting.force = true;
+       if (o.exporting.firstFlag.empty())
+         o.exporting.firstFlag = name;
        return std::nullopt;
      }},
     {"--function", Arg::Value, Mode::General, "<name>", "the function to run",
@@ -543,22 +587,25 @@ const Flag kFlags[] = {
     // guidance_scale=..., --init and --init-skip, and these.
     {"--checkpoint", Arg::Value, Mode::General, "<file|dir>",
      "sampling program: the weights from this checkpoint (a run folder: "
-     "its latest), only the program's state names (transformer.*, vae.*)",
+     "its latest), only the program's state names (transformer.*, vae.*); "
+     "with --export: the checkpoint to export",
      [](Options &o, const std::string &name,
         const std::optional<std::string> &v) -> std::optional<std::string> {
        if (v->empty())
          return absl::StrCat(name, " needs a checkpoint file or run folder");
        o.sampling.checkpoint = *v;
        o.sampling.given = o.sampling.given.empty() ? name : o.sampling.given;
+       o.exporting.checkpoint = *v; // --export's too (Export.h)
        return std::nullopt;
      }},
     {"--ema", Arg::None, Mode::General, "",
      "sampling program, with --checkpoint: its EMA weights ema.<name> where "
-     "it has them",
+     "it has them; with --export: export the EMA weights",
      [](Options &o, const std::string &name,
         const std::optional<std::string> &) -> std::optional<std::string> {
        o.sampling.ema = true;
        o.sampling.given = o.sampling.given.empty() ? name : o.sampling.given;
+       o.exporting.ema = true; // --export's too (Export.h)
        return std::nullopt;
      }},
     {"--images-per-prompt", Arg::Value, Mode::General, "<k>",
@@ -778,6 +825,11 @@ void list(const loader::Program &program, std::ostream &out) {
     out << "hparam '" << hp.name << "': default "
         << train::formatExact(hp.defaultValue) << ", range " << hp.range
         << " (runtime: --set " << hp.name << "=<value>)\n";
+  // What the program was made from (docs/backend.md, "Metadata"), one
+  // line per key: a value's line breaks are written as \n.
+  for (const auto &[key, value] : program.metadata())
+    out << "metadata '" << key
+        << "': " << absl::StrReplaceAll(value, {{"\n", "\\n"}}) << "\n";
   // A sharded slot says which part of which tensor one rank holds:
   // "(Parameter, shard 1/2 of tensor<64x64xf32> dim 0 over 'fsdp')".
   for (const loader::StateInfo &slot : program.state()) {
@@ -980,6 +1032,18 @@ int run(const std::vector<std::string> &args, std::ostream &out,
   }
   if (options.file.empty())
     return fail("no step.bin given (see --help)");
+  if (std::optional<std::string> error = checkExportFlags(options.exporting))
+    return fail(*error);
+  const bool exporting = !options.exporting.dir.empty();
+  if (exporting &&
+      (options.list || options.function || options.train || options.serve))
+    return fail(absl::StrCat(
+        "--export writes a checkpoint as a diffusers folder and cannot be "
+        "combined with ",
+        options.list       ? "--list"
+        : options.function ? "--function"
+        : options.serve    ? "--serve"
+                           : options.trainingOption));
   if (!options.serve && !options.serveFlag.empty())
     return fail(
         absl::StrCat(options.serveFlag, " goes with --serve HOST:PORT"));
@@ -987,9 +1051,10 @@ int run(const std::vector<std::string> &args, std::ostream &out,
     if (std::optional<std::string> error = checkServeOptions(options))
       return fail(*error);
   } else if (!options.list && !options.function && !options.train &&
-             options.sampling.given.empty())
+             options.sampling.given.empty() && !exporting)
     return fail("give --function=<name> to run a function, --steps=<n> to "
-                "train, or --list to list them");
+                "train, --export=<dir> to export a checkpoint, or --list to "
+                "list them");
   if (options.function && options.train)
     return fail(absl::StrCat(options.trainingOption,
                              " is a training option and cannot be combined "
@@ -1038,6 +1103,11 @@ int run(const std::vector<std::string> &args, std::ostream &out,
   if (options.list) {
     list(**program, out);
     return 0;
+  }
+  if (exporting) {
+    absl::Status exported =
+        exportDiffusers(**program, options.file, options.exporting, out);
+    return exported.ok() ? 0 : fail(exported.message());
   }
   if (std::optional<std::string> error =
           checkTarget(**program, options.file, options))

@@ -121,7 +121,20 @@ TEST_F(OmniRunTest, OneLineErrors) {
        "omnirun: " + add + " has no function 'sub' (functions: add)\n"},
       {{add},
        "omnirun: give --function=<name> to run a function, --steps=<n> to "
-       "train, or --list to list them\n"},
+       "train, --export=<dir> to export a checkpoint, or --list to list "
+       "them\n"},
+      // --export (docs/export.md; test/train/export.test has the rest).
+      {{add, "--merge-lora"},
+       "omnirun: --merge-lora goes with --export DIR (write a checkpoint as "
+       "a diffusers folder)\n"},
+      {{add, "--export=/nonexistent/out", "--list"},
+       "omnirun: --export writes a checkpoint as a diffusers folder and "
+       "cannot be combined with --list\n"},
+      {{add, "--export=/nonexistent/out", "--checkpoint=/nonexistent/c"},
+       "omnirun: " + add +
+           " has no metadata (it was compiled by an omnic before the "
+           "metadata table, or not from omnigen's recipe): regenerate it "
+           "with omnigen and omnic to export\n"},
       // Training options (the programs here have no @train_step).
       {{add, "--steps=2"},
        "omnirun: " + add +

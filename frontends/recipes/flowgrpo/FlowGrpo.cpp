@@ -14,6 +14,8 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
 
 #include <array>
 #include <cassert>
@@ -1967,6 +1969,137 @@ void annotateMesh(ModuleOp module, const MeshSpec &mesh, const Options &o) {
 
 } // namespace
 
+namespace {
+
+/// The shortest text that reads back as `v` (lora_alpha's scale alpha / r
+/// must be exact in an exported adapter).
+std::string exactNumber(double v) {
+  char text[32];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(text, sizeof text, "%.*g", digits, v);
+    if (std::strtod(text, nullptr) == v)
+      break;
+  }
+  return text;
+}
+
+/// A config value as diffusers' config.json holds it: `lists` keys as
+/// arrays of integers ("0,1" -> [0, 1], "" -> []), "none" as null,
+/// "true"/"false" as booleans, numbers as numbers, anything else a string.
+llvm::json::Value configValue(llvm::StringRef key, llvm::StringRef value,
+                              llvm::ArrayRef<llvm::StringRef> lists) {
+  if (llvm::is_contained(lists, key)) {
+    llvm::json::Array out;
+    llvm::SmallVector<llvm::StringRef> parts;
+    if (!value.empty())
+      value.split(parts, ',');
+    for (llvm::StringRef part : parts) {
+      int64_t i = 0;
+      if (part.trim().getAsInteger(10, i))
+        return value; // not a list of integers: kept as written
+      out.push_back(i);
+    }
+    return out;
+  }
+  if (value == "none")
+    return nullptr;
+  if (value == "true" || value == "false")
+    return value == "true";
+  int64_t i = 0;
+  if (!value.getAsInteger(10, i))
+    return i;
+  double d = 0;
+  if (!value.getAsDouble(d))
+    return d;
+  return value;
+}
+
+/// diffusers' config.json text of `entries`, on one line (omnirun --list
+/// prints it as one).
+std::string configJson(llvm::json::Object entries) {
+  return llvm::formatv("{0}", llvm::json::Value(std::move(entries))).str();
+}
+
+/// What the program was made from, as the module's `omni.metadata`
+/// (step.bin's metadata table, docs/backend.md "Metadata"; `omnirun
+/// --export` reads the diffusers configs from it, docs/export.md): the
+/// recipe, program, model and decoder with their resolved configs, LoRA
+/// and EMA settings, and the diffusers config.json of the transformer
+/// (SD3Transformer2DModel: our sd3 config keys but latent_size and
+/// text_tokens) and of the VAE (AutoencoderKL, whose encoder omni does not
+/// have: the config says so).
+void annotateMetadata(ModuleOp module, const RecipeRequest &request,
+                      const Config &modelConfig,
+                      const std::optional<Config> &decoderConfig,
+                      const LoraOptions &lora, const Options &o) {
+  Builder b(module.getContext());
+  llvm::SmallVector<NamedAttribute> entries;
+  auto add = [&](llvm::StringRef key, const std::string &value) {
+    entries.push_back(b.getNamedAttr(key, b.getStringAttr(value)));
+  };
+  add("recipe", "flowgrpo");
+  add("program", request.program);
+  add("model", request.model);
+  add("model_preset", request.modelConfig);
+  add("model_config", modelConfig.str());
+  add("decoder", request.decoder.empty() ? "none" : request.decoder);
+  if (decoderConfig) {
+    add("decoder_preset", request.decoderConfig);
+    add("decoder_config", decoderConfig->str());
+  }
+  if (lora.enabled()) {
+    add("lora_rank", std::to_string(lora.rank));
+    add("lora_alpha", exactNumber(lora.alpha));
+    std::string targets;
+    for (const std::string &t : lora.targets)
+      targets += (targets.empty() ? "" : ",") + t;
+    add("lora_targets", targets);
+  }
+  add("ema_decay", exactNumber(o.emaDecay));
+  if (o.emaDecay > 0)
+    add("ema_every", std::to_string(o.emaEvery));
+  if (request.model == "sd3") {
+    llvm::json::Object config{{"_class_name", "SD3Transformer2DModel"}};
+    for (const auto &[key, value] : modelConfig.values())
+      if (key != "latent_size" && key != "text_tokens")
+        config[key] = configValue(key, value, {"dual_attention_layers"});
+    add("diffusers_transformer_config", configJson(std::move(config)));
+  }
+  if (decoderConfig && request.decoder == "autoencoder_kl") {
+    const Config &d = *decoderConfig;
+    llvm::json::Object config{
+        {"_class_name", "AutoencoderKL"},
+        {"_omni_decoder_only",
+         "omni has only the decoder of this VAE: the encoder's weights "
+         "(encoder.*, quant_conv.*) are missing"},
+        {"in_channels", 3},
+        {"act_fn", "silu"}};
+    for (const auto &[key, value] : d.values())
+      if (key != "latent_size")
+        config[key] = configValue(key, value, {"block_out_channels"});
+    size_t blocks = d.getInts("block_out_channels").size();
+    llvm::consumeError(d.takeError());
+    llvm::json::Array down, up;
+    for (size_t i = 0; i < blocks; ++i) {
+      down.push_back("DownEncoderBlock2D");
+      up.push_back("UpDecoderBlock2D");
+    }
+    config["down_block_types"] = std::move(down);
+    config["up_block_types"] = std::move(up);
+    config["use_quant_conv"] =
+        configValue("", d.getString("use_post_quant_conv"), {});
+    llvm::consumeError(d.takeError());
+    // The image size the latents decode to (diffusers' sample_size).
+    if (d.has("latent_size") && blocks > 0)
+      config["sample_size"] = d.getInt("latent_size") << (blocks - 1);
+    llvm::consumeError(d.takeError());
+    add("diffusers_vae_config", configJson(std::move(config)));
+  }
+  module->setAttr("omni.metadata", b.getDictionaryAttr(entries));
+}
+
+} // namespace
+
 llvm::Expected<OwningOpRef<ModuleOp>> buildProgram(MLIRContext &context,
                                                    const RecipeRequest &request,
                                                    const Registry &registry) {
@@ -2032,6 +2165,7 @@ llvm::Expected<OwningOpRef<ModuleOp>> buildProgram(MLIRContext &context,
   if (!model)
     return model.takeError();
   std::unique_ptr<ImageDecoder> decoder;
+  std::optional<Config> decoderConfigUsed; // for annotateMetadata
   if (!request.decoder.empty()) {
     // The decoder's latent size follows the model's (a VAE decoder is
     // convolutional: any latent size is the same weights), unless the
@@ -2056,6 +2190,7 @@ llvm::Expected<OwningOpRef<ModuleOp>> buildProgram(MLIRContext &context,
                                          decoderOverrides);
     if (!decoderConfig)
       return decoderConfig.takeError();
+    decoderConfigUsed = *decoderConfig;
     auto made = registry.makeDecoder(request.decoder, *decoderConfig);
     if (!made)
       return made.takeError();
@@ -2102,6 +2237,8 @@ llvm::Expected<OwningOpRef<ModuleOp>> buildProgram(MLIRContext &context,
   OwningOpRef<ModuleOp> module = graph.release();
   if (mesh)
     annotateMesh(*module, *mesh, *options);
+  annotateMetadata(*module, request, *modelConfig, decoderConfigUsed, lora,
+                   *options);
   if (failed(verify(*module)))
     return fail("flowgrpo: the emitted program does not verify (a recipe or "
                 "model bug; run with --mlir-print-ir-after-failure)");

@@ -149,6 +149,9 @@ public:
   std::vector<MeshSpec> meshes;
   /// Written in this order (the loader wants them sorted by name).
   std::vector<HyperParamSpec> hparams;
+  /// The metadata table, written in this order (the loader wants the keys
+  /// sorted and unique); empty: the field stays absent.
+  std::vector<std::pair<std::string, std::string>> metadata;
   std::vector<ExecutableSpec> executables;
   std::vector<flatbuffers::Offset<step::Function>> functions;
   std::vector<DispatchRecord> dispatches;
@@ -423,6 +426,10 @@ public:
     for (const HyperParamSpec &h : hparams)
       hparamTables.push_back(step::CreateHyperParamDirect(
           fbb, h.name.c_str(), h.defaultValue, h.range.c_str()));
+    std::vector<flatbuffers::Offset<step::MetadataEntry>> metadataTables;
+    for (const auto &[key, value] : metadata)
+      metadataTables.push_back(
+          step::CreateMetadataEntryDirect(fbb, key.c_str(), value.c_str()));
     auto target =
         step::CreateTargetDirect(fbb, targetKind.c_str(), "x86-64", "+sse2");
     flatbuffers::Offset<step::Integrity> integrity;
@@ -439,7 +446,8 @@ public:
         fbb, version, "StepBuilder", target, &tensorTables, &scalarTables,
         arenaSize, &exeTables, &constantTables, &stateTables, &functions,
         integrity, meshes.empty() ? nullptr : &meshTables,
-        hparams.empty() ? nullptr : &hparamTables);
+        hparams.empty() ? nullptr : &hparamTables,
+        metadata.empty() ? nullptr : &metadataTables);
     step::FinishStepBuffer(fbb, root);
     if (writeIntegrity && seal)
       step::sealStepBin(fbb.GetBufferPointer(), fbb.GetSize());
