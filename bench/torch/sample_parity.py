@@ -17,9 +17,8 @@ same prompt embeddings and the same initial noise:
             FlowMatchEulerDiscreteScheduler(shift=3.0)) with
             prompt_embeds / pooled_prompt_embeds, latents = omni's initial
             noise, output_type="pt"; with CFG, negative_prompt_embeds and
-            negative_pooled_prompt_embeds are zeros, which is what the
-            recipe's unconditional branch uses today (issue 16 item 2
-            replaces them with the empty prompt's embeddings)
+            negative_pooled_prompt_embeds are one random negative prompt,
+            the same one @sample takes (docs/prompts.md)
 
 Prints max |omni - diffusers| per case and exits 1 when one is above
 --tolerance (default 1e-5; images are in [0, 1], so the error is absolute
@@ -93,6 +92,10 @@ def main():
     prompt = rng.standard_normal((b, tokens, dim)).astype(np.float32)
     pooled = rng.standard_normal(
         (b, SD3_TINY["pooled_projection_dim"])).astype(np.float32)
+    # CFG's negative prompt: one row, broadcast over the batch by @sample.
+    negative = rng.standard_normal((1, tokens, dim)).astype(np.float32)
+    negative_pooled = rng.standard_normal(
+        (1, SD3_TINY["pooled_projection_dim"])).astype(np.float32)
     seeds = np.arange(5, 5 + b, dtype=np.int64)
     ok = True
     with tempfile.TemporaryDirectory() as work:
@@ -121,7 +124,9 @@ def main():
                 for n in names}, ckpt)
             paths = {}
             for name, value in (("seeds", seeds), ("prompt", prompt),
-                                ("pooled", pooled)):
+                                ("pooled", pooled),
+                                ("negative", negative),
+                                ("negative_pooled", negative_pooled)):
                 paths[name] = os.path.join(work, f"{tag}.{name}.npy")
                 np.save(paths[name], value)
             noise = os.path.join(work, tag + ".noise.npy")
@@ -134,7 +139,9 @@ def main():
                    f"--input=@{paths['prompt']}",
                    f"--input=@{paths['pooled']}"]
             if guidance != 1.0:
-                cmd.append(f"--input=f64={guidance!r}")
+                cmd += [f"--input=@{paths['negative']}",
+                        f"--input=@{paths['negative_pooled']}",
+                        f"--input=f64={guidance!r}"]
             run(cmd + [f"--output=@{images}"])
             got = np.load(images)
             latents = np.load(noise)
@@ -157,9 +164,10 @@ def main():
                 kwargs = {}
                 if guidance != 1.0:
                     kwargs = dict(
-                        negative_prompt_embeds=torch.zeros(b, tokens, dim),
-                        negative_pooled_prompt_embeds=torch.zeros_like(
-                            torch.from_numpy(pooled)))
+                        negative_prompt_embeds=torch.from_numpy(
+                            np.repeat(negative, b, axis=0)),
+                        negative_pooled_prompt_embeds=torch.from_numpy(
+                            np.repeat(negative_pooled, b, axis=0)))
                 want = pipe(prompt_embeds=torch.from_numpy(prompt),
                             pooled_prompt_embeds=torch.from_numpy(pooled),
                             latents=torch.from_numpy(latents),
