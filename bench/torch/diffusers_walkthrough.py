@@ -74,7 +74,7 @@ def full_folder(work):
     for name in os.listdir(text):
         if name.startswith(("text_encoder", "tokenizer")):
             shutil.copytree(os.path.join(text, name),
-                            os.path.join(folder, name))
+                            os.path.join(folder, name), dirs_exist_ok=True)
     with open(os.path.join(folder, "model_index.json"), "w") as f:
         json.dump(index, f, indent=2)
     return folder
@@ -145,24 +145,31 @@ def main():
 
     step("diffusers loads the export; its transformer vs omni's @velocity")
     pipe = StableDiffusion3Pipeline.from_pretrained(
-        exported, torch_dtype=torch.float32)
+        exported, dtype=torch.float32)
     model = pipe.transformer.eval()
     with open(os.path.join(run_dir, "latest")) as f:
         latest = f.read().strip()
     ckpt = load_file(os.path.join(run_dir, f"step-{latest}.safetensors"))
     velocity_mlir = os.path.join(work, "velocity.mlir")
     velocity_bin = os.path.join(work, "velocity.bin")
+    # The transformer alone: without guidance_scale (a public @velocity
+    # with CFG would return the guided combination).
     omni.tool("omnigen", "--from-diffusers", folder, TEXT_TOKENS,
+              *[o for o in RECIPE if "guidance" not in o],
               "--program=velocity", "-o", velocity_mlir)
     omni.tool("omnic", velocity_mlir, "-o", velocity_bin)
     cfg = model.config
     rng = np.random.default_rng(5)
     size = cfg.sample_size
+    batch = 4  # @velocity's: prompts_per_iteration x group_size
     inputs = [
-        rng.standard_normal((2, cfg.in_channels, size, size)).astype(np.float32),
-        np.array([250.0, 750.0], np.float32),
-        rng.standard_normal((2, 8, cfg.joint_attention_dim)).astype(np.float32),
-        rng.standard_normal((2, cfg.pooled_projection_dim)).astype(np.float32),
+        rng.standard_normal(
+            (batch, cfg.in_channels, size, size)).astype(np.float32),
+        np.array([100.0, 250.0, 500.0, 750.0], np.float32),
+        rng.standard_normal(
+            (batch, 8, cfg.joint_attention_dim)).astype(np.float32),
+        rng.standard_normal(
+            (batch, cfg.pooled_projection_dim)).astype(np.float32),
     ]
     got = omni.velocity(velocity_mlir, velocity_bin, inputs, ckpt, "trained")
     want = export_parity.diffusers_velocity(model, inputs)
@@ -172,7 +179,7 @@ def main():
     # checkpoint's.
     base = export_parity.diffusers_velocity(
         StableDiffusion3Pipeline.from_pretrained(
-            folder, torch_dtype=torch.float32).transformer.eval(), inputs)
+            folder, dtype=torch.float32).transformer.eval(), inputs)
     moved = float(np.max(np.abs(base - want)) / np.max(np.abs(want)))
     print(f"training moved the transformer's output by {moved:.2e} "
           f"(relative), above the tolerance: "
