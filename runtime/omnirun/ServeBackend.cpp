@@ -73,8 +73,14 @@ public:
       copy(prompts_->pooled(index), pooled);
   }
 
-  // promptText: the prompts files carry no texts yet (Sample.cpp's
-  // promptCaption), so "" (the default).
+  /// The prompt's text when the prompts file carries the texts
+  /// (tools/encode-prompts, docs/prompts.md), else "".
+  std::string promptText(int64_t index) const override {
+    if (!prompts_ || index < 0 ||
+        index >= static_cast<int64_t>(prompts_->texts().size()))
+      return "";
+    return prompts_->texts()[static_cast<size_t>(index)];
+  }
 
   /// The device outlives the Sampler: members are destroyed in reverse.
   std::unique_ptr<hal::Device> device_;

@@ -127,6 +127,10 @@ def main():
         print(f"concurrent: {len(answers)} requests, each image equals the "
               "sampling mode's PNG" + (" and log-probs" if want_logprobs
                                        else ""))
+        # The prompt texts, when the prompts file carries them.
+        texts = sorted({a["prompt"] for _, (_, a) in answers if "prompt" in a})
+        if texts:
+            print("texts: " + " | ".join(texts))
 
         # n = 2: seeds s and s + 1 in one request.
         first = manifest[0]
