@@ -2,6 +2,7 @@
 
 #include "runtime/base/CheckedMath.h"
 #include "runtime/base/CpuFeatures.h"
+#include "runtime/base/JsonNonFinite.h"
 #include "runtime/base/Logging.h"
 #include "runtime/base/Status.h"
 
@@ -96,3 +97,14 @@ TEST(Logging, TraceSink) {
 
 } // namespace
 } // namespace omni
+
+TEST(JsonNonFiniteTest, QuotesBareWordsOutsideStringsOnly) {
+  EXPECT_EQ(omni::quoteNonFinite(R"({"a": [1, 2.5], "b": "NaN"})"),
+            std::nullopt);
+  std::optional<std::string> q = omni::quoteNonFinite(
+      R"({"a": [NaN, -Infinity, Infinity], "s": "x\"NaN"})");
+  ASSERT_TRUE(q.has_value());
+  EXPECT_EQ(*q, "{\"a\": [\"\\u0001non-finite:NaN\", "
+                "\"\\u0001non-finite:-Infinity\", "
+                "\"\\u0001non-finite:Infinity\"], \"s\": \"x\\\"NaN\"}");
+}

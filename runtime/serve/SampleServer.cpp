@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/serve/SampleServer.h"
+#include "runtime/base/JsonNonFinite.h"
 
 #include "runtime/train/image/Png.h"
 
@@ -115,44 +116,6 @@ std::string kindName(const Json &v) {
   default:
     return v.dump();
   }
-}
-
-/// Python's json writes float('nan') and float('inf') as these bare words,
-/// which are not JSON (as HttpReward.cpp reads them): read as strings with
-/// this prefix, so that the error can name the element.
-constexpr absl::string_view kNonFinite = "\x01non-finite:";
-constexpr absl::string_view kNonFiniteWords[] = {"NaN", "-Infinity",
-                                                 "Infinity"};
-
-std::optional<std::string> quoteNonFinite(absl::string_view body) {
-  std::string out;
-  bool inString = false, changed = false;
-  for (size_t i = 0; i < body.size(); ++i) {
-    char c = body[i];
-    if (inString) {
-      out += c;
-      if (c == '\\' && i + 1 < body.size())
-        out += body[++i];
-      else if (c == '"')
-        inString = false;
-      continue;
-    }
-    if (c == '"')
-      inString = true;
-    bool replaced = false;
-    for (absl::string_view word : kNonFiniteWords)
-      if (absl::StartsWith(body.substr(i), word)) {
-        absl::StrAppend(&out, "\"\\u0001non-finite:", word, "\"");
-        i += word.size() - 1;
-        replaced = changed = true;
-        break;
-      }
-    if (!replaced)
-      out += c;
-  }
-  if (!changed)
-    return std::nullopt;
-  return out;
 }
 
 std::string detailOf(const Json::exception &e) {

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/train/rewards/HttpReward.h"
+#include "runtime/base/JsonNonFinite.h"
 
 #include "runtime/train/image/Png.h"
 
@@ -220,46 +221,6 @@ std::string detailOf(const Json::exception &e) {
     if (size_t dash = what.find(" - "); dash != absl::string_view::npos)
       what.remove_prefix(dash + 3);
   return std::string(what);
-}
-
-/// Python's json writes float('nan') and float('inf') as these bare words,
-/// which are not JSON. Read as strings with this prefix, so that the error
-/// can name the element.
-constexpr absl::string_view kNonFinite = "\x01non-finite:";
-constexpr absl::string_view kNonFiniteWords[] = {"NaN", "Infinity",
-                                                 "-Infinity"};
-
-/// `body` with every NaN, Infinity and -Infinity outside strings written as
-/// the string kNonFinite + word; nullopt when there is none.
-std::optional<std::string> quoteNonFinite(absl::string_view body) {
-  std::string out;
-  bool inString = false, changed = false;
-  for (size_t i = 0; i < body.size(); ++i) {
-    char c = body[i];
-    if (inString) {
-      out += c;
-      if (c == '\\' && i + 1 < body.size())
-        out += body[++i];
-      else if (c == '"')
-        inString = false;
-      continue;
-    }
-    if (c == '"')
-      inString = true;
-    bool replaced = false;
-    for (absl::string_view word : kNonFiniteWords)
-      if (absl::StartsWith(body.substr(i), word)) {
-        absl::StrAppend(&out, "\"\\u0001non-finite:", word, "\"");
-        i += word.size() - 1;
-        replaced = changed = true;
-        break;
-      }
-    if (!replaced)
-      out += c;
-  }
-  if (!changed)
-    return std::nullopt;
-  return out;
 }
 
 /// Parses `body` as one JSON document, with one-line errors naming the byte.
