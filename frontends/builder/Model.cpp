@@ -12,6 +12,17 @@ namespace omni::fe {
 VelocityModel::~VelocityModel() = default;
 ImageDecoder::~ImageDecoder() = default;
 
+Tensor VelocityModel::toTokens(const Tensor &v) const {
+  int64_t b = v.dim(0), c = v.dim(1), h = v.dim(2), w = v.dim(3);
+  return v.reshape({b, c, h * w}).transpose({0, 2, 1});
+}
+
+Tensor VelocityModel::fromTokens(const Tensor &tokens,
+                                 const Shape &latent) const {
+  int64_t b = tokens.dim(0), c = latent[0], h = latent[1], w = latent[2];
+  return tokens.transpose({0, 2, 1}).reshape({b, c, h, w});
+}
+
 static Error makeError(const Twine &message) {
   return createStringError(inconvertibleErrorCode(), message);
 }

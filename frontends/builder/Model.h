@@ -19,6 +19,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,18 @@ struct ConditioningShapes {
   Shape pooled;       // [Dp]
 };
 
+/// The shift of the sampler's schedule a model's pipeline uses
+/// (docs/flowgrpo-math.md section 1): static (SD3: the recipe's `shift`)
+/// or dynamic, from the image's token count (Qwen-Image: diffusers'
+/// calculate_shift with the scheduler config's values).
+struct ScheduleShift {
+  bool dynamic = false;
+  int64_t imageSeqLen = 0; // the transformer's image tokens (dynamic)
+  double baseShift = 0.5, maxShift = 0.9;
+  int64_t baseSeqLen = 256, maxSeqLen = 8192;
+  std::optional<double> shiftTerminal;
+};
+
 class VelocityModel {
 public:
   virtual ~VelocityModel();
@@ -78,6 +91,14 @@ public:
                          const Tensor &prompt, const Tensor &pooled) = 0;
   /// Default LoRA targets (layer paths' suffixes).
   virtual std::vector<std::string> loraTargets() const { return {}; }
+  /// The schedule shift the model's pipeline uses (default static).
+  virtual ScheduleShift scheduleShift() const { return {}; }
+  /// True CFG's norm rescale groups a velocity [B, C, H, W] into tokens
+  /// [B, S, K], whose norms over K are rescaled (the pipeline's layout):
+  /// the default is one token per pixel over the channels; `fromTokens`
+  /// is the inverse. Both are permutations of the elements.
+  virtual Tensor toTokens(const Tensor &v) const;
+  virtual Tensor fromTokens(const Tensor &tokens, const Shape &latent) const;
 };
 
 class ImageDecoder {

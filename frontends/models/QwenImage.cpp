@@ -25,6 +25,10 @@
 // text token j has position max(h/2, w/2) + j on all three axes. The tables
 // are constants (diffusers recomputes them, they are no parameters).
 //
+// For the recipe (docs/writing-a-model.md section 7.5): scheduleShift()
+// is the pipeline's dynamic shift (Qwen/Qwen-Image's scheduler config),
+// toTokens()/fromTokens() the packed layout true CFG's norm rescale uses.
+//
 // Config keys are those of diffusers' config.json plus `latent_size` (the
 // latent height/width the program runs at) and `text_tokens` (the prompt
 // length L). Not modelled: the text mask (an all-ones mask equals no
@@ -62,6 +66,24 @@ Tensor gatedAdd(const Tensor &x, const Tensor &gate, const Tensor &y) {
   return x + gate.broadcastInDim(y.shape(), {0, 2}) * y;
 }
 
+/// _pack_latents: [B, C, 2h, 2w] -> [B, h*w, 4C] by
+/// view(B, C, h, 2, w, 2).permute(0, 2, 4, 1, 3, 5).
+Tensor pack(const Tensor &x) {
+  int64_t b = x.dim(0), ch = x.dim(1), h = x.dim(2) / 2, w = x.dim(3) / 2;
+  return x.reshape({b, ch, h, 2, w, 2})
+      .transpose({0, 2, 4, 1, 3, 5})
+      .reshape({b, h * w, ch * 4});
+}
+
+/// _unpack_latents: [B, h*w, 4C] -> [B, C, 2h, 2w] by
+/// view(B, h, w, C, 2, 2).permute(0, 3, 1, 4, 2, 5).
+Tensor unpack(const Tensor &tokens, int64_t ch, int64_t h, int64_t w) {
+  int64_t b = tokens.dim(0);
+  return tokens.reshape({b, h, w, ch, 2, 2})
+      .transpose({0, 3, 1, 4, 2, 5})
+      .reshape({b, ch, 2 * h, 2 * w});
+}
+
 /// Rotary cos/sin of the image tokens and the text tokens.
 struct Rope {
   Tensor imgCos, imgSin, txtCos, txtSin;
@@ -77,6 +99,27 @@ public:
   ConditioningShapes conditioning() const override {
     return {{c_.textTokens, c_.jointDim}, {}};
   }
+  /// QwenImagePipeline: mu = calculate_shift(image_seq_len, ...) with
+  /// Qwen/Qwen-Image's scheduler_config.json (base_image_seq_len 256,
+  /// max_image_seq_len 8192, base_shift 0.5, max_shift 0.9, shift_terminal
+  /// 0.02, exponential time shift); image_seq_len is the packed token count.
+  ScheduleShift scheduleShift() const override {
+    ScheduleShift s;
+    s.dynamic = true;
+    s.imageSeqLen = (c_.latentSize / 2) * (c_.latentSize / 2);
+    s.baseShift = 0.5;
+    s.maxShift = 0.9;
+    s.baseSeqLen = 256;
+    s.maxSeqLen = 8192;
+    s.shiftTerminal = 0.02;
+    return s;
+  }
+  /// True CFG rescales norms over the packed tokens' 4C channels
+  /// (torch.norm(noise_pred, dim=-1) on [B, S, 4C]).
+  Tensor toTokens(const Tensor &v) const override { return pack(v); }
+  Tensor fromTokens(const Tensor &tokens, const Shape &latent) const override {
+    return unpack(tokens, latent[0], latent[1] / 2, latent[2] / 2);
+  }
   std::vector<std::string> loraTargets() const override {
     return {"attn.to_q",       "attn.to_k",       "attn.to_v",
             "attn.to_out.0",   "attn.add_q_proj", "attn.add_k_proj",
@@ -86,15 +129,11 @@ public:
   Tensor forward(Module &m, const Tensor &x, const Tensor &timestep,
                  const Tensor &prompt, const Tensor &) override {
     Graph &g = x.graph();
-    int64_t d = c_.width(), b = x.dim(0), ch = x.dim(1);
+    int64_t d = c_.width();
     int64_t h = x.dim(2) / 2, w = x.dim(3) / 2, l = prompt.dim(1);
 
-    // _pack_latents: view(B, C, h, 2, w, 2).permute(0, 2, 4, 1, 3, 5).
     g.setLocation("img_in");
-    Tensor packed = x.reshape({b, ch, h, 2, w, 2})
-                        .transpose({0, 2, 4, 1, 3, 5})
-                        .reshape({b, h * w, ch * 4});
-    Tensor img = m.linear("img_in", packed, d);
+    Tensor img = m.linear("img_in", pack(x), d);
 
     // QwenTimestepProjEmbeddings: Timesteps(256, flip_sin_to_cos, shift 0,
     // scale 1000) of sigma = our timestep / 1000.
@@ -127,11 +166,8 @@ public:
         m.linear("proj_out", out,
                  c_.patchSize * c_.patchSize * c_.outChannels); // [B, h*w, 4C]
 
-    // _unpack_latents: view(B, h, w, C, 2, 2).permute(0, 3, 1, 4, 2, 5).
     g.setLocation("");
-    return out.reshape({b, h, w, c_.outChannels, 2, 2})
-        .transpose({0, 3, 1, 4, 2, 5})
-        .reshape({b, c_.outChannels, 2 * h, 2 * w});
+    return unpack(out, c_.outChannels, h, w);
   }
 
 private:

@@ -80,6 +80,11 @@ struct Options {
   bool sdeSampler;     // --program=sample: SDE steps (else the ODE's Euler)
   int64_t sampleBatch; // --program=sample: images per call (0: P*G)
   std::string reward;
+  std::string schedule; // model, static or dynamic (the shift's kind)
+  double trueCfg;       // true_cfg_scale (1: off)
+  /// CFG is Qwen-Image's true CFG: guidance (= true_cfg_scale) and the norm
+  /// rescale of the combined prediction (set by parseOptions).
+  bool cfgRescale = false;
   int64_t batch() const { return prompts * group; }
   /// Samples per rollout chunk (rollout_chunks).
   int64_t chunk() const { return batch() / rolloutChunks; }
@@ -119,6 +124,10 @@ const OptionDesc kOptions[] = {
     {"group_size", "8", &Options::group},              // G: samples per prompt
     {"steps", "10", &Options::steps},                  // N: sampler steps
     {"shift", "3.0", &Options::shift}, // static schedule shift (SD3)
+    // The schedule's shift (docs/flowgrpo-math.md section 1): the model's
+    // pipeline's (SD3 static `shift`, Qwen-Image dynamic from the image
+    // token count), or forced static or dynamic.
+    {"schedule", "model", &Options::schedule},
     {"sde_type", "sde",
      Choice{{"sde", "cps"},
             [](Options &o, size_t i) {
@@ -129,6 +138,10 @@ const OptionDesc kOptions[] = {
     {"window_lo", "0", &Options::windowLo}, // window start range [lo, hi - W]
     {"window_hi", "5", &Options::windowHi},
     {"guidance_scale", "1.0", &Options::guidance}, // CFG (1: one forward)
+    // Qwen-Image's true CFG (docs/recipes.md section 2): CFG with this scale
+    // and the combined prediction rescaled to the conditional one's norm
+    // per token; the runtime guidance_scale then sets this scale.
+    {"true_cfg_scale", "1.0", &Options::trueCfg},
     // C: the batch is sampled in C chunks, each decoded and sent to the
     // reward right after its rollout, so that the (asynchronous) reward of
     // chunk k overlaps the rollout of chunk k+1 (docs/rewards.md section 5).
@@ -232,6 +245,21 @@ const Check kChecks[] = {
     {[](const Options &o) { return o.shift > 0; }, "shift", "> 0"},
     {[](const Options &o) { return o.guidance >= 1; }, "guidance_scale",
      ">= 1"},
+    {[](const Options &o) { return o.trueCfg >= 1; }, "true_cfg_scale", ">= 1",
+     [](const Options &o) { return shortNumber(o.trueCfg); }},
+    {[](const Options &o) { return o.trueCfg == 1 || o.guidance == 1; },
+     "true_cfg_scale/guidance_scale",
+     "at most one of them != 1 (true CFG is CFG with the norm rescale)",
+     [](const Options &o) {
+       return "true_cfg_scale " + shortNumber(o.trueCfg) + ", guidance_scale " +
+              shortNumber(o.guidance);
+     }},
+    {[](const Options &o) {
+       return o.schedule == "model" || o.schedule == "static" ||
+              o.schedule == "dynamic";
+     },
+     "schedule", "model, static or dynamic",
+     [](const Options &o) { return "'" + o.schedule + "'"; }},
     {[](const Options &o) {
        return o.lr > 0 && o.adamEps > 0 && o.weightDecay >= 0;
      },
@@ -333,6 +361,10 @@ llvm::Expected<Options> parseOptions(const std::vector<std::string> &given) {
       return fail("flowgrpo option " + llvm::Twine(check.what) + ": expected " +
                   check.expected +
                   (check.found ? " (found " + check.found(o) + ")" : ""));
+  if (o.trueCfg != 1) {
+    o.guidance = o.trueCfg;
+    o.cfgRescale = true;
+  }
   return o;
 }
 
@@ -538,11 +570,43 @@ private:
     return s.broadcastInDim({batch}, {});
   }
   std::pair<Tensor, Tensor> schedule() {
-    auto op = od::FlowScheduleOp::create(
-        b_, loc(), od::ScheduleKind::static_shift,
-        static_cast<uint64_t>(o_.steps), llvm::APFloat(o_.shift), IntegerAttr(),
-        llvm::APFloat(0.5), llvm::APFloat(0.9), 256, 8192, FloatAttr());
+    od::FlowScheduleOp op = scheduleOp();
     return {wrap(op.getSigmas()), wrap(op.getTimesteps())};
+  }
+  /// The flow_schedule of option `schedule`: the model's shift (its
+  /// pipeline's), or forced static (`shift`) or dynamic (the model's
+  /// dynamic parameters; image_seq_len defaults to the 2x2-patch tokens).
+  od::FlowScheduleOp scheduleOp() {
+    ScheduleShift s = model_.scheduleShift();
+    bool dynamic =
+        o_.schedule == "dynamic" || (o_.schedule == "model" && s.dynamic);
+    if (!dynamic)
+      return od::FlowScheduleOp::create(
+          b_, loc(), od::ScheduleKind::static_shift,
+          static_cast<uint64_t>(o_.steps), llvm::APFloat(o_.shift),
+          IntegerAttr(), llvm::APFloat(0.5), llvm::APFloat(0.9), 256, 8192,
+          FloatAttr());
+    Shape latent = model_.latentShape();
+    int64_t tokens =
+        s.imageSeqLen > 0 ? s.imageSeqLen : (latent[1] / 2) * (latent[2] / 2);
+    return od::FlowScheduleOp::create(
+        b_, loc(), od::ScheduleKind::dynamic_shift,
+        static_cast<uint64_t>(o_.steps), llvm::APFloat(o_.shift),
+        b_.getI64IntegerAttr(std::max<int64_t>(tokens, 1)),
+        llvm::APFloat(s.baseShift), llvm::APFloat(s.maxShift),
+        static_cast<uint64_t>(s.baseSeqLen), static_cast<uint64_t>(s.maxSeqLen),
+        s.shiftTerminal ? b_.getF64FloatAttr(*s.shiftTerminal) : FloatAttr());
+  }
+  /// True CFG's norm rescale (QwenImagePipeline): `comb` * ||cond|| /
+  /// ||comb|| per sample and token, the norms over the model's token
+  /// channels (VelocityModel::toTokens; diffusers' dim=-1 of the packed
+  /// prediction). `comb` and `cond` are [B, C, H, W].
+  Tensor normRescale(const Tensor &comb, const Tensor &cond) {
+    Tensor tc = model_.toTokens(comb), tn = model_.toTokens(cond);
+    Tensor combNorm = sqrt((tc * tc).sum({2}));
+    Tensor condNorm = sqrt((tn * tn).sum({2}));
+    Tensor ratio = (condNorm / combNorm).broadcastInDim(tc.shape(), {0, 1});
+    return model_.fromTokens(tc * ratio, model_.latentShape());
   }
   /// Repeats per-prompt conditioning [P, ...] to the batch [P*G, ...].
   Tensor repeatGroups(Tensor c) {
@@ -852,10 +916,14 @@ Emitter::emitVelocityAt(const std::string &name, int64_t batch, bool isPublic) {
       guidanceInput_
           ? f.argument(g_.tensorType({}, b_.getF64Type()), "guidance_scale")
           : Tensor();
-  if (cfg)
+  if (cfg) {
+    Tensor cond = o_.cfgRescale ? v.slice(0, batch, 2 * batch) : Tensor();
     v = wrap(od::CfgCombineOp::create(b_, loc(), v.value(),
                                       guidance ? guidance.value() : Value(),
                                       llvm::APFloat(o_.guidance)));
+    if (o_.cfgRescale)
+      v = normRescale(v, cond);
+  }
   f.returns({v});
   return velocity;
 }

@@ -104,6 +104,10 @@ struct Recipe {
   std::vector<std::string> extra; // more key=value options
   std::string mesh;               // --mesh (empty: none)
   int64_t channels = 4, size = 8, pooledDim = 8;
+  /// qwen_image tiny (one block, size x size latents of 16 channels,
+  /// `textTokens` x 32 text embeddings, no pooled text) instead of the dit.
+  bool qwen = false;
+  int64_t textTokens = 2;
 
   int64_t batch() const { return prompts * group; }
   Shape latent() const { return {channels, size, size}; }
@@ -119,6 +123,10 @@ struct Recipe {
                         "attention_head_dim=8",
                         "num_attention_heads=2",
                         "pooled_projection_dim=" + std::to_string(pooledDim)};
+    if (qwen)
+      r.model = "qwen_image",
+      r.modelOverrides = {"latent_size=" + std::to_string(size), "num_layers=1",
+                          "text_tokens=" + std::to_string(textTokens)};
     r.decoder = "";
     r.options = {"prompts_per_iteration=" + std::to_string(prompts),
                  "group_size=" + std::to_string(group),
@@ -1889,6 +1897,218 @@ TEST_F(RecipeTest, GuidanceCombinesConditionalAndUnconditional) {
   ASSERT_NO_FATAL_FAILURE(init(pc, cstate, cnamed));
   Named results;
   ASSERT_NO_FATAL_FAILURE(checkIteration(pc, cstate, cnamed, 0, results));
+}
+
+//===----------------------------------------------------------------------===//
+// Qwen-Image's pipeline: the dynamic shift and true CFG (docs/recipes.md
+// section 2, docs/flowgrpo-math.md section 1)
+//===----------------------------------------------------------------------===//
+
+/// A qwen_image tiny recipe at `size` x `size` latents.
+Recipe qwenRecipe(int64_t size = 4) {
+  Recipe r;
+  r.qwen = true;
+  r.channels = 16;
+  r.size = size;
+  return r;
+}
+
+/// The one omni.flow_schedule of @train_step's program, or null.
+mlir::omni::FlowScheduleOp scheduleOf(const Program &p) {
+  mlir::omni::FlowScheduleOp found;
+  p.module.get().walk([&](mlir::omni::FlowScheduleOp op) { found = op; });
+  return found;
+}
+
+/// The op's folded sigmas.
+std::vector<double> foldedSigmas(mlir::omni::FlowScheduleOp op) {
+  SmallVector<OpFoldResult> folded;
+  if (failed(op->fold(folded)) || folded.size() != 2)
+    return {};
+  auto dense = dyn_cast<DenseElementsAttr>(cast<Attribute>(folded[0]));
+  if (!dense)
+    return {};
+  std::vector<double> out;
+  for (float v : dense.getValues<float>())
+    out.push_back(v);
+  return out;
+}
+
+/// QwenImagePipeline's schedule in closed form (float64): sigmas =
+/// linspace(1, 1/N, N), mu = calculate_shift(seq, 256, 8192, 0.5, 0.9),
+/// the exponential time shift e^mu / (e^mu + 1/s - 1), stretched so the
+/// last is 0.02 (stretch_shift_to_terminal), then 0 appended.
+std::vector<double> qwenSigmas(int64_t n, int64_t seq) {
+  double m = (0.9 - 0.5) / (8192 - 256), b = 0.5 - m * 256;
+  double mu = seq * m + b;
+  std::vector<double> s;
+  for (int64_t i = 0; i < n; ++i) {
+    double base = 1.0 + (1.0 / n - 1.0) * i / (n - 1);
+    s.push_back(std::exp(mu) / (std::exp(mu) + 1.0 / base - 1.0));
+  }
+  double scale = (1.0 - s.back()) / (1.0 - 0.02);
+  for (double &v : s)
+    v = 1.0 - (1.0 - v) / scale;
+  s.push_back(0.0);
+  return s;
+}
+
+TEST_F(RecipeTest, QwenImageSamplesOnTheDynamicShiftSchedule) {
+  for (int64_t size : {4, 8}) {
+    Recipe r = qwenRecipe(size);
+    r.steps = 5;
+    r.windowHi = 4;
+    ASSERT_OK_AND_ASSIGN(p, buildProgram(r));
+    mlir::omni::FlowScheduleOp op = scheduleOf(p);
+    ASSERT_TRUE(op);
+    EXPECT_EQ(op.getKind(), mlir::omni::ScheduleKind::dynamic_shift);
+    int64_t seq = (size / 2) * (size / 2); // packed 2x2 tokens
+    ASSERT_TRUE(op.getImageSeqLen());
+    EXPECT_EQ(static_cast<int64_t>(*op.getImageSeqLen()), seq);
+    std::vector<double> got = foldedSigmas(op), want = qwenSigmas(5, seq);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_NEAR(got[i], want[i], 4e-7 * std::abs(want[i]) + 1e-7)
+          << "size " << size << " sigma " << i;
+    EXPECT_NEAR(got[4], 0.02, 1e-7) << "shift_terminal";
+  }
+  // The dit (SD3's pipeline) keeps the static shift; schedule= forces
+  // either kind on either model.
+  Recipe dit;
+  ASSERT_OK_AND_ASSIGN(pd, buildProgram(dit));
+  EXPECT_EQ(scheduleOf(pd).getKind(), mlir::omni::ScheduleKind::static_shift);
+  Recipe forced = qwenRecipe();
+  forced.extra = {"schedule=static", "shift=2.5"};
+  ASSERT_OK_AND_ASSIGN(ps, buildProgram(forced));
+  EXPECT_EQ(scheduleOf(ps).getKind(), mlir::omni::ScheduleKind::static_shift);
+  EXPECT_EQ(scheduleOf(ps).getShift().convertToDouble(), 2.5);
+  Recipe dynamicDit;
+  dynamicDit.extra = {"schedule=dynamic"};
+  ASSERT_OK_AND_ASSIGN(pdd, buildProgram(dynamicDit));
+  mlir::omni::FlowScheduleOp dd = scheduleOf(pdd);
+  EXPECT_EQ(dd.getKind(), mlir::omni::ScheduleKind::dynamic_shift);
+  EXPECT_EQ(static_cast<int64_t>(*dd.getImageSeqLen()),
+            (dynamicDit.size / 2) * (dynamicDit.size / 2));
+
+  Recipe bad;
+  bad.extra = {"schedule=exponential"};
+  auto built = fg::buildProgram(sharedContext(), bad.request());
+  ASSERT_FALSE(static_cast<bool>(built));
+  EXPECT_EQ(llvm::toString(built.takeError()),
+            "flowgrpo option schedule: expected model, static or dynamic "
+            "(found 'exponential')");
+}
+
+TEST_F(RecipeTest, TrueCfgOptionsAreOneLineErrors) {
+  auto error = [](const Recipe &s) {
+    auto built = fg::buildProgram(sharedContext(), s.request());
+    return built ? std::string() : llvm::toString(built.takeError());
+  };
+  Recipe low = qwenRecipe();
+  low.extra = {"true_cfg_scale=0.5"};
+  EXPECT_EQ(error(low),
+            "flowgrpo option true_cfg_scale: expected >= 1 (found 0.5)");
+  Recipe both = qwenRecipe();
+  both.guidance = 3.0;
+  both.extra = {"true_cfg_scale=4"};
+  EXPECT_EQ(error(both), "flowgrpo option true_cfg_scale/guidance_scale: "
+                         "expected at most one of them != 1 (true CFG is CFG "
+                         "with the norm rescale) (found true_cfg_scale 4, "
+                         "guidance_scale 3)");
+}
+
+TEST_F(RecipeTest, TrueCfgRescalesTheCombinedPredictionToTheConditionalNorm) {
+  Recipe plain = qwenRecipe(), cfg = qwenRecipe(), classic = qwenRecipe();
+  cfg.extra = {"true_cfg_scale=4"};
+  classic.guidance = 4.0;
+  ASSERT_OK_AND_ASSIGN(pp, buildProgram(plain));
+  ASSERT_OK_AND_ASSIGN(pc, buildProgram(cfg));
+  ASSERT_OK_AND_ASSIGN(pk, buildProgram(classic));
+  std::vector<HostTensor> state;
+  Named named;
+  ASSERT_NO_FATAL_FAILURE(init(pp, state, named));
+  // True CFG takes the same arguments as CFG: the negative prompt and the
+  // runtime guidance_scale (whose default is true_cfg_scale).
+  EXPECT_EQ(argNames(pc.fn("velocity")), argNames(pk.fn("velocity")));
+  EXPECT_EQ(hparamDefault(pc.fn("velocity"), "guidance_scale"), 4.0);
+
+  const int64_t B = plain.batch(), C = plain.channels, S = plain.size,
+                L = plain.textTokens, D = 32;
+  HostTensor x = randomF32({B, C, S, S}, 4, -2.0, 2.0);
+  HostTensor t =
+      HostTensor::fromDoubles(DType::F32, {B}, {1000.0, 900.0, 500.0, 100.0});
+  HostTensor prompt = randomF32({B, L, D}, 31);
+  HostTensor negative = randomF32({1, L, D}, 29);
+  std::vector<double> wide;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < L * D; ++i)
+      wide.push_back(negative.doubleAt(i));
+  HostTensor broadcast = f32Exact({B, L, D}, wide);
+  ASSERT_OK_AND_ASSIGN(condArgs,
+                       argsByName(pp.fn("velocity"), {x, t, prompt}, named));
+  ASSERT_OK_AND_ASSIGN(negArgs,
+                       argsByName(pp.fn("velocity"), {x, t, broadcast}, named));
+  ASSERT_OK_AND_ASSIGN(vc, evaluate(pp, "velocity", condArgs));
+  ASSERT_OK_AND_ASSIGN(vn, evaluate(pp, "velocity", negArgs));
+  ASSERT_OK_AND_ASSIGN(guidedArgs, argsByName(pc.fn("velocity"),
+                                              {x, t, prompt, negative}, named));
+  ASSERT_OK_AND_ASSIGN(vg, evaluate(pc, "velocity", guidedArgs));
+  ASSERT_OK_AND_ASSIGN(
+      classicArgs,
+      argsByName(pk.fn("velocity"), {x, t, prompt, negative}, named));
+  ASSERT_OK_AND_ASSIGN(vk, evaluate(pk, "velocity", classicArgs));
+
+  // By hand: comb = neg + 4 (cond - neg); each packed token (sample b,
+  // patch (r, c)) holds the C x 2 x 2 values v[b, ch, 2r + i, 2c + j]; its
+  // comb is scaled by ||cond|| / ||comb|| over them.
+  std::vector<double> comb(vc[0].numElements()), want(comb.size());
+  for (size_t i = 0; i < comb.size(); ++i)
+    comb[i] = vn[0].floats()[i] + 4.0 * (vc[0].floats()[i] - vn[0].floats()[i]);
+  auto at = [&](int64_t b, int64_t ch, int64_t y, int64_t xx) {
+    return ((b * C + ch) * S + y) * S + xx;
+  };
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t r = 0; r < S / 2; ++r)
+      for (int64_t c = 0; c < S / 2; ++c) {
+        double cn = 0, gn = 0;
+        for (int64_t ch = 0; ch < C; ++ch)
+          for (int64_t i = 0; i < 2; ++i)
+            for (int64_t j = 0; j < 2; ++j) {
+              int64_t k = at(b, ch, 2 * r + i, 2 * c + j);
+              cn += vc[0].floats()[k] * vc[0].floats()[k];
+              gn += comb[k] * comb[k];
+            }
+        for (int64_t ch = 0; ch < C; ++ch)
+          for (int64_t i = 0; i < 2; ++i)
+            for (int64_t j = 0; j < 2; ++j) {
+              int64_t k = at(b, ch, 2 * r + i, 2 * c + j);
+              want[k] = comb[k] * std::sqrt(cn) / std::sqrt(gn);
+            }
+      }
+  EXPECT_LE(relativeError(vg[0], want), 1e-12);
+  EXPECT_LE(relativeError(vk[0], comb), 1e-12) << "guidance_scale: no rescale";
+  EXPECT_GT(relativeError(vg[0], comb), 1e-3)
+      << "the rescale should change the combined prediction";
+
+  // The runtime guidance_scale sets the true CFG scale.
+  std::vector<HostTensor> atTwo = guidedArgs;
+  atTwo.back() = HostTensor::fromDoubles(DType::F64, {}, {2.0});
+  ASSERT_OK_AND_ASSIGN(v2, evaluate(pc, "velocity", atTwo));
+  EXPECT_GT(relativeError(v2[0], valuesOf(vg[0])), 1e-3);
+
+  // The true-CFG program trains: one iteration with finite metrics (the
+  // independent rollout of checkIteration is the dit's static schedule).
+  std::vector<HostTensor> cstate;
+  Named cnamed;
+  ASSERT_NO_FATAL_FAILURE(init(pc, cstate, cnamed));
+  ASSERT_OK_AND_ASSIGN(
+      out,
+      evaluate(pc, "train_step",
+               trainArgs(cstate, 0, randomF32({plain.prompts, L, D}, 11))));
+  Named results = byName(pc.fn("train_step"), out);
+  EXPECT_TRUE(std::isfinite(scalar(results, "loss")));
+  EXPECT_GT(scalar(results, "grad_norm"), 0.0);
+  EXPECT_TRUE(std::isfinite(scalar(results, "grad_norm")));
 }
 
 //===----------------------------------------------------------------------===//
