@@ -136,12 +136,17 @@ def run_omni(args, work, state_names):
     np.save(prompt, rng.standard_normal(
         (args.prompts, TEXT_TOKENS,
          qwen_image_reference.TINY["joint_attention_dim"])).astype(np.float32))
-    # The runtime hyper-parameters at the defaults step.bin records, in its
-    # order (omnirun --list).
+    # The runtime hyper-parameters at the defaults step.bin records
+    # (omnirun --list prints them by name), in the recipe's input order
+    # (docs/recipes.md section 11).
     listed = subprocess.run([omnirun, step, "--list"], capture_output=True,
                             text=True, check=True).stdout
-    hparams = [f"--input=f64={v}" for _, v in
-               re.findall(r"^hparam '(\w+)': default (\S+),", listed, re.M)]
+    defaults = dict(re.findall(r"^hparam '(\w+)': default (\S+),", listed,
+                               re.M))
+    hparams = [f"--input=f64={defaults[n]}" for n in
+               ("lr", "weight_decay", "beta1", "beta2", "adam_eps",
+                "max_grad_norm", "beta", "clip_range", "adv_clip_max",
+                "noise_level", "guidance_scale")]
     metric_files = [os.path.join(work, f"m.{m}.npy") for m in METRICS]
     state1 = os.path.join(work, "state-1.safetensors")
     run([omnirun, step, "--function=train_step", f"--state-in={init}",
@@ -201,11 +206,11 @@ def compare(args, work):
           f"{[round(s, 4) for s in tr.sigmas]}")
     ok = True
 
-    def row(what, err, limit=tol):
+    def row(what, err, limit=tol, extra=""):
         nonlocal ok
         good = err <= limit
         ok &= good
-        print(f"  {what:52s} {err:9.2e}  {'ok' if good else 'FAIL'}")
+        print(f"  {what:52s} {err:9.2e}  {'ok' if good else 'FAIL'}{extra}")
 
     # The schedule: omni's folded flow_schedule vs the pipeline's.
     got = re.search(r"omni\.flow_schedule dynamic_shift steps = \d+ "
@@ -231,26 +236,57 @@ def compare(args, work):
     row("adamw.step (omni - 1)", abs(int(s1["adamw.step"]) - 1), limit=0)
 
     b1 = o["betas"][0]
-    tables = {k: [] for k in ("gradient", "adamw.v", "parameter")}
+    tables = {k: [] for k in ("gradient", "adamw.v", "parameter", "update")}
     for n, prm in tr.transformer.named_parameters():
         key = "transformer." + n
-        st = tr.optimizer.state[prm]
+        st = tr.optimizer.state.get(prm)
+        if not st:
+            # no gradient in torch: the parameter takes no part in the loss
+            g_o = float(np.abs(s1["adamw.m." + key]).max())
+            row(f"{key}: no torch gradient, max |omni adamw.m|", g_o, 0)
+            continue
         tables["gradient"].append(
             (rel(s1["adamw.m." + key] / (1 - b1),
                  st["exp_avg"].numpy() / (1 - b1)), key))
         tables["adamw.v"].append((rel(s1["adamw.v." + key],
                                       st["exp_avg_sq"].numpy()), key))
-        tables["parameter"].append((rel(s1[key], prm.detach().numpy()), key))
+        # AdamW's first step moves a parameter by about lr g / (|g| + eps):
+        # where |g| is near eps (1e-8) a tiny gradient difference changes
+        # the update by up to 2 lr, so the parameters are compared where
+        # |g| > 100 eps (all elements and the tiny-g count shown), and the
+        # update (new - old) / lr as parity_iteration.py does.
+        g_t = st["exp_avg"].numpy() / (1 - b1)
+        big = np.abs(g_t) > 100 * o["adam_eps"]
+        p_t, p_o = prm.detach().numpy(), s1[key]
+        scale = max(float(np.abs(p_t).max()), 1e-30)
+        diff = np.abs(p_o - p_t)
+        tables["parameter"].append(
+            (float(diff[big].max()) / scale if big.any() else 0.0, key,
+             f"  (all {float(diff.max()) / scale:.2e}; "
+             f"{int((~big).sum())} tiny g)"))
+        du = np.abs((p_o - s0[key]) - (p_t - old[n].numpy())) / o["lr"]
+        # new - old is rounded to the float32 parameter: one ulp of the
+        # largest parameter, in units of lr, is added to the limit (1.2e-4
+        # for a norm weight near 1 at lr 1e-3)
+        ulp = float(np.spacing(np.float32(scale))) / o["lr"]
+        tables["update"].append(
+            (float(du[big].max()) if big.any() else 0.0, key,
+             f"  (all {float(du.max()):.2e}; limit {tol + ulp:.2e})",
+             tol + ulp))
         if np.array_equal(s1[key], s0[key]) and not np.array_equal(
                 prm.detach().numpy(), old[n].numpy()):
             row(f"{key} moved in torch only", 1.0, limit=0)
     for k, rows in tables.items():
         rows.sort(key=lambda r: -r[0])
-        print(f"{k}, max|diff| / max|torch|: {len(rows)} tensors, worst "
-              f"{args.show}:")
+        what = ("(new - old) / lr, max |diff| where |g| > 100 eps"
+                if k == "update" else "max|diff| / max|torch|"
+                + (" where |g| > 100 eps" if k == "parameter" else ""))
+        print(f"{k}, {what}: {len(rows)} tensors, worst {args.show}:")
+        lim = lambda r: r[3] if len(r) > 3 else tol  # noqa: E731
+        rows.sort(key=lambda r: -r[0] / lim(r))
         for r in rows[:args.show]:
-            row(r[1], r[0])
-        bad = sum(r[0] > tol for r in rows[args.show:])
+            row(r[1], r[0], limit=lim(r), extra=r[2] if len(r) > 2 else "")
+        bad = sum(r[0] > lim(r) for r in rows[args.show:])
         if bad:
             ok = False
             print(f"  ... and {bad} more above {tol:g}")
