@@ -25,6 +25,7 @@
 // go to docs/performance.md.
 //
 // Usage: omni-bench-matmul [threads (default 2)] [recipe (tiny|small|all)]
+//                          [variants to skip, comma-separated]
 //
 //===----------------------------------------------------------------------===//
 
@@ -187,6 +188,7 @@ struct Variant {
 int main(int argc, char **argv) {
   const int threads = argc > 1 ? std::max(1, std::atoi(argv[1])) : 2;
   const std::string only = argc > 2 ? argv[2] : "all";
+  const std::string skip = argc > 3 ? "," + std::string(argv[3]) + "," : "";
   ThreadPool pool(threads);
 
   Blis blisOwn =
@@ -233,6 +235,10 @@ int main(int argc, char **argv) {
        },
        [&](const Problem &p) { onPool(pool, p, dnnl); }, true},
   };
+
+  for (size_t v = 1; v < variants.size(); ++v)
+    if (skip.find("," + variants[v].name + ",") != std::string::npos)
+      variants[v].available = false;
 
   // Buffers per distinct shape, filled once.
   std::mt19937 rng(15);
