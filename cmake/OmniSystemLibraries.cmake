@@ -3,7 +3,8 @@
 # omni_import_system_libraries(<missing-var> [GLOBAL]) defines the imported
 # targets Omni::TurboJPEG (libjpeg-turbo's TurboJPEG API, Debian
 # libturbojpeg0-dev), Omni::OpenBLAS (cblas.h and libopenblas, Debian
-# libopenblas-dev) and Omni::CppHttplib (httplib.h and libcpp-httplib, Debian
+# libopenblas-dev), Omni::DNNL (oneDNN's C API, oneapi/dnnl/dnnl.h and
+# libdnnl, Debian libdnnl-dev: the cpu driver's f32 gemm) and Omni::CppHttplib (httplib.h and libcpp-httplib, Debian
 # libcpp-httplib-dev) from a header and a library search, because none ships
 # a CMake package on every distribution. Both the build (top-level
 # CMakeLists.txt, GLOBAL) and the installed omniConfig.cmake (for the link
@@ -47,6 +48,20 @@ function(omni_import_system_libraries missing_var)
     else()
       list(APPEND missing
         "OpenBLAS (cblas.h / libopenblas; install libopenblas-dev)")
+    endif()
+  endif()
+
+  if(NOT TARGET Omni::DNNL)
+    find_path(DNNL_INCLUDE_DIR oneapi/dnnl/dnnl.h)
+    find_library(DNNL_LIBRARY dnnl)
+    if(DNNL_INCLUDE_DIR AND DNNL_LIBRARY)
+      add_library(Omni::DNNL UNKNOWN IMPORTED ${scope})
+      set_target_properties(Omni::DNNL PROPERTIES
+        IMPORTED_LOCATION "${DNNL_LIBRARY}"
+        INTERFACE_INCLUDE_DIRECTORIES "${DNNL_INCLUDE_DIR}")
+    else()
+      list(APPEND missing
+        "oneDNN (oneapi/dnnl/dnnl.h / libdnnl; install libdnnl-dev)")
     endif()
   endif()
 

@@ -15,6 +15,9 @@ PACKAGES=(
   # Runtime libraries
   libabsl-dev libflatbuffers-dev flatbuffers-compiler
   libturbojpeg0-dev libopenblas-dev libpng-dev
+  # The cpu driver's f32 gemm (runtime/hal/drivers/cpu/Gemm.h); BLIS only
+  # for bench/MatmulBench.cpp's comparison
+  libdnnl-dev libblis4-serial libblis4-pthread
   # Rewards computed by a server over HTTP (runtime/train/rewards/HttpReward)
   libcpp-httplib-dev nlohmann-json3-dev
   # omni.toml, the config file of omnigen and omnirun (runtime/base/ConfigFile)

@@ -43,9 +43,11 @@ Device &CpuBuffer::device() const { return device_; }
 CpuDevice::CpuDevice(const DeviceOptions &options)
     : pool_(resolveThreads(options.threads)),
       memoryLimit_(options.memoryLimitBytes) {
-  // OpenBLAS keeps its own threads; give it the same budget as the pool so
-  // that --threads bounds the whole device.
-  openblas_set_num_threads(pool_.size());
+  // One thread pool for kernels and library calls: the gemms run
+  // single-threaded OpenBLAS / oneDNN on blocks from pool_ (Gemm.h), so
+  // OpenBLAS's own threads stay idle (they spun in sched_yield between
+  // calls: docs/performance.md, issue 15).
+  openblas_set_num_threads(1);
 }
 
 CpuDevice::~CpuDevice() = default;

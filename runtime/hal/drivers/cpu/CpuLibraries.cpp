@@ -1,8 +1,10 @@
 //===- CpuLibraries.cpp - Matmul, conv2d and attention on the CPU ---------===//
 //
-// Every routine is a thin layer over gemm, so its speed is OpenBLAS's. The
-// 32-bit BLAS interface bounds each gemm dimension; larger problems fail
-// with Unimplemented instead of overflowing an int.
+// Every routine is a thin layer over gemm (Gemm.h: single-threaded oneDNN
+// sgemm / OpenBLAS dgemm on fixed blocks of the result, run by the device's
+// thread pool), so its speed is those libraries'. The 32-bit BLAS interface
+// bounds each gemm dimension; larger problems fail with Unimplemented
+// instead of overflowing an int.
 //
 // bf16 operands (docs/precision.md) are widened to f32, which is exact, the
 // f32 routine runs (sgemm: every product of two bf16 values is exact in f32,
@@ -17,12 +19,13 @@
 
 #include "runtime/hal/drivers/cpu/CpuLibraries.h"
 
+#include "runtime/hal/drivers/cpu/Gemm.h"
+
 #include "runtime/io/ElementCodec.h"
 
 #include "absl/strings/str_cat.h"
 
 #include <algorithm>
-#include <cblas.h>
 #include <climits>
 #include <cmath>
 #include <cstring>
@@ -32,20 +35,6 @@
 
 namespace omni::hal::cpu {
 namespace {
-
-/// Row-major C = alpha op(A) op(B) + beta C; C is m x n.
-void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float *a,
-          int lda, const float *b, int ldb, float beta, float *c, int ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
-              tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb,
-              beta, c, ldc);
-}
-void gemm(bool ta, bool tb, int m, int n, int k, double alpha, const double *a,
-          int lda, const double *b, int ldb, double beta, double *c, int ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
-              tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb,
-              beta, c, ldc);
-}
 
 absl::Status
 fitsBlas(const char *routine,
@@ -58,34 +47,66 @@ fitsBlas(const char *routine,
   return absl::OkStatus();
 }
 
-/// gemm with the degenerate sizes BLAS rejects handled: nothing to do for
-/// an empty result, zeros for an empty contraction.
+/// The pool that safeGemm runs on: set by runConv2d and runAttention for
+/// the gemms inside conv2d() and attention(); without one a gemm runs on
+/// the calling thread alone.
+thread_local ThreadPool *gemmPool = nullptr;
+struct GemmPoolScope {
+  explicit GemmPoolScope(ThreadPool &pool) : saved(gemmPool) {
+    gemmPool = &pool;
+  }
+  ~GemmPoolScope() { gemmPool = saved; }
+  ThreadPool *saved;
+};
+
+/// Row-major C = alpha op(A) op(B), C m x n, on gemmPool (Gemm.h).
 template <typename T>
 void safeGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha,
               const T *a, int64_t lda, const T *b, int64_t ldb, T *c,
               int64_t ldc) {
-  if (m == 0 || n == 0)
-    return;
-  if (k == 0) {
-    for (int64_t i = 0; i < m; ++i)
-      std::fill(c + i * ldc, c + i * ldc + n, T(0));
-    return;
-  }
-  gemm(ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
-       alpha, a, static_cast<int>(std::max<int64_t>(lda, 1)), b,
-       static_cast<int>(std::max<int64_t>(ldb, 1)), T(0), c,
-       static_cast<int>(std::max<int64_t>(ldc, 1)));
+  GemmArgs<T> g;
+  g.transA = ta;
+  g.transB = tb;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.alpha = alpha;
+  g.a = a;
+  g.lda = lda;
+  g.b = b;
+  g.ldb = ldb;
+  g.c = c;
+  g.ldc = ldc;
+  if (gemmPool)
+    gemm(*gemmPool, g);
+  else
+    serialGemm(g);
 }
 
+/// The batched matmul as one pool loop over (batch entry, block of C). A
+/// shared rhs with an untransposed lhs is one gemm of batch * m rows: the
+/// lhs and result batches are contiguous row blocks.
 template <typename T>
-void matmul(const MatmulParams &p, const T *lhs, const T *rhs, T *out) {
-  const int64_t lda = p.transposeLhs ? p.m : p.k;
-  const int64_t ldb = p.transposeRhs ? p.k : p.n;
-  for (int64_t b = 0; b < p.batch; ++b)
-    safeGemm<T>(p.transposeLhs, p.transposeRhs, p.m, p.n, p.k, T(1),
-                lhs + b * p.m * p.k, lda,
-                rhs + (p.rhsShared ? 0 : b * p.k * p.n), ldb,
-                out + b * p.m * p.n, p.n);
+void matmul(const MatmulParams &p, const T *lhs, const T *rhs, T *out,
+            ThreadPool &pool) {
+  GemmArgs<T> g;
+  g.transA = p.transposeLhs;
+  g.transB = p.transposeRhs;
+  g.m = p.m;
+  g.n = p.n;
+  g.k = p.k;
+  g.a = lhs;
+  g.lda = p.transposeLhs ? p.m : p.k;
+  g.b = rhs;
+  g.ldb = p.transposeRhs ? p.k : p.n;
+  g.c = out;
+  g.ldc = p.n;
+  if (p.rhsShared && !p.transposeLhs) {
+    g.m = p.batch * p.m;
+    gemm(pool, g);
+    return;
+  }
+  gemm(pool, g, p.batch, p.m * p.k, p.rhsShared ? 0 : p.k * p.n, p.m * p.n);
 }
 
 template <typename T>
@@ -209,7 +230,7 @@ void narrowToBf16(const std::vector<float> &values, void *out) {
 } // namespace
 
 absl::Status runMatmul(const MatmulParams &p, const void *lhs, const void *rhs,
-                       void *result) {
+                       void *result, ThreadPool &pool) {
   absl::Status fits = fitsBlas("Matmul", {{"m", p.m}, {"n", p.n}, {"k", p.k}});
   if (!fits.ok())
     return fits;
@@ -218,14 +239,15 @@ absl::Status runMatmul(const MatmulParams &p, const void *lhs, const void *rhs,
     std::vector<float> b =
         widenBf16(rhs, (p.rhsShared ? 1 : p.batch) * p.k * p.n);
     std::vector<float> c(static_cast<size_t>(p.batch * p.m * p.n));
-    matmul(p, a.data(), b.data(), c.data());
+    matmul(p, a.data(), b.data(), c.data(), pool);
     narrowToBf16(c, result);
   } else if (p.dtype == DType::F32)
     matmul(p, static_cast<const float *>(lhs), static_cast<const float *>(rhs),
-           static_cast<float *>(result));
+           static_cast<float *>(result), pool);
   else
     matmul(p, static_cast<const double *>(lhs),
-           static_cast<const double *>(rhs), static_cast<double *>(result));
+           static_cast<const double *>(rhs), static_cast<double *>(result),
+           pool);
   return absl::OkStatus();
 }
 
@@ -237,6 +259,7 @@ absl::Status runConv2d(const Conv2dParams &p, const void *input,
                           {"input channels x kernel taps", p.c * p.kh * p.kw}});
   if (!fits.ok())
     return fits;
+  GemmPoolScope gemms(pool);
   if (p.dtype == DType::BF16) {
     std::vector<float> x = widenBf16(input, p.n * p.c * p.h * p.w);
     std::vector<float> w = widenBf16(filter, p.o * p.c * p.kh * p.kw);
@@ -263,6 +286,7 @@ absl::Status runAttention(const AttentionParams &p, const void *q,
                                              {"value size", p.valueDim}});
   if (!fits.ok())
     return fits;
+  GemmPoolScope gemms(pool);
   if (p.dtype == DType::BF16) {
     const int64_t bh = p.batch * p.heads;
     std::vector<float> qf = widenBf16(q, bh * p.seqQ * p.headDim);

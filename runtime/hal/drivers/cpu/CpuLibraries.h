@@ -1,11 +1,12 @@
 //===- CpuLibraries.h - Matmul, conv2d and attention on the CPU -*- C++ -*-===//
 //
 // The cpu driver's library routines on raw host pointers (the stream has
-// checked every buffer range): matmul through cblas_sgemm / cblas_dgemm
-// (one call per batch, a shared rhs reused), conv2d as im2col tiles times
-// the filter with sgemm, attention per (batch, head) as two gemms around a
-// row softmax. f32 and f64. OpenBLAS parallelizes the gemms; the pool
-// parallelizes im2col and the softmax rows.
+// checked every buffer range): matmul through Gemm.h (oneDNN sgemm /
+// OpenBLAS dgemm, single-threaded on fixed blocks of the result; a shared
+// rhs folds the batch into the rows), conv2d as im2col tiles times the
+// filter, attention per (batch, head) as two gemms around a row softmax.
+// f32 and f64. The device's one thread pool runs the gemm blocks, im2col
+// and the softmax rows.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,7 +21,7 @@
 namespace omni::hal::cpu {
 
 absl::Status runMatmul(const MatmulParams &p, const void *lhs, const void *rhs,
-                       void *result);
+                       void *result, ThreadPool &pool);
 
 absl::Status runConv2d(const Conv2dParams &p, const void *input,
                        const void *filter, void *result, ThreadPool &pool);

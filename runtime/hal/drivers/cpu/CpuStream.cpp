@@ -214,7 +214,7 @@ absl::Status CpuStream::matmul(const MatmulParams &p, BufferRef lhs,
   OMNI_ASSIGN_OR_RETURN(
       uint8_t *c,
       resolveSized(result, bytesOf({p.batch, p.m, p.n}, p.dtype), "result"));
-  return runMatmul(p, a, b, c);
+  return runMatmul(p, a, b, c, device_.pool());
 }
 
 absl::Status CpuStream::conv2d(const Conv2dParams &p, BufferRef input,

@@ -1,0 +1,123 @@
+//===- Gemm.cpp - Gemm on the cpu driver's thread pool ----------*- C++ -*-===//
+
+#include "runtime/hal/drivers/cpu/Gemm.h"
+
+#include <algorithm>
+#include <cblas.h>
+#include <oneapi/dnnl/dnnl.h>
+
+// oneDNN runs its gemm on OpenMP threads unless the calling thread's OpenMP
+// team size is 1; Debian's libdnnl is built for OpenMP and loads libgomp,
+// which defines this (weak: no link dependency on one OpenMP runtime).
+#if DNNL_CPU_RUNTIME == DNNL_RUNTIME_OMP
+extern "C" void omp_set_num_threads(int) __attribute__((weak));
+#elif DNNL_CPU_RUNTIME != DNNL_RUNTIME_SEQ
+#error "the cpu driver needs oneDNN built for OpenMP or sequential"
+#endif
+
+namespace omni::hal::cpu {
+namespace {
+
+/// Once per thread: oneDNN calls made on this thread use this thread alone.
+void oneDnnOnThisThread() {
+#if DNNL_CPU_RUNTIME == DNNL_RUNTIME_OMP
+  thread_local bool done = false;
+  if (!done && omp_set_num_threads) {
+    omp_set_num_threads(1);
+    done = true;
+  }
+#endif
+}
+
+int64_t roundUp(int64_t value, int64_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
+CBLAS_TRANSPOSE trans(bool t) { return t ? CblasTrans : CblasNoTrans; }
+
+int ld(int64_t value) { return static_cast<int>(std::max<int64_t>(value, 1)); }
+
+template <typename T> bool degenerate(const GemmArgs<T> &g) {
+  if (g.m == 0 || g.n == 0)
+    return true;
+  if (g.k == 0) {
+    for (int64_t i = 0; i < g.m; ++i)
+      std::fill(g.c + i * g.ldc, g.c + i * g.ldc + g.n, T(0));
+    return true;
+  }
+  return false;
+}
+
+} // namespace
+
+GemmBlocking gemmBlocking(int64_t m, int64_t n, int64_t k) {
+  // Below ~2^17 multiply-adds (tens of microseconds on one core) a second
+  // thread costs more than it saves: one block.
+  constexpr int64_t kMinBlockWork = int64_t(1) << 17;
+  // Up to 16 blocks balance 2..16 threads within a block; a block of at
+  // least 64 rows (columns) keeps the re-packing of the other operand, which
+  // every block does once, a few percent of its multiply-adds. Multiples of
+  // 16 match the micro-kernels' tiles (Haswell/Zen sgemm: 16 x 4 or 8 x 6).
+  constexpr int64_t kTargetBlocks = 16, kMinBlock = 64, kTile = 16;
+  GemmBlocking b;
+  b.splitRows = m >= n;
+  const int64_t dim = b.splitRows ? m : n, other = b.splitRows ? n : m;
+  const int64_t perLine = std::max<int64_t>(other * k, 1);
+  int64_t size = roundUp((dim + kTargetBlocks - 1) / kTargetBlocks, kTile);
+  size = std::max({size, kMinBlock,
+                   roundUp((kMinBlockWork + perLine - 1) / perLine, kTile)});
+  b.size = std::max<int64_t>(std::min(size, dim), 1);
+  b.count = m == 0 || n == 0 ? 0 : (dim + b.size - 1) / b.size;
+  return b;
+}
+
+void serialGemm(const GemmArgs<float> &g) {
+  if (degenerate(g))
+    return;
+  oneDnnOnThisThread();
+  // Row-major, like cblas; a failure can only be an invalid argument, which
+  // the caller's shape checks exclude.
+  (void)dnnl_sgemm(g.transA ? 'T' : 'N', g.transB ? 'T' : 'N', g.m, g.n, g.k,
+                   g.alpha, g.a, std::max<int64_t>(g.lda, 1), g.b,
+                   std::max<int64_t>(g.ldb, 1), 0.0f, g.c,
+                   std::max<int64_t>(g.ldc, 1));
+}
+
+void serialGemm(const GemmArgs<double> &g) {
+  if (degenerate(g))
+    return;
+  cblas_dgemm(CblasRowMajor, trans(g.transA), trans(g.transB),
+              static_cast<int>(g.m), static_cast<int>(g.n),
+              static_cast<int>(g.k), g.alpha, g.a, ld(g.lda), g.b, ld(g.ldb),
+              0.0, g.c, ld(g.ldc));
+}
+
+template <typename T>
+void gemm(ThreadPool &pool, const GemmArgs<T> &args, int64_t batch,
+          int64_t strideA, int64_t strideB, int64_t strideC) {
+  if (batch <= 0)
+    return;
+  const GemmBlocking blocking = gemmBlocking(args.m, args.n, args.k);
+  const int64_t dim = blocking.splitRows ? args.m : args.n;
+  if (blocking.count == 0) // an empty C: nothing to write
+    return;
+  pool.parallelFor(batch * blocking.count, [&](int64_t begin, int64_t end) {
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t i = item / blocking.count, block = item % blocking.count;
+      GemmArgs<T> one = args;
+      one.a += i * strideA;
+      one.b += i * strideB;
+      one.c += i * strideC;
+      const int64_t lo = block * blocking.size;
+      serialGemm(gemmBlock(one, blocking.splitRows, lo,
+                           std::min(dim, lo + blocking.size)));
+    }
+  });
+}
+
+template void gemm<float>(ThreadPool &, const GemmArgs<float> &, int64_t,
+                          int64_t, int64_t, int64_t);
+template void gemm<double>(ThreadPool &, const GemmArgs<double> &, int64_t,
+                           int64_t, int64_t, int64_t);
+
+} // namespace omni::hal::cpu

@@ -1,0 +1,158 @@
+//===- GemmTest.cpp - Tests of the cpu driver's pool gemm -------*- C++ -*-===//
+//
+// The cpu matmul (runMatmul over Gemm.h) must give the same bits for any
+// thread count (docs/backend.md, kernel ABI) and agree with an f64 sum of
+// the same products within the f32 error bound of a length-k dot product.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/hal/drivers/cpu/Gemm.h"
+
+#include "runtime/hal/drivers/cpu/CpuLibraries.h"
+
+#include "gtest/gtest.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+namespace omni::hal::cpu {
+namespace {
+
+template <typename T> struct Operands {
+  std::vector<T> lhs, rhs;
+};
+
+template <typename T> Operands<T> operandsFor(const MatmulParams &p) {
+  std::mt19937 rng(static_cast<unsigned>(p.m * 131 + p.n * 7 + p.k));
+  std::uniform_real_distribution<double> dist(-1, 1);
+  Operands<T> o;
+  o.lhs.resize(p.batch * p.m * p.k);
+  o.rhs.resize((p.rhsShared ? 1 : p.batch) * p.k * p.n);
+  for (T &x : o.lhs)
+    x = static_cast<T>(dist(rng));
+  for (T &x : o.rhs)
+    x = static_cast<T>(dist(rng));
+  return o;
+}
+
+template <typename T>
+std::vector<T> run(const MatmulParams &p, const Operands<T> &o, int threads) {
+  ThreadPool pool(threads);
+  std::vector<T> out(p.batch * p.m * p.n, T(-7)); // every element written
+  EXPECT_TRUE(runMatmul(p, o.lhs.data(), o.rhs.data(), out.data(), pool).ok());
+  return out;
+}
+
+/// op(lhs) x op(rhs) in f64 for batch b, element (i, j), and the sum of the
+/// products' magnitudes (the error bound's scale).
+template <typename T>
+std::pair<double, double> exact(const MatmulParams &p, const Operands<T> &o,
+                                int64_t b, int64_t i, int64_t j) {
+  const T *a = o.lhs.data() + b * p.m * p.k;
+  const T *r = o.rhs.data() + (p.rhsShared ? 0 : b * p.k * p.n);
+  double sum = 0, mag = 0;
+  for (int64_t q = 0; q < p.k; ++q) {
+    double x = p.transposeLhs ? a[q * p.m + i] : a[i * p.k + q];
+    double y = p.transposeRhs ? r[j * p.k + q] : r[q * p.n + j];
+    sum += x * y;
+    mag += std::fabs(x * y);
+  }
+  return {sum, mag};
+}
+
+MatmulParams shape(int64_t batch, int64_t m, int64_t n, int64_t k, bool ta,
+                   bool tb, bool shared, DType dtype = DType::F32) {
+  MatmulParams p;
+  p.dtype = dtype;
+  p.batch = batch;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.transposeLhs = ta;
+  p.transposeRhs = tb;
+  p.rhsShared = shared;
+  return p;
+}
+
+// Shapes of the recipes (bench/MatmulShapes.inc) and ones that cut C into
+// row blocks, column blocks and uneven last blocks.
+std::vector<MatmulParams> shapes(DType dtype) {
+  return {
+      shape(1, 1000, 72, 200, false, false, true, dtype), // row blocks
+      shape(1, 40, 1500, 130, false, true, true, dtype),  // column blocks
+      shape(1, 600, 96, 300, true, false, true, dtype),   // lhs transposed
+      shape(32, 64, 64, 64, false, true, true, dtype),    // folded batch
+      shape(8, 72, 16, 72, true, false, false, dtype), // batched, per-entry rhs
+      shape(6, 130, 140, 70, true, true, true, dtype), // transposed, shared rhs
+      shape(1, 3, 5, 7, false, false, true, dtype),    // one block
+  };
+}
+
+template <typename T> void checkShapes(DType dtype) {
+  const double eps = std::numeric_limits<T>::epsilon() / 2; // unit roundoff
+  for (const MatmulParams &p : shapes(dtype)) {
+    SCOPED_TRACE(testing::Message()
+                 << "batch " << p.batch << " m " << p.m << " n " << p.n << " k "
+                 << p.k << " ta " << p.transposeLhs << " tb "
+                 << p.transposeRhs);
+    Operands<T> o = operandsFor<T>(p);
+    std::vector<T> one = run(p, o, 1);
+    for (int threads : {2, 3, 5}) {
+      std::vector<T> many = run(p, o, threads);
+      EXPECT_EQ(std::memcmp(one.data(), many.data(), one.size() * sizeof(T)), 0)
+          << threads << " threads differ from 1";
+    }
+    // Any summation order of k products (each rounded once, or fused) is
+    // within k u sum|x y| / (1 - k u) of the exact sum (Higham, Accuracy
+    // and Stability of Numerical Algorithms, 3.1); the f64 reference adds
+    // its own, far smaller, error.
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t i = 0; i < p.m; ++i)
+        for (int64_t j = 0; j < p.n; ++j) {
+          auto [sum, mag] = exact(p, o, b, i, j);
+          const double ku = p.k * eps;
+          const double bound = ku / (1 - ku) * mag + 1e-300;
+          const double got = one[(b * p.m + i) * p.n + j];
+          ASSERT_LE(std::fabs(got - sum), bound)
+              << "element (" << b << ", " << i << ", " << j << ")";
+        }
+  }
+}
+
+TEST(Gemm, F32MatmulIsTheSameForAnyThreadCountAndWithinTheErrorBound) {
+  checkShapes<float>(DType::F32);
+}
+
+TEST(Gemm, F64MatmulIsTheSameForAnyThreadCountAndWithinTheErrorBound) {
+  checkShapes<double>(DType::F64);
+}
+
+TEST(Gemm, BlockingDependsOnTheShapeAlone) {
+  // Large C: many blocks along its longer side, multiples of 16.
+  GemmBlocking rows = gemmBlocking(8192, 256, 256);
+  EXPECT_TRUE(rows.splitRows);
+  EXPECT_EQ(rows.size % 16, 0);
+  EXPECT_EQ(rows.count, (8192 + rows.size - 1) / rows.size);
+  EXPECT_GE(rows.count, 8);
+  GemmBlocking cols = gemmBlocking(32, 2304, 256);
+  EXPECT_FALSE(cols.splitRows);
+  EXPECT_GE(cols.count, 2);
+  // Too little work to share: one block.
+  EXPECT_EQ(gemmBlocking(32, 64, 32).count, 1);
+  EXPECT_EQ(gemmBlocking(0, 64, 32).count, 0);
+}
+
+TEST(Gemm, EmptyContractionWritesZeros) {
+  MatmulParams p = shape(2, 3, 4, 0, false, false, false);
+  std::vector<float> out(24, 5.0f);
+  ThreadPool pool(2);
+  ASSERT_TRUE(runMatmul(p, nullptr, nullptr, out.data(), pool).ok());
+  for (float x : out)
+    EXPECT_EQ(x, 0.0f);
+}
+
+} // namespace
+} // namespace omni::hal::cpu
