@@ -23,6 +23,7 @@
 
 #include "runtime/base/PhaseTimer.h"
 #include "runtime/executor/Executor.h"
+#include "runtime/executor/Profile.h"
 #include "runtime/train/checkpoint/AtomicFile.h"
 #include "runtime/train/checkpoint/Checkpoint.h"
 #include "runtime/train/driver/Interrupt.h"
@@ -34,6 +35,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <iostream>
 #include <map>
 #include <optional>
 
@@ -507,6 +509,21 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
       start->resumed && paths.resumeFrom == paths.out ? start->iteration : -1);
 
   executor.takePhaseTimes(); // not @init_state's
+  // --profile: the iterations' commands, timed (rank 0 only).
+  std::optional<executor::Profile> profile;
+  auto writeProfile = [&]() -> absl::Status {
+    absl::Status s =
+        checkpoint::writeFileAtomically(options.profilePath, profile->json());
+    if (!s.ok())
+      return absl::Status(s.code(), absl::StrCat("--profile: ", s.message()));
+    return s;
+  };
+  if (lead && !options.profilePath.empty()) {
+    profile.emplace();
+    if (absl::Status s = writeProfile(); !s.ok())
+      return s;
+    executor.setProfile(&*profile);
+  }
   captured->take();
   // --steps 0: the initial state (after --init) as a checkpoint, for other
   // implementations to start from (bench/torch/parity_iteration.py).
@@ -578,6 +595,8 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
     if (mix)
       r->rewardMeans = mix->takeMeans();
     sampleDetails(*sig, *prompts, *captured, *r);
+    if (profile)
+      profile->addIteration();
     if (r->badImages && !warnedImages) {
       log << "warning: iteration " << it << ": " << r->badImages << " of "
           << r->numImages
@@ -603,6 +622,12 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
     if (!paths.out.empty() && (last || due))
       if (absl::Status s = checkpoints.save(it + 1); !s.ok())
         return s;
+  }
+  if (profile) {
+    executor.setProfile(nullptr);
+    if (absl::Status s = writeProfile(); !s.ok())
+      return s;
+    std::cerr << profile->table() << std::flush;
   }
   return absl::OkStatus();
 }
