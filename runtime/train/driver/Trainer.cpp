@@ -34,10 +34,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <fcntl.h>
 #include <iostream>
 #include <map>
 #include <optional>
+#include <unistd.h>
 
 namespace omni::train {
 namespace {
@@ -425,6 +429,17 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
   if (!checked.ok())
     return checked.status();
   const RunPaths &paths = *checked;
+  // An unwritable --profile fails before any work (the file is written
+  // after the last iteration).
+  if (lead && !options.profilePath.empty()) {
+    int fd = ::open(options.profilePath.c_str(),
+                    O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0)
+      return absl::InvalidArgumentError(absl::StrCat("--profile: cannot write ",
+                                                     options.profilePath, ": ",
+                                                     std::strerror(errno)));
+    ::close(fd);
+  }
   HyperParamRequest request;
   request.sets = options.hparamSets;
   request.lrSchedule = options.lrSchedule;
@@ -520,8 +535,6 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
   };
   if (lead && !options.profilePath.empty()) {
     profile.emplace();
-    if (absl::Status s = writeProfile(); !s.ok())
-      return s;
     executor.setProfile(&*profile);
   }
   captured->take();

@@ -161,9 +161,9 @@ struct TrainOptions {
   bool stats = false;
   /// Where rank 0 writes the per-kind, per-kernel profile of the
   /// iterations (runtime/executor/Profile.h, docs/performance.md), with a
-  /// short table on stderr at the end; empty: no profile (no cost). The
-  /// file is written once before the first iteration (so an unwritable
-  /// path fails at once) and again after the last.
+  /// short table on stderr at the end; empty: no profile (no cost). An
+  /// unwritable path fails before any work; the file is written after the
+  /// last iteration.
   std::string profilePath;
   /// Polled before each iteration: a non-zero value (the signal number of
   /// a Ctrl-C or SIGTERM, see Interrupt.h) ends the run after a checkpoint
