@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks an omnirun --profile file (runtime/executor/Profile.h).
 
-usage: check_profile.py PROFILE.json ITERATIONS
+usage: check_profile.py PROFILE.json ITERATIONS [FLOPS.txt FUNCTION]
 
 Checks, independently of the executor's arithmetic:
   - the structure (iterations, phases with kinds and symbols, every field);
@@ -17,7 +17,12 @@ Checks, independently of the executor's arithmetic:
   - matmul rows: FLOPs = count x 2 B M N K and bytes = count x 4 (B M K +
     K N [x B] + B M N) for the shapes in the symbol (f32; the rhs is shared
     when its bytes say so);
-  - share = seconds / the phase's seconds.
+  - share = seconds / the phase's seconds;
+  - with FLOPS.txt (omnic --report-flops of the program) and the step
+    FUNCTION: each phase's matmul, attention and conv2d FLOPs in the
+    profile are ITERATIONS x omnic's static count for that phase (two
+    independent counts: the executor's from the library calls it ran,
+    omnic's from the ops and the loops' trip counts).
 Prints one line per phase; exits 1 with one line on the first failure.
 """
 import json
@@ -30,6 +35,19 @@ def fail(msg):
 
 
 path, iterations = sys.argv[1], int(sys.argv[2])
+static = {}
+if len(sys.argv) > 3:
+    function, current = "@" + sys.argv[4] + ":", None
+    for line in open(sys.argv[3]):
+        if not line.startswith(" "):
+            current = line.startswith(function)
+        m = re.match(r"  phase (\S+): \d+ FLOPs \(matmul (\d+), attention "
+                     r"(\d+), conv2d (\d+),", line)
+        if current and m:
+            static[m.group(1)] = dict(zip(("matmul", "attention", "conv2d"),
+                                          map(int, m.groups()[1:])))
+    if not static:
+        fail(f"{sys.argv[3]}: no phases of {function}")
 with open(path) as f:
     d = json.load(f)
 if d.get("iterations") != iterations:
@@ -89,5 +107,12 @@ for p in d["phases"]:
     if profiled > total * (1 + 1e-9) or total - profiled > slack:
         fail(f"{name}: rows {profiled:.6f} s, phase {total:.6f} s "
              f"(slack {slack:.6f} s)")
+    if static:
+        want = static.get(name or "(none)", {})
+        for kind in ("matmul", "attention", "conv2d"):
+            got = sum(r["flops"] for r in p["symbols"] if r["kind"] == kind)
+            if got != iterations * want.get(kind, 0):
+                fail(f"{name}: {kind} FLOPs {got}, omnic counts "
+                     f"{want.get(kind, 0)} per iteration")
     print(f"{name or '(none)'}: ok, kinds " +
           ",".join(sorted(k["kind"] for k in p["kinds"])))
