@@ -83,7 +83,9 @@ absl::Status Executor::runFunction(uint32_t function,
       }
     auto begin = std::chrono::steady_clock::now();
     OMNI_RETURN_IF_ERROR(stream_->copy(src, dst));
-    if (profile_) {
+    // A called function's copies are in its Call's phase; the top-level
+    // run's are outside every phase's time, so not in the profile.
+    if (profile_ && caller) {
       OMNI_RETURN_IF_ERROR(stream_->synchronize());
       profile_->add(profilePhase_, "copy", "function outputs", "",
                     std::chrono::duration<double>(

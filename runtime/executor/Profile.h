@@ -13,7 +13,9 @@
 //     "collective", "scalar" (ScalarOp, AxisIndex);
 //   - symbol: the kernel symbol of a Dispatch, the shapes of a library call
 //     ("matmul 2x64x128x32 nt": batch x M x N x K, transposes), the host
-//     function's name; the kind again for the others.
+//     function's name; "function outputs" for the copies of a called
+//     function's outputs into its Call's results; the kind again for the
+//     others.
 // Each row counts the commands, their seconds, the bytes they touch (every
 // operand and result tensor once, a Copy's range read and written, a
 // Fill's destination) and, for library calls, their FLOPs (matmul 2 B M N K;
