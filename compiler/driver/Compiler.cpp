@@ -19,6 +19,7 @@
 #include "compiler/stepbin/StepWriter.h"
 #include "dialects/omni/OmniOps.h"
 #include "dialects/omni/OmniTools.h"
+#include "passes/FlopCount.h"
 #include "passes/Passes.h"
 #include "runtime/base/PhaseTimer.h"
 
@@ -169,6 +170,8 @@ int mlir::omni::runCompiler(const CompileOptions &options,
     if (failed(pm.run(*module)))
       return 1;
   }
+  if (options.reportFlops)
+    printFlops(countFlops(*module), errs);
   if (stage) {
     module->print(outs);
     return 0;

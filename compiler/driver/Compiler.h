@@ -39,6 +39,9 @@ struct CompileOptions {
   std::string cudaArch = "sm_90a";
   /// Print the memory plan's arena size.
   bool reportArena = false;
+  /// Print each public function's FLOPs, per phase and outermost loop,
+  /// after the pipeline (passes/FlopCount.h).
+  bool reportFlops = false;
   /// Names the phases (parsing, the pipeline, kernels, step.bin) that take
   /// long (runtime/base/PhaseTimer.h); null: silent.
   ::omni::PhaseTimer *phases = nullptr;

@@ -101,6 +101,7 @@ const std::vector<SectionSpec> &sections() {
            {"lr-min", Kind::Number},
            {"allow-hparam-change", Kind::Switch},
            {"stats", Kind::Switch},
+           {"profile", Kind::String},
            {"prompts", Kind::String},
            {"init", Kind::List},
            {"init-from-ema", Kind::List},

@@ -64,6 +64,8 @@
 
 namespace omni::executor {
 
+class Profile;
+
 struct ExecutorOptions {
   /// Host functions HostCall may name. Empty by default: the caller
   /// registers what its programs call (rewards::registerRewards for the
@@ -127,6 +129,12 @@ public:
   void setPhaseTiming(bool enabled) { timePhases_ = enabled; }
   std::vector<std::pair<std::string, double>> takePhaseTimes();
 
+  /// Times every command of the runs from now on into `profile` (not
+  /// owned; null stops), synchronizing the stream after each (Profile.h,
+  /// omnirun --profile). With phase timing on, the profile also sums each
+  /// phase's top-level seconds.
+  void setProfile(Profile *profile) { profile_ = profile; }
+
   /// Host<->device bytes so far (see the file comment).
   TransferStats transfers() const { return transfers_; }
   /// The most device memory in use (hal::Device::bytesInUse, sampled when
@@ -172,6 +180,9 @@ private:
       const Path &parent, const char *field, bool timePhases = false);
   absl::Status runCommand(Frame &frame, const step::Command &command,
                           const Path &path);
+  /// runCommand for a leaf command, timed into profile_ (Profile.cpp).
+  absl::Status runProfiled(Frame &frame, const step::Command &command,
+                           const Path &path);
   absl::Status runDispatch(Frame &frame, const step::Dispatch &d);
   absl::Status runLibraryCall(Frame &frame, const step::LibraryCall &c);
   absl::Status runCopy(Frame &frame, const step::Copy &c);
@@ -224,6 +235,10 @@ private:
   std::vector<std::unique_ptr<hal::Buffer>> state_;
   bool timePhases_ = false;
   std::vector<std::pair<std::string, double>> phaseTimes_;
+  Profile *profile_ = nullptr;
+  /// The phase the profiled commands belong to (the innermost enclosing
+  /// command's with one).
+  std::string profilePhase_;
   std::vector<std::unique_ptr<hal::Executable>> executables_;
   int64_t commandsRun_ = 0;
   /// The channel of each Collective command (options_.channel or one of

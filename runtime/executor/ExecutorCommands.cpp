@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/executor/ExecutorImpl.h"
+#include "runtime/executor/Profile.h"
 
 #include "runtime/base/Logging.h"
 #include "runtime/base/Status.h"
@@ -80,7 +81,18 @@ absl::Status Executor::runFunction(uint32_t function,
         abortChannels(waited);
         return waited;
       }
+    auto begin = std::chrono::steady_clock::now();
     OMNI_RETURN_IF_ERROR(stream_->copy(src, dst));
+    // A called function's copies are in its Call's phase; the top-level
+    // run's are outside every phase's time, so not in the profile.
+    if (profile_ && caller) {
+      OMNI_RETURN_IF_ERROR(stream_->synchronize());
+      profile_->add(profilePhase_, "copy", "function outputs", "",
+                    std::chrono::duration<double>(
+                        std::chrono::steady_clock::now() - begin)
+                        .count(),
+                    2 * src.length, 0);
+    }
   }
   return absl::OkStatus();
 }
@@ -98,7 +110,11 @@ Executor::runCommands(Frame &frame,
     const step::Command &command = *commands->Get(i);
     auto begin = timePhases ? std::chrono::steady_clock::now()
                             : std::chrono::steady_clock::time_point();
-    OMNI_RETURN_IF_ERROR(runCommand(frame, command, path));
+    if (profile_) {
+      OMNI_RETURN_IF_ERROR(runProfiled(frame, command, path));
+    } else {
+      OMNI_RETURN_IF_ERROR(runCommand(frame, command, path));
+    }
     if (!timePhases)
       continue;
     OMNI_RETURN_IF_ERROR(stream_->synchronize());
@@ -112,6 +128,8 @@ Executor::runCommands(Frame &frame,
       phaseTimes_.push_back({phase, seconds});
     else
       it->second += seconds;
+    if (profile_)
+      profile_->addPhase(phase, seconds);
   }
   return absl::OkStatus();
 }

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/executor/Executor.h"
+#include "runtime/executor/Profile.h"
 
 #include "runtime/flowgrpo/Philox.h"
 #include "runtime/hal/drivers/Drivers.h"
@@ -22,6 +23,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <random>
 
@@ -642,6 +644,58 @@ TEST_F(ExecutorTest, LoopStoresEveryStep) {
                 double(x[j] * float(step + 2)));
     }
   }
+}
+
+/// A profile (Profile.h) counts each command of the loop once per trip,
+/// with the bytes of its tensors, and changes no result.
+TEST_F(ExecutorTest, ProfileCountsEveryCommandAndChangesNothing) {
+  const std::vector<HostTensor> inputs = {
+      HostTensor::scalarInt(DType::I64, 99)};
+  auto plain = run(trajectoryProgram(), "steps", inputs);
+  auto executor = load(trajectoryProgram());
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  Profile profile;
+  (*executor)->setPhaseTiming(true);
+  (*executor)->setProfile(&profile);
+  auto results = (*executor)->run("steps", toTyped(inputs));
+  ASSERT_TRUE(results.ok()) << results.status();
+  auto profiled = toHost(*results);
+  ASSERT_EQ(profiled.size(), plain.size());
+  for (size_t k = 0; k < plain.size(); ++k)
+    EXPECT_EQ(profiled[k].floats(), plain[k].floats());
+
+  std::map<std::string, ProfileRow> rows;
+  for (const ProfileRow &row : profile.rows()) {
+    EXPECT_EQ(row.phase, "");
+    rows[row.symbol] = row;
+  }
+  // 2 ScalarOps before the loop and 2 per trip; x is 24 bytes, a row of
+  // the 4x6 stacks 24 of 96.
+  EXPECT_EQ(rows["scalar"].count, 2 + 4 * 2);
+  EXPECT_EQ(rows["random"].count, 4);
+  EXPECT_EQ(rows["random"].bytes, 4 * 24);
+  EXPECT_EQ(rows["omni_test_scale_row_f32"].kind, "fused kernel");
+  EXPECT_EQ(rows["omni_test_scale_row_f32"].count, 4);
+  EXPECT_EQ(rows["omni_test_scale_row_f32"].bytes, 4 * (24 + 96));
+  EXPECT_EQ(rows["copy"].count, 4);
+  EXPECT_EQ(rows["copy"].bytes, 4 * 2 * 24);
+  // The top-level run's output copies are outside every phase: no row.
+  EXPECT_EQ(rows.count("function outputs"), 0u);
+  EXPECT_EQ(rows.size(), 4u);
+  ASSERT_EQ(profile.phases().size(), 1u);
+  double profiled_seconds = 0;
+  for (const auto &[symbol, row] : rows)
+    profiled_seconds += row.seconds;
+  EXPECT_LE(profiled_seconds, profile.phases()[0].seconds);
+
+  // Unset, nothing more is added.
+  (*executor)->setProfile(nullptr);
+  ASSERT_TRUE((*executor)->run("steps", toTyped(inputs)).ok());
+  EXPECT_EQ(profile.rows().size(), rows.size());
+  int64_t count = 0;
+  for (const ProfileRow &row : profile.rows())
+    count += row.count;
+  EXPECT_EQ(count, 10 + 4 + 4 + 4);
 }
 
 TEST_F(ExecutorTest, CopyOffsetsAreCheckedAtRunTime) {

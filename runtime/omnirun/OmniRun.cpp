@@ -459,6 +459,13 @@ const Flag kFlags[] = {
      "per iteration, the bytes copied to and from the device and the device "
      "memory in use (progress line and metrics.jsonl)",
      setOn<&train::TrainOptions::stats>},
+    {"--profile", Arg::Value, Mode::Train, "<file>",
+     "time every command of the iterations and write, per phase, each "
+     "command kind's and kernel's count, seconds, share of the phase, bytes "
+     "and FLOPs here as JSON, with a short table on stderr at the end "
+     "(rank 0; docs/performance.md); the stream is synchronized after each "
+     "command",
+     setText<&train::TrainOptions::profilePath>},
     {"--sample-every", Arg::Value, Mode::Train, "<k>",
      "write the step's `images` every k iterations (default: --save-every, "
      "or 10)",

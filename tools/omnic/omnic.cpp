@@ -58,6 +58,13 @@ int main(int argc, char **argv) {
   cl::opt<bool> report("report-arena",
                        cl::desc("print each function's arena size"),
                        cl::cat(category));
+  cl::opt<bool> reportFlops(
+      "report-flops",
+      cl::desc("print each public function's FLOPs (matmul 2MNK, attention, "
+               "conv2d, 1 per element of each elementwise or reduce op), per "
+               "phase and outermost loop, after the pipeline (stderr; "
+               "docs/performance.md)"),
+      cl::cat(category));
   cl::opt<bool> verbose(
       "verbose",
       cl::desc("name every phase and its time on stderr (default: only "
@@ -75,6 +82,7 @@ int main(int argc, char **argv) {
   options.targetCpu = cpu;
   options.cudaArch = cudaArch;
   options.reportArena = report;
+  options.reportFlops = reportFlops;
   absl::StatusOr<std::optional<int64_t>> afterMs =
       omni::progressAfterMsFromEnvironment();
   if (!afterMs.ok()) {

@@ -23,6 +23,7 @@
 
 #include "runtime/base/PhaseTimer.h"
 #include "runtime/executor/Executor.h"
+#include "runtime/executor/Profile.h"
 #include "runtime/train/checkpoint/AtomicFile.h"
 #include "runtime/train/checkpoint/Checkpoint.h"
 #include "runtime/train/driver/Interrupt.h"
@@ -33,9 +34,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <fcntl.h>
+#include <iostream>
 #include <map>
 #include <optional>
+#include <unistd.h>
 
 namespace omni::train {
 namespace {
@@ -423,6 +429,17 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
   if (!checked.ok())
     return checked.status();
   const RunPaths &paths = *checked;
+  // An unwritable --profile fails before any work (the file is written
+  // after the last iteration).
+  if (lead && !options.profilePath.empty()) {
+    int fd = ::open(options.profilePath.c_str(),
+                    O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0)
+      return absl::InvalidArgumentError(absl::StrCat("--profile: cannot write ",
+                                                     options.profilePath, ": ",
+                                                     std::strerror(errno)));
+    ::close(fd);
+  }
   HyperParamRequest request;
   request.sets = options.hparamSets;
   request.lrSchedule = options.lrSchedule;
@@ -507,6 +524,19 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
       start->resumed && paths.resumeFrom == paths.out ? start->iteration : -1);
 
   executor.takePhaseTimes(); // not @init_state's
+  // --profile: the iterations' commands, timed (rank 0 only).
+  std::optional<executor::Profile> profile;
+  auto writeProfile = [&]() -> absl::Status {
+    absl::Status s =
+        checkpoint::writeFileAtomically(options.profilePath, profile->json());
+    if (!s.ok())
+      return absl::Status(s.code(), absl::StrCat("--profile: ", s.message()));
+    return s;
+  };
+  if (lead && !options.profilePath.empty()) {
+    profile.emplace();
+    executor.setProfile(&*profile);
+  }
   captured->take();
   // --steps 0: the initial state (after --init) as a checkpoint, for other
   // implementations to start from (bench/torch/parity_iteration.py).
@@ -578,6 +608,8 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
     if (mix)
       r->rewardMeans = mix->takeMeans();
     sampleDetails(*sig, *prompts, *captured, *r);
+    if (profile)
+      profile->addIteration();
     if (r->badImages && !warnedImages) {
       log << "warning: iteration " << it << ": " << r->badImages << " of "
           << r->numImages
@@ -603,6 +635,12 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
     if (!paths.out.empty() && (last || due))
       if (absl::Status s = checkpoints.save(it + 1); !s.ok())
         return s;
+  }
+  if (profile) {
+    executor.setProfile(nullptr);
+    if (absl::Status s = writeProfile(); !s.ok())
+      return s;
+    std::cerr << profile->table() << std::flush;
   }
   return absl::OkStatus();
 }

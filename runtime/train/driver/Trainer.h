@@ -159,6 +159,12 @@ struct TrainOptions {
   /// (progress line and metrics.jsonl: host_to_device_bytes,
   /// device_to_host_bytes, device_bytes).
   bool stats = false;
+  /// Where rank 0 writes the per-kind, per-kernel profile of the
+  /// iterations (runtime/executor/Profile.h, docs/performance.md), with a
+  /// short table on stderr at the end; empty: no profile (no cost). An
+  /// unwritable path fails before any work; the file is written after the
+  /// last iteration.
+  std::string profilePath;
   /// Polled before each iteration: a non-zero value (the signal number of
   /// a Ctrl-C or SIGTERM, see Interrupt.h) ends the run after a checkpoint
   /// of the last completed iteration, with a Cancelled status that says
