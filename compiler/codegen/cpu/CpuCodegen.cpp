@@ -64,8 +64,8 @@ namespace {
 /// Step 2b (docs/backend.md "Transcendental functions"): the f32 math ops
 /// whose libm calls would keep LLVM from vectorizing the loops around them
 /// (exp, expm1, log, log1p, log2, tanh, erf) become branch-free polynomial
-/// code: MLIR's approximations, with two fixes applied first. sin and cos
-/// stay libm calls: MLIR's range reduction loses accuracy for the large
+/// code: MLIR's approximations, with three corrections applied first. sin and
+/// cos stay libm calls: MLIR's range reduction loses accuracy for the large
 /// arguments of timestep embeddings (|x| up to 1000), and they only run on
 /// tiny tensors. f64 ops stay libm calls (the patterns match f32 only).
 /// Accuracy per function: docs/precision.md, tested by CpuMathTest.cpp.
