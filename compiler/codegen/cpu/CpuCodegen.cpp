@@ -21,6 +21,8 @@
 #include "mlir/Dialect/Arith/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/InitAllPasses.h"
@@ -58,6 +60,133 @@ using namespace mlir::omni;
 #endif
 
 namespace {
+
+/// Step 2b (docs/backend.md "Transcendental functions"): the f32 math ops
+/// whose libm calls would keep LLVM from vectorizing the loops around them
+/// (exp, expm1, log, log1p, log2, tanh, erf) become branch-free polynomial
+/// code: MLIR's approximations, with three corrections applied first. sin and
+/// cos stay libm calls: MLIR's range reduction loses accuracy for the large
+/// arguments of timestep embeddings (|x| up to 1000), and they only run on
+/// tiny tensors. f64 ops stay libm calls (the patterns match f32 only).
+/// Accuracy per function: docs/precision.md, tested by CpuMathTest.cpp.
+LogicalResult approximateMath(ModuleOp kernels) {
+  MLIRContext *ctx = kernels.getContext();
+  auto isF32 = [](Value v) { return getElementTypeOrSelf(v).isF32(); };
+  // MLIR's tanh and erf are rational approximations with errors up to 4.7
+  // ulps near 1. Away from 0, 1 - 2 / (exp(2|x|) + 1) and 1 - erfc(|x|)
+  // are the small correction to 1 computed to a few ulps of itself, so
+  // their results round almost correctly; MLIR's forms stay near 0.
+  SmallVector<Operation *> nearOne;
+  kernels.walk([&](Operation *op) {
+    if (isa<math::TanhOp, math::ErfOp>(op) && isF32(op->getOperand(0)))
+      nearOne.push_back(op);
+  });
+  for (Operation *op : nearOne) {
+    OpBuilder b(op);
+    Location loc = op->getLoc();
+    Type t = op->getResult(0).getType();
+    Value x = op->getOperand(0);
+    auto cst = [&](double v) -> Value {
+      return arith::ConstantOp::create(b, loc, t, b.getFloatAttr(t, v));
+    };
+    Value a = math::AbsFOp::create(b, loc, x);
+    Value far;
+    double threshold;
+    if (isa<math::TanhOp>(op)) {
+      Value e =
+          math::ExpOp::create(b, loc, arith::AddFOp::create(b, loc, a, a));
+      far = arith::SubFOp::create(
+          b, loc, cst(1),
+          arith::DivFOp::create(b, loc, cst(2),
+                                arith::AddFOp::create(b, loc, e, cst(1))));
+      threshold = 0.625;
+    } else {
+      far = arith::SubFOp::create(b, loc, cst(1),
+                                  math::ErfcOp::create(b, loc, a));
+      threshold = 0.8;
+    }
+    Value near = b.clone(*op)->getResult(0);
+    Value isNear = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, a,
+                                         cst(threshold));
+    op->getResult(0).replaceAllUsesWith(
+        arith::SelectOp::create(b, loc, isNear, near,
+                                math::CopySignOp::create(b, loc, far, x))
+            .getResult());
+    op->erase();
+  }
+  // MLIR's log clamps its argument to the smallest normal float, so
+  // log(subnormal) would be log(2^-126) = -87.3: scale subnormals by 2^24
+  // and subtract 24 log(2) from their logarithm instead.
+  SmallVector<math::LogOp> logs;
+  kernels.walk([&](math::LogOp op) {
+    if (isF32(op.getOperand()))
+      logs.push_back(op);
+  });
+  for (math::LogOp op : logs) {
+    OpBuilder b(op);
+    Location loc = op.getLoc();
+    Type t = op.getType();
+    Value x = op.getOperand();
+    auto cst = [&](double v) -> Value {
+      return arith::ConstantOp::create(b, loc, t, b.getFloatAttr(t, v));
+    };
+    Value subnormal =
+        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT,
+                              math::AbsFOp::create(b, loc, x), cst(0x1p-126));
+    Value scaled = arith::SelectOp::create(
+        b, loc, subnormal, arith::MulFOp::create(b, loc, x, cst(0x1p24)), x);
+    Value log = math::LogOp::create(b, loc, scaled);
+    Value shifted =
+        arith::SubFOp::create(b, loc, log, cst(24 * 0.6931471805599453));
+    op.replaceAllUsesWith(
+        arith::SelectOp::create(b, loc, subnormal, shifted, log).getResult());
+    op.erase();
+  }
+  // MLIR's exp clamps n = round(x / log 2) to 127, so above x = 88.38 its
+  // polynomial runs outside the reduced range (4.8 ulps at 88.7): there,
+  // exp(x) = exp(x - 1) * e instead (x - 1 is exact for x in [65, 128);
+  // e as a sum of two floats, so the product rounds once). It also converts
+  // n to an integer, which is poison for NaN: keep NaN explicitly.
+  SmallVector<math::ExpOp> exps;
+  kernels.walk([&](math::ExpOp op) {
+    if (isF32(op.getOperand()))
+      exps.push_back(op);
+  });
+  for (math::ExpOp op : exps) {
+    OpBuilder b(op);
+    Location loc = op.getLoc();
+    Type t = op.getType();
+    Value x = op.getOperand();
+    auto cst = [&](double v) -> Value {
+      return arith::ConstantOp::create(b, loc, t, b.getFloatAttr(t, v));
+    };
+    constexpr float kEHigh = 2.71828183f;
+    const double kELow = 2.718281828459045 - static_cast<double>(kEHigh);
+    Value large =
+        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, x, cst(88));
+    Value reduced = arith::SelectOp::create(
+        b, loc, large, arith::SubFOp::create(b, loc, x, cst(1)), x);
+    Value y = math::ExpOp::create(b, loc, reduced);
+    Value timesE = math::FmaOp::create(
+        b, loc, y, cst(kEHigh), arith::MulFOp::create(b, loc, y, cst(kELow)));
+    Value isNan =
+        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO, x, x);
+    Value r = arith::SelectOp::create(b, loc, large, timesE, y);
+    op.replaceAllUsesWith(
+        arith::SelectOp::create(b, loc, isNan, x, r).getResult());
+    op.erase();
+  }
+  RewritePatternSet patterns(ctx);
+  populateMathPolynomialApproximationPatterns(patterns, [](StringRef name) {
+    return llvm::is_contained(
+        {math::ExpOp::getOperationName(), math::ExpM1Op::getOperationName(),
+         math::LogOp::getOperationName(), math::Log1pOp::getOperationName(),
+         math::Log2Op::getOperationName(), math::TanhOp::getOperationName(),
+         math::ErfOp::getOperationName(), math::ErfcOp::getOperationName()},
+        name);
+  });
+  return applyPatternsGreedily(kernels, std::move(patterns));
+}
 
 /// Steps 2 of the file comment, split where memref.copy becomes linalg.copy
 /// (so nothing needs MLIR's C runner utilities at run time).
@@ -101,6 +230,8 @@ LogicalResult lowerToLLVMDialect(ModuleOp kernels) {
   RewritePatternSet expandBf16(ctx);
   arith::populateExpandBFloat16Patterns(expandBf16);
   if (failed(applyPatternsGreedily(kernels, std::move(expandBf16))))
+    return failure();
+  if (failed(approximateMath(kernels)))
     return failure();
   PassManager lower(ctx, ModuleOp::getOperationName());
   if (failed(parsePassPipeline(
