@@ -79,8 +79,8 @@ mlir::omni::compileFusions(ModuleOp program, const CodegenOptions &options,
   const TargetInfo *target = findTarget(options.target);
   // Rows split into work items on the cpu target only (the cuda target
   // launches its own grids, docs/backend-cuda.md).
-  FailureOr<KernelSet> set = buildKernelSet(
-      program, options.target == "cpu" && options.cpu.splitRows);
+  FailureOr<KernelSet> set =
+      buildKernelSet(program, options.target == "cpu" && options.cpu.splitRows);
   if (failed(set))
     return failure();
   if (dumps.kernels) {

@@ -745,7 +745,9 @@ std::optional<DenseMap<Value, bool>> splitValues(FusionOp fusion,
             .Case([&](ConstantOp c) {
               return isa<SplatElementsAttr>(c.getValue());
             })
-            .Case([&](IotaOp iota) { return static_cast<int64_t>(iota.getDim()) != lead; })
+            .Case([&](IotaOp iota) {
+              return static_cast<int64_t>(iota.getDim()) != lead;
+            })
             .Case([&](BroadcastInDimOp bc) {
               for (auto [i, d] : llvm::enumerate(bc.getDims()))
                 if (d == lead && bc.getOperand().getType().getDimSize(i) != 1)
@@ -873,10 +875,11 @@ std::optional<RowSplit> mlir::omni::planRowSplit(FusionOp fusion) {
   return plan;
 }
 
-FailureOr<func::FuncOp> mlir::omni::buildRowKernelFunction(
-    FusionOp fusion, const RowSplit &plan, ModuleOp kernels, StringRef name) {
-  std::optional<DenseMap<Value, bool>> split =
-      splitValues(fusion, plan.rows);
+FailureOr<func::FuncOp> mlir::omni::buildRowKernelFunction(FusionOp fusion,
+                                                           const RowSplit &plan,
+                                                           ModuleOp kernels,
+                                                           StringRef name) {
+  std::optional<DenseMap<Value, bool>> split = splitValues(fusion, plan.rows);
   if (!split)
     return fusion.emitOpError("cannot be split into rows"), failure();
   // A detached copy of the fusion whose split values have the item's types

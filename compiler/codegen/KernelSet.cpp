@@ -34,9 +34,9 @@ FailureOr<KernelSet> mlir::omni::buildKernelSet(ModuleOp program,
     if (!isFlat && splitRows)
       rows = planRowSplit(fusion);
     if (failed(isFlat ? buildFlatKernelFunction(fusion, kernels, "omni_new")
-               : rows ? buildRowKernelFunction(fusion, *rows, kernels,
-                                               "omni_new")
-                      : buildKernelFunction(fusion, kernels, "omni_new")))
+               : rows
+                   ? buildRowKernelFunction(fusion, *rows, kernels, "omni_new")
+                   : buildKernelFunction(fusion, kernels, "omni_new")))
       return WalkResult::interrupt();
     auto fn = dyn_cast<func::FuncOp>(kernels.getBody()->back());
     if (!fn || fn.getSymName() != "omni_new")

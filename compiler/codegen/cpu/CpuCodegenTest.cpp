@@ -20,6 +20,7 @@
 
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <memory>
 #include <random>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -231,27 +232,36 @@ TEST_P(CpuCodegenTest, EverySplitGivesTheSameBits) {
     }
   }
 
-  /// Compiles the fusion (rows split or not), runs it with `cuts` (the
-  /// calls' [begin, end) boundaries; empty: [0, grid) in one call) and
-  /// returns every result's bytes; `grid` receives the kernel's grid.
-  auto run = [&](bool splitRows, const std::vector<int64_t> &cuts,
-                 int64_t &grid) {
-    std::vector<std::vector<char>> results;
+  /// A compiled kernel loaded into this process.
+  struct Loaded {
+    std::shared_ptr<void> handle;
+    KernelFn kernel = nullptr;
+    int64_t grid = 0;
+  };
+  auto compile = [&](bool splitRows) {
+    Loaded loaded;
     mlir::omni::CodegenOptions options;
     options.cpu.splitRows = splitRows;
     FailureOr<mlir::omni::CodegenResult> exe =
         mlir::omni::compileFusions(*module, options);
     EXPECT_TRUE(succeeded(exe)) << c.name;
     if (failed(exe))
-      return results;
+      return loaded;
     const mlir::omni::CompiledExecutable &so = exe->executables[0];
     void *handle = loadFromMemory(so.code);
     EXPECT_NE(handle, nullptr) << dlerror();
     if (!handle)
-      return results;
-    auto kernel =
+      return loaded;
+    loaded.handle = std::shared_ptr<void>(handle, dlclose);
+    loaded.kernel =
         reinterpret_cast<KernelFn>(dlsym(handle, so.kernels[0].symbol.c_str()));
-    grid = mlir::omni::dispatchGrid(so.kernels[0].launch);
+    loaded.grid = mlir::omni::dispatchGrid(so.kernels[0].launch);
+    return loaded;
+  };
+  /// Runs `k` with `cuts` (the calls' [begin, end) boundaries; empty:
+  /// [0, grid) in one call), the calls in reverse order (no item may depend
+  /// on an earlier one), and returns every result's bytes.
+  auto run = [&](const Loaded &k, const std::vector<int64_t> &cuts) {
     std::vector<Buffer> out(types.size() - inputs);
     std::vector<void *> pointers;
     for (size_t i = 0; i < types.size(); ++i) {
@@ -260,44 +270,42 @@ TEST_P(CpuCodegenTest, EverySplitGivesTheSameBits) {
       pointers.push_back(i < inputs ? in[i].data(types[i])
                                     : out[i - inputs].data(types[i]));
     }
-    // Calls in reverse order: no item may depend on an earlier one.
     std::vector<int64_t> bounds = {0};
     for (int64_t cut : cuts)
-      if (cut > 0 && cut < grid)
+      if (cut > bounds.back() && cut < k.grid)
         bounds.push_back(cut);
-    bounds.push_back(grid);
-    for (size_t k = bounds.size() - 1; k > 0; --k)
-      kernel(bounds[k - 1], bounds[k], pointers.data(), nullptr);
+    bounds.push_back(k.grid);
+    for (size_t b = bounds.size() - 1; b > 0; --b)
+      k.kernel(bounds[b - 1], bounds[b], pointers.data(), nullptr);
+    std::vector<std::vector<char>> results;
     for (size_t r = 0; r < out.size(); ++r)
       results.push_back(bytesOf(out[r], types[inputs + r]));
-    dlclose(handle);
     return results;
   };
 
-  int64_t wholeGrid = 0, grid = 0;
-  std::vector<std::vector<char>> whole = run(false, {}, wholeGrid);
-  ASSERT_FALSE(whole.empty());
-  std::vector<std::vector<char>> once = run(true, {}, grid);
-  ASSERT_EQ(once.size(), whole.size());
+  Loaded whole = compile(false), split = compile(true);
+  ASSERT_TRUE(whole.kernel && split.kernel) << c.name;
+  int64_t grid = split.grid;
   if (c.splitsRows) {
-    EXPECT_EQ(wholeGrid, 1) << c.name;
+    EXPECT_EQ(whole.grid, 1) << c.name;
     EXPECT_GT(grid, 1) << c.name;
   } else if (!mlir::omni::isFlatElementwise(fusion)) {
     EXPECT_EQ(grid, 1) << c.name;
   }
-  for (size_t r = 0; r < whole.size(); ++r)
-    EXPECT_TRUE(once[r] == whole[r]) << c.name << " result " << r;
-  // Cuts of two threads, three threads, and every item on its own.
+  std::vector<std::vector<char>> want = run(whole, {});
+  // One call, cuts of two threads and of three, and every item on its own.
   std::vector<int64_t> each;
   for (int64_t w = 1; w < grid; ++w)
     each.push_back(w);
-  for (const std::vector<int64_t> &cuts :
-       {std::vector<int64_t>{grid / 2}, {grid / 3, 2 * grid / 3}, {1}, each}) {
-    int64_t again = 0;
-    std::vector<std::vector<char>> split = run(true, cuts, again);
-    ASSERT_EQ(split.size(), whole.size());
-    for (size_t r = 0; r < whole.size(); ++r)
-      EXPECT_TRUE(split[r] == whole[r])
+  for (const std::vector<int64_t> &cuts : {std::vector<int64_t>{},
+                                           {grid / 2},
+                                           {grid / 3, 2 * grid / 3},
+                                           {1},
+                                           each}) {
+    std::vector<std::vector<char>> got = run(split, cuts);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t r = 0; r < want.size(); ++r)
+      EXPECT_TRUE(got[r] == want[r])
           << c.name << " result " << r << " cut into " << cuts.size() + 1;
   }
 }
