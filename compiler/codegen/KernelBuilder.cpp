@@ -7,7 +7,9 @@
 // lowerReduce), and the movement ops their tensor
 // dialect counterparts. Scalar semantics match the reference evaluator:
 // max/min propagate NaN (arith.maximumf), casts to integers truncate,
-// comparisons are ordered except `ne`.
+// comparisons are ordered except `ne`. A row-split kernel (planRowSplit)
+// is the same lowering of a detached copy of the fusion whose split values
+// carry one work item's types.
 //
 //===----------------------------------------------------------------------===//
 
