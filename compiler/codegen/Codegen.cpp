@@ -77,7 +77,10 @@ mlir::omni::compileFusions(ModuleOp program, const CodegenOptions &options,
   if (std::string bad = checkCodegenOptions(options); !bad.empty())
     return emitError(program.getLoc(), bad);
   const TargetInfo *target = findTarget(options.target);
-  FailureOr<KernelSet> set = buildKernelSet(program);
+  // Rows split into work items on the cpu target only (the cuda target
+  // launches its own grids, docs/backend-cuda.md).
+  FailureOr<KernelSet> set =
+      buildKernelSet(program, options.target == "cpu" && options.cpu.splitRows);
   if (failed(set))
     return failure();
   if (dumps.kernels) {

@@ -38,6 +38,9 @@ struct CpuTargetOptions {
   /// "x86-64-v3", "skylake-avx512", "znver4"), whose features the code may
   /// then use and the runtime checks.
   std::string cpu = "host";
+  /// Split kernels that are not flat elementwise over their rows
+  /// (KernelBuilder.h RowSplit); off only to compare with whole kernels.
+  bool splitRows = true;
 };
 
 /// The options of the cuda target (omnic --cuda-arch).

@@ -7,7 +7,9 @@
 // lowerReduce), and the movement ops their tensor
 // dialect counterparts. Scalar semantics match the reference evaluator:
 // max/min propagate NaN (arith.maximumf), casts to integers truncate,
-// comparisons are ordered except `ne`.
+// comparisons are ordered except `ne`. A row-split kernel (planRowSplit)
+// is the same lowering of a detached copy of the fusion whose split values
+// carry one work item's types.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,6 +24,8 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/TypeSwitch.h"
+
+#include <numeric>
 
 using namespace mlir;
 using namespace mlir::omni;
@@ -534,14 +538,16 @@ FailureOr<func::FuncOp> mlir::omni::buildKernelFunction(FusionOp fusion,
                                                         StringRef name) {
   OpBuilder b(kernels.getContext());
   b.setInsertionPointToEnd(kernels.getBody());
-  auto fn =
-      func::FuncOp::create(b, fusion.getLoc(), name,
-                           b.getFunctionType(fusion.getInputs().getTypes(),
-                                             fusion.getResultTypes()));
+  // The body's types, not the fusion's: a row-split kernel's body is retyped
+  // to one work item (buildRowKernelFunction).
+  Block &body = fusion.getBody().front();
+  auto fn = func::FuncOp::create(
+      b, fusion.getLoc(), name,
+      b.getFunctionType(body.getArgumentTypes(),
+                        body.getTerminator()->getOperandTypes()));
   Block *entry = fn.addEntryBlock();
   b.setInsertionPointToEnd(entry);
   IRMapping map;
-  Block &body = fusion.getBody().front();
   map.map(body.getArguments(), entry->getArguments());
   for (Operation &op : body) {
     SmallVector<Value> operands;
@@ -678,5 +684,222 @@ FailureOr<func::FuncOp> mlir::omni::buildFlatKernelFunction(FusionOp fusion,
            failure();
   }
   func::ReturnOp::create(b, loc, generic.getResults());
+  return fn;
+}
+
+namespace {
+
+/// The first dimension of `t` whose size is not 1 (-1 if none): the
+/// dimension a row split divides (leading unit dimensions do not change the
+/// layout).
+int64_t leadDim(RankedTensorType t) {
+  for (int64_t d = 0; d < t.getRank(); ++d)
+    if (t.getDimSize(d) != 1)
+      return d;
+  return -1;
+}
+
+/// Which values of the fusion's body are split into row blocks (true) or
+/// needed whole by every work item (false), for `rows` row blocks, or
+/// nullopt when the body cannot be split so. Demands flow from the results
+/// (all split) back to the inputs; every op is visited after all its users.
+std::optional<DenseMap<Value, bool>> splitValues(FusionOp fusion,
+                                                 int64_t rows) {
+  DenseMap<Value, bool> split;
+  auto demand = [&](Value v, bool s) {
+    if (s) {
+      RankedTensorType t = tensorType(v);
+      int64_t lead = leadDim(t);
+      if (lead < 0 || t.getDimSize(lead) % rows != 0)
+        return false;
+    }
+    auto [it, inserted] = split.try_emplace(v, s);
+    return inserted || it->second == s;
+  };
+  // Operand `v`'s leading dimension must be `d` and hold the result's rows.
+  auto splitAt = [&](Value v, int64_t d, int64_t size) {
+    RankedTensorType t = tensorType(v);
+    return leadDim(t) == d && t.getDimSize(d) == size && demand(v, true);
+  };
+  Block &body = fusion.getBody().front();
+  for (Value v : body.getTerminator()->getOperands())
+    if (!demand(v, true))
+      return std::nullopt;
+  for (Operation &op : llvm::reverse(body.without_terminator())) {
+    bool anySplit = false, anyWhole = false;
+    for (Value r : op.getResults()) {
+      auto it = split.find(r);
+      if (it != split.end())
+        (it->second ? anySplit : anyWhole) = true;
+    }
+    if (!anySplit) {
+      for (Value v : op.getOperands())
+        if (!demand(v, false))
+          return std::nullopt;
+      continue;
+    }
+    if (anyWhole || op.getNumResults() != 1)
+      return std::nullopt;
+    RankedTensorType out = tensorType(op.getResult(0));
+    int64_t lead = leadDim(out), size = out.getDimSize(lead);
+    bool ok =
+        llvm::TypeSwitch<Operation *, bool>(&op)
+            .Case([&](ConstantOp c) {
+              return isa<SplatElementsAttr>(c.getValue());
+            })
+            .Case([&](IotaOp iota) {
+              return static_cast<int64_t>(iota.getDim()) != lead;
+            })
+            .Case([&](BroadcastInDimOp bc) {
+              for (auto [i, d] : llvm::enumerate(bc.getDims()))
+                if (d == lead && bc.getOperand().getType().getDimSize(i) != 1)
+                  return splitAt(bc.getOperand(), static_cast<int64_t>(i),
+                                 size);
+              // Broadcast along the rows: every item reads the source whole.
+              return demand(bc.getOperand(), false);
+            })
+            .Case([&](TransposeOp t) {
+              return splitAt(t.getOperand(), t.getPermutation()[lead], size);
+            })
+            .Case([&](ReduceOp red) {
+              // The input dimension that becomes the result's `lead`.
+              int64_t kept = 0;
+              for (int64_t d = 0; d < red.getOperand().getType().getRank();
+                   ++d) {
+                if (llvm::is_contained(red.getDims(), d))
+                  continue;
+                if (kept++ == lead)
+                  return splitAt(red.getOperand(), d, size);
+              }
+              return false;
+            })
+            .Case([&](ReshapeOp) {
+              // Row-major order is kept: row block i of the result is row
+              // block i of the input whenever both have whole row blocks.
+              return demand(op.getOperand(0), true);
+            })
+            .Case([&](SliceOp s) {
+              return s.getStart()[lead] == 0 && s.getStrides()[lead] == 1 &&
+                     splitAt(s.getOperand(), lead, size);
+            })
+            .Case([&](PadOp p) {
+              return p.getLow()[lead] == 0 && p.getHigh()[lead] == 0 &&
+                     splitAt(p.getOperand(), lead, size);
+            })
+            .Case([&](ConcatOp c) {
+              return static_cast<int64_t>(c.getDim()) != lead &&
+                     llvm::all_of(c->getOperands(), [&](Value v) {
+                       return splitAt(v, lead, size);
+                     });
+            })
+            .Default([&](Operation *o) {
+              // Elementwise: every operand has the result's shape.
+              if (!o->hasTrait<OpTrait::Elementwise>())
+                return false;
+              return llvm::all_of(o->getOperands(), [&](Value v) {
+                return tensorType(v).getShape() == out.getShape() &&
+                       demand(v, true);
+              });
+            });
+    if (!ok)
+      return std::nullopt;
+  }
+  return split;
+}
+
+/// `t` for one of `grid` work items: its leading non-unit dimension divided.
+RankedTensorType itemType(RankedTensorType t, int64_t grid) {
+  SmallVector<int64_t> shape(t.getShape());
+  shape[leadDim(t)] /= grid;
+  return RankedTensorType::get(shape, t.getElementType());
+}
+
+int64_t elementBytes(Type e) {
+  return e.isInteger(1) ? 1 : (e.getIntOrFloatBitWidth() + 7) / 8;
+}
+
+} // namespace
+
+std::optional<RowSplit> mlir::omni::planRowSplit(FusionOp fusion) {
+  int64_t rows = 0;
+  for (Type t : fusion.getResultTypes()) {
+    auto tt = cast<RankedTensorType>(t);
+    int64_t lead = leadDim(tt);
+    if (lead < 0)
+      return std::nullopt;
+    rows = std::gcd(rows, tt.getDimSize(lead));
+  }
+  if (rows < 2)
+    return std::nullopt;
+  std::optional<DenseMap<Value, bool>> split = splitValues(fusion, rows);
+  if (!split)
+    return std::nullopt;
+  // Work: elements of the split values (inputs and op results), and of the
+  // whole op results every item recomputes.
+  int64_t splitWork = 0, wholeWork = 0;
+  for (auto [v, s] : *split) {
+    int64_t n = tensorType(v).getNumElements();
+    if (s)
+      splitWork += n;
+    else if (!isa<BlockArgument>(v) && !v.getDefiningOp<ConstantOp>())
+      wholeWork += n;
+  }
+  // The most work items (a divisor of rows) of at least kMinRowWork each
+  // whose whole part stays under a quarter of the item.
+  auto fits = [&](int64_t g) {
+    int64_t item = splitWork / g;
+    return item >= kMinRowWork && 4 * wholeWork <= item;
+  };
+  int64_t grid = 1;
+  for (int64_t d = 1; d * d <= rows; ++d) {
+    if (rows % d != 0)
+      continue;
+    for (int64_t g : {d, rows / d})
+      if (g > grid && fits(g))
+        grid = g;
+  }
+  if (grid < 2)
+    return std::nullopt;
+  RowSplit plan;
+  plan.rows = rows;
+  plan.grid = grid;
+  Block &body = fusion.getBody().front();
+  SmallVector<Value> buffers(body.getArguments());
+  llvm::append_range(buffers, body.getTerminator()->getOperands());
+  for (Value v : buffers) {
+    RankedTensorType t = tensorType(v);
+    auto it = split->find(v);
+    bool s = it != split->end() && it->second;
+    plan.itemTypes.push_back(s ? itemType(t, grid) : t);
+    plan.itemBytes.push_back(
+        s ? t.getNumElements() / grid * elementBytes(t.getElementType()) : 0);
+  }
+  return plan;
+}
+
+FailureOr<func::FuncOp> mlir::omni::buildRowKernelFunction(FusionOp fusion,
+                                                           const RowSplit &plan,
+                                                           ModuleOp kernels,
+                                                           StringRef name) {
+  std::optional<DenseMap<Value, bool>> split = splitValues(fusion, plan.rows);
+  if (!split)
+    return fusion.emitOpError("cannot be split into rows"), failure();
+  // A detached copy of the fusion whose split values have the item's types
+  // (and splat constants the item's shape), built as any other kernel.
+  IRMapping copies;
+  Operation *copy = fusion->clone(copies);
+  for (auto [v, s] : *split) {
+    if (!s)
+      continue;
+    Value c = copies.lookup(v);
+    RankedTensorType t = itemType(tensorType(v), plan.grid);
+    c.setType(t);
+    if (auto k = c.getDefiningOp<ConstantOp>())
+      k.setValueAttr(SplatElementsAttr::get(
+          t, cast<SplatElementsAttr>(k.getValue()).getSplatValue<Attribute>()));
+  }
+  FailureOr<func::FuncOp> fn =
+      buildKernelFunction(cast<FusionOp>(copy), kernels, name);
+  copy->erase();
   return fn;
 }

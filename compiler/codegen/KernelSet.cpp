@@ -20,7 +20,8 @@
 using namespace mlir;
 using namespace mlir::omni;
 
-FailureOr<KernelSet> mlir::omni::buildKernelSet(ModuleOp program) {
+FailureOr<KernelSet> mlir::omni::buildKernelSet(ModuleOp program,
+                                                bool splitRows) {
   KernelSet set;
   set.module = ModuleOp::create(program.getLoc());
   ModuleOp kernels = *set.module;
@@ -29,8 +30,13 @@ FailureOr<KernelSet> mlir::omni::buildKernelSet(ModuleOp program) {
   llvm::StringMap<unsigned> kernelByText;
   WalkResult walk = program.walk([&](FusionOp fusion) {
     bool isFlat = isFlatElementwise(fusion);
+    std::optional<RowSplit> rows;
+    if (!isFlat && splitRows)
+      rows = planRowSplit(fusion);
     if (failed(isFlat ? buildFlatKernelFunction(fusion, kernels, "omni_new")
-                      : buildKernelFunction(fusion, kernels, "omni_new")))
+               : rows
+                   ? buildRowKernelFunction(fusion, *rows, kernels, "omni_new")
+                   : buildKernelFunction(fusion, kernels, "omni_new")))
       return WalkResult::interrupt();
     auto fn = dyn_cast<func::FuncOp>(kernels.getBody()->back());
     if (!fn || fn.getSymName() != "omni_new")
@@ -40,7 +46,10 @@ FailureOr<KernelSet> mlir::omni::buildKernelSet(ModuleOp program) {
       llvm::raw_string_ostream os(text);
       // Flat kernels take dynamic 1-D buffers: the static types (whose
       // element counts the targets bake in) are part of the key.
-      os << (isFlat ? "flat" : "whole");
+      // A row-split kernel's item types are in its text; its grid is not.
+      os << (isFlat ? "flat" : rows ? "rows" : "whole");
+      if (rows)
+        os << " " << rows->grid;
       for (Type t : fusion->getOperandTypes())
         os << " " << t;
       for (Type t : fusion->getResultTypes())
@@ -64,6 +73,8 @@ FailureOr<KernelSet> mlir::omni::buildKernelSet(ModuleOp program) {
       def.results.push_back(cast<RankedTensorType>(t));
     if (isFlat)
       def.elements = def.results.front().getNumElements();
+    if (rows)
+      def.rows = std::move(*rows);
     set.kernels.push_back(std::move(def));
     return WalkResult::advance();
   });

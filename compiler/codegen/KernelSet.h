@@ -4,8 +4,9 @@
 // program becomes a func.func on tensors (KernelBuilder.h) in a separate
 // kernel module, and identical fusions (every transformer block, every
 // unrolled step) share one kernel. Each distinct kernel records its buffer
-// signature and whether it is flat elementwise, which is what a target
-// needs to choose how it is launched. Targets (cpu/, cuda/) lower the
+// signature, whether it is flat elementwise and, for a target that asks,
+// how its rows split into work items (the cpu target), which is what a
+// target needs to choose how it is launched. Targets (cpu/, cuda/) lower the
 // kernel module in place.
 //
 // Ownership: a KernelSet owns its kernel module (in the program's context);
@@ -16,6 +17,8 @@
 
 #ifndef OMNI_COMPILER_CODEGEN_KERNELSET_H
 #define OMNI_COMPILER_CODEGEN_KERNELSET_H
+
+#include "compiler/codegen/KernelBuilder.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
@@ -38,6 +41,10 @@ struct KernelDef {
   bool flat = false;
   /// Elements of every buffer of a flat kernel (of its first result).
   int64_t elements = 0;
+  /// A kernel that is not flat: its work items (KernelBuilder.h RowSplit);
+  /// grid 1 and no item types when it runs whole (or the target does not
+  /// split rows).
+  RowSplit rows;
 };
 
 struct KernelSet {
@@ -50,8 +57,10 @@ struct KernelSet {
 
 /// Builds the kernel set of `program`, whose fusions keep their order: the
 /// k-th distinct fusion in program order is kernel k. Emits an error on the
-/// fusion and fails for an op it cannot lower.
-FailureOr<KernelSet> buildKernelSet(ModuleOp program);
+/// fusion and fails for an op it cannot lower. With `splitRows`, a kernel
+/// that is not flat but has rows (planRowSplit) is built for one work item
+/// of its split.
+FailureOr<KernelSet> buildKernelSet(ModuleOp program, bool splitRows = false);
 
 /// For every target, after one-shot bufferization of the kernel module: the
 /// bufferization turns every non-splat constant into a memref.global named

@@ -10,7 +10,9 @@
 //    the raw buffer pointers. Elementwise kernels over one shape are built
 //    on 1-D dynamic memrefs and split into chunks of elements (the kernel's
 //    CpuLaunch grid) that the runtime spreads over its threads; the others
-//    run whole as one work item.
+//    are built for one block of rows of their leading dimension (a work
+//    item, KernelBuilder.h RowSplit) when their ops keep rows apart and
+//    there is enough work, otherwise they run whole as one work item.
 // 4. LLVM optimizes (-O level) for the target CPU and emits an object file in
 //    process; ld.lld links it into a shared object.
 //
@@ -246,20 +248,25 @@ LogicalResult lowerToLLVMDialect(ModuleOp kernels) {
   return success();
 }
 
-/// Step 3: `void name(i64 begin, i64 end, ptr buffers, ptr scalars)` calls
-/// `name_impl` with one expanded memref descriptor per buffer. The work is
-/// not split yet: the whole iteration space runs for work item 0.
 /// Elements per work item of a flat elementwise kernel: large enough to
 /// amortize the call, small enough to spread a 1M-element tensor over many
 /// threads.
 constexpr int64_t kFlatChunk = 16384;
 
+/// Step 3: `void name(i64 begin, i64 end, ptr buffers, ptr scalars)` calls
+/// `name_impl` with one expanded memref descriptor per buffer
+/// (docs/backend.md, "Kernel ABI").
+///
 /// `flat` kernels take 1-D dynamic memrefs: work items [begin, end) are the
 /// elements [begin * kFlatChunk, min(end * kFlatChunk, n)) of every buffer,
-/// passed as the descriptor's offset and size. Other kernels run whole for
-/// work item 0.
+/// passed as the descriptor's offset and size, in one call. Other kernels
+/// take static memrefs of one work item (`rows`, KernelBuilder.h RowSplit;
+/// the buffers' own types when they run whole, grid 1): the wrapper calls
+/// the impl once per work item w, each split buffer's pointer advanced by
+/// w times its item bytes.
 void addAbiWrapper(llvm::Module &module, StringRef name,
-                   ArrayRef<RankedTensorType> buffers, bool flat) {
+                   ArrayRef<RankedTensorType> buffers, bool flat,
+                   const RowSplit &rows) {
   llvm::LLVMContext &ctx = module.getContext();
   llvm::Function *impl = module.getFunction((name + "_impl").str());
   impl->setLinkage(llvm::GlobalValue::InternalLinkage);
@@ -303,13 +310,21 @@ void addAbiWrapper(llvm::Module &module, StringRef name,
     b.CreateRetVoid();
     return;
   }
-  b.CreateCondBr(b.CreateICmpEQ(begin, b.getInt64(0)), run, done);
+  // for (w = begin; w < end; ++w) impl(item w of every buffer).
+  ArrayRef<RankedTensorType> itemTypes =
+      rows.itemTypes.empty() ? buffers : ArrayRef(rows.itemTypes);
+  b.CreateCondBr(b.CreateICmpSLT(begin, fn->getArg(1)), run, done);
   b.SetInsertPoint(run);
+  llvm::PHINode *w = b.CreatePHI(i64, 2, "w");
+  w->addIncoming(begin, entry);
   SmallVector<llvm::Value *> args;
-  for (auto [i, t] : llvm::enumerate(buffers)) {
+  for (auto [i, t] : llvm::enumerate(itemTypes)) {
     llvm::Value *slot =
         b.CreateGEP(ptr, fn->getArg(2), b.getInt64(static_cast<int64_t>(i)));
     llvm::Value *p = b.CreateLoad(ptr, slot);
+    int64_t itemBytes = rows.itemBytes.empty() ? 0 : rows.itemBytes[i];
+    if (itemBytes != 0)
+      p = b.CreateGEP(b.getInt8Ty(), p, b.CreateMul(w, b.getInt64(itemBytes)));
     args.push_back(p);
     args.push_back(p);
     args.push_back(b.getInt64(0));
@@ -325,7 +340,9 @@ void addAbiWrapper(llvm::Module &module, StringRef name,
       args.push_back(b.getInt64(s));
   }
   b.CreateCall(impl, args);
-  b.CreateBr(done);
+  llvm::Value *next = b.CreateAdd(w, b.getInt64(1));
+  w->addIncoming(next, run);
+  b.CreateCondBr(b.CreateICmpSLT(next, fn->getArg(1)), run, done);
   b.SetInsertPoint(done);
   b.CreateRetVoid();
 }
@@ -464,7 +481,7 @@ mlir::omni::lowerKernelSetForCpu(KernelSet &set, const CodegenOptions &options,
     k.symbol = def.symbol;
     k.operands = def.operands;
     k.results = def.results;
-    int64_t grid = 1;
+    int64_t grid = def.rows.grid;
     if (def.flat)
       grid = std::max<int64_t>(1, (def.elements + kFlatChunk - 1) / kFlatChunk);
     k.launch = CpuLaunch{grid};
@@ -484,7 +501,7 @@ mlir::omni::lowerKernelSetForCpu(KernelSet &set, const CodegenOptions &options,
     SmallVector<RankedTensorType> buffers(def.operands.begin(),
                                           def.operands.end());
     buffers.append(def.results.begin(), def.results.end());
-    addAbiWrapper(*module, def.symbol, buffers, def.flat);
+    addAbiWrapper(*module, def.symbol, buffers, def.flat, def.rows);
   }
 
   llvm::Triple triple(llvm::sys::getDefaultTargetTriple());

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/codegen/Codegen.h"
+#include "compiler/codegen/KernelBuilder.h"
 #include "compiler/reference/Evaluator.h"
 #include "dialects/omni/OmniOps.h"
 
@@ -20,6 +21,7 @@
 
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <memory>
 #include <random>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -52,6 +54,9 @@ void *loadFromMemory(const std::vector<char> &bytes) {
 struct Case {
   const char *name;
   const char *source; ///< @f(args) whose body is one omni.fusion
+  /// Whether the cpu target splits the (not flat) kernel into work items of
+  /// row blocks (KernelBuilder.h RowSplit): grid > 1, else grid 1.
+  bool splitsRows = false;
 };
 
 class CpuCodegenTest : public ::testing::TestWithParam<Case> {
@@ -189,6 +194,123 @@ TEST_P(CpuCodegenTest, MatchesTheEvaluator) {
   dlclose(handle);
 }
 
+/// The bytes of `n` elements of `t`'s element type in `buf`.
+std::vector<char> bytesOf(Buffer &buf, RankedTensorType t) {
+  Type e = t.getElementType();
+  size_t width = e.isInteger(1) ? 1 : e.getIntOrFloatBitWidth() / 8;
+  auto *p = static_cast<const char *>(buf.data(t));
+  return std::vector<char>(p, p + width * t.getNumElements());
+}
+
+// A kernel split into row blocks computes the same bits for every way of
+// cutting [0, grid) into calls (the runtime's thread count decides the cut)
+// and the same bits as the whole kernel (CpuTargetOptions::splitRows off):
+// rows never interact, reductions run inside a row in the same order.
+TEST_P(CpuCodegenTest, EverySplitGivesTheSameBits) {
+  const Case &c = GetParam();
+  OwningOpRef<ModuleOp> module =
+      parseSourceString<ModuleOp>(c.source, ParserConfig(&context));
+  ASSERT_TRUE(module) << c.name;
+  auto fn = module->lookupSymbol<func::FuncOp>("f");
+  mlir::omni::FusionOp fusion;
+  fn.walk([&](mlir::omni::FusionOp f) { fusion = f; });
+  ASSERT_TRUE(fusion);
+  std::vector<RankedTensorType> types;
+  for (Type t : fusion.getInputs().getTypes())
+    types.push_back(cast<RankedTensorType>(t));
+  for (Type t : fusion.getResultTypes())
+    types.push_back(cast<RankedTensorType>(t));
+  size_t inputs = fusion.getInputs().size();
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+  std::vector<Buffer> in(inputs);
+  for (size_t i = 0; i < inputs; ++i) {
+    in[i].resize(types[i]);
+    for (size_t k = 0; k < in[i].f32.size(); ++k) {
+      in[i].f32[k] = dist(rng);
+      in[i].i64[k] = rng() % 5;
+      in[i].i1[k] = rng() % 2;
+    }
+  }
+
+  /// A compiled kernel loaded into this process.
+  struct Loaded {
+    std::shared_ptr<void> handle;
+    KernelFn kernel = nullptr;
+    int64_t grid = 0;
+  };
+  auto compile = [&](bool splitRows) {
+    Loaded loaded;
+    mlir::omni::CodegenOptions options;
+    options.cpu.splitRows = splitRows;
+    FailureOr<mlir::omni::CodegenResult> exe =
+        mlir::omni::compileFusions(*module, options);
+    EXPECT_TRUE(succeeded(exe)) << c.name;
+    if (failed(exe))
+      return loaded;
+    const mlir::omni::CompiledExecutable &so = exe->executables[0];
+    void *handle = loadFromMemory(so.code);
+    EXPECT_NE(handle, nullptr) << dlerror();
+    if (!handle)
+      return loaded;
+    loaded.handle = std::shared_ptr<void>(handle, dlclose);
+    loaded.kernel =
+        reinterpret_cast<KernelFn>(dlsym(handle, so.kernels[0].symbol.c_str()));
+    loaded.grid = mlir::omni::dispatchGrid(so.kernels[0].launch);
+    return loaded;
+  };
+  /// Runs `k` with `cuts` (the calls' [begin, end) boundaries; empty:
+  /// [0, grid) in one call), the calls in reverse order (no item may depend
+  /// on an earlier one), and returns every result's bytes.
+  auto run = [&](const Loaded &k, const std::vector<int64_t> &cuts) {
+    std::vector<Buffer> out(types.size() - inputs);
+    std::vector<void *> pointers;
+    for (size_t i = 0; i < types.size(); ++i) {
+      if (i >= inputs)
+        out[i - inputs].resize(types[i]);
+      pointers.push_back(i < inputs ? in[i].data(types[i])
+                                    : out[i - inputs].data(types[i]));
+    }
+    std::vector<int64_t> bounds = {0};
+    for (int64_t cut : cuts)
+      if (cut > bounds.back() && cut < k.grid)
+        bounds.push_back(cut);
+    bounds.push_back(k.grid);
+    for (size_t b = bounds.size() - 1; b > 0; --b)
+      k.kernel(bounds[b - 1], bounds[b], pointers.data(), nullptr);
+    std::vector<std::vector<char>> results;
+    for (size_t r = 0; r < out.size(); ++r)
+      results.push_back(bytesOf(out[r], types[inputs + r]));
+    return results;
+  };
+
+  Loaded whole = compile(false), split = compile(true);
+  ASSERT_TRUE(whole.kernel && split.kernel) << c.name;
+  int64_t grid = split.grid;
+  if (c.splitsRows) {
+    EXPECT_EQ(whole.grid, 1) << c.name;
+    EXPECT_GT(grid, 1) << c.name;
+  } else if (!mlir::omni::isFlatElementwise(fusion)) {
+    EXPECT_EQ(grid, 1) << c.name;
+  }
+  std::vector<std::vector<char>> want = run(whole, {});
+  // One call, cuts of two threads and of three, and every item on its own.
+  std::vector<int64_t> each;
+  for (int64_t w = 1; w < grid; ++w)
+    each.push_back(w);
+  for (const std::vector<int64_t> &cuts : {std::vector<int64_t>{},
+                                           {grid / 2},
+                                           {grid / 3, 2 * grid / 3},
+                                           {1},
+                                           each}) {
+    std::vector<std::vector<char>> got = run(split, cuts);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t r = 0; r < want.size(); ++r)
+      EXPECT_TRUE(got[r] == want[r])
+          << c.name << " result " << r << " cut into " << cuts.size() + 1;
+  }
+}
+
 const Case kCases[] = {
     {"elementwise_chain",
      R"(func.func @f(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>) -> tensor<4x8xf32> {
@@ -256,6 +378,91 @@ const Case kCases[] = {
         omni.yield %s, %fin, %k3, %pw : tensor<16xf32>, tensor<16xi1>, tensor<16xi64>, tensor<16xf32>
       }
       return %r#0, %r#1, %r#2, %r#3 : tensor<16xf32>, tensor<16xi1>, tensor<16xi64>, tensor<16xf32> })"},
+    // Kernels large enough to split over their rows (KernelBuilder.h
+    // kMinRowWork): a layer norm (row reductions, broadcasts of the row
+    // statistics and of a weight) ...
+    {"layer_norm_rows",
+     R"(func.func @f(%a: tensor<64x512xf32>, %w: tensor<512xf32>) -> (tensor<64x512xf32>, tensor<64xf32>) {
+      %r:2 = omni.fusion (%a, %w) : (tensor<64x512xf32>, tensor<512xf32>) -> (tensor<64x512xf32>, tensor<64xf32>) {
+      ^bb0(%x: tensor<64x512xf32>, %g: tensor<512xf32>):
+        %m = omni.reduce mean %x dims = [1] : tensor<64x512xf32> -> tensor<64xf32>
+        %mb = omni.broadcast_in_dim %m, dims = [0] : tensor<64xf32> -> tensor<64x512xf32>
+        %c = omni.sub %x, %mb : tensor<64x512xf32>
+        %sq = omni.mul %c, %c : tensor<64x512xf32>
+        %v = omni.reduce mean %sq dims = [1] : tensor<64x512xf32> -> tensor<64xf32>
+        %eps = omni.constant dense<1.0e-5> : tensor<64xf32>
+        %ve = omni.add %v, %eps : tensor<64xf32>
+        %rs = omni.rsqrt %ve : tensor<64xf32>
+        %rb = omni.broadcast_in_dim %rs, dims = [0] : tensor<64xf32> -> tensor<64x512xf32>
+        %n = omni.mul %c, %rb : tensor<64x512xf32>
+        %ge = omni.exp %g : tensor<512xf32>
+        %gb = omni.broadcast_in_dim %ge, dims = [1] : tensor<512xf32> -> tensor<64x512xf32>
+        %y = omni.mul %n, %gb : tensor<64x512xf32>
+        omni.yield %y, %m : tensor<64x512xf32>, tensor<64xf32>
+      }
+      return %r#0, %r#1 : tensor<64x512xf32>, tensor<64xf32> })",
+     true},
+    // ... a softmax behind a leading unit dimension (rows are dim 1) ...
+    {"softmax_unit_lead",
+     R"(func.func @f(%a: tensor<1x32x16x64xf32>) -> tensor<1x32x16x64xf32> {
+      %r = omni.fusion (%a) : (tensor<1x32x16x64xf32>) -> tensor<1x32x16x64xf32> {
+      ^bb0(%x: tensor<1x32x16x64xf32>):
+        %mx = omni.reduce max %x dims = [3] : tensor<1x32x16x64xf32> -> tensor<1x32x16xf32>
+        %mb = omni.broadcast_in_dim %mx, dims = [0, 1, 2] : tensor<1x32x16xf32> -> tensor<1x32x16x64xf32>
+        %d = omni.sub %x, %mb : tensor<1x32x16x64xf32>
+        %e = omni.exp %d : tensor<1x32x16x64xf32>
+        %s = omni.reduce sum %e dims = [3] : tensor<1x32x16x64xf32> -> tensor<1x32x16xf32>
+        %sb = omni.broadcast_in_dim %s, dims = [0, 1, 2] : tensor<1x32x16xf32> -> tensor<1x32x16x64xf32>
+        %y = omni.div %e, %sb : tensor<1x32x16x64xf32>
+        omni.yield %y : tensor<1x32x16x64xf32>
+      }
+      return %r : tensor<1x32x16x64xf32> })",
+     true},
+    // ... a transpose that keeps the rows, reshapes to and from more rows,
+    // a concat, slice and pad beside them, an iota and i1 / i64 results ...
+    {"movement_rows",
+     R"(func.func @f(%a: tensor<16x64x32xf32>, %i: tensor<16x2048xi64>) -> (tensor<16x32x64xf32>, tensor<16x64x66xf32>, tensor<16x2048xi1>, tensor<16x2048xi64>) {
+      %r:4 = omni.fusion (%a, %i) : (tensor<16x64x32xf32>, tensor<16x2048xi64>) -> (tensor<16x32x64xf32>, tensor<16x64x66xf32>, tensor<16x2048xi1>, tensor<16x2048xi64>) {
+      ^bb0(%x: tensor<16x64x32xf32>, %n: tensor<16x2048xi64>):
+        %t = omni.transpose %x, permutation = [0, 2, 1] : tensor<16x64x32xf32> -> tensor<16x32x64xf32>
+        %f = omni.reshape %x : tensor<16x64x32xf32> -> tensor<1024x32xf32>
+        %io = omni.iota dim = 1 : tensor<1024x32xf32>
+        %c = omni.concat %f, %io dim = 1 : (tensor<1024x32xf32>, tensor<1024x32xf32>) -> tensor<1024x64xf32>
+        %s = omni.slice %c [0:1024:1, 0:64:2] : tensor<1024x64xf32> -> tensor<1024x32xf32>
+        %p = omni.pad %s low = [0, 1] high = [0, 1] value = 0.5 : tensor<1024x32xf32> -> tensor<1024x34xf32>
+        %sl = omni.slice %p [0:1024:1, 0:33:1] : tensor<1024x34xf32> -> tensor<1024x33xf32>
+        %cc = omni.concat %sl, %sl dim = 1 : (tensor<1024x33xf32>, tensor<1024x33xf32>) -> tensor<1024x66xf32>
+        %b = omni.reshape %cc : tensor<1024x66xf32> -> tensor<16x64x66xf32>
+        %fl = omni.reshape %x : tensor<16x64x32xf32> -> tensor<16x2048xf32>
+        %z = omni.constant dense<0.0> : tensor<16x2048xf32>
+        %gt = omni.compare gt, %fl, %z : tensor<16x2048xf32>
+        %k = omni.cast %fl : tensor<16x2048xf32> -> tensor<16x2048xi64>
+        %k2 = omni.add %k, %n : tensor<16x2048xi64>
+        omni.yield %t, %b, %gt, %k2 : tensor<16x32x64xf32>, tensor<16x64x66xf32>, tensor<16x2048xi1>, tensor<16x2048xi64>
+      }
+      return %r#0, %r#1, %r#2, %r#3 : tensor<16x32x64xf32>, tensor<16x64x66xf32>, tensor<16x2048xi1>, tensor<16x2048xi64> })",
+     true},
+    // ... but kernels that mix rows run whole: a full reduction, sums over
+    // the rows, a transpose that moves them.
+    {"rows_mixed_whole",
+     R"(func.func @f(%a: tensor<128x256xf32>) -> (tensor<f32>, tensor<256xf32>, tensor<256x128xf32>) {
+      %r:3 = omni.fusion (%a) : (tensor<128x256xf32>) -> (tensor<f32>, tensor<256xf32>, tensor<256x128xf32>) {
+      ^bb0(%x: tensor<128x256xf32>):
+        %s = omni.reduce sum %x dims = [0, 1] : tensor<128x256xf32> -> tensor<f32>
+        %c = omni.reduce sum %x dims = [0] : tensor<128x256xf32> -> tensor<256xf32>
+        %t = omni.transpose %x, permutation = [1, 0] : tensor<128x256xf32> -> tensor<256x128xf32>
+        omni.yield %s, %c, %t : tensor<f32>, tensor<256xf32>, tensor<256x128xf32>
+      }
+      return %r#0, %r#1, %r#2 : tensor<f32>, tensor<256xf32>, tensor<256x128xf32> })"},
+    {"transpose_moves_rows",
+     R"(func.func @f(%a: tensor<128x256xf32>) -> tensor<256x128xf32> {
+      %r = omni.fusion (%a) : (tensor<128x256xf32>) -> tensor<256x128xf32> {
+      ^bb0(%x: tensor<128x256xf32>):
+        %e = omni.exp %x : tensor<128x256xf32>
+        %t = omni.transpose %e, permutation = [1, 0] : tensor<128x256xf32> -> tensor<256x128xf32>
+        omni.yield %t : tensor<256x128xf32>
+      }
+      return %r : tensor<256x128xf32> })"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Kernels, CpuCodegenTest, ::testing::ValuesIn(kCases),
