@@ -24,11 +24,16 @@
 namespace omni::hal::cpu {
 namespace {
 
-/// Output channels per register block.
-constexpr int kBlock = 4;
 /// Floats of one band of input rows (a block of channels): about 256 KiB,
 /// half the L2 of the CPUs this was measured on.
 constexpr int64_t kBandFloats = int64_t(1) << 16;
+/// Floats of one block's weights over a band's channels: 16 KiB, half an
+/// L1, so that the broadcasts of the inner loop hit L1.
+constexpr int64_t kWeightFloats = int64_t(1) << 12;
+/// More input channels than this go to im2col + sgemm: measured (bench/
+/// ConvBench.cpp, 3x3) the direct loop is 2x faster at 128 channels and 15%
+/// slower at 512.
+constexpr int64_t kMaxChannels = 256;
 /// Output rows per work item.
 constexpr int64_t kBandRows = 4;
 
@@ -38,8 +43,39 @@ struct Geometry {
   int64_t rowsIn;   // input rows of a band: rows + kh - 1
   int64_t channels; // input channels per band
   int64_t bands;    // work items per image
-  int64_t blocks;   // output channel blocks
 };
+
+/// Output channels [o0, o0 + count) computed together, `size` (6 or 4)
+/// accumulator rows, their packed weights at `offset`.
+struct Block {
+  int64_t o0, size, count, offset;
+};
+
+/// Blocks of 6 output channels (12 accumulators of 16 pixels) and of 4 for
+/// what 6 does not divide, so that no lane is wasted when o is even and at
+/// least 4: 32 = 6 + 6 + 6 + 6 + 4 + 4.
+std::vector<Block> planBlocks(int64_t o, int64_t c, int64_t taps) {
+  int64_t sixes = o / 6, fours = 0;
+  for (int64_t f = 0; f <= 2; ++f)
+    if (o >= 4 * f && (o - 4 * f) % 6 == 0) {
+      sixes = (o - 4 * f) / 6, fours = f;
+      break;
+    }
+  std::vector<Block> blocks;
+  int64_t o0 = 0, offset = 0;
+  auto add = [&](int64_t size, int64_t count) {
+    blocks.push_back({o0, size, count, offset});
+    o0 += count;
+    offset += size * c * taps;
+  };
+  for (int64_t i = 0; i < sixes; ++i)
+    add(6, 6);
+  for (int64_t i = 0; i < fours; ++i)
+    add(4, 4);
+  if (o0 < o) // o odd, or 2: one partly used block
+    add(o - o0 == 5 ? 6 : 4, o - o0);
+  return blocks;
+}
 
 Geometry geometryOf(const Conv2dParams &p) {
   Geometry g;
@@ -47,23 +83,26 @@ Geometry geometryOf(const Conv2dParams &p) {
   g.rows = std::min<int64_t>(p.outH, kBandRows);
   g.rowsIn = g.rows + p.kh - 1;
   g.channels = std::clamp<int64_t>(
-      kBandFloats / std::max<int64_t>(g.rowsIn * g.wp, 1), 1, p.c);
+      std::min(kBandFloats / std::max<int64_t>(g.rowsIn * g.wp, 1),
+               kWeightFloats / (6 * p.kh * p.kw)),
+      1, p.c);
   g.bands = (p.outH + g.rows - 1) / g.rows;
-  g.blocks = (p.o + kBlock - 1) / kBlock;
   return g;
 }
 
-/// pw[ob][c][ky][kx][kBlock] from w[o][c][ky][kx].
+/// Block b's weights at b.offset: [c][ky][kx][b.size], zeros past b.count.
 std::vector<float> packWeights(const Conv2dParams &p, const float *w,
-                               int64_t blocks) {
+                               const std::vector<Block> &blocks) {
   const int64_t taps = p.kh * p.kw;
-  std::vector<float> packed(static_cast<size_t>(blocks * p.c * taps * kBlock),
-                            0.0f);
-  for (int64_t o = 0; o < p.o; ++o)
-    for (int64_t c = 0; c < p.c; ++c)
-      for (int64_t t = 0; t < taps; ++t)
-        packed[(((o / kBlock) * p.c + c) * taps + t) * kBlock + o % kBlock] =
-            w[(o * p.c + c) * taps + t];
+  const Block &last = blocks.back();
+  std::vector<float> packed(
+      static_cast<size_t>(last.offset + last.size * p.c * taps), 0.0f);
+  for (const Block &b : blocks)
+    for (int64_t i = 0; i < b.count; ++i)
+      for (int64_t c = 0; c < p.c; ++c)
+        for (int64_t t = 0; t < taps; ++t)
+          packed[b.offset + (c * taps + t) * b.size + i] =
+              w[((b.o0 + i) * p.c + c) * taps + t];
   return packed;
 }
 
@@ -87,46 +126,61 @@ void fillBand(const Conv2dParams &p, const Geometry &g, const float *x,
   }
 }
 
-/// The sums of kBlock output channels (oCount of them real) over 8 * NV
-/// pixels of one output row, the last vector `mask`ed when Masked.
-/// `in` is the band at (channel 0, row y - y0, column x0), `wq` the packed
-/// weights of the block at channel c0, `out` y at (o0, y, x0).
-template <int NV, bool Masked>
+/// The sums of OB output channels (oCount of them real) over 8 * NV pixels
+/// of one output row, the last vector `mask`ed when Masked; KH, KW the
+/// kernel size (0: kh, kw at run time). `in` is the band at (channel 0, row
+/// y - y0, column x0), `wq` the packed weights of the block at channel c0,
+/// `out` y at (o0, y, x0). The loops over o and j are unrolled so that the
+/// OB x NV accumulators live in registers.
+template <int OB, int NV, bool Masked, int KH, int KW>
 __attribute__((target("avx2,fma"))) void
 tile(const float *in, int64_t chanStride, int64_t wp, const float *wq,
-     int64_t cn, int64_t kh, int64_t kw, float *out, int64_t outStride,
-     int oCount, bool accumulate, __m256i mask) {
-  __m256 acc[kBlock][NV];
-  for (int o = 0; o < kBlock; ++o)
+     int64_t cn, int64_t khAtRun, int64_t kwAtRun, float *out,
+     int64_t outStride, int oCount, bool accumulate, __m256i mask) {
+  const int64_t kh = KH ? KH : khAtRun, kw = KW ? KW : kwAtRun;
+  __m256 acc[OB][NV];
+#pragma GCC unroll 8
+  for (int o = 0; o < OB; ++o)
+#pragma GCC unroll 4
     for (int j = 0; j < NV; ++j) {
-      if (accumulate && o < oCount) {
-        const float *src = out + o * outStride + 8 * j;
-        acc[o][j] = (Masked && j == NV - 1) ? _mm256_maskload_ps(src, mask)
-                                            : _mm256_loadu_ps(src);
-      } else {
+      const float *src = out + o * outStride + 8 * j;
+      if (!accumulate || o >= oCount)
         acc[o][j] = _mm256_setzero_ps();
-      }
+      else if (Masked && j == NV - 1)
+        acc[o][j] = _mm256_maskload_ps(src, mask);
+      else
+        acc[o][j] = _mm256_loadu_ps(src);
     }
   for (int64_t c = 0; c < cn; ++c) {
+    const float *plane = in + c * chanStride;
+    const float *wc = wq + c * kh * kw * OB;
+#pragma GCC unroll 3
     for (int64_t ky = 0; ky < kh; ++ky) {
-      const float *row = in + c * chanStride + ky * wp;
-      const float *wt = wq + (c * kh + ky) * kw * kBlock;
+#pragma GCC unroll 3
       for (int64_t kx = 0; kx < kw; ++kx) {
+        const float *row = plane + ky * wp + kx;
+        const float *wt = wc + (ky * kw + kx) * OB;
         __m256 v[NV];
+#pragma GCC unroll 4
         for (int j = 0; j < NV; ++j)
-          v[j] = (Masked && j == NV - 1)
-                     ? _mm256_maskload_ps(row + kx + 8 * j, mask)
-                     : _mm256_loadu_ps(row + kx + 8 * j);
-        for (int o = 0; o < kBlock; ++o) {
-          const __m256 b = _mm256_broadcast_ss(wt + kx * kBlock + o);
+          v[j] = (Masked && j == NV - 1) ? _mm256_maskload_ps(row + 8 * j, mask)
+                                         : _mm256_loadu_ps(row + 8 * j);
+#pragma GCC unroll 8
+        for (int o = 0; o < OB; ++o) {
+          const __m256 b = _mm256_broadcast_ss(wt + o);
+#pragma GCC unroll 4
           for (int j = 0; j < NV; ++j)
             acc[o][j] = _mm256_fmadd_ps(b, v[j], acc[o][j]);
         }
       }
     }
   }
-  for (int o = 0; o < oCount; ++o)
+#pragma GCC unroll 8
+  for (int o = 0; o < OB; ++o)
+#pragma GCC unroll 4
     for (int j = 0; j < NV; ++j) {
+      if (o >= oCount)
+        continue;
       float *dst = out + o * outStride + 8 * j;
       if (Masked && j == NV - 1)
         _mm256_maskstore_ps(dst, mask, acc[o][j]);
@@ -135,30 +189,52 @@ tile(const float *in, int64_t chanStride, int64_t wp, const float *wq,
     }
 }
 
-/// One output row of one channel block over all its pixels.
-__attribute__((target("avx2,fma"))) void
-rowOfBlock(const float *in, int64_t chanStride, int64_t wp, const float *wq,
-           int64_t cn, int64_t kh, int64_t kw, float *out, int64_t outStride,
-           int64_t outW, int oCount, bool accumulate) {
+/// The arguments of tile that do not change along a row.
+struct RowArgs {
+  const float *in;
+  int64_t chanStride, wp;
+  const float *wq;
+  int64_t cn, kh, kw;
+  float *out;
+  int64_t outStride, outW;
+  int oCount;
+  bool accumulate;
+};
+
+/// One output row of one block of OB channels over all its pixels.
+template <int OB, int KH, int KW>
+__attribute__((target("avx2,fma"))) void rowOfBlock(const RowArgs &a) {
   const __m256i none = _mm256_setzero_si256();
   int64_t x0 = 0;
-  for (; x0 + 16 <= outW; x0 += 16)
-    tile<2, false>(in + x0, chanStride, wp, wq, cn, kh, kw, out + x0, outStride,
-                   oCount, accumulate, none);
-  if (x0 + 8 <= outW) {
-    tile<1, false>(in + x0, chanStride, wp, wq, cn, kh, kw, out + x0, outStride,
-                   oCount, accumulate, none);
+  for (; x0 + 16 <= a.outW; x0 += 16)
+    tile<OB, 2, false, KH, KW>(a.in + x0, a.chanStride, a.wp, a.wq, a.cn, a.kh,
+                               a.kw, a.out + x0, a.outStride, a.oCount,
+                               a.accumulate, none);
+  if (x0 + 8 <= a.outW) {
+    tile<OB, 1, false, KH, KW>(a.in + x0, a.chanStride, a.wp, a.wq, a.cn, a.kh,
+                               a.kw, a.out + x0, a.outStride, a.oCount,
+                               a.accumulate, none);
     x0 += 8;
   }
-  if (x0 < outW) {
+  if (x0 < a.outW) {
     alignas(32) int32_t lanes[8];
     for (int i = 0; i < 8; ++i)
-      lanes[i] = x0 + i < outW ? -1 : 0;
+      lanes[i] = x0 + i < a.outW ? -1 : 0;
     const __m256i mask =
         _mm256_load_si256(reinterpret_cast<const __m256i *>(lanes));
-    tile<1, true>(in + x0, chanStride, wp, wq, cn, kh, kw, out + x0, outStride,
-                  oCount, accumulate, mask);
+    tile<OB, 1, true, KH, KW>(a.in + x0, a.chanStride, a.wp, a.wq, a.cn, a.kh,
+                              a.kw, a.out + x0, a.outStride, a.oCount,
+                              a.accumulate, mask);
   }
+}
+
+template <int OB> void rowOfBlockAnyKernel(const RowArgs &a) {
+  if (a.kh == 3 && a.kw == 3)
+    rowOfBlock<OB, 3, 3>(a);
+  else if (a.kh == 1 && a.kw == 1)
+    rowOfBlock<OB, 1, 1>(a);
+  else
+    rowOfBlock<OB, 0, 0>(a);
 }
 
 } // namespace
@@ -166,9 +242,11 @@ rowOfBlock(const float *in, int64_t chanStride, int64_t wp, const float *wq,
 bool conv2dDirectApplies(const Conv2dParams &p) {
   static const bool cpu =
       __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const bool unpadded1x1 = p.kh == 1 && p.kw == 1 && p.padH == 0 && p.padW == 0;
   return cpu && p.strideH == 1 && p.strideW == 1 && p.dilationH == 1 &&
-         p.dilationW == 1 && p.c > 0 && p.kh > 0 && p.kw > 0 && p.padH >= 0 &&
-         p.padW >= 0 && p.outH == p.h + 2 * p.padH - p.kh + 1 &&
+         p.dilationW == 1 && p.c > 0 && p.c <= kMaxChannels && p.kh > 0 &&
+         p.kw > 0 && !unpadded1x1 && p.padH >= 0 && p.padW >= 0 &&
+         p.outH == p.h + 2 * p.padH - p.kh + 1 &&
          p.outW == p.w + 2 * p.padW - p.kw + 1;
 }
 
@@ -177,8 +255,9 @@ void conv2dDirect(const Conv2dParams &p, const float *x, const float *w,
   if (p.n == 0 || p.o == 0 || p.outH <= 0 || p.outW <= 0)
     return;
   const Geometry g = geometryOf(p);
-  const std::vector<float> packed = packWeights(p, w, g.blocks);
   const int64_t taps = p.kh * p.kw;
+  const std::vector<Block> blocks = planBlocks(p.o, p.c, taps);
+  const std::vector<float> packed = packWeights(p, w, blocks);
   const int64_t pixels = p.outH * p.outW;
   pool.parallelFor(p.n * g.bands, [&](int64_t i0, int64_t i1) {
     std::vector<float> band(static_cast<size_t>(g.channels * g.rowsIn * g.wp));
@@ -190,16 +269,27 @@ void conv2dDirect(const Conv2dParams &p, const float *x, const float *w,
       for (int64_t c0 = 0; c0 < p.c; c0 += g.channels) {
         const int64_t cn = std::min(g.channels, p.c - c0);
         fillBand(p, g, image, y0, c0, cn, band.data());
-        for (int64_t ob = 0; ob < g.blocks; ++ob) {
-          const int64_t o0 = ob * kBlock;
-          const int oCount =
-              static_cast<int>(std::min<int64_t>(kBlock, p.o - o0));
-          const float *wq = packed.data() + (ob * p.c + c0) * taps * kBlock;
-          for (int64_t r = 0; r < rows; ++r)
-            rowOfBlock(band.data() + r * g.wp, g.rowsIn * g.wp, g.wp, wq, cn,
-                       p.kh, p.kw,
-                       y + (n * p.o + o0) * pixels + (y0 + r) * p.outW, pixels,
-                       p.outW, oCount, c0 > 0);
+        for (const Block &b : blocks) {
+          RowArgs a{nullptr,
+                    g.rowsIn * g.wp,
+                    g.wp,
+                    packed.data() + b.offset + c0 * taps * b.size,
+                    cn,
+                    p.kh,
+                    p.kw,
+                    nullptr,
+                    pixels,
+                    p.outW,
+                    static_cast<int>(b.count),
+                    c0 > 0};
+          for (int64_t r = 0; r < rows; ++r) {
+            a.in = band.data() + r * g.wp;
+            a.out = y + (n * p.o + b.o0) * pixels + (y0 + r) * p.outW;
+            if (b.size == 6)
+              rowOfBlockAnyKernel<6>(a);
+            else
+              rowOfBlockAnyKernel<4>(a);
+          }
         }
       }
     }

@@ -1,10 +1,10 @@
 //===- CpuConv.h - Direct f32 convolution on the CPU ------------*- C++ -*-===//
 //
-// conv2d without im2col for stride 1, dilation 1 (every convolution of the
-// autoencoder_kl decoder: 3x3 with padding 1 and the 1x1 shortcuts), f32, on
-// CPUs with AVX2 and FMA. Register-blocked: each inner step multiplies one
-// input row segment of 16 pixels by 4 output channels' weights, the
-// accumulators stay in registers over the whole (channel, ky, kx) sum. The
+// conv2d without im2col for stride 1, dilation 1 and up to 256 input
+// channels (the 3x3 convolutions with padding 1 of the autoencoder_kl
+// decoder), f32, on CPUs with AVX2 and FMA. Register-blocked: each inner step
+// multiplies one input row segment of 16 pixels by 4 output channels' weights,
+// the accumulators stay in registers over the whole (channel, ky, kx) sum. The
 // input is copied into zero-padded bands of rows, a block of channels at a
 // time, so the inner loop never tests a border. docs/performance.md
 // ("CPU speed (issue 15): convolutions and the decode phase") has the
@@ -31,8 +31,10 @@
 namespace omni::hal::cpu {
 
 /// True when conv2dDirect computes `p`: stride 1, dilation 1, the output
-/// size that stride 1 gives, and a CPU with AVX2 and FMA (p.dtype is not
-/// looked at: the caller passes f32 data).
+/// size that stride 1 gives, at most 256 input channels (im2col + sgemm is
+/// faster above), not an unpadded 1x1 (that is one sgemm on the input as
+/// it is), and a CPU with AVX2 and FMA. p.dtype is not looked at: the
+/// caller passes f32 data.
 bool conv2dDirectApplies(const Conv2dParams &p);
 
 /// y = conv2d(x, w) as Conv2dParams describes, for a `p` that

@@ -91,20 +91,45 @@ void expectWithinBound(const Conv2dParams &p, const std::vector<float> &got,
 // Row widths with 16-pixel tiles, an 8-pixel tile and masked tails; output
 // channel counts that are not multiples of the block of 4; 1x1, even and
 // asymmetric kernels; padding wider than half the kernel; more channels than
-// one band holds (200 channels of 128-float rows: 3 bands).
+// one band holds (200 channels of 128-float rows, 300 channels: several
+// bands). conv2dDirect computes every stride-1 convolution, also those that
+// conv2dDirectApplies sends to sgemm (the unpadded 1x1, the 300 channels).
 const Shape kDirectShapes[] = {
     {2, 3, 8, 7, 4, 3, 3, 1, 1},     {1, 5, 9, 37, 7, 3, 3, 1, 1},
     {3, 32, 16, 16, 32, 3, 3, 1, 1}, {2, 16, 5, 24, 3, 1, 1, 0, 0},
     {1, 200, 6, 126, 5, 3, 3, 1, 1}, {1, 2, 4, 4, 3, 5, 5, 3, 2},
     {1, 3, 10, 10, 2, 2, 3, 0, 1},   {1, 4, 3, 3, 2, 3, 3, 0, 0},
+    {1, 300, 4, 20, 13, 3, 3, 1, 1}, {2, 7, 6, 6, 9, 1, 1, 1, 0},
 };
 
+/// Whether this CPU runs the direct path (AVX2 and FMA).
+bool haveDirect() {
+  return conv2dDirectApplies(paramsOf({1, 1, 3, 3, 1, 3, 3, 1, 1}));
+}
+
+TEST(CpuConv, DirectAppliesToStrideOneUpTo256Channels) {
+  if (!haveDirect())
+    GTEST_SKIP() << "this CPU lacks AVX2 or FMA";
+  EXPECT_TRUE(conv2dDirectApplies(paramsOf({2, 32, 64, 64, 32, 3, 3, 1, 1})));
+  EXPECT_TRUE(conv2dDirectApplies(paramsOf({1, 256, 8, 8, 4, 3, 3, 1, 1})));
+  EXPECT_TRUE(conv2dDirectApplies(paramsOf({1, 4, 8, 8, 4, 1, 1, 1, 0})));
+  EXPECT_FALSE(conv2dDirectApplies(paramsOf({1, 257, 8, 8, 4, 3, 3, 1, 1})));
+  EXPECT_FALSE(conv2dDirectApplies(paramsOf({1, 4, 8, 8, 4, 1, 1, 0, 0})));
+  EXPECT_FALSE(
+      conv2dDirectApplies(paramsOf({1, 4, 9, 9, 4, 3, 3, 1, 1, 2, 2})));
+  EXPECT_FALSE(
+      conv2dDirectApplies(paramsOf({1, 4, 9, 9, 4, 3, 3, 2, 2, 1, 1, 2, 2})));
+  Conv2dParams wrongSize = paramsOf({1, 4, 8, 8, 4, 3, 3, 1, 1});
+  wrongSize.outW = 7;
+  EXPECT_FALSE(conv2dDirectApplies(wrongSize));
+}
+
 TEST(CpuConv, DirectIsWithinTheF32RoundingBound) {
+  if (!haveDirect())
+    GTEST_SKIP() << "this CPU lacks AVX2 or FMA";
   ThreadPool pool(2);
   for (const Shape &s : kDirectShapes) {
     Conv2dParams p = paramsOf(s);
-    if (!conv2dDirectApplies(p))
-      GTEST_SKIP() << "this CPU lacks AVX2 or FMA";
     std::vector<float> x = randomFloats(p.n * p.c * p.h * p.w, 1);
     std::vector<float> w = randomFloats(p.o * p.c * p.kh * p.kw, 2);
     std::vector<double> exact, magnitude;
@@ -119,11 +144,11 @@ TEST(CpuConv, DirectIsWithinTheF32RoundingBound) {
 }
 
 TEST(CpuConv, DirectGivesTheSameBitsForAnyThreadCount) {
+  if (!haveDirect())
+    GTEST_SKIP() << "this CPU lacks AVX2 or FMA";
   ThreadPool one(1), two(2), three(3), five(5);
   for (const Shape &s : kDirectShapes) {
     Conv2dParams p = paramsOf(s);
-    if (!conv2dDirectApplies(p))
-      GTEST_SKIP() << "this CPU lacks AVX2 or FMA";
     std::vector<float> x = randomFloats(p.n * p.c * p.h * p.w, 3);
     std::vector<float> w = randomFloats(p.o * p.c * p.kh * p.kw, 4);
     const size_t size = p.n * p.o * p.outH * p.outW;
@@ -139,7 +164,8 @@ TEST(CpuConv, DirectGivesTheSameBitsForAnyThreadCount) {
 }
 
 // runConv2d: the direct path for stride 1, im2col + sgemm for the rest
-// (strides, dilations, and every shape on a CPU without AVX2).
+// (strides, dilations, more than 256 channels, and every shape on a CPU
+// without AVX2), sgemm on the input for an unpadded 1x1.
 TEST(CpuConv, RunConv2dIsWithinTheF32RoundingBoundOnBothPaths) {
   ThreadPool pool(2);
   std::vector<Shape> shapes(std::begin(kDirectShapes), std::end(kDirectShapes));

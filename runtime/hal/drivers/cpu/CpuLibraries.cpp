@@ -91,8 +91,9 @@ void matmul(const MatmulParams &p, const T *lhs, const T *rhs, T *out) {
                 out + b * p.m * p.n, p.n);
 }
 
-/// The im2col path: every stride and dilation, f32 and f64. Stride-1 f32
-/// convolutions go to conv2dDirect (CpuConv.h) on CPUs with AVX2 and FMA.
+/// The im2col path: every stride and dilation, f32 and f64; an unpadded 1x1
+/// is one gemm per image on the input itself. The f32 convolutions that
+/// conv2dDirectApplies accepts go to conv2dDirect (CpuConv.h).
 template <typename T>
 void conv2d(const Conv2dParams &p, const T *input, const T *filter, T *out,
             ThreadPool &pool) {
@@ -107,6 +108,15 @@ void conv2d(const Conv2dParams &p, const T *input, const T *filter, T *out,
   const int64_t pixels = p.outH * p.outW;
   if (p.o == 0 || pixels == 0 || p.n == 0)
     return;
+  if (p.kh == 1 && p.kw == 1 && p.strideH == 1 && p.strideW == 1 &&
+      p.padH == 0 && p.padW == 0 && p.outH == p.h && p.outW == p.w) {
+    // An unpadded 1x1 convolution: the input is its own im2col matrix.
+    for (int64_t n = 0; n < p.n; ++n)
+      safeGemm<T>(false, false, p.o, pixels, p.c, T(1), filter, p.c,
+                  input + n * p.c * pixels, pixels, out + n * p.o * pixels,
+                  pixels);
+    return;
+  }
   // Tiles of output pixels keep the column buffer near 4M elements.
   const int64_t tile = std::max<int64_t>(
       1, std::min<int64_t>(pixels,
