@@ -1,6 +1,7 @@
 //===- CpuLibraries.cpp - Matmul, conv2d and attention on the CPU ---------===//
 //
-// Every routine is a thin layer over gemm, so its speed is OpenBLAS's. The
+// Every routine is a thin layer over gemm, so its speed is OpenBLAS's, except
+// the stride-1 f32 convolutions, which run CpuConv.h's direct loop. The
 // 32-bit BLAS interface bounds each gemm dimension; larger problems fail
 // with Unimplemented instead of overflowing an int.
 //

@@ -2,10 +2,11 @@
 //
 // The cpu driver's library routines on raw host pointers (the stream has
 // checked every buffer range): matmul through cblas_sgemm / cblas_dgemm
-// (one call per batch, a shared rhs reused), conv2d as im2col tiles times
-// the filter with sgemm, attention per (batch, head) as two gemms around a
+// (one call per batch, a shared rhs reused), conv2d as the direct loop of
+// CpuConv.h where it applies, else im2col tiles times the filter with
+// sgemm, attention per (batch, head) as two gemms around a
 // row softmax. f32 and f64. OpenBLAS parallelizes the gemms; the pool
-// parallelizes im2col and the softmax rows.
+// parallelizes the direct convolution, im2col and the softmax rows.
 //
 //===----------------------------------------------------------------------===//
 
