@@ -2,9 +2,10 @@
 //
 // Every routine is a thin layer over gemm (Gemm.h: single-threaded oneDNN
 // sgemm / OpenBLAS dgemm on fixed blocks of the result, run by the device's
-// thread pool), so its speed is those libraries'. The 32-bit BLAS interface
-// bounds each gemm dimension; larger problems fail with Unimplemented
-// instead of overflowing an int.
+// thread pool), so its speed is those libraries', except the stride-1 f32
+// convolutions, which run CpuConv.h's direct loop. The 32-bit BLAS
+// interface bounds each gemm dimension; larger problems fail with
+// Unimplemented instead of overflowing an int.
 //
 // bf16 operands (docs/precision.md) are widened to f32, which is exact, the
 // f32 routine runs (sgemm: every product of two bf16 values is exact in f32,
@@ -20,6 +21,7 @@
 #include "runtime/hal/drivers/cpu/CpuLibraries.h"
 
 #include "runtime/hal/drivers/cpu/Gemm.h"
+#include "runtime/hal/drivers/cpu/CpuConv.h"
 
 #include "runtime/io/ElementCodec.h"
 
@@ -31,6 +33,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 namespace omni::hal::cpu {
@@ -109,14 +112,32 @@ void matmul(const MatmulParams &p, const T *lhs, const T *rhs, T *out,
   gemm(pool, g, p.batch, p.m * p.k, p.rhsShared ? 0 : p.k * p.n, p.m * p.n);
 }
 
+/// The im2col path: every stride and dilation, f32 and f64; an unpadded 1x1
+/// is one gemm per image on the input itself. The f32 convolutions that
+/// conv2dDirectApplies accepts go to conv2dDirect (CpuConv.h).
 template <typename T>
 void conv2d(const Conv2dParams &p, const T *input, const T *filter, T *out,
             ThreadPool &pool) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (conv2dDirectApplies(p)) {
+      conv2dDirect(p, input, filter, out, pool);
+      return;
+    }
+  }
   const int64_t taps = p.kh * p.kw;
   const int64_t rows = p.c * taps; // the im2col matrix is rows x pixels
   const int64_t pixels = p.outH * p.outW;
   if (p.o == 0 || pixels == 0 || p.n == 0)
     return;
+  if (p.kh == 1 && p.kw == 1 && p.strideH == 1 && p.strideW == 1 &&
+      p.padH == 0 && p.padW == 0 && p.outH == p.h && p.outW == p.w) {
+    // An unpadded 1x1 convolution: the input is its own im2col matrix.
+    for (int64_t n = 0; n < p.n; ++n)
+      safeGemm<T>(false, false, p.o, pixels, p.c, T(1), filter, p.c,
+                  input + n * p.c * pixels, pixels, out + n * p.o * pixels,
+                  pixels);
+    return;
+  }
   // Tiles of output pixels keep the column buffer near 4M elements.
   const int64_t tile = std::max<int64_t>(
       1, std::min<int64_t>(pixels,
@@ -132,15 +153,33 @@ void conv2d(const Conv2dParams &p, const T *input, const T *filter, T *out,
           const int64_t ci = r / taps, ky = (r / p.kw) % p.kh, kx = r % p.kw;
           const T *plane = x + ci * p.h * p.w;
           T *dst = col.data() + r * width;
-          for (int64_t j = 0; j < width; ++j) {
-            const int64_t pix = p0 + j;
-            const int64_t iy =
-                (pix / p.outW) * p.strideH - p.padH + ky * p.dilationH;
-            const int64_t ix =
-                (pix % p.outW) * p.strideW - p.padW + kx * p.dilationW;
-            dst[j] = (iy >= 0 && iy < p.h && ix >= 0 && ix < p.w)
-                         ? plane[iy * p.w + ix]
-                         : T(0);
+          // One segment of an output row at a time: ix = ox * strideW + base.
+          const int64_t base = kx * p.dilationW - p.padW;
+          for (int64_t j = 0; j < width;) {
+            const int64_t pix = p0 + j, oy = pix / p.outW, ox0 = pix % p.outW;
+            const int64_t len = std::min(width - j, p.outW - ox0);
+            const int64_t iy = oy * p.strideH - p.padH + ky * p.dilationH;
+            T *d = dst + j; // d[i] is output column ox0 + i
+            if (iy < 0 || iy >= p.h) {
+              std::fill(d, d + len, T(0));
+              j += len;
+              continue;
+            }
+            const T *src = plane + iy * p.w;
+            if (p.strideW == 1) {
+              // 0 <= ox0 + i + base < w for i in [lo, hi)
+              const int64_t lo = std::clamp<int64_t>(-base - ox0, 0, len);
+              const int64_t hi = std::clamp<int64_t>(p.w - base - ox0, lo, len);
+              std::fill(d, d + lo, T(0));
+              std::copy(src + ox0 + base + lo, src + ox0 + base + hi, d + lo);
+              std::fill(d + hi, d + len, T(0));
+            } else {
+              for (int64_t i = 0; i < len; ++i) {
+                const int64_t ix = (ox0 + i) * p.strideW + base;
+                d[i] = (ix >= 0 && ix < p.w) ? src[ix] : T(0);
+              }
+            }
+            j += len;
           }
         }
       });

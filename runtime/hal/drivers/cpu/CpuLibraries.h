@@ -3,10 +3,11 @@
 // The cpu driver's library routines on raw host pointers (the stream has
 // checked every buffer range): matmul through Gemm.h (oneDNN sgemm /
 // OpenBLAS dgemm, single-threaded on fixed blocks of the result; a shared
-// rhs folds the batch into the rows), conv2d as im2col tiles times the
-// filter, attention per (batch, head) as two gemms around a row softmax.
-// f32 and f64. The device's one thread pool runs the gemm blocks, im2col
-// and the softmax rows.
+// rhs folds the batch into the rows), conv2d as the direct loop of
+// CpuConv.h where it applies, else im2col tiles times the filter,
+// attention per (batch, head) as two gemms around a row softmax. f32 and
+// f64. The device's one thread pool runs the gemm blocks, the direct
+// convolution, im2col and the softmax rows.
 //
 //===----------------------------------------------------------------------===//
 
