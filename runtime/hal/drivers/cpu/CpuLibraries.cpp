@@ -17,6 +17,8 @@
 
 #include "runtime/hal/drivers/cpu/CpuLibraries.h"
 
+#include "runtime/hal/drivers/cpu/CpuAttention.h"
+
 #include "runtime/io/ElementCodec.h"
 
 #include "absl/strings/str_cat.h"
@@ -131,8 +133,9 @@ void conv2d(const Conv2dParams &p, const T *input, const T *filter, T *out,
 }
 
 template <typename T>
-void attention(const AttentionParams &p, const T *q, const T *k, const T *v,
-               const T *mask, T *out, ThreadPool &pool) {
+void materializedAttention(const AttentionParams &p, const T *q, const T *k,
+                           const T *v, const T *mask, T *out,
+                           ThreadPool &pool) {
   if (p.seqQ == 0 || p.valueDim == 0)
     return;
   // Blocks of query rows keep the score matrix near 1M elements.
@@ -183,6 +186,22 @@ void attention(const AttentionParams &p, const T *q, const T *k, const T *v,
       }
     }
   }
+}
+
+void attention(const AttentionParams &p, const float *q, const float *k,
+               const float *v, const float *mask, float *out, ThreadPool &pool,
+               AttentionPath path) {
+  if (path == AttentionPath::Auto)
+    path = chooseAttentionPath(p);
+  if (path == AttentionPath::Fused)
+    fusedAttention(p, q, k, v, mask, out, pool);
+  else
+    materializedAttention(p, q, k, v, mask, out, pool);
+}
+void attention(const AttentionParams &p, const double *q, const double *k,
+               const double *v, const double *mask, double *out,
+               ThreadPool &pool, AttentionPath) {
+  materializedAttention(p, q, k, v, mask, out, pool);
 }
 
 /// `n` bf16 elements widened (exactly) to f32; null stays empty.
@@ -254,9 +273,15 @@ absl::Status runConv2d(const Conv2dParams &p, const void *input,
   return absl::OkStatus();
 }
 
+AttentionPath chooseAttentionPath(const AttentionParams &p) {
+  if (p.dtype == DType::F64)
+    return AttentionPath::Materialized;
+  return AttentionPath::Fused;
+}
+
 absl::Status runAttention(const AttentionParams &p, const void *q,
                           const void *k, const void *v, const void *mask,
-                          void *result, ThreadPool &pool) {
+                          void *result, ThreadPool &pool, AttentionPath path) {
   absl::Status fits = fitsBlas("Attention", {{"query length", p.seqQ},
                                              {"key length", p.seqK},
                                              {"head size", p.headDim},
@@ -274,16 +299,16 @@ absl::Status runAttention(const AttentionParams &p, const void *q,
     std::vector<float> mf = widenBf16(mask, maskElems);
     std::vector<float> of(static_cast<size_t>(bh * p.seqQ * p.valueDim));
     attention(p, qf.data(), kf.data(), vf.data(), mask ? mf.data() : nullptr,
-              of.data(), pool);
+              of.data(), pool, path);
     narrowToBf16(of, result);
   } else if (p.dtype == DType::F32)
     attention(p, static_cast<const float *>(q), static_cast<const float *>(k),
               static_cast<const float *>(v), static_cast<const float *>(mask),
-              static_cast<float *>(result), pool);
+              static_cast<float *>(result), pool, path);
   else
     attention(p, static_cast<const double *>(q), static_cast<const double *>(k),
               static_cast<const double *>(v), static_cast<const double *>(mask),
-              static_cast<double *>(result), pool);
+              static_cast<double *>(result), pool, path);
   return absl::OkStatus();
 }
 

@@ -3,9 +3,10 @@
 // The cpu driver's library routines on raw host pointers (the stream has
 // checked every buffer range): matmul through cblas_sgemm / cblas_dgemm
 // (one call per batch, a shared rhs reused), conv2d as im2col tiles times
-// the filter with sgemm, attention per (batch, head) as two gemms around a
-// row softmax. f32 and f64. OpenBLAS parallelizes the gemms; the pool
-// parallelizes im2col and the softmax rows.
+// the filter with sgemm, attention either fused (CpuAttention.h, f32, on
+// the pool over batch x heads x query tiles) or per (batch, head) as two
+// gemms around a row softmax. f32 and f64. OpenBLAS parallelizes the gemms;
+// the pool parallelizes im2col, the softmax rows and the fused attention.
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,10 +26,21 @@ absl::Status runMatmul(const MatmulParams &p, const void *lhs, const void *rhs,
 absl::Status runConv2d(const Conv2dParams &p, const void *input,
                        const void *filter, void *result, ThreadPool &pool);
 
-/// `mask` is null when p.hasMask is false.
+/// How attention is computed: the score matrix materialized a block of
+/// query rows at a time (two sgemm/dgemm around a row softmax), or the
+/// fused online-softmax kernel of CpuAttention.h (f32 and bf16 only).
+enum class AttentionPath { Auto, Materialized, Fused };
+
+/// The path Auto takes for `p` (the rule and its measurements:
+/// docs/performance.md, "CPU speed (issue 15): fused attention").
+AttentionPath chooseAttentionPath(const AttentionParams &p);
+
+/// `mask` is null when p.hasMask is false. `path` Fused for f64 runs the
+/// materialized path (the fused kernel is f32).
 absl::Status runAttention(const AttentionParams &p, const void *q,
                           const void *k, const void *v, const void *mask,
-                          void *result, ThreadPool &pool);
+                          void *result, ThreadPool &pool,
+                          AttentionPath path = AttentionPath::Auto);
 
 } // namespace omni::hal::cpu
 
