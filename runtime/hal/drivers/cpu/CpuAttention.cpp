@@ -1,7 +1,7 @@
 //===- CpuAttention.cpp - Fused flash-style attention on the CPU ----------===//
 //
 // The kernel of CpuAttention.h. One work item = one (batch, head, tile of
-// kAttentionQueryTile query rows). Per key block of kAttentionKeyBlock keys
+// at most kAttentionMaxQueryTile query rows). Per key block (attentionKeyBlock)
 // it transposes the keys (head dim major, so a vector holds 8 keys) and pads
 // keys and values with zeros to whole vectors, then per group of 4 query
 // rows computes the 4 x block scores with 8 accumulators in registers, and
@@ -40,10 +40,8 @@ typedef float V8 __attribute__((vector_size(32)));
 typedef int32_t V8I __attribute__((vector_size(32)));
 typedef double V4D __attribute__((vector_size(32)));
 
-constexpr int64_t kBlock = kAttentionKeyBlock;
-constexpr int64_t kTile = kAttentionQueryTile;
 constexpr int64_t kGroup = 4; // query rows whose scores share key loads
-static_assert(kBlock % 16 == 0 && kTile % kGroup == 0, "tile shapes");
+static_assert(kAttentionMaxKeyBlock % 16 == 0, "whole 16-key score blocks");
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
@@ -90,7 +88,10 @@ OMNI_ALWAYS_INLINE V8 expV(V8 x) {
 struct Job {
   const float *q, *k, *v, *mask;
   float *out;
-  int64_t heads, seqQ, seqK, d, dv, dvPad, tiles;
+  int64_t heads, seqQ, seqK, d, dv, dvPad;
+  int64_t block; // keys per block, a multiple of 16 (attentionKeyBlock)
+  int64_t tile;  // query rows per work item, a multiple of kGroup
+  int64_t tiles; // work items per (batch, head)
   int64_t maskBatchStride, maskHeadStride; // elements; 0 when broadcast
   float scale;
 };
@@ -100,14 +101,16 @@ struct Scratch {
   std::vector<float> kT, vb, qt, s, m;
   std::vector<double> o, l;
   explicit Scratch(const Job &j)
-      : kT(j.d * kBlock), vb(kBlock * j.dvPad), qt(kTile * j.d),
-        s(kGroup * kBlock), m(kTile), o(kTile * j.dvPad), l(kTile) {}
+      : kT(j.d * j.block), vb(j.block * j.dvPad), qt(j.tile * j.d),
+        s(kGroup * j.block), m(j.tile), o(j.tile * j.dvPad), l(j.tile) {}
 };
 
 /// s[r][0, nbPad) = scale * (q row r) . (key columns), r < kGroup; qt holds
-/// kGroup rows of d, kT is d x kBlock.
+/// kGroup rows of d, kT is d x block, s is kGroup x block.
 OMNI_ALWAYS_INLINE void scoreGroup(const float *qt, const float *kT, int64_t d,
-                                   int64_t nbPad, float scale, float *s) {
+                                   int64_t block, int64_t nbPad, float scale,
+                                   float *s) {
+  const int64_t kBlock = block;
   for (int64_t jj = 0; jj < nbPad; jj += 16) {
     V8 a00{}, a01{}, a10{}, a11{}, a20{}, a21{}, a30{}, a31{};
     for (int64_t e = 0; e < d; ++e) {
@@ -130,41 +133,66 @@ OMNI_ALWAYS_INLINE void scoreGroup(const float *qt, const float *kT, int64_t d,
   }
 }
 
-/// o[0, dvPad) = o * alpha + sum_j p[j] vb[j] (the sum over the block in
-/// f32, added in f64).
-OMNI_ALWAYS_INLINE void accumulatePV(const float *p, const float *vb,
-                                     int64_t nbPad, int64_t dvPad, float alpha,
+/// x[0, 8) = x * alpha + acc, in f64.
+OMNI_ALWAYS_INLINE void addScaled(double *x, double alpha, V8 acc) {
+  V4D lo, hi;
+  std::memcpy(&lo, x, sizeof lo);
+  std::memcpy(&hi, x + 4, sizeof hi);
+  lo = lo * alpha + __builtin_convertvector(
+                        __builtin_shufflevector(acc, acc, 0, 1, 2, 3), V4D);
+  hi = hi * alpha + __builtin_convertvector(
+                        __builtin_shufflevector(acc, acc, 4, 5, 6, 7), V4D);
+  std::memcpy(x, &lo, sizeof lo);
+  std::memcpy(x + 4, &hi, sizeof hi);
+}
+
+/// For the kGroup rows r of p (stride block): o[r] = o[r] * alpha[r] +
+/// sum_j p[r][j] vb[j] over [0, dvPad), the sum over the block in f32 (8
+/// independent accumulators for two vectors of 4 rows), added in f64.
+OMNI_ALWAYS_INLINE void accumulatePV(const float *p, int64_t block,
+                                     const float *vb, int64_t nbPad,
+                                     int64_t dvPad, const float *alpha,
                                      double *o) {
-  for (int64_t c = 0; c < dvPad; c += 32) {
-    const int64_t vectors = std::min<int64_t>(4, (dvPad - c) / 8);
-    V8 acc[4] = {};
-    if (vectors == 4) {
-      for (int64_t j = 0; j < nbPad; ++j) {
-        const float pj = p[j];
-        const float *row = vb + j * dvPad + c;
-        acc[0] += pj * load(row), acc[1] += pj * load(row + 8);
-        acc[2] += pj * load(row + 16), acc[3] += pj * load(row + 24);
-      }
-    } else {
-      for (int64_t j = 0; j < nbPad; ++j) {
-        const float pj = p[j];
-        const float *row = vb + j * dvPad + c;
-        for (int64_t t = 0; t < vectors; ++t)
-          acc[t] += pj * load(row + 8 * t);
-      }
+  const float *p0 = p, *p1 = p + block, *p2 = p + 2 * block,
+              *p3 = p + 3 * block;
+  int64_t c = 0;
+  for (; c + 16 <= dvPad; c += 16) {
+    V8 a00{}, a01{}, a10{}, a11{}, a20{}, a21{}, a30{}, a31{};
+    for (int64_t j = 0; j < nbPad; ++j) {
+      const float *row = vb + j * dvPad + c;
+      const V8 v0 = load(row), v1 = load(row + 8);
+      a00 += p0[j] * v0, a01 += p0[j] * v1;
+      a10 += p1[j] * v0, a11 += p1[j] * v1;
+      a20 += p2[j] * v0, a21 += p2[j] * v1;
+      a30 += p3[j] * v0, a31 += p3[j] * v1;
     }
-    for (int64_t t = 0; t < vectors; ++t)
-      for (int lane = 0; lane < 8; ++lane) {
-        double &x = o[c + 8 * t + lane];
-        x = x * alpha + acc[t][lane];
-      }
+    addScaled(o + c, alpha[0], a00), addScaled(o + c + 8, alpha[0], a01);
+    addScaled(o + dvPad + c, alpha[1], a10);
+    addScaled(o + dvPad + c + 8, alpha[1], a11);
+    addScaled(o + 2 * dvPad + c, alpha[2], a20);
+    addScaled(o + 2 * dvPad + c + 8, alpha[2], a21);
+    addScaled(o + 3 * dvPad + c, alpha[3], a30);
+    addScaled(o + 3 * dvPad + c + 8, alpha[3], a31);
+  }
+  if (c < dvPad) { // one vector left
+    V8 a0{}, a1{}, a2{}, a3{};
+    for (int64_t j = 0; j < nbPad; ++j) {
+      const V8 v0 = load(vb + j * dvPad + c);
+      a0 += p0[j] * v0, a1 += p1[j] * v0;
+      a2 += p2[j] * v0, a3 += p3[j] * v0;
+    }
+    addScaled(o + c, alpha[0], a0);
+    addScaled(o + dvPad + c, alpha[1], a1);
+    addScaled(o + 2 * dvPad + c, alpha[2], a2);
+    addScaled(o + 3 * dvPad + c, alpha[3], a3);
   }
 }
 
 template <int Isa>
 OMNI_ALWAYS_INLINE void runTile(const Job &j, Scratch &sc, int64_t item) {
-  const int64_t bh = item / j.tiles, r0 = (item % j.tiles) * kTile;
-  const int64_t rows = std::min(kTile, j.seqQ - r0);
+  const int64_t bh = item / j.tiles, r0 = (item % j.tiles) * j.tile;
+  const int64_t rows = std::min(j.tile, j.seqQ - r0);
+  const int64_t kBlock = j.block;
   const int64_t b = bh / j.heads, h = bh % j.heads;
   const int64_t d = j.d, dv = j.dv, dvPad = j.dvPad;
   const float *q = j.q + (bh * j.seqQ + r0) * d;
@@ -184,21 +212,37 @@ OMNI_ALWAYS_INLINE void runTile(const Job &j, Scratch &sc, int64_t item) {
       qt[i * d + e] = i < rows ? q[i * d + e] : 0.0f;
   std::fill(m, m + rows, -kInf);
   std::fill(l, l + rows, 0.0);
-  std::fill(o, o + rows * dvPad, 0.0);
+  std::fill(o, o + rowsPad * dvPad, 0.0);
 
   for (int64_t j0 = 0; j0 < j.seqK; j0 += kBlock) {
     const int64_t nb = std::min(kBlock, j.seqK - j0);
     const int64_t nbPad = roundUp(nb, 16);
+    const float *kb = k + j0 * d;
+    for (int64_t jj = 0; jj < nb; ++jj)
+      for (int64_t e = 0; e < d; ++e)
+        kT[e * kBlock + jj] = kb[jj * d + e];
     for (int64_t e = 0; e < d; ++e)
-      for (int64_t jj = 0; jj < nbPad; ++jj)
-        kT[e * kBlock + jj] = jj < nb ? k[(j0 + jj) * d + e] : 0.0f;
-    for (int64_t jj = 0; jj < nbPad; ++jj)
-      for (int64_t c = 0; c < dvPad; ++c)
-        vb[jj * dvPad + c] = jj < nb && c < dv ? v[(j0 + jj) * dv + c] : 0.0f;
+      std::fill(kT + e * kBlock + nb, kT + e * kBlock + nbPad, 0.0f);
+    if (dv == dvPad) {
+      std::memcpy(vb, v + j0 * dv, nb * dv * sizeof(float));
+    } else {
+      for (int64_t jj = 0; jj < nb; ++jj) {
+        std::memcpy(vb + jj * dvPad, v + (j0 + jj) * dv, dv * sizeof(float));
+        std::fill(vb + jj * dvPad + dv, vb + (jj + 1) * dvPad, 0.0f);
+      }
+    }
+    std::fill(vb + nb * dvPad, vb + nbPad * dvPad, 0.0f);
 
     for (int64_t g = 0; g < rows; g += kGroup) {
-      scoreGroup(qt + g * d, kT, d, nbPad, j.scale, s);
-      for (int64_t r = 0; r < std::min(kGroup, rows - g); ++r) {
+      scoreGroup(qt + g * d, kT, d, kBlock, nbPad, j.scale, s);
+      // Rows that add nothing (padding, or nothing but -inf so far) keep
+      // their accumulator: p = 0, alpha = 1.
+      float alpha[kGroup] = {1.0f, 1.0f, 1.0f, 1.0f};
+      for (int64_t r = 0; r < kGroup; ++r) {
+        if (r >= rows - g) {
+          std::fill(s + r * kBlock, s + r * kBlock + nbPad, 0.0f);
+          continue;
+        }
         const int64_t i = g + r;
         float *row = s + r * kBlock;
         if (mask)
@@ -222,9 +266,10 @@ OMNI_ALWAYS_INLINE void runTile(const Job &j, Scratch &sc, int64_t item) {
           for (int64_t jj = 0; jj < nb; ++jj)
             if (std::isnan(row[jj]))
               l[i] = std::numeric_limits<double>::quiet_NaN();
+          std::fill(row, row + nbPad, 0.0f);
           continue;
         }
-        const float alpha = expV(splat(mOld - mNew))[0];
+        alpha[r] = expV(splat(mOld - mNew))[0];
         V4D sum0{}, sum1{};
         for (int64_t jj = 0; jj < nbPad; jj += 8) {
           const V8 p = expV(load(row + jj) - mNew);
@@ -235,10 +280,10 @@ OMNI_ALWAYS_INLINE void runTile(const Job &j, Scratch &sc, int64_t item) {
               __builtin_shufflevector(p, p, 4, 5, 6, 7), V4D);
         }
         const V4D sum = sum0 + sum1;
-        l[i] = l[i] * alpha + ((sum[0] + sum[1]) + (sum[2] + sum[3]));
+        l[i] = l[i] * alpha[r] + ((sum[0] + sum[1]) + (sum[2] + sum[3]));
         m[i] = mNew;
-        accumulatePV(row, vb, nbPad, dvPad, alpha, o + i * dvPad);
       }
+      accumulatePV(s, kBlock, vb, nbPad, dvPad, alpha, o + g * dvPad);
     }
   }
   for (int64_t i = 0; i < rows; ++i) {
@@ -303,6 +348,13 @@ bool useAvx2(AttentionIsa isa) {
 
 } // namespace
 
+int64_t attentionKeyBlock(int64_t seqK) {
+  const int64_t blocks = std::max<int64_t>(
+      1, (seqK + kAttentionMaxKeyBlock - 1) / kAttentionMaxKeyBlock);
+  return std::min(kAttentionMaxKeyBlock,
+                  roundUp((seqK + blocks - 1) / blocks, 16));
+}
+
 const char *attentionIsa() {
   return useAvx2(AttentionIsa::Best) ? "avx2" : "baseline";
 }
@@ -328,7 +380,13 @@ void fusedAttention(const AttentionParams &p, const float *q, const float *k,
   j.q = q, j.k = k, j.v = v, j.mask = p.hasMask ? mask : nullptr, j.out = out;
   j.heads = p.heads, j.seqQ = p.seqQ, j.seqK = p.seqK, j.d = p.headDim;
   j.dv = p.valueDim, j.dvPad = roundUp(p.valueDim, 8);
-  j.tiles = (p.seqQ + kTile - 1) / kTile;
+  j.block = attentionKeyBlock(p.seqK);
+  // Query tiles of at most kAttentionMaxQueryTile rows, as equal as whole
+  // groups allow (72 rows: 2 x 36, not 64 + 8).
+  const int64_t tiles =
+      (p.seqQ + kAttentionMaxQueryTile - 1) / kAttentionMaxQueryTile;
+  j.tile = roundUp((p.seqQ + tiles - 1) / tiles, kGroup);
+  j.tiles = (p.seqQ + j.tile - 1) / j.tile;
   const int64_t plane = p.seqQ * p.seqK;
   j.maskHeadStride = p.maskHeadShared ? 0 : plane;
   j.maskBatchStride =

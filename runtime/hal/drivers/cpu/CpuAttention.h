@@ -9,7 +9,7 @@
 // 15): fused attention").
 //
 // Arithmetic (docs/backend.md, "Reductions"): dot products q.k and the
-// products p v of one key block (at most kAttentionKeyBlock keys) in f32, as
+// products p v of one key block (at most kAttentionMaxKeyBlock keys) in f32, as
 // the sgemm of the materialized path does; the row sums of
 // probabilities and the output accumulator across key blocks in f64; one
 // division per row at the end. A row's result depends only on its own
@@ -35,11 +35,17 @@
 
 namespace omni::hal::cpu {
 
-/// Keys per block of the online softmax (the f32 partial sums of p v span
-/// at most this many keys).
-inline constexpr int64_t kAttentionKeyBlock = 64;
-/// Query rows per work item.
-inline constexpr int64_t kAttentionQueryTile = 32;
+/// At most this many keys per block of the online softmax (the f32 partial
+/// sums of p v span at most this many keys).
+inline constexpr int64_t kAttentionMaxKeyBlock = 128;
+/// At most this many query rows per work item.
+inline constexpr int64_t kAttentionMaxQueryTile = 64;
+
+/// The key block for `seqK` keys: the fewest blocks of at most
+/// kAttentionMaxKeyBlock keys, made equal and rounded up to 16 (72 keys:
+/// one block of 80; 288: three of 96). A function of the shape only, so the
+/// blocking (and the bits) never depends on the thread count.
+int64_t attentionKeyBlock(int64_t seqK);
 
 /// Which copy of the kernel runs: the best this CPU has, or the baseline ISA
 /// (tests compare the two).

@@ -121,7 +121,7 @@ Case makeCase(int64_t batch, int64_t heads, int64_t seqQ, int64_t seqK,
       for (int64_t i = 0; i < seqQ; ++i)
         for (int64_t j = 0; j < seqK; ++j)
           if ((i % 2 == 1 && j % 3 == 0) ||
-              (i == 1 && j < kAttentionKeyBlock && j + 1 < seqK))
+              (i == 1 && j < attentionKeyBlock(seqK) && j + 1 < seqK))
             c.mask[(bh * seqQ + i) * seqK + j] = -kInf;
   }
   return c;
@@ -143,7 +143,8 @@ struct Reference {
 Reference reference(const Case &c, double expError, int64_t chunk) {
   const AttentionParams &p = c.p;
   Reference r;
-  const int64_t blocks = (p.seqK + kAttentionKeyBlock - 1) / kAttentionKeyBlock;
+  const int64_t block = attentionKeyBlock(p.seqK);
+  const int64_t blocks = (p.seqK + block - 1) / block;
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t h = 0; h < p.heads; ++h) {
       const int64_t bh = b * p.heads + h;
@@ -250,7 +251,8 @@ TEST(FusedAttention, MatchesAFloat64SoftmaxWithinTheDerivedBound) {
                    << c.p.headDim << " dv " << c.p.valueDim << " mask "
                    << c.p.hasMask << " isa " << int(isa));
       expectWithin(runFused(c, 2, isa),
-                   reference(c, kExpError, kAttentionKeyBlock), "fused");
+                   reference(c, kExpError, attentionKeyBlock(c.p.seqK)),
+                   "fused");
     }
 }
 
@@ -261,7 +263,7 @@ TEST(FusedAttention, AgreesWithTheMaterializedPath) {
   for (const Case &c : shapes()) {
     SCOPED_TRACE(::testing::Message()
                  << "seqQ " << c.p.seqQ << " seqK " << c.p.seqK);
-    Reference fused = reference(c, kExpError, kAttentionKeyBlock);
+    Reference fused = reference(c, kExpError, attentionKeyBlock(c.p.seqK));
     Reference mat = reference(c, 2 * kU, c.p.seqK);
     std::vector<float> a = runFused(c, 2, AttentionIsa::Best);
     std::vector<float> b = runMaterialized(c, 2);
@@ -289,28 +291,40 @@ TEST(FusedAttention, SameBitsForAnyThreadCount) {
 }
 
 TEST(FusedAttention, FullyMaskedRowsAreNaNAsInTheMaterializedPath) {
-  Case c = makeCase(1, 1, 3, 100, 4, 5, 0.5, 1);
-  for (int64_t j = 0; j < 100; ++j)
-    c.mask[1 * 100 + j] = -kInf; // row 1: nothing to attend to
-  c.mask[2 * 100 + 10] = std::numeric_limits<float>::quiet_NaN();
-  for (int64_t j = 0; j < 64; ++j) // row 0: its first block fully masked
+  const int64_t n = 200, block = attentionKeyBlock(n);
+  ASSERT_LT(block, n); // two key blocks
+  Case c = makeCase(1, 1, 3, n, 4, 5, 0.5, 1);
+  for (int64_t j = 0; j < n; ++j)
+    c.mask[1 * n + j] = -kInf; // row 1: nothing to attend to
+  c.mask[2 * n + 10] = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t j = 0; j < block; ++j) // row 0: its first block fully masked
     c.mask[j] = -kInf;
   std::vector<float> fused = runFused(c, 2, AttentionIsa::Best);
   std::vector<float> mat = runMaterialized(c, 2);
   for (int64_t e = 0; e < 5; ++e) {
     EXPECT_TRUE(std::isfinite(fused[e])) << fused[e];
+    EXPECT_NEAR(fused[e], mat[e], 1e-5);
     EXPECT_TRUE(std::isnan(fused[5 + e])) << fused[5 + e];
     EXPECT_TRUE(std::isnan(mat[5 + e])) << mat[5 + e];
     EXPECT_TRUE(std::isnan(fused[10 + e])) << fused[10 + e]; // NaN score
     EXPECT_TRUE(std::isnan(mat[10 + e])) << mat[10 + e];
   }
-  // A NaN confined to a block whose other scores are -inf still poisons.
-  Case d = makeCase(1, 1, 1, 100, 4, 5, 0.5, 1);
-  for (int64_t j = 0; j < 64; ++j)
+  // A NaN in a block whose other scores are all -inf still poisons the row.
+  Case d = makeCase(1, 1, 1, n, 4, 5, 0.5, 1);
+  for (int64_t j = 0; j < block; ++j)
     d.mask[j] = -kInf;
   d.mask[3] = std::numeric_limits<float>::quiet_NaN();
   for (float x : runFused(d, 1, AttentionIsa::Best))
     EXPECT_TRUE(std::isnan(x)) << x;
+}
+
+TEST(FusedAttention, KeyBlocksAreEqualAndAtMostTheMaximum) {
+  EXPECT_EQ(attentionKeyBlock(1), 16);
+  EXPECT_EQ(attentionKeyBlock(72), 80);
+  EXPECT_EQ(attentionKeyBlock(128), 128);
+  EXPECT_EQ(attentionKeyBlock(129), 80);
+  EXPECT_EQ(attentionKeyBlock(288), 96);
+  EXPECT_EQ(attentionKeyBlock(1024), 128);
 }
 
 TEST(FusedAttention, NoKeysGivesZerosAsTheMaterializedPath) {
