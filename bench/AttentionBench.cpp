@@ -90,6 +90,10 @@ int main(int argc, char **argv) {
       {"small joint (288)", 32, 8, 288, 32},
       {"small image-only (256)", 32, 8, 256, 32},
       {"small VAE mid (1024)", 32, 1, 1024, 32},
+      // Wider heads (SD3.5-Medium: 64, Qwen-Image: 128), where sgemm's
+      // efficiency counts more against the softmax.
+      {"head dim 64 (1024)", 2, 8, 1024, 64},
+      {"head dim 128 (1024)", 2, 8, 1024, 128},
   };
   std::printf("attention, %d threads, fused kernel ISA %s\n", threads,
               attentionIsa());

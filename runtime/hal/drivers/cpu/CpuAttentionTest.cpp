@@ -335,13 +335,19 @@ TEST(FusedAttention, NoKeysGivesZerosAsTheMaterializedPath) {
     EXPECT_EQ(x, 0.0f);
 }
 
-TEST(FusedAttention, AutoPathIsFusedForF32AndMaterializedForF64) {
+TEST(FusedAttention, AutoPathIsFusedUpToHeadSize128AndNeverForF64) {
   AttentionParams p;
   p.batch = 32, p.heads = 4, p.seqQ = p.seqK = 72, p.headDim = p.valueDim = 16;
   EXPECT_EQ(chooseAttentionPath(p), AttentionPath::Fused);
   p.dtype = DType::BF16;
   EXPECT_EQ(chooseAttentionPath(p), AttentionPath::Fused);
-  p.dtype = DType::F64;
+  p.headDim = 128, p.valueDim = 128;
+  EXPECT_EQ(chooseAttentionPath(p), AttentionPath::Fused);
+  p.valueDim = 129;
+  EXPECT_EQ(chooseAttentionPath(p), AttentionPath::Materialized);
+  p.valueDim = 16, p.headDim = 256;
+  EXPECT_EQ(chooseAttentionPath(p), AttentionPath::Materialized);
+  p.headDim = 16, p.dtype = DType::F64;
   EXPECT_EQ(chooseAttentionPath(p), AttentionPath::Materialized);
 }
 
