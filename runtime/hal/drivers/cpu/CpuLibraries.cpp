@@ -275,9 +275,10 @@ absl::Status runConv2d(const Conv2dParams &p, const void *input,
 
 AttentionPath chooseAttentionPath(const AttentionParams &p) {
   // Measured (bench/AttentionBench.cpp, docs/performance.md "CPU speed
-  // (issue 15): fused attention"): fused 1.9-3x faster on every recipe
-  // shape, even at head size 128; past that its register blocking (the
-  // head dimension untiled) has not been measured, so sgemm keeps it.
+  // (issue 15): fused attention"): fused 1.8-2.6x faster on every recipe
+  // shape, even with sgemm at head size 128; past that its register
+  // blocking (the head dimension untiled) has not been measured, so sgemm
+  // keeps it.
   constexpr int64_t kMaxFusedHead = 128;
   if (p.dtype == DType::F64 || p.headDim > kMaxFusedHead ||
       p.valueDim > kMaxFusedHead)
