@@ -1,8 +1,10 @@
 //===- CpuLibraries.cpp - Matmul, conv2d and attention on the CPU ---------===//
 //
-// Every routine is a thin layer over gemm, so its speed is OpenBLAS's. The
-// 32-bit BLAS interface bounds each gemm dimension; larger problems fail
-// with Unimplemented instead of overflowing an int.
+// Matmul and conv2d are thin layers over gemm, so their speed is OpenBLAS's;
+// attention is the fused kernel of CpuAttention.h where it wins and two
+// gemms around a row softmax otherwise (chooseAttentionPath). The 32-bit
+// BLAS interface bounds each gemm dimension; larger problems fail with
+// Unimplemented instead of overflowing an int.
 //
 // bf16 operands (docs/precision.md) are widened to f32, which is exact, the
 // f32 routine runs (sgemm: every product of two bf16 values is exact in f32,
