@@ -1,9 +1,11 @@
 //===- CpuLibraries.cpp - Matmul, conv2d and attention on the CPU ---------===//
 //
-// Every routine is a thin layer over gemm (Gemm.h: single-threaded oneDNN
-// sgemm / OpenBLAS dgemm on fixed blocks of the result, run by the device's
-// thread pool), so its speed is those libraries', except the stride-1 f32
-// convolutions, which run CpuConv.h's direct loop. The 32-bit BLAS
+// Matmul and conv2d are thin layers over gemm (Gemm.h: single-threaded
+// oneDNN sgemm / OpenBLAS dgemm on fixed blocks of the result, run by the
+// device's thread pool), so their speed is those libraries', except the
+// stride-1 f32 convolutions, which run CpuConv.h's direct loop; attention
+// is the fused kernel of CpuAttention.h where it wins and two gemms around
+// a row softmax otherwise (chooseAttentionPath). The 32-bit BLAS
 // interface bounds each gemm dimension; larger problems fail with
 // Unimplemented instead of overflowing an int.
 //
@@ -20,8 +22,9 @@
 
 #include "runtime/hal/drivers/cpu/CpuLibraries.h"
 
-#include "runtime/hal/drivers/cpu/Gemm.h"
+#include "runtime/hal/drivers/cpu/CpuAttention.h"
 #include "runtime/hal/drivers/cpu/CpuConv.h"
+#include "runtime/hal/drivers/cpu/Gemm.h"
 
 #include "runtime/io/ElementCodec.h"
 
@@ -191,8 +194,9 @@ void conv2d(const Conv2dParams &p, const T *input, const T *filter, T *out,
 }
 
 template <typename T>
-void attention(const AttentionParams &p, const T *q, const T *k, const T *v,
-               const T *mask, T *out, ThreadPool &pool) {
+void materializedAttention(const AttentionParams &p, const T *q, const T *k,
+                           const T *v, const T *mask, T *out,
+                           ThreadPool &pool) {
   if (p.seqQ == 0 || p.valueDim == 0)
     return;
   // Blocks of query rows keep the score matrix near 1M elements.
@@ -243,6 +247,22 @@ void attention(const AttentionParams &p, const T *q, const T *k, const T *v,
       }
     }
   }
+}
+
+void attention(const AttentionParams &p, const float *q, const float *k,
+               const float *v, const float *mask, float *out, ThreadPool &pool,
+               AttentionPath path) {
+  if (path == AttentionPath::Auto)
+    path = chooseAttentionPath(p);
+  if (path == AttentionPath::Fused)
+    fusedAttention(p, q, k, v, mask, out, pool);
+  else
+    materializedAttention(p, q, k, v, mask, out, pool);
+}
+void attention(const AttentionParams &p, const double *q, const double *k,
+               const double *v, const double *mask, double *out,
+               ThreadPool &pool, AttentionPath) {
+  materializedAttention(p, q, k, v, mask, out, pool);
 }
 
 /// `n` bf16 elements widened (exactly) to f32; null stays empty.
@@ -316,9 +336,22 @@ absl::Status runConv2d(const Conv2dParams &p, const void *input,
   return absl::OkStatus();
 }
 
+AttentionPath chooseAttentionPath(const AttentionParams &p) {
+  // Measured (bench/AttentionBench.cpp, docs/performance.md "CPU speed
+  // (issue 15): fused attention"): fused 1.8-2.6x faster on every recipe
+  // shape, even with sgemm at head size 128; past that its register
+  // blocking (the head dimension untiled) has not been measured, so sgemm
+  // keeps it.
+  constexpr int64_t kMaxFusedHead = 128;
+  if (p.dtype == DType::F64 || p.headDim > kMaxFusedHead ||
+      p.valueDim > kMaxFusedHead)
+    return AttentionPath::Materialized;
+  return AttentionPath::Fused;
+}
+
 absl::Status runAttention(const AttentionParams &p, const void *q,
                           const void *k, const void *v, const void *mask,
-                          void *result, ThreadPool &pool) {
+                          void *result, ThreadPool &pool, AttentionPath path) {
   absl::Status fits = fitsBlas("Attention", {{"query length", p.seqQ},
                                              {"key length", p.seqK},
                                              {"head size", p.headDim},
@@ -337,16 +370,16 @@ absl::Status runAttention(const AttentionParams &p, const void *q,
     std::vector<float> mf = widenBf16(mask, maskElems);
     std::vector<float> of(static_cast<size_t>(bh * p.seqQ * p.valueDim));
     attention(p, qf.data(), kf.data(), vf.data(), mask ? mf.data() : nullptr,
-              of.data(), pool);
+              of.data(), pool, path);
     narrowToBf16(of, result);
   } else if (p.dtype == DType::F32)
     attention(p, static_cast<const float *>(q), static_cast<const float *>(k),
               static_cast<const float *>(v), static_cast<const float *>(mask),
-              static_cast<float *>(result), pool);
+              static_cast<float *>(result), pool, path);
   else
     attention(p, static_cast<const double *>(q), static_cast<const double *>(k),
               static_cast<const double *>(v), static_cast<const double *>(mask),
-              static_cast<double *>(result), pool);
+              static_cast<double *>(result), pool, path);
   return absl::OkStatus();
 }
 

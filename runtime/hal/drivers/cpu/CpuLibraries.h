@@ -5,9 +5,9 @@
 // OpenBLAS dgemm, single-threaded on fixed blocks of the result; a shared
 // rhs folds the batch into the rows), conv2d as the direct loop of
 // CpuConv.h where it applies, else im2col tiles times the filter,
-// attention per (batch, head) as two gemms around a row softmax. f32 and
-// f64. The device's one thread pool runs the gemm blocks, the direct
-// convolution, im2col and the softmax rows.
+// attention either fused (CpuAttention.h, f32, over batch x heads x query
+// tiles) or per (batch, head) as two gemms around a row softmax. f32 and
+// f64. The device's one thread pool runs all of them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,10 +27,21 @@ absl::Status runMatmul(const MatmulParams &p, const void *lhs, const void *rhs,
 absl::Status runConv2d(const Conv2dParams &p, const void *input,
                        const void *filter, void *result, ThreadPool &pool);
 
-/// `mask` is null when p.hasMask is false.
+/// How attention is computed: the score matrix materialized a block of
+/// query rows at a time (two sgemm/dgemm around a row softmax), or the
+/// fused online-softmax kernel of CpuAttention.h (f32 and bf16 only).
+enum class AttentionPath { Auto, Materialized, Fused };
+
+/// The path Auto takes for `p` (the rule and its measurements:
+/// docs/performance.md, "CPU speed (issue 15): fused attention").
+AttentionPath chooseAttentionPath(const AttentionParams &p);
+
+/// `mask` is null when p.hasMask is false. `path` Fused for f64 runs the
+/// materialized path (the fused kernel is f32).
 absl::Status runAttention(const AttentionParams &p, const void *q,
                           const void *k, const void *v, const void *mask,
-                          void *result, ThreadPool &pool);
+                          void *result, ThreadPool &pool,
+                          AttentionPath path = AttentionPath::Auto);
 
 } // namespace omni::hal::cpu
 

@@ -1,0 +1,75 @@
+//===- CpuAttention.h - Fused flash-style attention on the CPU --*- C++ -*-===//
+//
+// softmax(q k^T * scale + mask) v in f32 without materializing the score
+// matrix: each work item is one (batch, head, tile of query rows); it walks
+// the keys in blocks, computes a block of scores in registers, and keeps a
+// running row max and sum (online softmax), rescaling its output
+// accumulator when the max grows. The exp is a polynomial that vectorizes
+// (attentionExp below; accuracy in docs/performance.md, "CPU speed (issue
+// 15): fused attention").
+//
+// Arithmetic (docs/backend.md, "Reductions"): dot products q.k and the
+// products p v of one key block (at most kAttentionMaxKeyBlock keys) in f32, as
+// the sgemm of the materialized path does; the row sums of
+// probabilities and the output accumulator across key blocks in f64; one
+// division per row at the end. A row's result depends only on its own
+// inputs and the fixed key blocking, never on the tile it falls in or on
+// the thread that runs it, so the bits are the same for any thread count.
+//
+// Vectorized with GCC/Clang vector extensions; on x86-64 a copy compiled
+// for AVX2+FMA is chosen at run time when the CPU has both, otherwise the
+// same code runs on the baseline ISA (SSE2 on x86-64).
+//
+// Thread safety: the functions are reentrant; fusedAttention runs its work
+// items on `pool`.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OMNI_RUNTIME_HAL_DRIVERS_CPU_CPUATTENTION_H
+#define OMNI_RUNTIME_HAL_DRIVERS_CPU_CPUATTENTION_H
+
+#include "runtime/hal/Library.h"
+#include "runtime/hal/drivers/cpu/ThreadPool.h"
+
+#include <cstdint>
+
+namespace omni::hal::cpu {
+
+/// At most this many keys per block of the online softmax (the f32 partial
+/// sums of p v span at most this many keys).
+inline constexpr int64_t kAttentionMaxKeyBlock = 128;
+/// At most this many query rows per work item.
+inline constexpr int64_t kAttentionMaxQueryTile = 64;
+
+/// The key block for `seqK` keys: the fewest blocks of at most
+/// kAttentionMaxKeyBlock keys, made equal and rounded up to 16 (72 keys:
+/// one block of 80; 288: three of 96). A function of the shape only, so the
+/// blocking (and the bits) never depends on the thread count.
+int64_t attentionKeyBlock(int64_t seqK);
+
+/// Which copy of the kernel runs: the best this CPU has, or the baseline ISA
+/// (tests compare the two).
+enum class AttentionIsa { Best, Baseline };
+
+/// The fused kernel's exp, elementwise over n floats: relative error at
+/// most 2^-22 for x in [-87.33, 88.37] (measured below 2 ulp), 0 below
+/// -87.33 (where exp is subnormal or 0), +inf above, NaN for NaN. The same
+/// code path (ISA) as fusedAttention uses.
+void attentionExp(const float *x, float *y, int64_t n,
+                  AttentionIsa isa = AttentionIsa::Best);
+
+/// The ISA copy fusedAttention and attentionExp run on this CPU ("avx2" or
+/// "baseline"), for reports.
+const char *attentionIsa();
+
+/// result = softmax(q k^T * scale + mask) v, f32, layouts of
+/// AttentionParams; `mask` null when p.hasMask is false. Rows whose every
+/// score is -inf come out NaN, as the materialized path's do; no keys
+/// (seqK = 0) gives zeros, as it does there.
+void fusedAttention(const AttentionParams &p, const float *q, const float *k,
+                    const float *v, const float *mask, float *out,
+                    ThreadPool &pool, AttentionIsa isa = AttentionIsa::Best);
+
+} // namespace omni::hal::cpu
+
+#endif // OMNI_RUNTIME_HAL_DRIVERS_CPU_CPUATTENTION_H
