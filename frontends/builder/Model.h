@@ -78,6 +78,15 @@ public:
                          const Tensor &prompt, const Tensor &pooled) = 0;
   /// Default LoRA targets (layer paths' suffixes).
   virtual std::vector<std::string> loraTargets() const { return {}; }
+  /// Whether forward() emits each transformer block as a recomputed block
+  /// (layers::RecomputedBlock; the recipe's recompute=blocks): the backward
+  /// program recomputes a block's activations instead of saving them.
+  /// Models without blocks ignore it.
+  void setRecomputeBlocks(bool on) { recomputeBlocks_ = on; }
+  bool recomputeBlocks() const { return recomputeBlocks_; }
+
+private:
+  bool recomputeBlocks_ = false;
 };
 
 class ImageDecoder {

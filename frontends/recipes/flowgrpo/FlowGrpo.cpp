@@ -75,10 +75,11 @@ struct Options {
   od::SdeType sdeType;
   od::KlForm klForm;
   bool globalStd, normByStd;
-  bool gatherPerStep;  // omni.shard_gather "per-step" (else "once")
-  bool bf16;           // the model's contractions in bf16 (docs/precision.md)
-  bool sdeSampler;     // --program=sample: SDE steps (else the ODE's Euler)
-  int64_t sampleBatch; // --program=sample: images per call (0: P*G)
+  bool gatherPerStep;   // omni.shard_gather "per-step" (else "once")
+  bool bf16;            // the model's contractions in bf16 (docs/precision.md)
+  bool recomputeBlocks; // the backward recomputes each block's activations
+  bool sdeSampler;      // --program=sample: SDE steps (else the ODE's Euler)
+  int64_t sampleBatch;  // --program=sample: images per call (0: P*G)
   std::string reward;
   int64_t batch() const { return prompts * group; }
   /// Samples per rollout chunk (rollout_chunks).
@@ -180,6 +181,14 @@ const OptionDesc kOptions[] = {
     // other op, the decoder and the training state stay f32.
     {"precision", "f32",
      Choice{{"f32", "bf16"}, [](Options &o, size_t i) { o.bf16 = i == 1; }}},
+    // Activation checkpointing (docs/recipes.md, docs/autodiff.md
+    // "Rematerialization"): blocks saves only each transformer block's
+    // results for the backward program and recomputes the rest there (one
+    // more forward of the trained steps' blocks, the same numbers); none
+    // saves every activation.
+    {"recompute", "blocks",
+     Choice{{"none", "blocks"},
+            [](Options &o, size_t i) { o.recomputeBlocks = i == 1; }}},
     // The sampling program (--program=sample, docs/sampling.md): the
     // sampler of its N steps (ode: the Euler steps of diffusers'
     // FlowMatchEulerDiscreteScheduler; sde: the rollout's SDE step with
@@ -1901,6 +1910,8 @@ llvm::Error Emitter::emit(const std::string &program) {
     emitDecoder();
     return llvm::Error::success();
   }
+  // Only a train program has a backward program to recompute in.
+  model_.setRecomputeBlocks(o_.recomputeBlocks && program == "train");
   emitVelocity();
   if (program == "velocity")
     return llvm::Error::success();
