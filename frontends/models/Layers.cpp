@@ -209,8 +209,19 @@ RecomputedBlock::finish(const std::string &name,
   auto outer = llvm::dyn_cast<mlir::func::FuncOp>(block_->getParentOp());
   if (!outer)
     llvm::report_fatal_error("RecomputedBlock: not inside a func.func");
+  // After the enclosing function and the blocks outlined from it before,
+  // so that the module reads in the order it was built.
+  std::string prefix = (outer.getSymName() + ".").str();
+  mlir::Operation *after = outer;
+  for (mlir::Operation *next = after->getNextNode(); next;
+       next = next->getNextNode()) {
+    auto fn = llvm::dyn_cast<mlir::func::FuncOp>(next);
+    if (!fn || !fn.getSymName().starts_with(prefix))
+      break;
+    after = next;
+  }
   mlir::OpBuilder fb(&g_.context());
-  fb.setInsertionPoint(outer);
+  fb.setInsertionPointAfter(after);
   auto fn = mlir::func::FuncOp::create(
       fb, g_.loc(), (outer.getSymName() + "." + name).str(),
       fb.getFunctionType(argTypes, resultTypes));

@@ -184,9 +184,10 @@ const OptionDesc kOptions[] = {
     // Activation checkpointing (docs/recipes.md, docs/autodiff.md
     // "Rematerialization"): blocks saves only each transformer block's
     // results for the backward program and recomputes the rest there (one
-    // more forward of the trained steps' blocks, the same numbers); none
-    // saves every activation.
-    {"recompute", "blocks",
+    // more forward of the trained steps' blocks); none saves every
+    // activation. Not the default yet: context_embedder's update differs in
+    // the last bits (docs/performance.md, issue 15 memory section).
+    {"recompute", "none",
      Choice{{"none", "blocks"},
             [](Options &o, size_t i) { o.recomputeBlocks = i == 1; }}},
     // The sampling program (--program=sample, docs/sampling.md): the
