@@ -30,6 +30,12 @@ using namespace mlir::omni;
 
 namespace {
 
+/// A func.func whose calls omni-autodiff recomputes (as if named in
+/// `recompute`); the frontends set it with no_inline.
+constexpr llvm::StringLiteral kRecomputeAttr = "omni.recompute";
+/// On the backward program's copies of recomputed forward ops.
+constexpr llvm::StringLiteral kRecomputedAttr = "omni.recomputed";
+
 bool isFloatTensor(Type t) {
   auto tt = dyn_cast<RankedTensorType>(t);
   return tt && isa<FloatType>(tt.getElementType());
@@ -176,9 +182,14 @@ LogicalResult GradientBuilder::inlineCalls(func::FuncOp fn, Operation *user) {
       Block &tb = target.getBody().front();
       mapping.map(tb.getArguments(), call.getOperands());
       bool tag = recompute.contains(call.getCallee());
+      // The ops that compute the call's results are not tagged: the results
+      // are the checkpoints the recomputation starts from.
       for (Operation &op : tb.without_terminator()) {
         Operation *clone = b.clone(op, mapping);
-        if (tag)
+        bool result = llvm::any_of(op.getResults(), [&](Value r) {
+          return llvm::is_contained(tb.getTerminator()->getOperands(), r);
+        });
+        if (tag && !result)
           clone->setAttr("omni.recompute", b.getUnitAttr());
       }
       for (auto [res, val] :
@@ -340,7 +351,10 @@ void GradientBuilder::rematerialize(Block &body, Operation *firstBackward) {
     for (Value operand : def->getOperands())
       mapping.map(operand, materialize(operand, b));
     Operation *clone = b.clone(*def, mapping);
+    // The mark keeps CSE from merging the copy back into the forward op it
+    // repeats (CSE compares attributes); it has no other meaning.
     clone->removeAttr("omni.recompute");
+    clone->setAttr(kRecomputedAttr, b.getUnitAttr());
     for (auto [orig, copy] : llvm::zip(def->getResults(), clone->getResults()))
       recomputed[orig] = copy;
     return recomputed.lookup(v);
@@ -364,9 +378,18 @@ struct OmniAutodiffPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    // The functions named in `recompute` and those the frontend marked
+    // omni.recompute (with no_inline, so that the cleanup stage's inliner
+    // left their calls for this pass; docs/autodiff.md).
     llvm::StringSet<> recomputeSet;
     for (const std::string &name : recompute)
       recomputeSet.insert(name);
+    SmallVector<func::FuncOp> marked;
+    for (auto fn : module.getOps<func::FuncOp>())
+      if (fn->hasAttr(kRecomputeAttr)) {
+        recomputeSet.insert(fn.getSymName());
+        marked.push_back(fn);
+      }
     SmallVector<Operation *> markers;
     module.walk([&](Operation *op) {
       if (isa<GradOp, ValueAndGradOp>(op))
@@ -397,6 +420,30 @@ struct OmniAutodiffPass
       op->replaceAllUsesWith(call.getResults());
       op->erase();
     }
+    // The calls left (outside gradients: the rollout's) are inlined here,
+    // as the cleanup stage would have, and the marked functions go.
+    SmallVector<func::CallOp> rest;
+    module.walk([&](func::CallOp call) {
+      if (llvm::any_of(marked, [&](func::FuncOp fn) {
+            return fn.getSymName() == call.getCallee();
+          }))
+        rest.push_back(call);
+    });
+    for (func::CallOp call : rest) {
+      auto target = module.lookupSymbol<func::FuncOp>(call.getCallee());
+      OpBuilder b(call);
+      IRMapping mapping;
+      Block &tb = target.getBody().front();
+      mapping.map(tb.getArguments(), call.getOperands());
+      for (Operation &op : tb.without_terminator())
+        b.clone(op, mapping);
+      for (auto [res, val] :
+           llvm::zip(call.getResults(), tb.getTerminator()->getOperands()))
+        res.replaceAllUsesWith(mapping.lookupOrDefault(val));
+      call.erase();
+    }
+    for (func::FuncOp fn : marked)
+      fn.erase();
   }
 };
 

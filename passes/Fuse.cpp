@@ -194,6 +194,15 @@ bool BlockFuser::tryMerge(Group *a, Group *b, bool sibling) {
   if (pos[a->ops.front()] > pos[b->ops.front()])
     std::swap(a, b);
 
+  // Recomputed ops (omni-autodiff's rematerialization, docs/autodiff.md)
+  // stay in the backward program: a forward group does not take them in,
+  // which would move them, and the backward ops between, into the forward.
+  auto recomputed = [](Operation *op) {
+    return op->hasAttr("omni.recomputed");
+  };
+  if (llvm::any_of(b->ops, recomputed) && !llvm::any_of(a->ops, recomputed))
+    return false;
+
   DenseMap<Operation *, ReductionState> newStates;
   if (!checkReductions(a, b, newStates)) {
     LLVM_DEBUG(llvm::dbgs() << "omni-fuse: reduction rule keeps "
@@ -227,6 +236,11 @@ bool BlockFuser::tryMerge(Group *a, Group *b, bool sibling) {
                      [&](Operation *p) { return tainted.contains(p); }))
       return false;
   if (sibling && !tainted.empty())
+    return false;
+  if (!llvm::any_of(a->ops, recomputed) &&
+      llvm::any_of(between, [&](Operation *op) {
+        return !tainted.contains(op) && recomputed(op);
+      }))
     return false;
   // Rule 3: tainted ops move down, the others up; two ops with side effects
   // must not swap.

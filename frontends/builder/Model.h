@@ -99,6 +99,15 @@ public:
   /// is the inverse. Both are permutations of the elements.
   virtual Tensor toTokens(const Tensor &v) const;
   virtual Tensor fromTokens(const Tensor &tokens, const Shape &latent) const;
+  /// Whether forward() emits each transformer block as a recomputed block
+  /// (layers::RecomputedBlock; the recipe's recompute=blocks): the backward
+  /// program recomputes a block's activations instead of saving them.
+  /// Models without blocks ignore it.
+  void setRecomputeBlocks(bool on) { recomputeBlocks_ = on; }
+  bool recomputeBlocks() const { return recomputeBlocks_; }
+
+private:
+  bool recomputeBlocks_ = false;
 };
 
 class ImageDecoder {

@@ -2,6 +2,10 @@
 
 #include "frontends/models/Layers.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/SetVector.h"
+
 #include <cmath>
 
 namespace omni::fe::layers {
@@ -138,6 +142,123 @@ Tensor applyRotary(const Tensor &x, const Tensor &cos, const Tensor &sin) {
   Tensor c = cos.reshape({s[2], half, 1}).broadcastInDim(pairs, {2, 3, 4});
   Tensor sn = sin.reshape({s[2], half, 1}).broadcastInDim(pairs, {2, 3, 4});
   return concat({re * c - im * sn, re * sn + im * c}, 4).reshape(s);
+}
+
+RecomputedBlock::RecomputedBlock(Graph &g, bool enabled)
+    : g_(g), enabled_(enabled) {
+  if (!enabled)
+    return;
+  mlir::OpBuilder &b = g.builder();
+  block_ = b.getInsertionBlock();
+  mlir::Block::iterator ip = b.getInsertionPoint();
+  before_ = ip == block_->begin() ? nullptr : &*std::prev(ip);
+}
+
+std::vector<Tensor>
+RecomputedBlock::finish(const std::string &name,
+                        const std::vector<Tensor> &outputs) {
+  if (!enabled_)
+    return outputs;
+  mlir::OpBuilder &b = g_.builder();
+  if (b.getInsertionBlock() != block_)
+    llvm::report_fatal_error("RecomputedBlock: the insertion block changed");
+  mlir::Block::iterator first =
+      before_ ? std::next(before_->getIterator()) : block_->begin();
+  std::vector<mlir::Operation *> ops;
+  for (auto it = first; it != b.getInsertionPoint(); ++it)
+    ops.push_back(&*it);
+  if (ops.empty())
+    return outputs;
+  llvm::DenseSet<mlir::Operation *> inside(ops.begin(), ops.end());
+  // Whether `v` is defined by one of the block's ops or inside one.
+  auto definedInside = [&](mlir::Value v) {
+    mlir::Operation *owner = v.getDefiningOp();
+    if (!owner)
+      owner = llvm::cast<mlir::BlockArgument>(v).getOwner()->getParentOp();
+    mlir::Operation *top =
+        owner ? block_->findAncestorOpInBlock(*owner) : nullptr;
+    return top && inside.contains(top);
+  };
+  // Values from outside, in order of first use; constants are cloned in.
+  llvm::SetVector<mlir::Value> inputs;
+  llvm::SetVector<mlir::Operation *> constants;
+  for (mlir::Operation *op : ops)
+    op->walk([&](mlir::Operation *nested) {
+      for (mlir::Value v : nested->getOperands()) {
+        if (definedInside(v))
+          continue;
+        mlir::Operation *def = v.getDefiningOp();
+        if (def && def->hasTrait<mlir::OpTrait::ConstantLike>())
+          constants.insert(def);
+        else
+          inputs.insert(v);
+      }
+    });
+  // Outputs from outside the block pass by it.
+  llvm::SmallVector<mlir::Value> results;
+  llvm::SmallVector<mlir::Type> argTypes, resultTypes;
+  std::vector<bool> returned;
+  for (const Tensor &t : outputs)
+    if (returned.push_back(definedInside(t.value())); returned.back()) {
+      results.push_back(t.value());
+      resultTypes.push_back(t.value().getType());
+    }
+  for (mlir::Value v : inputs)
+    argTypes.push_back(v.getType());
+
+  auto outer = llvm::dyn_cast<mlir::func::FuncOp>(block_->getParentOp());
+  if (!outer)
+    llvm::report_fatal_error("RecomputedBlock: not inside a func.func");
+  // After the enclosing function and the blocks outlined from it before,
+  // so that the module reads in the order it was built.
+  std::string prefix = (outer.getSymName() + ".").str();
+  mlir::Operation *after = outer;
+  for (mlir::Operation *next = after->getNextNode(); next;
+       next = next->getNextNode()) {
+    auto fn = llvm::dyn_cast<mlir::func::FuncOp>(next);
+    if (!fn || !fn.getSymName().starts_with(prefix))
+      break;
+    after = next;
+  }
+  mlir::OpBuilder fb(&g_.context());
+  fb.setInsertionPointAfter(after);
+  auto fn = mlir::func::FuncOp::create(
+      fb, g_.loc(), (outer.getSymName() + "." + name).str(),
+      fb.getFunctionType(argTypes, resultTypes));
+  fn.setPrivate();
+  fn.setNoInline(true);
+  fn->setAttr("omni.recompute", fb.getUnitAttr());
+  mlir::Block *entry = fn.addEntryBlock();
+  fb.setInsertionPointToEnd(entry);
+  mlir::IRMapping mapping;
+  for (mlir::Operation *c : constants)
+    mapping.map(c->getResults(), fb.clone(*c)->getResults());
+  for (auto [v, arg] : llvm::zip(inputs, entry->getArguments()))
+    mapping.map(v, arg);
+  for (mlir::Operation *op : ops)
+    op->moveBefore(entry, entry->end());
+  for (mlir::Operation *op : ops)
+    op->walk([&](mlir::Operation *nested) {
+      for (mlir::OpOperand &use : nested->getOpOperands())
+        if (mlir::Value mapped = mapping.lookupOrNull(use.get()))
+          use.set(mapped);
+    });
+  mlir::func::ReturnOp::create(fb, g_.loc(), results);
+
+  llvm::SmallVector<mlir::Value> args(inputs.begin(), inputs.end());
+  auto call = mlir::func::CallOp::create(b, g_.loc(), fn, args);
+  // Nothing outside may read the block's values but through the call.
+  for (mlir::Operation *op : ops)
+    for (mlir::Value r : op->getResults())
+      for (mlir::Operation *user : r.getUsers())
+        if (!fn->isAncestor(user))
+          llvm::report_fatal_error(
+              "RecomputedBlock: a value of the block is used outside it");
+  std::vector<Tensor> out;
+  for (size_t i = 0, next = 0; i < outputs.size(); ++i)
+    out.push_back(returned[i] ? Tensor(&g_, call.getResult(next++))
+                              : outputs[i]);
+  return out;
 }
 
 } // namespace omni::fe::layers

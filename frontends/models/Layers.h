@@ -89,6 +89,32 @@ std::pair<Tensor, Tensor> rotaryConstants(Graph &g, const RotaryTable &table);
 /// with use_real=False, or use_real=True with interleaved cos/sin).
 Tensor applyRotary(const Tensor &x, const Tensor &cos, const Tensor &sin);
 
+/// A recomputed block (activation checkpointing, docs/autodiff.md
+/// "Rematerialization"): the ops built between construction and `finish`
+/// move into a private func.func `<enclosing function>.<name>` marked
+/// `omni.recompute` and `no_inline`, and a call to it takes their place, so
+/// that omni-autodiff recomputes the block's activations in the backward
+/// program and saves only its results. Constants built before the block
+/// are cloned into it; every other value from outside becomes an argument
+/// (parameters stay arguments of the enclosing function, so the public
+/// programs and the parameter names do not change). Nothing built inside
+/// may be used after `finish` except the results it returns. Disabled, it
+/// builds the ops in place and `finish` returns `outputs` unchanged.
+class RecomputedBlock {
+public:
+  RecomputedBlock(Graph &g, bool enabled);
+  /// Outlines the block; returns the call's results for `outputs`.
+  std::vector<Tensor> finish(const std::string &name,
+                             const std::vector<Tensor> &outputs);
+
+private:
+  Graph &g_;
+  bool enabled_;
+  mlir::Block *block_ = nullptr;
+  /// The op before the block's first op (null: it starts the body).
+  mlir::Operation *before_ = nullptr;
+};
+
 } // namespace omni::fe::layers
 
 #endif // OMNI_FRONTENDS_MODELS_LAYERS_H

@@ -102,9 +102,15 @@ public:
     for (int64_t i = 0; i < c_.numLayers; ++i) {
       std::string name = std::to_string(i);
       g.setLocation("transformer_blocks." + name);
+      // A private function per block when the recipe recomputes blocks.
+      RecomputedBlock rb(g, recomputeBlocks());
       block(m["transformer_blocks"][name], img, txt, act,
             /*contextPreOnly=*/i == c_.numLayers - 1,
             /*dual=*/c_.dualLayers.count(i) != 0);
+      std::vector<Tensor> out =
+          rb.finish("transformer_blocks." + name, {img, txt});
+      img = out[0];
+      txt = out[1];
     }
 
     // AdaLayerNormContinuous: (scale, shift) in that order.

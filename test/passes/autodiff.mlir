@@ -68,8 +68,10 @@ func.func @step(%w: tensor<4x4xf32>, %x: tensor<2x4xf32>) -> (tensor<f32>, tenso
 // -----
 
 // Tests that with recompute=block the ops of @block are recomputed in the
-// backward program (after the loss seed) instead of being kept alive from
-// the forward program; by default the forward value is saved.
+// backward program (after the loss seed, marked omni.recomputed so that CSE
+// does not merge them back) instead of being kept alive from the forward
+// program; the op that computes the block's result is not recomputed (the
+// result is the checkpoint). By default the forward value is saved.
 // RUN: omni-opt %s -omni-autodiff=recompute=block -split-input-file | FileCheck %s --check-prefix=REMAT
 // CHECK-LABEL: func.func private @remat_loss_grad_0
 // CHECK: omni.tanh
@@ -77,14 +79,16 @@ func.func @step(%w: tensor<4x4xf32>, %x: tensor<2x4xf32>) -> (tensor<f32>, tenso
 // CHECK-NOT: omni.tanh
 // CHECK: return
 // REMAT-LABEL: func.func private @remat_loss_grad_0
-// REMAT-NOT: omni.tanh
-// REMAT: omni.constant dense<1.000000e+00> : tensor<f32>
 // REMAT: omni.tanh
+// REMAT: omni.constant dense<1.000000e+00> : tensor<f32>
+// REMAT: %[[Y:.*]] = omni.mul %arg0, %arg1 {omni.recomputed} : tensor<4xf32>
+// REMAT: omni.tanh %[[Y]] {omni.recomputed} : tensor<4xf32>
 // REMAT: return
 func.func @block(%w: tensor<4xf32>, %x: tensor<4xf32>) -> tensor<4xf32> {
   %y = omni.mul %w, %x : tensor<4xf32>
   %t = omni.tanh %y : tensor<4xf32>
-  return %t : tensor<4xf32>
+  %o = omni.mul %t, %x : tensor<4xf32>
+  return %o : tensor<4xf32>
 }
 func.func @remat_loss(%w: tensor<4xf32>, %x: tensor<4xf32>) -> tensor<f32> {
   %t = func.call @block(%w, %x) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
@@ -94,4 +98,36 @@ func.func @remat_loss(%w: tensor<4xf32>, %x: tensor<4xf32>) -> tensor<f32> {
 func.func @use_remat(%w: tensor<4xf32>, %x: tensor<4xf32>) -> tensor<4xf32> {
   %g = omni.grad @remat_loss(%w, %x) wrt = [0] : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return %g : tensor<4xf32>
+}
+
+// -----
+
+// Tests that a function the frontend marked omni.recompute (with no_inline,
+// layers::RecomputedBlock) is recomputed without the option, and that its
+// calls outside gradients are inlined and the function erased.
+// CHECK-NOT: @marked_block
+// CHECK-LABEL: func.func private @marked_loss_grad_0
+// CHECK: omni.constant dense<1.000000e+00> : tensor<f32>
+// CHECK: omni.tanh {{.*}} {omni.recomputed}
+// CHECK-LABEL: func.func @plain
+// CHECK-NOT: func.call
+// CHECK: omni.tanh
+func.func private @marked_block(%w: tensor<4xf32>, %x: tensor<4xf32>) -> tensor<4xf32> attributes {no_inline, omni.recompute} {
+  %y = omni.mul %w, %x : tensor<4xf32>
+  %t = omni.tanh %y : tensor<4xf32>
+  %o = omni.mul %t, %x : tensor<4xf32>
+  return %o : tensor<4xf32>
+}
+func.func @marked_loss(%w: tensor<4xf32>, %x: tensor<4xf32>) -> tensor<f32> {
+  %t = func.call @marked_block(%w, %x) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %s = omni.reduce sum %t dims = [0] : tensor<4xf32> -> tensor<f32>
+  return %s : tensor<f32>
+}
+func.func @use_marked(%w: tensor<4xf32>, %x: tensor<4xf32>) -> tensor<4xf32> {
+  %g = omni.grad @marked_loss(%w, %x) wrt = [0] : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %g : tensor<4xf32>
+}
+func.func @plain(%w: tensor<4xf32>, %x: tensor<4xf32>) -> tensor<4xf32> {
+  %t = func.call @marked_block(%w, %x) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %t : tensor<4xf32>
 }

@@ -75,10 +75,11 @@ struct Options {
   od::SdeType sdeType;
   od::KlForm klForm;
   bool globalStd, normByStd;
-  bool gatherPerStep;  // omni.shard_gather "per-step" (else "once")
-  bool bf16;           // the model's contractions in bf16 (docs/precision.md)
-  bool sdeSampler;     // --program=sample: SDE steps (else the ODE's Euler)
-  int64_t sampleBatch; // --program=sample: images per call (0: P*G)
+  bool gatherPerStep;   // omni.shard_gather "per-step" (else "once")
+  bool bf16;            // the model's contractions in bf16 (docs/precision.md)
+  bool recomputeBlocks; // the backward recomputes each block's activations
+  bool sdeSampler;      // --program=sample: SDE steps (else the ODE's Euler)
+  int64_t sampleBatch;  // --program=sample: images per call (0: P*G)
   std::string reward;
   std::string schedule; // model, static or dynamic (the shift's kind)
   double trueCfg;       // true_cfg_scale (1: off)
@@ -193,6 +194,15 @@ const OptionDesc kOptions[] = {
     // other op, the decoder and the training state stay f32.
     {"precision", "f32",
      Choice{{"f32", "bf16"}, [](Options &o, size_t i) { o.bf16 = i == 1; }}},
+    // Activation checkpointing (docs/recipes.md, docs/autodiff.md
+    // "Rematerialization"): blocks saves only each transformer block's
+    // results for the backward program and recomputes the rest there (one
+    // more forward of the trained steps' blocks); none saves every
+    // activation. Not the default yet: context_embedder's update differs in
+    // the last bits (docs/performance.md, issue 15 memory section).
+    {"recompute", "none",
+     Choice{{"none", "blocks"},
+            [](Options &o, size_t i) { o.recomputeBlocks = i == 1; }}},
     // The sampling program (--program=sample, docs/sampling.md): the
     // sampler of its N steps (ode: the Euler steps of diffusers'
     // FlowMatchEulerDiscreteScheduler; sde: the rollout's SDE step with
@@ -1969,6 +1979,8 @@ llvm::Error Emitter::emit(const std::string &program) {
     emitDecoder();
     return llvm::Error::success();
   }
+  // Only a train program has a backward program to recompute in.
+  model_.setRecomputeBlocks(o_.recomputeBlocks && program == "train");
   emitVelocity();
   if (program == "velocity")
     return llvm::Error::success();
