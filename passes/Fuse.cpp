@@ -82,6 +82,22 @@ bool producesOnlyScalars(Operation *op) {
   });
 }
 
+/// A reduction of a tensor to one element (a sum of squares for the grad
+/// norm, a loss mean).
+bool isFullReduction(Operation *op) {
+  return kindOf(op) == FusionKind::Reduction && producesOnlyScalars(op) &&
+         llvm::any_of(op->getOperandTypes(), [](Type t) {
+           return cast<RankedTensorType>(t).getNumElements() > 1;
+         });
+}
+
+/// docs/fusion.md rule 8: merges bridge at most this many ops between the two groups.
+/// The legality check walks them, so the bound keeps a block's fusion
+/// linear in its length; a kernel whose parts lie this far apart would
+/// hold its early results in registers or memory across thousands of ops
+/// anyway.
+constexpr int64_t kMaxMergeDistance = 4096;
+
 ArrayRef<int64_t> shapeOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getShape();
 }
@@ -111,6 +127,9 @@ public:
 
 private:
   Group *groupOf(Operation *op) const { return owner.lookup(op); }
+  static bool hasFullReduction(Group *g) {
+    return llvm::any_of(g->ops, isFullReduction);
+  }
   bool tryMerge(Group *a, Group *b, bool sibling);
   bool checkReductions(Group *a, Group *b,
                        DenseMap<Operation *, ReductionState> &states);
@@ -193,6 +212,14 @@ bool BlockFuser::tryMerge(Group *a, Group *b, bool sibling) {
     return false;
   if (pos[a->ops.front()] > pos[b->ops.front()])
     std::swap(a, b);
+  // The order keys are the ops' indices in the block (a merge reassigns the
+  // keys of the range it reorders among themselves), so this is the number
+  // of ops between the groups.
+  if (pos[b->ops.front()] - pos[a->ops.back()] - 1 > kMaxMergeDistance) {
+    LLVM_DEBUG(llvm::dbgs()
+               << "omni-fuse: too far apart: " << *b->ops.front() << "\n");
+    return false;
+  }
 
   // Recomputed ops (omni-autodiff's rematerialization, docs/autodiff.md)
   // stay in the backward program: a forward group does not take them in,
@@ -334,12 +361,24 @@ void BlockFuser::formGroups() {
     // correction) feeds many tensors, and merging each consumer into its
     // producer would chain them all into one huge single-threaded kernel
     // of unrelated tensors.
+    //
+    // Across a scalar edge, two groups that each reduce a tensor to a
+    // scalar do not merge either (docs/fusion.md rule 7): the global grad norm adds one
+    // sum of squares per parameter, and merging them would make one kernel
+    // that reads every gradient on one thread (at 60 transformer blocks, a
+    // kernel of 85k lines that LLVM compiles for minutes).
     for (Value v : op->getOperands())
       if (Operation *def = v.getDefiningOp())
-        if (Group *producer = groupOf(def))
-          if (cast<RankedTensorType>(v.getType()).getNumElements() > 1 ||
-              producesOnlyScalars(op))
-            tryMerge(producer, groupOf(op), /*sibling=*/false);
+        if (Group *producer = groupOf(def)) {
+          bool scalarEdge =
+              cast<RankedTensorType>(v.getType()).getNumElements() <= 1;
+          if (scalarEdge && !producesOnlyScalars(op))
+            continue;
+          if (scalarEdge && hasFullReduction(producer) &&
+              hasFullReduction(groupOf(op)))
+            continue;
+          tryMerge(producer, groupOf(op), /*sibling=*/false);
+        }
 
     // Sibling fusion through inputs read whole, nearest sibling first.
     if (!readsWholeOperands(op))

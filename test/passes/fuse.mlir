@@ -343,3 +343,57 @@ func.func @scalar_group_feeds_many(%t: tensor<f32>, %a: tensor<4xf32>, %b: tenso
   %rb = omni.mul %b, %sb : tensor<2x3xf32>
   return %ra, %rb : tensor<4xf32>, tensor<2x3xf32>
 }
+
+// -----
+
+// Tests rule 6: a global norm over three tensors keeps one kernel per
+// tensor. The scalar adds join the first sum of squares, and the other two
+// stay kernels of their own (merging them would make one single-threaded
+// kernel that reads every gradient).
+// CHECK-LABEL: func.func @global_norm_one_reduction_per_kernel
+// CHECK-SAME: (%[[X:.*]]: tensor<4x8xf32>, %[[Y:.*]]: tensor<16xf32>, %[[Z:.*]]: tensor<2x3xf32>)
+// CHECK: %[[SY:.*]] = omni.fusion(%[[Y]]) : (tensor<16xf32>) -> tensor<f32>
+// CHECK-COUNT-1: omni.reduce sum
+// CHECK: omni.yield
+// CHECK: %[[SZ:.*]] = omni.fusion(%[[Z]]) : (tensor<2x3xf32>) -> tensor<f32>
+// CHECK-COUNT-1: omni.reduce sum
+// CHECK: omni.yield
+// CHECK: %[[N:.*]] = omni.fusion(%[[X]], %[[SY]], %[[SZ]]) : (tensor<4x8xf32>, tensor<f32>, tensor<f32>) -> tensor<f32>
+// CHECK: omni.mul
+// CHECK-NEXT: omni.reduce sum
+// CHECK-NEXT: omni.add
+// CHECK-NEXT: omni.add
+// CHECK-NEXT: omni.sqrt
+// CHECK-NEXT: omni.yield
+// CHECK: return %[[N]]
+func.func @global_norm_one_reduction_per_kernel(%x: tensor<4x8xf32>, %y: tensor<16xf32>, %z: tensor<2x3xf32>) -> tensor<f32> {
+  %x2 = omni.mul %x, %x : tensor<4x8xf32>
+  %sx = omni.reduce sum %x2 dims = [0, 1] : tensor<4x8xf32> -> tensor<f32>
+  %y2 = omni.mul %y, %y : tensor<16xf32>
+  %sy = omni.reduce sum %y2 dims = [0] : tensor<16xf32> -> tensor<f32>
+  %z2 = omni.mul %z, %z : tensor<2x3xf32>
+  %sz = omni.reduce sum %z2 dims = [0, 1] : tensor<2x3xf32> -> tensor<f32>
+  %s1 = omni.add %sx, %sy : tensor<f32>
+  %s2 = omni.add %s1, %sz : tensor<f32>
+  %n = omni.sqrt %s2 : tensor<f32>
+  return %n : tensor<f32>
+}
+
+// -----
+
+// Tests that a full reduction and the scalar ops after it (a loss mean)
+// are still one kernel.
+// CHECK-LABEL: func.func @mean_then_scalar_ops
+// CHECK: omni.fusion
+// CHECK: omni.reduce sum
+// CHECK-NEXT: omni.mul
+// CHECK-NEXT: omni.neg
+// CHECK-NEXT: omni.yield
+// CHECK-NOT: omni.fusion
+func.func @mean_then_scalar_ops(%x: tensor<4x8xf32>) -> tensor<f32> {
+  %s = omni.reduce sum %x dims = [0, 1] : tensor<4x8xf32> -> tensor<f32>
+  %c = omni.constant dense<0.03125> : tensor<f32>
+  %m = omni.mul %s, %c : tensor<f32>
+  %n = omni.neg %m : tensor<f32>
+  return %n : tensor<f32>
+}
