@@ -91,8 +91,8 @@ bool isFullReduction(Operation *op) {
          });
 }
 
-/// docs/fusion.md rule 8: merges bridge at most this many ops between the two groups.
-/// The legality check walks them, so the bound keeps a block's fusion
+/// docs/fusion.md rule 8: merges bridge at most this many ops between the two
+/// groups. The legality check walks them, so the bound keeps a block's fusion
 /// linear in its length; a kernel whose parts lie this far apart would
 /// hold its early results in registers or memory across thousands of ops
 /// anyway.
@@ -363,10 +363,10 @@ void BlockFuser::formGroups() {
     // of unrelated tensors.
     //
     // Across a scalar edge, two groups that each reduce a tensor to a
-    // scalar do not merge either (docs/fusion.md rule 7): the global grad norm adds one
-    // sum of squares per parameter, and merging them would make one kernel
-    // that reads every gradient on one thread (at 60 transformer blocks, a
-    // kernel of 85k lines that LLVM compiles for minutes).
+    // scalar do not merge either (docs/fusion.md rule 7): the global grad norm
+    // adds one sum of squares per parameter, and merging them would make one
+    // kernel that reads every gradient on one thread (at 60 transformer blocks,
+    // a kernel of 85k lines that LLVM compiles for minutes).
     for (Value v : op->getOperands())
       if (Operation *def = v.getDefiningOp())
         if (Group *producer = groupOf(def)) {
