@@ -91,13 +91,6 @@ bool isFullReduction(Operation *op) {
          });
 }
 
-/// docs/fusion.md rule 8: merges bridge at most this many ops between the two
-/// groups. The legality check walks them, so the bound keeps a block's fusion
-/// linear in its length; a kernel whose parts lie this far apart would
-/// hold its early results in registers or memory across thousands of ops
-/// anyway.
-constexpr int64_t kMaxMergeDistance = 4096;
-
 ArrayRef<int64_t> shapeOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getShape();
 }
@@ -212,14 +205,6 @@ bool BlockFuser::tryMerge(Group *a, Group *b, bool sibling) {
     return false;
   if (pos[a->ops.front()] > pos[b->ops.front()])
     std::swap(a, b);
-  // The order keys are the ops' indices in the block (a merge reassigns the
-  // keys of the range it reorders among themselves), so this is the number
-  // of ops between the groups.
-  if (pos[b->ops.front()] - pos[a->ops.back()] - 1 > kMaxMergeDistance) {
-    LLVM_DEBUG(llvm::dbgs()
-               << "omni-fuse: too far apart: " << *b->ops.front() << "\n");
-    return false;
-  }
 
   // Recomputed ops (omni-autodiff's rematerialization, docs/autodiff.md)
   // stay in the backward program: a forward group does not take them in,

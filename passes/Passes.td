@@ -236,9 +236,7 @@ def OmniFusePass : Pass<"omni-fuse", "::mlir::func::FuncOp"> {
        another op waits for).
     5. across a scalar edge: the consumer's result is not a scalar, or
        both groups already reduce a tensor to a scalar (a global norm keeps
-       one kernel per tensor);
-    6. more than 4096 ops lie between the groups (keeps fusion linear in
-       the block's length).
+       one kernel per tensor).
 
     A broadcast read by several fusible ops is copied into each reader
     rather than stored or shared. Nothing else is duplicated, so no

@@ -89,9 +89,7 @@ void safeGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha,
     serialGemm(g);
 }
 
-/// The batched matmul as one pool loop over (batch entry, block of C). A
-/// shared rhs with an untransposed lhs is one gemm of batch * m rows: the
-/// lhs and result batches are contiguous row blocks.
+/// The batched matmul as one pool loop over (batch entry, block of C).
 template <typename T>
 void matmul(const MatmulParams &p, const T *lhs, const T *rhs, T *out,
             ThreadPool &pool) {
@@ -107,11 +105,10 @@ void matmul(const MatmulParams &p, const T *lhs, const T *rhs, T *out,
   g.ldb = p.transposeRhs ? p.k : p.n;
   g.c = out;
   g.ldc = p.n;
-  if (p.rhsShared && !p.transposeLhs) {
-    g.m = p.batch * p.m;
-    gemm(pool, g);
-    return;
-  }
+  // One gemm per batch entry, never the batch folded into the rows: a
+  // folded entry's rows would fall at other places of OpenBLAS's row tiles
+  // depending on the entry's index, and its bits with them (an image must
+  // not depend on its place in the batch: test/sample/sample.test's swap).
   gemm(pool, g, p.batch, p.m * p.k, p.rhsShared ? 0 : p.k * p.n, p.m * p.n);
 }
 

@@ -4,11 +4,11 @@
 // attention) runs here: C is cut into blocks of rows or of columns whose
 // size depends on the shape alone, never on the number of threads, and the
 // pool's threads run a single-threaded library gemm on contiguous runs of
-// those blocks: oneDNN's dnnl_sgemm for f32, OpenBLAS's cblas_dgemm for f64.
+// those blocks: OpenBLAS (cblas_sgemm / cblas_dgemm, single-threaded).
 // One thread pool therefore serves the compiled kernels and the library
-// calls (OpenBLAS's threads are switched off in CpuDevice, oneDNN's OpenMP
-// team is one thread per calling thread), and a gemm gives the same bits
-// for any thread count (docs/backend.md, "The cpu driver's libraries"; the
+// calls (OpenBLAS's threads are switched off in CpuDevice), and a gemm
+// gives the same bits for any thread count and a row of C the same bits in
+// any block (docs/backend.md, "The cpu driver's libraries"; the
 // measurement behind the choice is
 // docs/performance.md, "CPU speed (issue 15): matmul library and one thread
 // pool", and bench/MatmulBench.cpp).
@@ -68,8 +68,7 @@ GemmArgs<T> gemmBlock(const GemmArgs<T> &args, bool splitRows, int64_t begin,
   return block;
 }
 
-/// One single-threaded library gemm on the calling thread (f32: oneDNN,
-/// f64: OpenBLAS); handles the sizes BLAS rejects (nothing for an empty C,
+/// One single-threaded OpenBLAS gemm on the calling thread; handles the sizes BLAS rejects (nothing for an empty C,
 /// zeros for k = 0).
 void serialGemm(const GemmArgs<float> &args);
 void serialGemm(const GemmArgs<double> &args);
