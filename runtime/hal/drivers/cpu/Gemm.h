@@ -68,8 +68,8 @@ GemmArgs<T> gemmBlock(const GemmArgs<T> &args, bool splitRows, int64_t begin,
   return block;
 }
 
-/// One single-threaded OpenBLAS gemm on the calling thread; handles the sizes BLAS rejects (nothing for an empty C,
-/// zeros for k = 0).
+/// One single-threaded OpenBLAS gemm on the calling thread; handles the sizes
+/// BLAS rejects (nothing for an empty C, zeros for k = 0).
 void serialGemm(const GemmArgs<float> &args);
 void serialGemm(const GemmArgs<double> &args);
 
