@@ -3,10 +3,12 @@
 # omni_import_system_libraries(<missing-var> [GLOBAL]) defines the imported
 # targets Omni::TurboJPEG (libjpeg-turbo's TurboJPEG API, Debian
 # libturbojpeg0-dev), Omni::OpenBLAS (cblas.h and libopenblas, Debian
-# libopenblas-dev), Omni::DNNL (oneDNN's C API, oneapi/dnnl/dnnl.h and
-# libdnnl, Debian libdnnl-dev: the cpu driver's f32 gemm) and Omni::CppHttplib (httplib.h and libcpp-httplib, Debian
-# libcpp-httplib-dev) from a header and a library search, because none ships
-# a CMake package on every distribution. Both the build (top-level
+# libopenblas-dev), Omni::CppHttplib (httplib.h and libcpp-httplib, Debian
+# libcpp-httplib-dev) and, optionally, Omni::DNNL (oneDNN's C API,
+# oneapi/dnnl/dnnl.h and libdnnl, Debian libdnnl-dev: only the benchmarks
+# under bench/ compare against it; it is never a missing library) from a
+# header and a library search, because none ships a CMake package on every
+# distribution (Debian's dnnl-config.cmake even requires OpenCL headers). Both the build (top-level
 # CMakeLists.txt, GLOBAL) and the installed omniConfig.cmake (for the link
 # interfaces of the static runtime libraries) use it, so the two find the
 # libraries the same way. Targets that already exist are kept. <missing-var>
@@ -59,9 +61,6 @@ function(omni_import_system_libraries missing_var)
       set_target_properties(Omni::DNNL PROPERTIES
         IMPORTED_LOCATION "${DNNL_LIBRARY}"
         INTERFACE_INCLUDE_DIRECTORIES "${DNNL_INCLUDE_DIR}")
-    else()
-      list(APPEND missing
-        "oneDNN (oneapi/dnnl/dnnl.h / libdnnl; install libdnnl-dev)")
     endif()
   endif()
 
