@@ -15,8 +15,8 @@ PACKAGES=(
   # Runtime libraries
   libabsl-dev libflatbuffers-dev flatbuffers-compiler
   libturbojpeg0-dev libopenblas-dev libpng-dev
-  # The cpu driver's f32 gemm (runtime/hal/drivers/cpu/Gemm.h); BLIS only
-  # for bench/MatmulBench.cpp's comparison
+  # Only for the comparisons of bench/MatmulBench.cpp and ConvBench.cpp
+  # (optional: the build configures without them)
   libdnnl-dev libblis4-serial libblis4-pthread
   # Rewards computed by a server over HTTP (runtime/train/rewards/HttpReward)
   libcpp-httplib-dev nlohmann-json3-dev
