@@ -171,6 +171,10 @@ CpuChannel::meet(const Post &post) {
       absl::Status status = absl::InvalidArgumentError(absl::StrCat(
           "the ranks submitted different collectives: rank 0 ",
           describe(*posts[0]), ", rank ", r, " ", describe(*posts[r])));
+      // The posts live on the other ranks' stacks: no rank returns (and
+      // drops its post) before every rank has described them (without
+      // this a rank read a returned rank's post as 0 bytes).
+      (void)group_->barrier(rank_, kindName(post.kind));
       (void)failGroup(kindName(post.kind), status);
       return status;
     }
