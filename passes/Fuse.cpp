@@ -19,6 +19,7 @@
 #include "mlir/IR/Matchers.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Debug.h"
 
 #include <deque>
@@ -35,6 +36,16 @@ using namespace mlir;
 using namespace mlir::omni;
 
 namespace {
+
+/// The pass statistics below are compiled out of LLVM builds without
+/// statistics (Debian's release packages), so the counts that
+/// test/passes/fuse-scale.mlir checks are also printed on request.
+llvm::cl::opt<bool> printFuseStats(
+    "omni-fuse-stats",
+    llvm::cl::desc("print omni-fuse's legality-check counts per function "
+                   "to stderr (ops visited, keys renumbered, landmark "
+                   "rejections)"),
+    llvm::cl::init(false));
 
 FusionKind kindOf(Operation *op) { return FusionKindOpInterface::kindOf(op); }
 
@@ -662,6 +673,7 @@ struct OmniFusePass : omni::impl::OmniFusePassBase<OmniFusePass> {
       if (!isa<FusionOp>(parent) && !parent->getParentOfType<FusionOp>())
         blocks.push_back(block);
     });
+    uint64_t visited = 0, renumbered = 0, rejections = 0;
     for (Block *block : blocks) {
       BlockFuser fuser(*block);
       fuser.duplicateBroadcasts();
@@ -670,7 +682,15 @@ struct OmniFusePass : omni::impl::OmniFusePassBase<OmniFusePass> {
       numLegalityVisits += fuser.visited;
       numKeysRenumbered += fuser.renumbered();
       numLandmarkRejections += fuser.landmarkRejections;
+      visited += fuser.visited;
+      renumbered += fuser.renumbered();
+      rejections += fuser.landmarkRejections;
     }
+    if (printFuseStats)
+      llvm::errs() << "omni-fuse: " << visited << " ops visited, " << renumbered
+                   << " keys renumbered, " << rejections
+                   << " landmark rejections (@" << getOperation().getSymName()
+                   << ")\n";
   }
 };
 
