@@ -19,9 +19,11 @@
 #include "mlir/IR/Matchers.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Debug.h"
 
 #include <deque>
+#include <set>
 
 #define DEBUG_TYPE "omni-fuse"
 
@@ -34,6 +36,16 @@ using namespace mlir;
 using namespace mlir::omni;
 
 namespace {
+
+/// The pass statistics below are compiled out of LLVM builds without
+/// statistics (Debian's release packages), so the counts that
+/// test/passes/fuse-scale.mlir checks are also printed on request.
+llvm::cl::opt<bool> printFuseStats(
+    "omni-fuse-stats",
+    llvm::cl::desc("print omni-fuse's legality-check counts per function "
+                   "to stderr (ops visited, keys renumbered, landmark "
+                   "rejections)"),
+    llvm::cl::init(false));
 
 FusionKind kindOf(Operation *op) { return FusionKindOpInterface::kindOf(op); }
 
@@ -109,6 +121,82 @@ struct Group {
   SmallVector<Operation *> ops;
 };
 
+/// Order keys of a block's ops: integers increasing in block order, with
+/// gaps, so that a merge that moves a run of ops gives them keys between
+/// their new neighbours without renumbering the block (an order-maintenance
+/// list). Where the gap is too small, a window around the run, doubled on
+/// both sides until its span leaves at least max(64, c) keys per op for its
+/// c ops, is renumbered evenly; a window is only renumbered once about c
+/// insertions have filled it, so the cost is amortized small.
+class OrderKeys {
+public:
+  static constexpr int64_t kSpacing = int64_t(1) << 20;
+
+  void assign(Block &block) {
+    int64_t k = 0;
+    for (Operation &op : block)
+      keys[&op] = k += kSpacing;
+  }
+  int64_t operator()(Operation *op) const { return keys.lookup(op); }
+  /// Gives keys to `count` ops from `first` to `last`, contiguous in the
+  /// block where they were just moved; the keys of the others keep their
+  /// order.
+  void placeRun(Operation *first, Operation *last, uint64_t count);
+
+  /// Ops outside the moved runs that got new keys (a pass statistic).
+  uint64_t renumbered = 0;
+
+private:
+  DenseMap<Operation *, int64_t> keys;
+};
+
+void OrderKeys::placeRun(Operation *first, Operation *last, uint64_t count) {
+  Operation *l = first->getPrevNode(), *r = last->getNextNode();
+  uint64_t c = count;
+  auto roomy = [&] {
+    return (keys[r] - keys[l]) / int64_t(c + 1) >=
+           std::max<int64_t>(64, int64_t(c));
+  };
+  for (uint64_t ext = 1; l && r && !roomy(); ext *= 2) {
+    for (uint64_t i = 0; i < ext && l; ++i, ++c) {
+      first = l;
+      l = l->getPrevNode();
+    }
+    for (uint64_t i = 0; i < ext && r; ++i, ++c) {
+      last = r;
+      r = r->getNextNode();
+    }
+  }
+  renumbered += c - count;
+  // At an end of the block the keys continue past the last one (or below
+  // the first, negative if need be).
+  int64_t step = kSpacing, k = 0;
+  if (l && r)
+    step = (keys[r] - keys[l]) / int64_t(c + 1), k = keys[l];
+  else if (l)
+    k = keys[l];
+  else if (r)
+    k = keys[r] - kSpacing * int64_t(c + 1);
+  for (Operation *op = first;; op = op->getNextNode()) {
+    keys[op] = k += step;
+    if (op == last)
+      break;
+  }
+}
+
+/// Ops ordered by their current keys. Renumbering keeps the order, so only
+/// the ops a merge moves are taken out and put back.
+struct ByKey {
+  using is_transparent = void;
+  const OrderKeys *keys;
+  bool operator()(Operation *x, Operation *y) const {
+    return (*keys)(x) < (*keys)(y);
+  }
+  bool operator()(Operation *x, int64_t k) const { return (*keys)(x) < k; }
+  bool operator()(int64_t k, Operation *y) const { return k < (*keys)(y); }
+};
+using OpsByKey = std::set<Operation *, ByKey>;
+
 /// Forms the groups of one block, then turns each into an omni.fusion.
 class BlockFuser {
 public:
@@ -117,6 +205,14 @@ public:
   void duplicateBroadcasts();
   void formGroups();
   void materialize();
+
+  /// Ops whose users the merge legality check walked (a pass statistic: it
+  /// grows with the ops that depend on a group, not with the distance
+  /// between the groups).
+  uint64_t visited = 0;
+  /// Merges ruled out by rule 1 through a landmark, without a walk.
+  uint64_t landmarkRejections = 0;
+  uint64_t renumbered() const { return key.renumbered; }
 
 private:
   Group *groupOf(Operation *op) const { return owner.lookup(op); }
@@ -129,15 +225,31 @@ private:
   /// The ops of this block that define values `op` (or an op nested in
   /// it) reads.
   ArrayRef<Operation *> producersOf(Operation *op);
+  /// Moves `ops` (in key order) to just before `before` or just after
+  /// `after`, keeping the order keys and the sorted lists current.
+  void moveRun(ArrayRef<Operation *> ops, Operation *before, Operation *after);
   void materialize(Group &group);
+  void findLandmarks(ArrayRef<Operation *> order);
+  bool landmarkBetween(Group *a, const DenseSet<Operation *> &readByB);
 
   Block &block;
   std::deque<Group> groups;
   DenseMap<Operation *, Group *> owner;
   /// Order keys of the block's ops, kept current as merges move ops.
-  DenseMap<Operation *, int64_t> pos;
+  OrderKeys key;
+  /// The block's ops with side effects and its recomputed ops, by key
+  /// (rules 3 and 6 look only at those between two groups).
+  OpsByKey effects{ByKey{&key}}, recomputedOps{ByKey{&key}};
   DenseMap<Operation *, ReductionState> states;
   DenseMap<Operation *, SmallVector<Operation *>> producers;
+  /// Rule 1's shortcut: up to 64 * kWords landmarks, ops that never join a
+  /// group spread evenly over the block, and for each op (by its index in
+  /// the block before fusion) the landmarks that reach it and those it
+  /// reaches, in the graph before fusion (merging only adds paths).
+  static constexpr unsigned kWords = 4;
+  DenseMap<Operation *, unsigned> index;
+  DenseMap<Operation *, unsigned> landmark;
+  std::vector<uint64_t> reachedBy, reaches;
 };
 
 ArrayRef<Operation *> BlockFuser::producersOf(Operation *op) {
@@ -198,12 +310,98 @@ bool BlockFuser::checkReductions(
   return true;
 }
 
+void BlockFuser::moveRun(ArrayRef<Operation *> ops, Operation *before,
+                         Operation *after) {
+  for (Operation *op : ops) {
+    effects.erase(op);
+    recomputedOps.erase(op);
+  }
+  for (Operation *op : ops) {
+    if (before)
+      op->moveBefore(before);
+    else
+      op->moveAfter(after);
+    after = op;
+  }
+  key.placeRun(ops.front(), ops.back(), ops.size());
+  for (Operation *op : ops) {
+    if (!isMemoryEffectFree(op))
+      effects.insert(op);
+    if (op->hasAttr("omni.recomputed"))
+      recomputedOps.insert(op);
+  }
+}
+
+void BlockFuser::findLandmarks(ArrayRef<Operation *> order) {
+  SmallVector<Operation *> candidates;
+  for (Operation *op : order)
+    if (!isFusible(op) && !op->hasTrait<OpTrait::ConstantLike>() &&
+        !op->use_empty())
+      candidates.push_back(op);
+  size_t k = std::min<size_t>(candidates.size(), 64 * kWords);
+  for (size_t i = 0; i < k; ++i)
+    landmark[candidates[i * candidates.size() / k]] = i;
+  for (auto [i, op] : llvm::enumerate(order))
+    index[op] = i;
+  reachedBy.assign(order.size() * kWords, 0);
+  reaches.assign(order.size() * kWords, 0);
+  auto set = [](uint64_t *bits, unsigned bit) {
+    bits[bit / 64] |= uint64_t(1) << (bit % 64);
+  };
+  for (auto [i, op] : llvm::enumerate(order))
+    for (Operation *p : producersOf(op)) {
+      unsigned j = index.lookup(p);
+      for (unsigned w = 0; w < kWords; ++w)
+        reachedBy[i * kWords + w] |= reachedBy[j * kWords + w];
+      if (auto it = landmark.find(p); it != landmark.end())
+        set(&reachedBy[i * kWords], it->second);
+    }
+  for (size_t i = order.size(); i-- > 0;)
+    for (Operation *p : producersOf(order[i])) {
+      unsigned j = index.lookup(p);
+      for (unsigned w = 0; w < kWords; ++w)
+        reaches[j * kWords + w] |= reaches[i * kWords + w];
+      if (auto it = landmark.find(order[i]); it != landmark.end())
+        set(&reaches[j * kWords], it->second);
+    }
+}
+
+/// Whether a landmark lies on a path from `a` to an op `b` reads: then that
+/// op is tainted, the landmark being outside every group and, like every op
+/// on the path, between the two groups. Costs kWords words per op of `a`
+/// and per op that `b` reads between the groups, however long the path.
+bool BlockFuser::landmarkBetween(Group *a,
+                                 const DenseSet<Operation *> &readByB) {
+  if (landmark.empty() || readByB.empty())
+    return false;
+  uint64_t fromA[kWords] = {};
+  for (Operation *m : a->ops)
+    for (unsigned w = 0; w < kWords; ++w)
+      fromA[w] |= reaches[index.lookup(m) * kWords + w];
+  for (Operation *p : readByB) {
+    uint64_t toP[kWords];
+    for (unsigned w = 0; w < kWords; ++w)
+      toP[w] = reachedBy[index.lookup(p) * kWords + w];
+    if (auto it = landmark.find(p); it != landmark.end())
+      toP[it->second / 64] |= uint64_t(1) << (it->second % 64);
+    for (unsigned w = 0; w < kWords; ++w)
+      if (fromA[w] & toP[w])
+        return true;
+  }
+  return false;
+}
+
 /// Merges groups `a` and `b` unless a rule forbids it (see the pass
 /// description); on success the members of both are contiguous again.
+///
+/// The cost does not grow with the number of ops between the groups: the
+/// check walks only the users of `a` and of the ops that depend on it
+/// (positioned before `b`), and the side-effecting and recomputed ops
+/// between, by key; the commit moves only those dependent ops and `a`.
 bool BlockFuser::tryMerge(Group *a, Group *b, bool sibling) {
   if (a == b)
     return false;
-  if (pos[a->ops.front()] > pos[b->ops.front()])
+  if (key(a->ops.front()) > key(b->ops.front()))
     std::swap(a, b);
 
   // Recomputed ops (omni-autodiff's rematerialization, docs/autodiff.md)
@@ -223,72 +421,72 @@ bool BlockFuser::tryMerge(Group *a, Group *b, bool sibling) {
   }
 
   // The ops between the groups that read `a`, directly or through other
-  // ops between (tainted), must follow the merged group; the others can
-  // precede it. A tainted op that `b` reads closes a cycle (rule 1).
-  SmallVector<Operation *> between;
-  for (Operation *op = a->ops.back()->getNextNode(); op != b->ops.front();
-       op = op->getNextNode())
-    between.push_back(op);
-  DenseSet<Operation *> tainted;
-  auto readsTainted = [&](Operation *op) {
-    return llvm::any_of(producersOf(op), [&](Operation *p) {
-      return groupOf(p) == a || tainted.contains(p);
-    });
+  // ops between (tainted: the users of `a` closed under users, restricted
+  // to keys between the groups, a group taken whole), must follow the
+  // merged group; the others can precede it. A tainted op that `b` reads
+  // closes a cycle (rule 1); for siblings any tainted op rules the merge
+  // out (rule 4).
+  int64_t lo = key(a->ops.back()), hi = key(b->ops.front());
+  auto between = [&](Operation *op) {
+    int64_t k = key(op);
+    return lo < k && k < hi;
   };
-  for (size_t i = 0; i < between.size();) {
-    Group *g = groupOf(between[i]);
-    ArrayRef<Operation *> node =
-        g ? ArrayRef<Operation *>(g->ops) : ArrayRef<Operation *>(between[i]);
-    if (llvm::any_of(node, readsTainted))
-      tainted.insert(node.begin(), node.end());
-    i += node.size();
-  }
+  DenseSet<Operation *> readByB;
   for (Operation *m : b->ops)
-    if (llvm::any_of(producersOf(m),
-                     [&](Operation *p) { return tainted.contains(p); }))
-      return false;
-  if (sibling && !tainted.empty())
+    for (Operation *p : producersOf(m))
+      if (between(p))
+        readByB.insert(p);
+  if (landmarkBetween(a, readByB)) {
+    ++landmarkRejections;
     return false;
-  if (!llvm::any_of(a->ops, recomputed) &&
-      llvm::any_of(between, [&](Operation *op) {
-        return !tainted.contains(op) && recomputed(op);
-      }))
-    return false;
-  // Rule 3: tainted ops move down, the others up; two ops with side effects
-  // must not swap.
-  bool taintedEffect = false;
-  for (Operation *op : between) {
-    if (isMemoryEffectFree(op))
-      continue;
-    if (tainted.contains(op))
-      taintedEffect = true;
-    else if (taintedEffect)
-      return false;
   }
+  SmallVector<Operation *> tainted;
+  DenseSet<Operation *> isTainted;
+  SmallVector<Operation *> work(a->ops.begin(), a->ops.end());
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val();
+    ++visited;
+    for (Operation *user : op->getUsers()) {
+      Operation *reader = block.findAncestorOpInBlock(*user);
+      if (!reader || !between(reader) || isTainted.contains(reader))
+        continue;
+      Group *g = groupOf(reader);
+      ArrayRef<Operation *> node =
+          g ? ArrayRef<Operation *>(g->ops) : ArrayRef<Operation *>(reader);
+      if (sibling)
+        return false;
+      for (Operation *m : node) {
+        if (readByB.contains(m))
+          return false;
+        isTainted.insert(m);
+        tainted.push_back(m);
+        work.push_back(m);
+      }
+    }
+  }
+  if (!llvm::any_of(a->ops, recomputed))
+    for (auto it = recomputedOps.upper_bound(lo);
+         it != recomputedOps.end() && key(*it) < hi; ++it)
+      if (!isTainted.contains(*it))
+        return false;
+  // Rule 3: tainted ops move down, the others up; two ops with side effects
+  // must not swap: no untainted one may follow the first tainted one.
+  llvm::sort(tainted,
+             [&](Operation *x, Operation *y) { return key(x) < key(y); });
+  auto firstEffect =
+      llvm::find_if(tainted, [&](Operation *op) { return effects.count(op); });
+  if (firstEffect != tainted.end())
+    for (auto it = effects.upper_bound(key(*firstEffect));
+         it != effects.end() && key(*it) < hi; ++it)
+      if (!isTainted.contains(*it))
+        return false;
 
-  // Commit: U (untainted) a b T (tainted), each part in its old order, on
-  // the order keys the range already had.
-  SmallVector<int64_t> keys;
-  SmallVector<Operation *> newOrder;
-  for (Operation *op = a->ops.front(); op != b->ops.back()->getNextNode();
-       op = op->getNextNode())
-    keys.push_back(pos[op]);
-  for (Operation *op : between)
-    if (!tainted.contains(op)) {
-      op->moveBefore(a->ops.front());
-      newOrder.push_back(op);
-    }
-  newOrder.append(a->ops.begin(), a->ops.end());
-  newOrder.append(b->ops.begin(), b->ops.end());
-  Operation *anchor = b->ops.back();
-  for (Operation *op : between)
-    if (tainted.contains(op)) {
-      op->moveAfter(anchor);
-      anchor = op;
-      newOrder.push_back(op);
-    }
-  for (auto [op, key] : llvm::zip_equal(newOrder, keys))
-    pos[op] = key;
+  // Commit: U (untainted) a b T (tainted), each part in its old order: T
+  // moves below b, then a down to b when untainted ops remain between.
+  if (!tainted.empty())
+    moveRun(tainted, /*before=*/nullptr, /*after=*/b->ops.back());
+  if (a->ops.back()->getNextNode() != b->ops.front())
+    moveRun(a->ops, /*before=*/b->ops.front(), /*after=*/nullptr);
 
   for (Operation *m : b->ops) {
     owner[m] = a;
@@ -328,10 +526,15 @@ void BlockFuser::duplicateBroadcasts() {
 /// the groups of its producers, then those of earlier siblings.
 void BlockFuser::formGroups() {
   SmallVector<Operation *> order;
+  key.assign(block);
   for (Operation &op : block) {
-    pos[&op] = order.size();
     order.push_back(&op);
+    if (!isMemoryEffectFree(&op))
+      effects.insert(&op);
+    if (op.hasAttr("omni.recomputed"))
+      recomputedOps.insert(&op);
   }
+  findLandmarks(order);
   for (Operation *op : order) {
     if (!isFusible(op))
       continue;
@@ -376,12 +579,12 @@ void BlockFuser::formGroups() {
       for (Operation *user : v.getUsers()) {
         Group *other = groupOf(user);
         if (other && other != groupOf(op) && readsWholeOperands(user) &&
-            pos[other->ops.front()] < pos[groupOf(op)->ops.front()] &&
+            key(other->ops.front()) < key(groupOf(op)->ops.front()) &&
             !llvm::is_contained(siblings, other))
           siblings.push_back(other);
       }
       llvm::sort(siblings, [&](Group *x, Group *y) {
-        return pos[x->ops.front()] > pos[y->ops.front()];
+        return key(x->ops.front()) > key(y->ops.front());
       });
       for (Group *other : siblings)
         if (!other->ops.empty())
@@ -470,12 +673,24 @@ struct OmniFusePass : omni::impl::OmniFusePassBase<OmniFusePass> {
       if (!isa<FusionOp>(parent) && !parent->getParentOfType<FusionOp>())
         blocks.push_back(block);
     });
+    uint64_t visited = 0, renumbered = 0, rejections = 0;
     for (Block *block : blocks) {
       BlockFuser fuser(*block);
       fuser.duplicateBroadcasts();
       fuser.formGroups();
       fuser.materialize();
+      numLegalityVisits += fuser.visited;
+      numKeysRenumbered += fuser.renumbered();
+      numLandmarkRejections += fuser.landmarkRejections;
+      visited += fuser.visited;
+      renumbered += fuser.renumbered();
+      rejections += fuser.landmarkRejections;
     }
+    if (printFuseStats)
+      llvm::errs() << "omni-fuse: " << visited << " ops visited, " << renumbered
+                   << " keys renumbered, " << rejections
+                   << " landmark rejections (@" << getOperation().getSymName()
+                   << ")\n";
   }
 };
 

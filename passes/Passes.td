@@ -261,6 +261,16 @@ def OmniFusePass : Pass<"omni-fuse", "::mlir::func::FuncOp"> {
     ```
   }];
   let dependentDialects = ["::mlir::omni::OmniDialect"];
+  let statistics = [
+    Statistic<"numLegalityVisits", "legality-visits",
+              "Ops whose users the merge legality check walked (grows with "
+              "the ops that depend on a group, not with the distance between "
+              "two groups)">,
+    Statistic<"numKeysRenumbered", "keys-renumbered",
+              "Ops given new order keys besides the ops a merge moved">,
+    Statistic<"numLandmarkRejections", "landmark-rejections",
+              "Merges ruled out by rule 1 through a landmark, without a walk">
+  ];
 }
 
 //===----------------------------------------------------------------------===//
