@@ -14,8 +14,11 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/SCF/Utils/Utils.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Dominance.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Transforms/CSE.h"
 #include "llvm/ADT/StringSet.h"
 
 #define DEBUG_TYPE "omni-autodiff"
@@ -112,7 +115,21 @@ func::FuncOp GradientBuilder::build(Operation *user, StringRef name) {
     fn.erase();
     return {};
   }
-  if (failed(inlineCalls(fn, user)) || failed(unrollLoops(fn, user))) {
+  if (failed(inlineCalls(fn, user))) {
+    fn.erase();
+    return {};
+  }
+  // The calls the cleanup stage left (no_inline: the recomputed blocks) are
+  // inlined only now, so CSE has not yet seen their bodies together: without
+  // it, two trained steps would each keep their own copy of what they compute
+  // alike (block 0's text-token layer norm), their adjoints would be summed
+  // in another order than with recompute=none, and the bits would differ.
+  // CSE compares attributes, so a recomputed op merges only with a
+  // recomputed one.
+  IRRewriter rewriter(fn.getContext());
+  DominanceInfo dominance(fn);
+  eliminateCommonSubExpressions(rewriter, dominance, fn);
+  if (failed(unrollLoops(fn, user))) {
     fn.erase();
     return {};
   }
