@@ -51,6 +51,7 @@
 #include <optional>
 #include <set>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace omni::omnirun {
 namespace {
@@ -858,6 +859,33 @@ std::string targetKind(const loader::Program &program) {
   return target && target->kind() ? target->kind()->str() : "cpu";
 }
 
+/// Under mpirun: the pids of the job's other processes on this host, which
+/// the interrupt handler watches (a SIGTERM after one of them died means
+/// mpirun is ending the job: Interrupt.h). Every rank broadcasts its pid
+/// and host name in turn (collective).
+absl::StatusOr<std::vector<train::InterruptHandler::Peer>> peersOnThisHost(
+    int rank, int size,
+    const std::function<absl::Status(void *, int64_t, int)> &broadcast) {
+  struct Identity {
+    int32_t pid;
+    char host[252];
+  };
+  Identity own{};
+  own.pid = static_cast<int32_t>(::getpid());
+  if (::gethostname(own.host, sizeof(own.host) - 1) != 0)
+    own.host[0] = '\0';
+  std::vector<train::InterruptHandler::Peer> peers;
+  for (int root = 0; root < size; ++root) {
+    Identity other = own;
+    if (absl::Status s = broadcast(&other, sizeof(other), root); !s.ok())
+      return s;
+    other.host[sizeof(other.host) - 1] = '\0';
+    if (root != rank && std::strcmp(other.host, own.host) == 0)
+      peers.push_back({root, other.pid});
+  }
+  return peers;
+}
+
 /// A step.bin compiled for one target run on another device: one line
 /// naming the target and the fix.
 std::optional<std::string> checkTarget(const loader::Program &program,
@@ -1212,6 +1240,13 @@ int run(const std::vector<std::string> &args, std::ostream &out,
                                              absl::StrCat("mpirun -np ", size));
           !s.ok())
         return fail(s.message());
+      if (world->broadcast) {
+        absl::StatusOr<std::vector<train::InterruptHandler::Peer>> peers =
+            peersOnThisHost(world->rank, size, world->broadcast);
+        if (!peers.ok())
+          return fail(peers.status().message());
+        train::InterruptHandler::watchPeers(world->rank, *peers);
+      }
       localRanks.push_back(world->rank);
       provider = std::move(world->provider);
     } else {

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <sys/wait.h>
 #include <unistd.h>
 
 namespace omni::omnirun {
@@ -294,7 +295,7 @@ TEST_F(OmniRunRanksTest, OneLineErrors) {
   Result r = omnirun({meshBin, "--ranks=2"});
   EXPECT_EQ(r.code, 1);
   EXPECT_EQ(r.err, "omnirun: OMNI_TEST_FAULT='rank=1': missing a field, "
-                   "expected rank=R,iteration=I,mode=fail|hang\n");
+                   "expected rank=R,iteration=I,mode=fail|hang|die\n");
 }
 
 TEST_F(OmniRunRanksTest, TwoRanksTrainAndOnlyRankZeroPrints) {
@@ -467,6 +468,40 @@ TEST(InterruptDeathTest, TheFirstSignalIsRecordedTheSecondExitsAtOnce) {
         std::_Exit(2);
       },
       ::testing::ExitedWithCode(143), "second signal: exiting at once");
+}
+
+// Under mpirun (watchPeers): a SIGTERM after a peer's process ended, be it a
+// zombie its parent has not reaped or gone, exits at once naming the rank;
+// with every peer alive it is an ordinary stop request.
+TEST(InterruptDeathTest, ASigtermAfterAPeerDiedNamesItAndExits) {
+  for (bool reap : {false, true})
+    EXPECT_EXIT(
+        {
+          train::InterruptHandler handler;
+          pid_t child = ::fork();
+          if (child == 0)
+            ::_exit(0);
+          siginfo_t info;
+          ::waitid(P_PID, child, &info, WEXITED | (reap ? 0 : WNOWAIT));
+          train::InterruptHandler::watchPeers(
+              0, {{1, static_cast<int>(::getppid())},
+                  {3, static_cast<int>(child)}});
+          std::raise(SIGTERM);
+          std::_Exit(2);
+        },
+        ::testing::ExitedWithCode(143),
+        "^omnirun: rank 0: SIGTERM from mpirun after rank 3 \\(pid [0-9]+\\) "
+        "died: exiting without a checkpoint \\(the last one stays valid\\)");
+  EXPECT_EXIT(
+      {
+        train::InterruptHandler handler;
+        train::InterruptHandler::watchPeers(
+            2, {{0, static_cast<int>(::getppid())}});
+        std::raise(SIGTERM);
+        std::_Exit(train::InterruptHandler::pending() == SIGTERM ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0),
+      "SIGTERM: finishing this iteration, then saving a checkpoint");
 }
 
 TEST(Interrupt, HandlersAreRestoredAndThePendingSignalReset) {

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <csignal>
 #include <cstdlib>
 #include <mutex>
 #include <thread>
@@ -23,7 +24,7 @@ absl::StatusOr<TestFault> parseTestFault(const std::string &text) {
   auto bad = [&](const std::string &why) {
     return absl::InvalidArgumentError(
         absl::StrCat("OMNI_TEST_FAULT='", text, "': ", why,
-                     ", expected rank=R,iteration=I,mode=fail|hang"));
+                     ", expected rank=R,iteration=I,mode=fail|hang|die"));
   };
   for (absl::string_view part : absl::StrSplit(text, ',')) {
     std::pair<std::string, std::string> kv = absl::StrSplit(part, '=');
@@ -34,9 +35,11 @@ absl::StatusOr<TestFault> parseTestFault(const std::string &text) {
              absl::SimpleAtoi(kv.second, &fault.iteration) &&
              fault.iteration >= 0)
       iteration = true;
-    else if (kv.first == "mode" && (kv.second == "fail" || kv.second == "hang"))
-      mode = true, fault.mode = kv.second == "fail" ? TestFault::Mode::Fail
-                                                    : TestFault::Mode::Hang;
+    else if (kv.first == "mode" &&
+             (kv.second == "fail" || kv.second == "hang" || kv.second == "die"))
+      mode = true, fault.mode = kv.second == "fail"   ? TestFault::Mode::Fail
+                                : kv.second == "hang" ? TestFault::Mode::Hang
+                                                      : TestFault::Mode::Die;
     else
       return bad(absl::StrCat("cannot use '", part, "'"));
   }
@@ -151,6 +154,12 @@ absl::Status runRanks(std::shared_ptr<const loader::Program> program,
     return absl::InvalidArgumentError(
         absl::StrCat("OMNI_TEST_FAULT names rank ", options.fault->rank,
                      " but the run has ", worldSize));
+  if (options.fault && options.fault->mode == TestFault::Mode::Die &&
+      localRanks.size() > 1)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "OMNI_TEST_FAULT mode=die kills rank ", options.fault->rank,
+        "'s process, which holds all ", localRanks.size(),
+        " ranks here: it needs one rank per process (mpirun -np N)"));
   // Devices and channels first (not collective), so that a failure here
   // leaves no rank waiting.
   int threads = options.threads > 0
@@ -199,6 +208,11 @@ absl::Status runRanks(std::shared_ptr<const loader::Program> program,
         if (fault.mode == TestFault::Mode::Fail)
           return absl::InternalError(
               "failed on purpose (OMNI_TEST_FAULT, mode=fail)");
+        // A process killed from outside (the OOM killer, a node lost):
+        // under mpirun, mpirun ends the job and the others say who died
+        // (Interrupt.h, InterruptHandler::watchPeers).
+        if (fault.mode == TestFault::Mode::Die)
+          ::raise(SIGKILL);
         // A rank stuck before its collectives: the others' timeout must
         // catch it. Released once a rank has given up, so the thread ends.
         outcome.waitForFailure();

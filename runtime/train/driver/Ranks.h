@@ -22,9 +22,10 @@
 // that did not arrive. runRanks returns the first failure (the root
 // cause), or rank 0's status.
 //
-// Test hook: OMNI_TEST_FAULT="rank=R,iteration=I,mode=fail|hang" (parsed by
-// parseTestFault) makes rank R fail, or hang until another local rank has
-// failed, before its iteration I. Only tests set it. (With one local rank,
+// Test hook: OMNI_TEST_FAULT="rank=R,iteration=I,mode=fail|hang|die" (parsed by
+// parseTestFault) makes rank R fail, hang until another local rank has
+// failed, or die (SIGKILL its process: under mpirun only) before its
+// iteration I. Only tests set it. (With one local rank,
 // as under MPI, a hanging rank hangs until its process is killed.)
 //
 // Thread safety: runRanks blocks until every local rank has finished.
@@ -51,15 +52,17 @@
 
 namespace omni::train {
 
-/// OMNI_TEST_FAULT: rank `rank` fails or hangs before iteration `iteration`.
+/// OMNI_TEST_FAULT: rank `rank` fails, hangs or kills its own process
+/// (SIGKILL; only with one rank per process, as under mpirun) before
+/// iteration `iteration`.
 struct TestFault {
-  enum class Mode { Fail, Hang };
+  enum class Mode { Fail, Hang, Die };
   int rank = 0;
   int64_t iteration = 0;
   Mode mode = Mode::Fail;
 };
 
-/// Parses "rank=R,iteration=I,mode=fail|hang" (one-line errors).
+/// Parses "rank=R,iteration=I,mode=fail|hang|die" (one-line errors).
 absl::StatusOr<TestFault> parseTestFault(const std::string &text);
 
 /// The environment's OMNI_TEST_FAULT: none when unset, else parsed.

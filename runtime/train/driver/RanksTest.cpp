@@ -243,6 +243,23 @@ TEST_F(RanksTest, AFailingRankEndsEveryRankWithItsName) {
   EXPECT_EQ(savedW(options.outDir, 2), expectedW(2));
 }
 
+// mode=die kills the process: with both ranks in it, nothing would be left
+// to report, so it is refused before anything runs (mpi-ranks.test runs it
+// under mpirun).
+TEST_F(RanksTest, DyingNeedsOneRankPerProcess) {
+  TrainOptions options;
+  options.steps = 2;
+  options.outDir = (dir / "die").string();
+  RanksOptions ranks;
+  ranks.fault = TestFault{1, 1, TestFault::Mode::Die};
+  std::string log;
+  absl::Status s = run(2, 2, options, log, ranks);
+  EXPECT_EQ(s.message(),
+            "OMNI_TEST_FAULT mode=die kills rank 1's process, which holds all "
+            "2 ranks here: it needs one rank per process (mpirun -np N)");
+  EXPECT_FALSE(std::filesystem::exists(options.outDir + "/step-1.safetensors"));
+}
+
 TEST_F(RanksTest, AStopSeenByOneRankStopsBothAtTheSameIteration) {
   // The third poll is the first of iteration 1, on whichever rank gets
   // there first; the other rank never sees a signal.
@@ -359,10 +376,13 @@ TEST(TestFault, Parses) {
   EXPECT_EQ(f->rank, 1);
   EXPECT_EQ(f->iteration, 2);
   EXPECT_EQ(f->mode, TestFault::Mode::Hang);
+  auto die = parseTestFault("rank=0,iteration=1,mode=die");
+  ASSERT_TRUE(die.ok()) << die.status();
+  EXPECT_EQ(die->mode, TestFault::Mode::Die);
   auto bad = parseTestFault("rank=1,mode=sleep");
   EXPECT_EQ(bad.status().message(),
             "OMNI_TEST_FAULT='rank=1,mode=sleep': cannot use 'mode=sleep', "
-            "expected rank=R,iteration=I,mode=fail|hang");
+            "expected rank=R,iteration=I,mode=fail|hang|die");
 }
 
 } // namespace
