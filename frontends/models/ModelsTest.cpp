@@ -37,8 +37,8 @@ using namespace omni::fe::testing;
 
 namespace {
 
-/// `velocity(x, timestep[, prompt][, pooled], params...) -> v` of one
-/// model preset, as a recipe builds it.
+/// `velocity(x, timestep[, prompt][, pooled][, prompt_mask], params...) -> v`
+/// of one model preset, as a recipe builds it.
 struct Built {
   mlir::MLIRContext context;
   Graph graph{context};
@@ -48,9 +48,11 @@ struct Built {
   std::unique_ptr<VelocityModel> model;
   Tensor v;
 
+  /// `withMask`: a model that takes a text mask gets the argument
+  /// `prompt_mask` [B, L] after the conditioning (else none: all valid).
   Built(const std::string &name, const std::string &preset,
         const std::vector<std::string> &overrides, int64_t batch,
-        int64_t loraRank = 0) {
+        int64_t loraRank = 0, bool withMask = false) {
     const Registry &r = Registry::builtin();
     llvm::Expected<Config> cfg = r.config(name, preset, overrides);
     EXPECT_TRUE(static_cast<bool>(cfg)) << llvm::toString(cfg.takeError());
@@ -74,11 +76,15 @@ struct Built {
     Tensor pooled = cs.pooled.empty()
                         ? Tensor()
                         : fn.argument(batched(cs.pooled), "pooled");
+    Tensor mask =
+        withMask && cs.promptMask
+            ? fn.argument(Shape{batch, cs.promptEmbeds[0]}, "prompt_mask")
+            : Tensor();
     lora.rank = loraRank;
     lora.alpha = static_cast<double>(loraRank);
     lora.targets = model->loraTargets();
     Module m(fn, params, "", &lora);
-    v = model->forward(m, x, t, prompt, pooled);
+    v = model->forward(m, x, t, prompt, pooled, mask);
     fn.returns({v}, {"v"});
   }
 
