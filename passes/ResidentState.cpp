@@ -41,12 +41,15 @@ constexpr const char *kName = "omni.name";
 
 /// The data inputs of the training convention (runtime/train/driver
 /// Trainer.cpp): trailing arguments with these names (the negatives: CFG's
-/// unconditional branch, docs/prompts.md).
+/// unconditional branch; the masks: the text mask of a model that takes
+/// one, docs/prompts.md).
 bool isDataName(StringAttr name) {
   return name && (name.getValue() == "prompt_embeds" ||
                   name.getValue() == "pooled_prompt_embeds" ||
                   name.getValue() == "negative_prompt_embeds" ||
-                  name.getValue() == "negative_pooled_prompt_embeds");
+                  name.getValue() == "negative_pooled_prompt_embeds" ||
+                  name.getValue() == "prompt_embeds_mask" ||
+                  name.getValue() == "negative_prompt_embeds_mask");
 }
 
 bool isI64Scalar(Type t) {

@@ -19,6 +19,13 @@ the C++ tests regenerate them) and writes, under frontends/models/testdata/
                                prompt, timestep=t / 1000, img_shapes).sample)
                                in float32
   qwen_image_tiny.velocity_f64.npy  the same with model and inputs in float64
+  qwen_image_tiny.mask.npy     a text mask [2, 8] (encoder_hidden_states_mask,
+                               1 = token, 0 = padding): sample 0 all
+                               tokens, sample 1 its first 5 (the last 3
+                               padded)
+  qwen_image_tiny_masked.velocity{,_f64}.npy
+                               the velocity of the same inputs with that
+                               mask, in float32 and float64
   qwen_image_tiny_10.{x,velocity_f64}.npy
                                [1, 16, 10, 10] latents: a 5x5 patch grid, odd,
                                so scale_rope's uneven split (positions -3..1)
@@ -33,8 +40,9 @@ With --parity BUILD it also checks the compiled model end to end instead:
 diffusers' default (PyTorch) initialization, its state dict written as
 safetensors with diffusers' (= omni's) names, `omnigen --model=qwen_image
 --config=tiny --program=velocity`, omnic, and `omnirun --function=velocity`
-on the same inputs; prints max |omni - diffusers| / max |diffusers| and
-exits 1 above --tolerance (1e-5).
+on the same inputs, with a text mask that pads the last 3 tokens of the
+second prompt (@velocity's prompt_mask); prints max |omni - diffusers| /
+max |diffusers| and exits 1 above --tolerance (1e-5).
 
 Needs torch, diffusers, safetensors and numpy (bench/torch/setup.sh).
 Written with diffusers 0.42.1 and torch 2.15.0.
@@ -91,21 +99,28 @@ def parameters(model):
     return [(k, tuple(v.shape)) for k, v in model.named_parameters()]
 
 
-def velocity_of(model, x, t, prompt):
+# The text mask of the masked cases: the second prompt's last 3 of 8
+# tokens are padding.
+MASK = np.array([[1] * 8, [1] * 5 + [0] * 3], dtype=np.float32)
+
+
+def velocity_of(model, x, t, prompt, mask=None):
     """The pipeline's transformer call on NCHW latents `x` (torch), with
-    timestep t = 1000 sigma: pack, transformer(timestep=t / 1000), unpack."""
+    timestep t = 1000 sigma: pack, transformer(timestep=t / 1000), unpack.
+    `mask` [B, L] (torch, 0/1) is encoder_hidden_states_mask, as the
+    pipeline passes prompt_embeds_mask (None: every token valid)."""
     b, c, hh, ww = x.shape
     packed = QwenImagePipeline._pack_latents(x, b, c, hh, ww)
     with torch.no_grad():
         out = model(hidden_states=packed, encoder_hidden_states=prompt,
-                    encoder_hidden_states_mask=None, timestep=t / 1000,
+                    encoder_hidden_states_mask=mask, timestep=t / 1000,
                     img_shapes=[(1, hh // 2, ww // 2)] * b).sample
     out = QwenImagePipeline._unpack_latents(out, hh * VAE_SCALE,
                                             ww * VAE_SCALE, VAE_SCALE)
     return out[:, :, 0]
 
 
-def fixture_velocity(x, t, prompt, dtype):
+def fixture_velocity(x, t, prompt, dtype, mask=None):
     model = QwenImageTransformer2DModel(**TINY).eval()
     state = {k: torch.from_numpy(fixture_weights(k, s))
              for k, s in parameters(model)}
@@ -113,7 +128,9 @@ def fixture_velocity(x, t, prompt, dtype):
     assert not result.unexpected_keys and not result.missing_keys, result
     model = model.to(dtype)
     as_t = lambda a: torch.from_numpy(a).to(dtype)
-    return model, velocity_of(model, as_t(x), as_t(t), as_t(prompt)).numpy()
+    m = None if mask is None else torch.from_numpy(mask) > 0.5
+    return model, velocity_of(model, as_t(x), as_t(t), as_t(prompt),
+                              m).numpy()
 
 
 def write_fixture(out):
@@ -139,6 +156,14 @@ def write_fixture(out):
           f"{float(np.abs(v64).max()):.3g}")
     _, v10 = fixture_velocity(d(x10), d(t[:1]), d(prompt[:1]), torch.float64)
     np.save(out("qwen_image_tiny_10.velocity_f64.npy"), v10)
+
+    np.save(out("qwen_image_tiny.mask.npy"), MASK)
+    _, m32 = fixture_velocity(x, t, prompt, torch.float32, MASK)
+    np.save(out("qwen_image_tiny_masked.velocity.npy"), m32.astype(np.float32))
+    _, m64 = fixture_velocity(d(x), d(t), d(prompt), torch.float64, MASK)
+    np.save(out("qwen_image_tiny_masked.velocity_f64.npy"), m64)
+    print(f"masked: max |v_masked - v| {float(np.abs(m64 - v64).max()):.3g} "
+          f"(sample 0, all valid: {float(np.abs(m64 - v64)[0].max()):.3g})")
 
     with torch.device("meta"):
         full = QwenImageTransformer2DModel(**QWEN_IMAGE)
@@ -173,7 +198,8 @@ def parity(build, tolerance, seed):
     t = rng.uniform(0, 1000, b).astype(np.float32)
     prompt = rng.standard_normal((b, 8, 32)).astype(np.float32)
     want = velocity_of(model, torch.from_numpy(x), torch.from_numpy(t),
-                       torch.from_numpy(prompt)).numpy()
+                       torch.from_numpy(prompt),
+                       torch.from_numpy(MASK) > 0.5).numpy()
     binary = lambda n: os.path.join(build, "bin", n)
     with tempfile.TemporaryDirectory() as work:
         weights = os.path.join(work, "transformer.safetensors")
@@ -188,9 +214,10 @@ def parity(build, tolerance, seed):
              "-o", mlir])
         run([binary("omnic"), mlir, "-o", step])
         cmd = [binary("omnirun"), step, "--function=velocity"]
+        data = {"x": x, "timestep": t, "prompt": prompt, "prompt_mask": MASK}
         for i, name in enumerate(arg_names(mlir, "velocity")):
-            if i < 3:
-                value = [x, t, prompt][i]
+            if name in data:
+                value = data[name]
             else:
                 key = name[len("transformer."):]
                 if key not in state:

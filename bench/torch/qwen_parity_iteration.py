@@ -126,9 +126,9 @@ def run_omni(args, work, state_names):
     run([omnirun, step, "--steps=0", f"--seed={args.seed}",
          f"--out={init_dir}"])
     init = os.path.join(init_dir, "step-0.safetensors")
-    x0, noise, ws, prompt, images = (os.path.join(work, n + ".npy") for n in
-                                     ("x0", "noise", "window_start",
-                                      "prompt", "images"))
+    x0, noise, ws, prompt, mask, images = (
+        os.path.join(work, n + ".npy") for n in
+        ("x0", "noise", "window_start", "prompt", "mask", "images"))
     run([omnirun, step, "--function=rollout_noise", f"--input=i64={args.seed}",
          "--input=i64=0", f"--output=@{x0}", f"--output=@{noise}",
          f"--output=@{ws}"])
@@ -136,6 +136,8 @@ def run_omni(args, work, state_names):
     np.save(prompt, rng.standard_normal(
         (args.prompts, TEXT_TOKENS,
          qwen_image_reference.TINY["joint_attention_dim"])).astype(np.float32))
+    # prompt_embeds_mask: every token valid (the reference takes no mask).
+    np.save(mask, np.ones((args.prompts, TEXT_TOKENS), dtype=np.float32))
     # The runtime hyper-parameters at the defaults step.bin records
     # (omnirun --list prints them by name), in the recipe's input order
     # (docs/recipes.md section 11).
@@ -151,7 +153,7 @@ def run_omni(args, work, state_names):
     state1 = os.path.join(work, "state-1.safetensors")
     run([omnirun, step, "--function=train_step", f"--state-in={init}",
          f"--state-out={state1}", f"--input=i64={args.seed}", "--input=i64=0",
-         f"--input=@{prompt}"] + hparams
+         f"--input=@{prompt}", f"--input=@{mask}"] + hparams
         + [f"--output=@{f}" for f in metric_files + [images]])
     s0, s1 = load_file(init), load_file(state1)
     return dict(s0={n: s0[n] for n in state_names},

@@ -313,13 +313,15 @@ Tensor upsampleNearest(const Tensor &x, int64_t factor) {
   return b.reshape({s[0], s[1], s[2] * factor, s[3] * factor});
 }
 
-Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v) {
+Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v,
+                 const Tensor &mask) {
   Graph &g = q.graph();
   if (Type low = lowPrecision(q))
-    return attention(q.cast(low), k.cast(low), v.cast(low))
+    return attention(q.cast(low), k.cast(low), v.cast(low),
+                     mask ? mask.cast(low) : Tensor())
         .cast(q.elementType());
   return wrap(g, od::AttentionOp::create(g.builder(), g.loc(), q.value(),
-                                         k.value(), v.value(), Value(),
+                                         k.value(), v.value(), mask.value(),
                                          FloatAttr()));
 }
 

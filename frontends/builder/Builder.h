@@ -136,8 +136,12 @@ Tensor conv2d(const Tensor &x, const Tensor &filter, const Tensor &bias,
 /// Nearest-neighbour upsampling of an NCHW tensor by an integer factor
 /// (torch.nn.functional.interpolate(mode="nearest")).
 Tensor upsampleNearest(const Tensor &x, int64_t factor);
-/// Scaled dot-product attention over [B, H, S, D] tensors.
-Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v);
+/// Scaled dot-product attention over [B, H, S, D] tensors. `mask` (null:
+/// none) is added to the scaled scores before the softmax, of shape
+/// [B|1, H|1, Sq, Sk] (omni.attention's); with a low-precision contraction
+/// type it is cast with q, k and v.
+Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v,
+                 const Tensor &mask = Tensor());
 
 /// Owns the module being built and the insertion point.
 class Graph {

@@ -64,6 +64,10 @@ private:
 struct ConditioningShapes {
   Shape promptEmbeds; // [L, D] (text tokens)
   Shape pooled;       // [Dp]
+  /// The model takes a text mask [L] per sample (1: a token, 0: padding;
+  /// diffusers' encoder_hidden_states_mask): the recipe's programs then
+  /// take prompt_embeds_mask [P, L] (docs/prompts.md).
+  bool promptMask = false;
 };
 
 /// The shift of the sampler's schedule a model's pipeline uses
@@ -85,10 +89,13 @@ public:
   virtual Shape latentShape() const = 0;
   virtual ConditioningShapes conditioning() const = 0;
   /// v(x, t): `x` [B, C, H, W], `timestep` [B] in [0, 1000], `prompt`
-  /// [B, L, D] and `pooled` [B, Dp] (null when the model takes none);
-  /// returns [B, C, H, W]. Parameters come from `m`.
+  /// [B, L, D] and `pooled` [B, Dp] (null when the model takes none),
+  /// `promptMask` [B, L] of 0/1 (null: every token valid; only a model
+  /// whose conditioning() has promptMask reads it); returns [B, C, H, W].
+  /// Parameters come from `m`.
   virtual Tensor forward(Module &m, const Tensor &x, const Tensor &timestep,
-                         const Tensor &prompt, const Tensor &pooled) = 0;
+                         const Tensor &prompt, const Tensor &pooled,
+                         const Tensor &promptMask) = 0;
   /// Default LoRA targets (layer paths' suffixes).
   virtual std::vector<std::string> loraTargets() const { return {}; }
   /// The schedule shift the model's pipeline uses (default static).

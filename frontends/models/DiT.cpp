@@ -38,7 +38,8 @@ public:
   }
 
   Tensor forward(Module &m, const Tensor &x, const Tensor &timestep,
-                 const Tensor &, const Tensor &pooled) override {
+                 const Tensor &, const Tensor &pooled,
+                 const Tensor &) override {
     Graph &g = x.graph();
     int64_t d = c_.width(), p = c_.patchSize;
     int64_t h = c_.sampleSize / p, w = c_.sampleSize / p;

@@ -90,6 +90,12 @@ Tensor mergeHeads(const Tensor &x) {
   return x.transpose({0, 2, 1, 3}).reshape({b, s, h * d});
 }
 
+Tensor keyPaddingMask(const Tensor &valid, int64_t queries) {
+  int64_t b = valid.dim(0), sk = valid.dim(1);
+  Tensor additive = (valid - 1.0) * 1e30; // 0 or -1e30 for a 0/1 mask
+  return additive.broadcastInDim({b, 1, queries, sk}, {0, 3});
+}
+
 Tensor feedForward(Module m, const Tensor &x, int64_t mult) {
   int64_t dim = x.dim(-1);
   Tensor h = gelu(m.linear("net.0.proj", x, dim * mult), /*tanh=*/true);

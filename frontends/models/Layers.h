@@ -52,6 +52,12 @@ Tensor unpatchify(const Tensor &x, int64_t h, int64_t w, int64_t patch,
 Tensor splitHeads(const Tensor &x, int64_t heads);
 /// [B, H, S, D] -> [B, S, H*D].
 Tensor mergeHeads(const Tensor &x);
+/// The additive attention mask [B, 1, Sq, Sk] of a key padding mask
+/// `valid` [B, Sk] (1: a token, 0: padding; torch's boolean key mask):
+/// 0 on valid keys, -1e30 on padding, for every one of the `queries`
+/// rows. exp underflows to exactly 0 on padding, as -inf would, and a
+/// block of only padded keys cannot make a NaN in an online softmax.
+Tensor keyPaddingMask(const Tensor &valid, int64_t queries);
 
 /// diffusers FeedForward(dim, activation_fn="gelu-approximate"):
 /// net.0.proj (dim -> mult*dim), GELU(tanh), net.2 (-> dim).

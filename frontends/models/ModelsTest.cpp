@@ -12,7 +12,9 @@
 // - `qwen_image` against diffusers' QwenImageTransformer2DModel through the
 //   fixture of bench/torch/qwen_image_reference.py (testdata/qwen_image_*,
 //   qwen-image.params.txt): names and shapes, the velocity (packed 2x2,
-//   rotary) in float32 and float64, an odd patch grid, the 20 B preset;
+//   rotary) in float32 and float64, unmasked and with a text mask that
+//   pads a prompt (encoder_hidden_states_mask), a padded prompt equal to
+//   the shorter prompt, an odd patch grid, the 20 B preset;
 // - every preset of every velocity model builds a module that verifies;
 // - `dit`: the velocity has the latent's shape and depends on the timestep;
 // - bad config overrides are one-line errors.
@@ -37,8 +39,8 @@ using namespace omni::fe::testing;
 
 namespace {
 
-/// `velocity(x, timestep[, prompt][, pooled], params...) -> v` of one
-/// model preset, as a recipe builds it.
+/// `velocity(x, timestep[, prompt][, pooled][, prompt_mask], params...) -> v`
+/// of one model preset, as a recipe builds it.
 struct Built {
   mlir::MLIRContext context;
   Graph graph{context};
@@ -48,9 +50,11 @@ struct Built {
   std::unique_ptr<VelocityModel> model;
   Tensor v;
 
+  /// `withMask`: a model that takes a text mask gets the argument
+  /// `prompt_mask` [B, L] after the conditioning (else none: all valid).
   Built(const std::string &name, const std::string &preset,
         const std::vector<std::string> &overrides, int64_t batch,
-        int64_t loraRank = 0) {
+        int64_t loraRank = 0, bool withMask = false) {
     const Registry &r = Registry::builtin();
     llvm::Expected<Config> cfg = r.config(name, preset, overrides);
     EXPECT_TRUE(static_cast<bool>(cfg)) << llvm::toString(cfg.takeError());
@@ -74,11 +78,15 @@ struct Built {
     Tensor pooled = cs.pooled.empty()
                         ? Tensor()
                         : fn.argument(batched(cs.pooled), "pooled");
+    Tensor mask =
+        withMask && cs.promptMask
+            ? fn.argument(Shape{batch, cs.promptEmbeds[0]}, "prompt_mask")
+            : Tensor();
     lora.rank = loraRank;
     lora.alpha = static_cast<double>(loraRank);
     lora.targets = model->loraTargets();
     Module m(fn, params, "", &lora);
-    v = model->forward(m, x, t, prompt, pooled);
+    v = model->forward(m, x, t, prompt, pooled, mask);
     fn.returns({v}, {"v"});
   }
 
@@ -291,6 +299,79 @@ TEST(ModelsTest, QwenImageTinyVelocityIsDiffusersFloat64) {
   // float32 even in a float64 model (so do our tables); the rest agrees to
   // float64 rounding.
   EXPECT_LT(relativeError(got, valuesOf(want)), 1e-6);
+}
+
+std::vector<HostTensor> qwenMaskedInputs() {
+  std::vector<HostTensor> in = qwenTinyInputs();
+  in.push_back(readNpy("qwen_image_tiny.mask.npy"));
+  return in;
+}
+
+/// Sample `b` of `t` ([B, ...]) as a [1, ...] tensor, its first `keep`
+/// entries along dimension 1 (-1: all).
+HostTensor sampleOf(const HostTensor &t, int64_t b, int64_t keep = -1) {
+  Shape s = t.shape();
+  int64_t rows = s[1], row = numElementsOf(s) / s[0] / rows;
+  std::vector<double> all = valuesOf(t), out;
+  if (keep < 0)
+    keep = rows;
+  for (int64_t i = 0; i < keep * row; ++i)
+    out.push_back(all[(b * rows) * row + i]);
+  s[0] = 1;
+  s[1] = keep;
+  return HostTensor::fromDoubles(t.dtype(), s, out);
+}
+
+TEST(ModelsTest, QwenImageTinyMaskedVelocityIsDiffusersFloat32) {
+  // encoder_hidden_states_mask with the second prompt's last 3 tokens
+  // padded: diffusers' joint key padding mask over [txt; img].
+  Built b("qwen_image", "tiny", {}, 2, 0, /*withMask=*/true);
+  ASSERT_TRUE(b.model);
+  HostTensor got = b.run(qwenMaskedInputs(), reference::Precision::F32);
+  HostTensor want = readNpy("qwen_image_tiny_masked.velocity.npy");
+  ASSERT_EQ(got.shape(), want.shape());
+  EXPECT_LT(relativeError(got, valuesOf(want)), 1e-5);
+  // The mask matters: the padded sample differs from the unmasked one.
+  HostTensor unmasked = readNpy("qwen_image_tiny.velocity.npy");
+  EXPECT_GT(relativeError(sampleOf(got, 1), valuesOf(sampleOf(unmasked, 1))),
+            1e-3);
+}
+
+TEST(ModelsTest, QwenImageTinyMaskedVelocityIsDiffusersFloat64) {
+  Built b("qwen_image", "tiny", {}, 2, 0, /*withMask=*/true);
+  ASSERT_TRUE(b.model);
+  HostTensor got = b.run(qwenMaskedInputs(), reference::Precision::F64);
+  HostTensor want = readNpy("qwen_image_tiny_masked.velocity_f64.npy");
+  ASSERT_EQ(got.shape(), want.shape());
+  EXPECT_LT(relativeError(got, valuesOf(want)), 1e-6);
+  // Sample 0's mask is all ones: exactly the unmasked model's velocity.
+  HostTensor unmasked = readNpy("qwen_image_tiny.velocity_f64.npy");
+  EXPECT_LT(relativeError(sampleOf(got, 0), valuesOf(sampleOf(unmasked, 0))),
+            1e-6);
+}
+
+TEST(ModelsTest, QwenImagePaddedPromptIsTheShorterPrompt) {
+  // Masked keys get no attention weight in any row and the valid text
+  // tokens keep their rotary positions, so a prompt padded from 5 to 8
+  // tokens gives the 5-token prompt's velocity. Both batches hold the same
+  // two samples: sample 1 alone in a batch of 1 differs from sample 1 of
+  // this batch of 2 by about 3e-8 relative even without a mask (in the
+  // float64 evaluator; a property of the unmasked model, not of the mask).
+  Built padded("qwen_image", "tiny", {}, 2, 0, /*withMask=*/true);
+  Built shorter("qwen_image", "tiny", {"text_tokens=5"}, 2);
+  ASSERT_TRUE(padded.model && shorter.model);
+  std::vector<HostTensor> in = qwenMaskedInputs();
+  HostTensor v8 = padded.run(in, reference::Precision::F64);
+  std::vector<double> p = valuesOf(in[2]), p5;
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t i = 0; i < 5 * 32; ++i)
+      p5.push_back(p[b * 8 * 32 + i]);
+  HostTensor v5 = shorter.run(
+      {in[0], in[1], HostTensor::fromDoubles(DType::F32, {2, 5, 32}, p5)},
+      reference::Precision::F64);
+  HostTensor got = sampleOf(v8, 1), want = sampleOf(v5, 1);
+  ASSERT_EQ(got.shape(), want.shape());
+  EXPECT_LT(relativeError(got, valuesOf(want)), 1e-12);
 }
 
 TEST(ModelsTest, QwenImageOddGridIsDiffusers) {

@@ -31,9 +31,10 @@
 //
 // Config keys are those of diffusers' config.json plus `latent_size` (the
 // latent height/width the program runs at) and `text_tokens` (the prompt
-// length L). Not modelled: the text mask (an all-ones mask equals no
-// mask), zero_cond_t, use_additional_t_cond and use_layer3d_rope (the
-// Edit variants), guidance embeddings (unused by diffusers' class).
+// length L). The text mask (encoder_hidden_states_mask) is an additive
+// key padding mask of the joint attention. Not modelled: zero_cond_t,
+// use_additional_t_cond and use_layer3d_rope (the Edit variants), guidance
+// embeddings (unused by diffusers' class).
 //
 //===----------------------------------------------------------------------===//
 
@@ -97,7 +98,7 @@ public:
     return {c_.outChannels, c_.latentSize, c_.latentSize};
   }
   ConditioningShapes conditioning() const override {
-    return {{c_.textTokens, c_.jointDim}, {}};
+    return {{c_.textTokens, c_.jointDim}, {}, /*promptMask=*/true};
   }
   /// QwenImagePipeline: mu = calculate_shift(image_seq_len, ...) with
   /// Qwen/Qwen-Image's scheduler_config.json (base_image_seq_len 256,
@@ -127,7 +128,8 @@ public:
   }
 
   Tensor forward(Module &m, const Tensor &x, const Tensor &timestep,
-                 const Tensor &prompt, const Tensor &) override {
+                 const Tensor &prompt, const Tensor &,
+                 const Tensor &promptMask) override {
     Graph &g = x.graph();
     int64_t d = c_.width();
     int64_t h = x.dim(2) / 2, w = x.dim(3) / 2, l = prompt.dim(1);
@@ -150,10 +152,23 @@ public:
     g.setLocation("pos_embed");
     Rope rope = ropeTables(g, h, w, l);
 
+    // encoder_hidden_states_mask: the joint key padding mask over [txt;
+    // img] (the image tokens all valid), as the transformer's forward
+    // builds it once for every block; the rotary text positions stay those
+    // of the padded length. Masked keys get no weight in any row, so the
+    // padded tokens change nothing else.
+    Tensor mask;
+    if (promptMask) {
+      g.setLocation("attention_mask");
+      int64_t b = x.dim(0);
+      Tensor valid = concat({promptMask, g.full({b, h * w}, 1.0)}, 1);
+      mask = keyPaddingMask(valid, l + h * w);
+    }
+
     for (int64_t i = 0; i < c_.numLayers; ++i) {
       std::string name = std::to_string(i);
       g.setLocation("transformer_blocks." + name);
-      block(m["transformer_blocks"][name], img, txt, act, rope);
+      block(m["transformer_blocks"][name], img, txt, act, rope, mask);
     }
 
     // AdaLayerNormContinuous: (scale, shift) in that order.
@@ -206,7 +221,7 @@ private:
 
   /// One QwenImageTransformerBlock; updates the image and text tokens.
   void block(Module blk, Tensor &img, Tensor &txt, const Tensor &act,
-             const Rope &rope) {
+             const Rope &rope, const Tensor &mask) {
     int64_t d = c_.width();
     // img_mod / txt_mod: shift, scale, gate (attention), then (MLP).
     std::vector<Tensor> im = blk["img_mod"].linear("1", act, 6 * d).chunk(6, 1);
@@ -223,7 +238,7 @@ private:
             "norm_added_q", "norm_added_k", rope.txtCos, rope.txtSin);
     Tensor joint =
         mergeHeads(attention(concat({t[0], a[0]}, 2), concat({t[1], a[1]}, 2),
-                             concat({t[2], a[2]}, 2)));
+                             concat({t[2], a[2]}, 2), mask));
     int64_t l = txt.dim(1), s = img.dim(1);
     Tensor imgAttn = attn.linear("to_out.0", joint.slice(1, l, l + s), d);
     Tensor txtAttn = attn.linear("to_add_out", joint.slice(1, 0, l), d);

@@ -72,7 +72,8 @@ public:
   }
 
   Tensor forward(Module &m, const Tensor &x, const Tensor &timestep,
-                 const Tensor &prompt, const Tensor &pooled) override {
+                 const Tensor &prompt, const Tensor &pooled,
+                 const Tensor &) override {
     Graph &g = x.graph();
     int64_t d = c_.width(), p = c_.patchSize;
     int64_t h = x.dim(2) / p, w = x.dim(3) / p;

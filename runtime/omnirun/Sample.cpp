@@ -133,6 +133,8 @@ samplingPrompts(train::sample::Sampler &sampler, const std::string &promptsPath,
     request.negativeEmbeds = !sampler.promptShape().empty();
     request.negativePooled = !sampler.pooledShape().empty();
   }
+  request.mask = sampler.takesMask();
+  request.negativeMask = sampler.takesNegativeMask();
   const bool conditioned = request.embeds || request.pooled;
   if (!conditioned) {
     if (!promptsPath.empty())
@@ -173,6 +175,12 @@ samplingPrompts(train::sample::Sampler &sampler, const std::string &promptsPath,
   }
   if (absl::Status set = sampler.setNegatives(embeds, pooled); !set.ok())
     return set;
+  if (request.negativeMask) {
+    TypedTensor m = TypedTensor::fromHost(prompts->negativeMask());
+    std::vector<float> mask(m.span<float>().begin(), m.span<float>().end());
+    if (absl::Status set = sampler.setNegativeMask(mask); !set.ok())
+      return set;
+  }
   log << "prompts: the unconditional (CFG) branch uses the negative prompt"
       << (prompts->negativeText() ? " '" + *prompts->negativeText() + "'"
                                   : std::string())
@@ -245,9 +253,14 @@ int runSample(std::shared_ptr<const loader::Program> program,
     size_t n =
         std::min(jobs.size() - first, static_cast<size_t>(sampler.batch()));
     std::vector<int64_t> seeds;
-    std::vector<float> embeds, pooled;
+    std::vector<float> embeds, pooled, masks;
     for (size_t j = first; j < first + n; ++j) {
       seeds.push_back(jobs[j].seed);
+      if (prompts && prompts->request().mask) {
+        TypedTensor e = TypedTensor::fromHost(prompts->mask(jobs[j].prompt));
+        masks.insert(masks.end(), e.span<float>().begin(),
+                     e.span<float>().end());
+      }
       if (prompts && prompts->request().embeds) {
         TypedTensor e = TypedTensor::fromHost(prompts->embeds(jobs[j].prompt));
         embeds.insert(embeds.end(), e.span<float>().begin(),
@@ -260,7 +273,7 @@ int runSample(std::shared_ptr<const loader::Program> program,
       }
     }
     absl::StatusOr<train::sample::SampleOutput> got =
-        sampler.sample(seeds, embeds, pooled, *guidance);
+        sampler.sample(seeds, embeds, pooled, *guidance, masks);
     if (!got.ok())
       return fail(got.status().message());
     std::optional<TypedTensor> latents;

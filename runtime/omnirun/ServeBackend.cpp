@@ -37,14 +37,16 @@ public:
 
   absl::StatusOr<serve::SampleOutput>
   run(const serve::SampleBatch &batch) override {
-    std::vector<float> embeds, pooled;
+    std::vector<float> embeds, pooled, masks;
     if (info_.takesEmbeds)
       embeds = toFloats(batch.promptEmbeds);
     if (info_.takesPooled)
       pooled = toFloats(batch.pooledPromptEmbeds);
-    absl::StatusOr<train::sample::SampleOutput> got =
-        sampler_->sample(batch.seeds.ints(), embeds, pooled,
-                         info_.takesGuidance ? batch.guidance : std::nullopt);
+    if (info_.takesMask)
+      masks = toFloats(batch.promptEmbedsMask);
+    absl::StatusOr<train::sample::SampleOutput> got = sampler_->sample(
+        batch.seeds.ints(), embeds, pooled,
+        info_.takesGuidance ? batch.guidance : std::nullopt, masks);
     if (!got.ok())
       return got.status();
     serve::SampleOutput out;
@@ -71,6 +73,14 @@ public:
       copy(prompts_->embeds(index), embeds);
     if (info_.takesPooled)
       copy(prompts_->pooled(index), pooled);
+  }
+
+  void promptMask(int64_t index, absl::Span<float> mask) const override {
+    if (!info_.takesMask || !prompts_ || !prompts_->request().mask)
+      return;
+    HostTensor m = prompts_->mask(index);
+    for (size_t j = 0; j < mask.size() && j < m.floats().size(); ++j)
+      mask[j] = static_cast<float>(m.floats()[j]);
   }
 
   /// The prompt's text when the prompts file carries the texts
@@ -138,6 +148,7 @@ makeSamplerBackend(const std::shared_ptr<const loader::Program> &program,
     info.tokens = s.promptShape()[0];
     info.dim = s.promptShape()[1];
   }
+  info.takesMask = s.takesMask();
   if (!s.pooledShape().empty()) {
     info.takesPooled = true;
     info.pooledDim = s.pooledShape()[0];

@@ -65,14 +65,10 @@ absl::Status checkSampleInfo(const SampleInfo &info) {
 namespace {
 
 /// The fields of a POST /v1/sample body.
-constexpr const char *kFields[] = {"prompt_index",
-                                   "prompt_embeds",
-                                   "pooled_prompt_embeds",
-                                   "seed",
-                                   "steps",
-                                   "guidance",
-                                   "logprobs",
-                                   "n"};
+constexpr const char *kFields[] = {
+    "prompt_index",       "prompt_embeds", "pooled_prompt_embeds",
+    "prompt_embeds_mask", "seed",          "steps",
+    "guidance",           "logprobs",      "n"};
 
 /// What a worker run gives one request.
 struct Answer {
@@ -90,6 +86,7 @@ struct Pending {
   int64_t seed = 0;
   std::vector<float> embeds; // L * D
   std::vector<float> pooled; // Dp
+  std::vector<float> mask;   // L (info().takesMask)
   double guidance = 0;
   bool logprobs = false;
   std::optional<int64_t> promptIndex;
@@ -267,6 +264,11 @@ std::unique_ptr<Pending> parseRequest(absl::string_view body,
                                   "prompt")};
   if (!takesPrompt)
     return pending;
+  if (!info.takesMask && doc.contains("prompt_embeds_mask"))
+    throw BadRequest{"prompt_embeds_mask is given, but this program takes "
+                     "no text mask"};
+  if (info.takesMask)
+    pending->mask.assign(info.tokens, 1.f);
   if (byIndex && byEmbeds)
     throw BadRequest{"prompt_index and prompt_embeds are both given: expected "
                      "one"};
@@ -285,6 +287,8 @@ std::unique_ptr<Pending> parseRequest(absl::string_view body,
     pending->pooled.assign(info.takesPooled ? info.pooledDim : 0, 0.f);
     backend.promptEmbeddings(index, absl::MakeSpan(pending->embeds),
                              absl::MakeSpan(pending->pooled));
+    if (info.takesMask)
+      backend.promptMask(index, absl::MakeSpan(pending->mask));
     return pending;
   }
   auto need = [&](const char *field, bool taken, const std::string &shape) {
@@ -316,6 +320,22 @@ std::unique_ptr<Pending> parseRequest(absl::string_view body,
   if (info.takesPooled)
     readFloats(doc["pooled_prompt_embeds"], "pooled_prompt_embeds",
                info.pooledDim, "numbers", pending->pooled);
+  if (info.takesMask && doc.contains("prompt_embeds_mask")) {
+    pending->mask.clear();
+    readFloats(doc["prompt_embeds_mask"], "prompt_embeds_mask", info.tokens,
+               "numbers (0 or 1)", pending->mask);
+    bool any = false;
+    for (size_t j = 0; j < pending->mask.size(); ++j) {
+      float v = pending->mask[j];
+      if (v != 0.f && v != 1.f)
+        throw BadRequest{absl::StrCat("prompt_embeds_mask[", j, "] is ", v,
+                                      ", expected 0 (padding) or 1 (a token)")};
+      any = any || v == 1.f;
+    }
+    if (!any)
+      throw BadRequest{"prompt_embeds_mask has no valid token (all 0), "
+                       "expected at least one 1"};
+  }
   return pending;
 }
 
@@ -521,6 +541,8 @@ void SampleServer::Impl::runBatch(std::vector<std::shared_ptr<Pending>> batch) {
     in.promptEmbeds = HostTensor(DType::F32, {b, info.tokens, info.dim});
   if (info.takesPooled)
     in.pooledPromptEmbeds = HostTensor(DType::F32, {b, info.pooledDim});
+  if (info.takesMask)
+    in.promptEmbedsMask = HostTensor(DType::F32, {b, info.tokens});
   if (info.takesGuidance)
     in.guidance = batch.front()->guidance;
   // Row r comes from request owner[r]; the rows after `used` repeat the
@@ -544,6 +566,9 @@ void SampleServer::Impl::runBatch(std::vector<std::shared_ptr<Pending>> batch) {
     if (info.takesPooled)
       std::copy(p.pooled.begin(), p.pooled.end(),
                 in.pooledPromptEmbeds.floats().begin() + r * info.pooledDim);
+    if (info.takesMask)
+      std::copy(p.mask.begin(), p.mask.end(),
+                in.promptEmbedsMask.floats().begin() + r * info.tokens);
   }
 
   auto failAll = [&](int status, const std::string &message) {

@@ -52,6 +52,9 @@ struct SampleInfo {
   /// pooled_prompt_embeds [B, Dp], if @sample takes it.
   bool takesPooled = false;
   int64_t pooledDim = 0; // Dp
+  /// prompt_embeds_mask [B, L] (a model with a text mask), if @sample
+  /// takes it; a request without one gets all ones.
+  bool takesMask = false;
   /// N: the sampler's steps (compile-time).
   int64_t steps = 1;
   /// The images' size.
@@ -75,6 +78,8 @@ struct SampleBatch {
   HostTensor promptEmbeds;
   /// f32 [B, Dp]; empty unless info().takesPooled.
   HostTensor pooledPromptEmbeds;
+  /// f32 [B, L] of 0/1; empty unless info().takesMask.
+  HostTensor promptEmbedsMask;
   /// Only when info().takesGuidance.
   std::optional<double> guidance;
   int64_t used = 0;
@@ -112,6 +117,12 @@ public:
     (void)index;
     (void)embeds;
     (void)pooled;
+  }
+  /// Prompt `index`'s text mask into `mask` (L floats, when
+  /// info().takesMask; left all ones by default).
+  virtual void promptMask(int64_t index, absl::Span<float> mask) const {
+    (void)index;
+    (void)mask;
   }
   /// Prompt `index`'s text, "" when the set has none.
   virtual std::string promptText(int64_t index) const {

@@ -114,6 +114,11 @@ public:
   std::string promptText(int64_t index) const override {
     return absl::StrCat("prompt number ", index);
   }
+  /// Prompt 1's last token is padding (with info_.takesMask).
+  void promptMask(int64_t index, absl::Span<float> mask) const override {
+    if (index == 1)
+      mask[mask.size() - 1] = 0.f;
+  }
 
   /// Runs wait at the gate while it is closed.
   void closeGate() {
@@ -335,6 +340,57 @@ TEST_F(SampleServerTest, SamplesFromEmbeddings) {
   expectImage(plain.json()["images"][0], 5, 0.25f, 4.5);
 }
 
+TEST_F(SampleServerTest, TextMaskFromTheRequestOrThePromptSet) {
+  // A program with a text mask (Qwen-Image, docs/prompts.md): a request's
+  // prompt_embeds_mask [L], else the prompt set's row, else all ones.
+  backend.info_.takesMask = true;
+  startServer();
+  auto maskOf = [&](size_t call) {
+    std::vector<SampleBatch> batches = backend.batches();
+    EXPECT_GT(batches.size(), call);
+    if (batches.size() <= call)
+      return std::vector<double>();
+    const HostTensor &m = batches[call].promptEmbedsMask;
+    EXPECT_EQ(m.shape(), (std::vector<int64_t>{4, kL}));
+    return std::vector<double>(m.floats().begin(), m.floats().end());
+  };
+  ASSERT_EQ(post(embedsRequest(1).dump()).status, 200);
+  EXPECT_EQ(maskOf(0), std::vector<double>(4 * kL, 1.0));
+  Json masked = embedsRequest(2);
+  masked["prompt_embeds_mask"] = {1, 0};
+  ASSERT_EQ(post(masked.dump()).status, 200);
+  EXPECT_EQ(maskOf(1), (std::vector<double>{1, 0, 1, 0, 1, 0, 1, 0}));
+  ASSERT_EQ(post(Json{{"prompt_index", 1}, {"seed", 3}}.dump()).status, 200);
+  EXPECT_EQ(maskOf(2), (std::vector<double>{1, 0, 1, 0, 1, 0, 1, 0}));
+  ASSERT_EQ(post(Json{{"prompt_index", 0}, {"seed", 3}}.dump()).status, 200);
+  EXPECT_EQ(maskOf(3), std::vector<double>(4 * kL, 1.0));
+
+  auto bad = [&](Json mask) {
+    Json request = embedsRequest(4);
+    request["prompt_embeds_mask"] = mask;
+    Reply r = post(request.dump());
+    EXPECT_EQ(r.status, 400) << r.body;
+    return r.error();
+  };
+  EXPECT_EQ(
+      bad({1, 0.5}),
+      "prompt_embeds_mask[1] is 0.5, expected 0 (padding) or 1 (a token)");
+  EXPECT_EQ(bad({0, 0}), "prompt_embeds_mask has no valid token (all 0), "
+                         "expected at least one 1");
+  EXPECT_TRUE(absl::StrContains(bad({1}), "prompt_embeds_mask")) << bad({1});
+  EXPECT_EQ(backend.batches().size(), 4u);
+}
+
+TEST_F(SampleServerTest, AMaskForAProgramWithoutOneIs400) {
+  startServer();
+  Json request = embedsRequest(4);
+  request["prompt_embeds_mask"] = {1, 1};
+  Reply r = post(request.dump());
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(r.error(), "prompt_embeds_mask is given, but this program takes "
+                       "no text mask");
+}
+
 TEST_F(SampleServerTest, SamplesAPromptIndexAndSeveralImages) {
   startServer();
   Json request = {{"prompt_index", 2}, {"seed", 100}, {"n", 3}};
@@ -487,7 +543,8 @@ TEST_F(SampleServerTest, BadRequestsAre400NamingTheField) {
       {"[1, 2]", "the request is an array of 2, expected a JSON object"},
       {with([](Json &r) { r["sead"] = 1; }),
        "unknown field 'sead' (fields: prompt_index, prompt_embeds, "
-       "pooled_prompt_embeds, seed, steps, guidance, logprobs, n)"},
+       "pooled_prompt_embeds, prompt_embeds_mask, seed, steps, guidance, "
+       "logprobs, n)"},
       {with([](Json &r) { r.erase("seed"); }),
        "seed: missing (an integer; image k of the request uses seed + k)"},
       {with([](Json &r) { r["seed"] = "7"; }),

@@ -725,11 +725,12 @@ private:
     std::vector<Tensor> emas; // trainable, only with ema_decay > 0
   };
   /// The per-prompt conditioning repeated to the batch (null when the
-  /// model takes none), and the unconditional CFG branch's [1, ...]
-  /// (negativePrompt, negativePooled; null unless negativeInput_).
+  /// model takes none; `mask`: the text mask [B, L], hasMask_), and the
+  /// unconditional CFG branch's [1, ...] (negativePrompt, negativePooled,
+  /// negativeMask; null unless negativeInput_).
   struct Conditioning {
-    Tensor prompt, pooled;
-    Tensor negativePrompt, negativePooled;
+    Tensor prompt, pooled, mask;
+    Tensor negativePrompt, negativePooled, negativeMask;
   };
   /// What the rollout records for the loss: every x_i ([N+1, B, ...]), the
   /// old log-probs ([N, B], 0 outside the window), the window [start, end).
@@ -818,15 +819,13 @@ private:
   /// The metrics and @train_step's results.
   void returnTrainStep(Function &f, const TrainState &s, const Rewards &rw,
                        const LossAndGrad &lg, const Update &u);
-  /// `guidance`: the runtime guidance_scale, which @velocity takes last
-  /// when guidanceInput_; `negatives`: the unconditional conditioning
-  /// ([1, ...], Conditioning's), which @velocity takes after `pooled` when
-  /// negativeInput_.
-  std::vector<Tensor> velocityArgs(Tensor x, Tensor t, Tensor prompt,
-                                   Tensor pooled,
+  /// @velocity's arguments: `c`'s prompt, pooled and mask (at the
+  /// velocity's batch), then, when negativeInput_, its unconditional
+  /// conditioning ([1, ...]), the parameters and, when guidanceInput_, the
+  /// runtime guidance_scale `guidance`.
+  std::vector<Tensor> velocityArgs(Tensor x, Tensor t, const Conditioning &c,
                                    const std::vector<Tensor> &params,
-                                   Value guidance = Value(),
-                                   const Conditioning *negatives = nullptr);
+                                   Value guidance = Value());
 
   Graph &g_;
   OpBuilder &b_;
@@ -844,6 +843,9 @@ private:
   /// At the chunk batch (rollout_chunks > 1), else null.
   std::unique_ptr<Function> velocityChunk_, decodeChunk_;
   bool hasPrompt_ = false, hasPooled_ = false;
+  /// The model takes a text mask (ConditioningShapes::promptMask): every
+  /// function that takes prompt embeddings takes their mask [., L] too.
+  bool hasMask_ = false;
   /// Indices (into modelParams_) of trainable and frozen parameters.
   std::vector<size_t> trainable_, frozen_;
   bool refCopy_ = false;
@@ -863,6 +865,7 @@ void Emitter::emitVelocity() {
   ConditioningShapes cs = model_.conditioning();
   hasPrompt_ = !cs.promptEmbeds.empty();
   hasPooled_ = !cs.pooled.empty();
+  hasMask_ = hasPrompt_ && cs.promptMask;
   velocity_ = emitVelocityAt("velocity", o_.batch(), publicModels_);
   for (size_t i = 0; i < modelParams_.specs().size(); ++i)
     (modelParams_.specs()[i].trainable ? trainable_ : frozen_).push_back(i);
@@ -871,11 +874,12 @@ void Emitter::emitVelocity() {
 
 std::unique_ptr<Function>
 Emitter::emitVelocityAt(const std::string &name, int64_t batch, bool isPublic) {
-  // @velocity(x [B], t [B], prompt [B], pooled [B], [negative_prompt [1],
-  // negative_pooled [1]], params..., [guidance_scale]) with CFG inside: the
-  // batch is doubled as [uncond; cond], the unconditional half conditioned
-  // on the negative prompt broadcast over the batch (negativeInput_), else
-  // on zeros. The same model at another batch size uses the same
+  // @velocity(x [B], t [B], prompt [B], pooled [B], [prompt_mask [B]],
+  // [negative_prompt [1], negative_pooled [1], [negative_prompt_mask [1]]],
+  // params..., [guidance_scale]) with CFG inside: the batch is doubled as
+  // [uncond; cond], the unconditional half conditioned on the negative
+  // prompt broadcast over the batch (negativeInput_), else on zeros (with
+  // an all-ones mask). The same model at another batch size uses the same
   // parameters (ParamSet::add checks their shapes).
   ConditioningShapes cs = model_.conditioning();
   auto velocity = std::make_unique<Function>(g_, name, isPublic);
@@ -891,6 +895,9 @@ Emitter::emitVelocityAt(const std::string &name, int64_t batch, bool isPublic) {
                       : Tensor();
   Tensor pooled =
       hasPooled_ ? f.argument(withBatch(cs.pooled, batch), "pooled") : Tensor();
+  Tensor mask =
+      hasMask_ ? f.argument(Shape{batch, cs.promptEmbeds[0]}, "prompt_mask")
+               : Tensor();
   bool cfg = o_.guidance != 1.0;
   guidanceInput_ = cfg && !publicModels_;
   negativeInput_ = cfg && !publicModels_;
@@ -900,24 +907,29 @@ Emitter::emitVelocityAt(const std::string &name, int64_t batch, bool isPublic) {
         f.argument(withBatch(cs.promptEmbeds, 1), "negative_prompt");
   if (negativeInput_ && hasPooled_)
     negativePooled = f.argument(withBatch(cs.pooled, 1), "negative_pooled");
+  Tensor negativeMask =
+      negativeInput_ && hasMask_
+          ? f.argument(Shape{1, cs.promptEmbeds[0]}, "negative_prompt_mask")
+          : Tensor();
   Module m(f, modelParams_, "transformer", &lora_);
   if (cfg) {
-    auto doubled = [&](Tensor c, Tensor negative) {
+    auto doubled = [&](Tensor c, Tensor negative, double fill) {
       if (!c)
         return c;
       Tensor uncond =
-          negative ? negative.broadcastTo(c.shape()) : g_.full(c.shape(), 0.0);
+          negative ? negative.broadcastTo(c.shape()) : g_.full(c.shape(), fill);
       return concat({uncond, c}, 0);
     };
     x = concat({x, x}, 0);
     t = concat({t, t}, 0);
-    prompt = doubled(prompt, negativePrompt);
-    pooled = doubled(pooled, negativePooled);
+    prompt = doubled(prompt, negativePrompt, 0.0);
+    pooled = doubled(pooled, negativePooled, 0.0);
+    mask = doubled(mask, negativeMask, 1.0);
   }
   Tensor v;
   {
     ContractionScope precision(g_, o_.bf16 ? g_.bf16() : Type());
-    v = model_.forward(m, x, t, prompt, pooled);
+    v = model_.forward(m, x, t, prompt, pooled, mask);
   }
   g_.setLocation("");
   // The runtime guidance_scale: @velocity's last argument, after the
@@ -1060,8 +1072,10 @@ Tensor Emitter::perSampleNoise(Tensor seeds, Tensor counter) {
 
 void Emitter::emitSample() {
   // @sample(transformer.*, vae.* (state), seeds [B], [prompt_embeds],
-  //         [pooled_prompt_embeds], [negative_prompt_embeds [1]],
-  //         [negative_pooled_prompt_embeds [1]], [guidance_scale])
+  //         [pooled_prompt_embeds], [prompt_embeds_mask],
+  //         [negative_prompt_embeds [1]],
+  //         [negative_pooled_prompt_embeds [1]],
+  //         [negative_prompt_embeds_mask [1]], [guidance_scale])
   //   -> (images [B, 3, H, W], [log_probs [B, N]] (sampler sde))
   // @sample_noise(seeds [B]) -> latents: the initial noise @sample starts
   // from (counter 0; step i's SDE noise uses counter 1 + i).
@@ -1094,18 +1108,22 @@ void Emitter::emitSample() {
     c.prompt = f.argument(withBatch(cs.promptEmbeds), "prompt_embeds");
   if (hasPooled_)
     c.pooled = f.argument(withBatch(cs.pooled), "pooled_prompt_embeds");
+  if (hasMask_)
+    c.mask = f.argument(Shape{batch, cs.promptEmbeds[0]}, "prompt_embeds_mask");
   // CFG's unconditional conditioning, as @train_step's (docs/prompts.md).
-  Conditioning negatives;
   auto single = [](Shape s) {
     s.insert(s.begin(), 1);
     return s;
   };
   if (negativeInput_ && hasPrompt_)
-    negatives.negativePrompt =
+    c.negativePrompt =
         f.argument(single(cs.promptEmbeds), "negative_prompt_embeds");
   if (negativeInput_ && hasPooled_)
-    negatives.negativePooled =
+    c.negativePooled =
         f.argument(single(cs.pooled), "negative_pooled_prompt_embeds");
+  if (negativeInput_ && hasMask_)
+    c.negativeMask =
+        f.argument(Shape{1, cs.promptEmbeds[0]}, "negative_prompt_embeds_mask");
   Value guidance;
   if (guidanceInput_) {
     // The runtime CFG scale, as @train_step's (docs/recipes.md section 11).
@@ -1132,9 +1150,7 @@ void Emitter::emitSample() {
     Value i = loop.getInductionVar();
     Tensor x = wrap(loop.getRegionIterArgs()[0]);
     Tensor t = timestepAt(timesteps, i, batch);
-    Tensor v =
-        g_.call(*velocity_, velocityArgs(x, t, c.prompt, c.pooled, params,
-                                         guidance, &negatives))[0];
+    Tensor v = g_.call(*velocity_, velocityArgs(x, t, c, params, guidance))[0];
     SmallVector<Value> next;
     if (o_.sdeSampler) {
       Tensor noise = perSampleNoise(seeds, fromIndex(i) + i64(1));
@@ -1168,23 +1184,27 @@ void Emitter::emitSample() {
             {"images", "log_probs"});
 }
 
-std::vector<Tensor> Emitter::velocityArgs(Tensor x, Tensor t, Tensor prompt,
-                                          Tensor pooled,
+std::vector<Tensor> Emitter::velocityArgs(Tensor x, Tensor t,
+                                          const Conditioning &c,
                                           const std::vector<Tensor> &params,
-                                          Value guidance,
-                                          const Conditioning *negatives) {
+                                          Value guidance) {
   std::vector<Tensor> args{x, t};
   if (hasPrompt_)
-    args.push_back(prompt);
+    args.push_back(c.prompt);
   if (hasPooled_)
-    args.push_back(pooled);
+    args.push_back(c.pooled);
+  if (hasMask_)
+    args.push_back(c.mask);
   if (negativeInput_) {
-    assert(negatives && "CFG's unconditional conditioning");
     if (hasPrompt_)
-      args.push_back(negatives->negativePrompt);
+      args.push_back(c.negativePrompt);
     if (hasPooled_)
-      args.push_back(negatives->negativePooled);
+      args.push_back(c.negativePooled);
+    if (hasMask_)
+      args.push_back(c.negativeMask);
   }
+  for (const Tensor &a : args)
+    assert(a && "a conditioning argument @velocity takes");
   args.insert(args.end(), params.begin(), params.end());
   if (guidanceInput_)
     args.push_back(wrap(guidance));
@@ -1207,7 +1227,8 @@ std::vector<const char *> Emitter::lossHyperParams() const {
 
 void Emitter::emitLoss() {
   // @loss(trainable..., frozen..., [ref...], xs, old_lps, adv, start,
-  //       [prompt], [pooled], [negative_prompt], [negative_pooled],
+  //       [prompt], [pooled], [prompt_mask], [negative_prompt],
+  //       [negative_pooled], [negative_prompt_mask],
   //       clip_range, adv_clip_max, [beta], [noise_level], [guidance_scale])
   //   -> (loss, approx_kl, clipfrac, kl),
   // over one micro-batch (docs/recipes.md section 6).
@@ -1245,21 +1266,25 @@ void Emitter::emitLoss() {
     s.insert(s.begin(), batch);
     return s;
   };
-  Tensor prompt =
-      hasPrompt_ ? f.argument(withBatch(cs.promptEmbeds), "prompt") : Tensor();
-  Tensor pooled =
-      hasPooled_ ? f.argument(withBatch(cs.pooled), "pooled") : Tensor();
+  Conditioning c;
+  if (hasPrompt_)
+    c.prompt = f.argument(withBatch(cs.promptEmbeds), "prompt");
+  if (hasPooled_)
+    c.pooled = f.argument(withBatch(cs.pooled), "pooled");
+  if (hasMask_)
+    c.mask = f.argument(Shape{batch, cs.promptEmbeds[0]}, "prompt_mask");
   // CFG's unconditional conditioning ([1, ...], negativeInput_).
-  Conditioning negatives;
   auto single = [&](Shape s) {
     s.insert(s.begin(), 1);
     return s;
   };
   if (negativeInput_ && hasPrompt_)
-    negatives.negativePrompt =
-        f.argument(single(cs.promptEmbeds), "negative_prompt");
+    c.negativePrompt = f.argument(single(cs.promptEmbeds), "negative_prompt");
   if (negativeInput_ && hasPooled_)
-    negatives.negativePooled = f.argument(single(cs.pooled), "negative_pooled");
+    c.negativePooled = f.argument(single(cs.pooled), "negative_pooled");
+  if (negativeInput_ && hasMask_)
+    c.negativeMask =
+        f.argument(Shape{1, cs.promptEmbeds[0]}, "negative_prompt_mask");
   // The runtime hyper-parameters the loss's ops read (0-D f64).
   std::map<std::string, Value> hp;
   for (const char *key : lossHyperParams())
@@ -1280,15 +1305,13 @@ void Emitter::emitLoss() {
     Tensor x = extractAt(stack, j), next = extractAt(stack, j1);
     Tensor old = extractAt(oldLps, j);
     Tensor t = timestepAt(timesteps, j, batch);
-    Tensor v = g_.call(velocity, velocityArgs(x, t, prompt, pooled, params,
-                                              guidance, &negatives))[0];
+    Tensor v = g_.call(velocity, velocityArgs(x, t, c, params, guidance))[0];
     auto step = od::SdeStepOp::create(
         b_, loc(), o_.sdeType, x.value(), v.value(), sigmas.value(), j, Value(),
         next.value(), noiseLevel, llvm::APFloat(o_.noiseLevel));
     Value mean, refMean, stdv, dt;
     if (o_.beta > 0) {
-      Tensor vr = g_.call(velocity, velocityArgs(x, t, prompt, pooled, ref,
-                                                 guidance, &negatives))[0];
+      Tensor vr = g_.call(velocity, velocityArgs(x, t, c, ref, guidance))[0];
       auto refStep = od::SdeStepOp::create(
           b_, loc(), o_.sdeType, x.value(), vr.value(), sigmas.value(), j,
           Value(), next.value(), noiseLevel, llvm::APFloat(o_.noiseLevel));
@@ -1363,6 +1386,9 @@ Emitter::Conditioning Emitter::conditioningArguments(Function &f) {
   if (hasPooled_)
     c.pooled = shardBatch(repeatGroups(
         f.argument(withPrompts(cs.pooled), "pooled_prompt_embeds")));
+  if (hasMask_)
+    c.mask = shardBatch(repeatGroups(f.argument(
+        Shape{o_.prompts, cs.promptEmbeds[0]}, "prompt_embeds_mask")));
   // CFG's unconditional branch: the negative (by default the empty)
   // prompt's embeddings, one for the whole batch (docs/prompts.md).
   auto single = [&](Shape s) {
@@ -1375,6 +1401,9 @@ Emitter::Conditioning Emitter::conditioningArguments(Function &f) {
   if (negativeInput_ && hasPooled_)
     c.negativePooled =
         f.argument(single(cs.pooled), "negative_pooled_prompt_embeds");
+  if (negativeInput_ && hasMask_)
+    c.negativeMask =
+        f.argument(Shape{1, cs.promptEmbeds[0]}, "negative_prompt_embeds_mask");
   return c;
 }
 
@@ -1410,9 +1439,8 @@ Emitter::rolloutStep(Tensor x, Value i, const Rollout &r, Tensor seed,
   int64_t batch = r.count ? r.count : o_.batch();
   Tensor t = timestepAt(timesteps, i, batch);
   Value guidance = guidanceInput_ ? hp["guidance_scale"] : Value();
-  Tensor v =
-      g_.call(r.count ? *velocityChunk_ : *velocity_,
-              velocityArgs(x, t, c.prompt, c.pooled, params, guidance, &c))[0];
+  Tensor v = g_.call(r.count ? *velocityChunk_ : *velocity_,
+                     velocityArgs(x, t, c, params, guidance))[0];
   Tensor ii = fromIndex(i);
   Tensor noise = stepNoise(seed, base, ii, r.first, r.count);
   // In the SDE window: the runtime noise_level (a compile-time 0 keeps the
@@ -1536,6 +1564,8 @@ Emitter::rolloutAndRewards(Tensor seed, Tensor iteration, const Conditioning &c,
       ck.prompt = c.prompt.slice(0, k * n, (k + 1) * n);
     if (c.pooled)
       ck.pooled = c.pooled.slice(0, k * n, (k + 1) * n);
+    if (c.mask)
+      ck.mask = c.mask.slice(0, k * n, (k + 1) * n);
     Rollout r = rollout(seed, iteration, ck, s.params, hp, k * n, n);
     Rewards rw = decodeAndReward(r.final, s.vaeParams);
     if (k == 0)
@@ -1611,7 +1641,9 @@ Emitter::LossAndGrad Emitter::lossAndGrad(const TrainState &s, const Rollout &r,
     args.push_back(samples(c.prompt, 0).value());
   if (hasPooled_)
     args.push_back(samples(c.pooled, 0).value());
-  for (Tensor negative : {c.negativePrompt, c.negativePooled})
+  if (hasMask_)
+    args.push_back(samples(c.mask, 0).value());
+  for (Tensor negative : {c.negativePrompt, c.negativePooled, c.negativeMask})
     if (negative)
       args.push_back(negative.value());
   for (const char *key : lossHyperParams())
@@ -1854,6 +1886,8 @@ Emitter::miniBatchLossAndGrad(const TrainState &s, const Rollout &r,
     arrange(c.prompt, 0);
   if (hasPooled_)
     arrange(c.pooled, 0);
+  if (hasMask_)
+    arrange(c.mask, 0);
   SmallVector<Value> inits;
   for (int i = 0; i < 4; ++i)
     inits.push_back(g_.scalar(0.0).value());

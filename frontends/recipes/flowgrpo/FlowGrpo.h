@@ -7,8 +7,13 @@
 //   @init_state(seed) -> state...
 //   @rollout_noise(seed, iteration) -> (x0, noise, window_start)
 //   @train_step(state..., seed, iteration, [prompt_embeds],
-//               [pooled_prompt_embeds], lr, weight_decay, beta1, beta2,
-//               adam_eps, max_grad_norm) -> (state'..., metrics..., images)
+//               [pooled_prompt_embeds], [prompt_embeds_mask], [negatives],
+//               lr, weight_decay, beta1, beta2, adam_eps, max_grad_norm)
+//     -> (state'..., metrics..., images)
+//
+// prompt_embeds_mask [P, L] (and negative_prompt_embeds_mask [1, L] with
+// CFG) only for a model whose conditioning() has promptMask (Qwen-Image's
+// text mask, docs/prompts.md); other models' programs take none.
 //
 // State, in order: the model's parameters (`transformer.<diffusers name>`),
 // the decoder's (`vae.<name>`), the frozen KL reference copy

@@ -235,9 +235,26 @@ HostTensor zerosOf(func::FuncOp f, unsigned i) {
   return HostTensor(DType::F32, Shape(type.getShape()));
 }
 
+/// A text mask argument (prompt_mask, negative_prompt_embeds_mask, ...):
+/// omnirun feeds all ones when the prompt set has none (docs/prompts.md).
+bool isMask(const std::string &name) {
+  return name.size() >= 5 && name.compare(name.size() - 5, 5, "_mask") == 0;
+}
+
+HostTensor onesOf(func::FuncOp f, unsigned i) {
+  auto type = cast<RankedTensorType>(f.getArgumentTypes()[i]);
+  Shape shape(type.getShape());
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return HostTensor::fromDoubles(DType::F32, shape,
+                                 std::vector<double>(n, 1.0));
+}
+
 /// `args` followed by the defaults of `f`'s runtime hyper-parameter
 /// arguments (omni.hparam) that `args` does not reach: the values omnirun
-/// feeds without --set; CFG's negatives it does not reach are zeros.
+/// feeds without --set; CFG's negatives it does not reach are zeros, text
+/// masks all ones.
 std::vector<HostTensor> withHyperParams(func::FuncOp f,
                                         std::vector<HostTensor> args) {
   for (unsigned i = args.size(); i < f.getNumArguments(); ++i) {
@@ -245,7 +262,9 @@ std::vector<HostTensor> withHyperParams(func::FuncOp f,
       args.push_back(HostTensor::fromDoubles(
           DType::F64, {}, {hp.getAs<FloatAttr>("default").getValueAsDouble()}));
     else if (auto name = f.getArgAttrOfType<StringAttr>(i, "omni.name");
-             name && isNegative(name.str()))
+             name && isMask(name.str()))
+      args.push_back(onesOf(f, i));
+    else if (name && isNegative(name.str()))
       args.push_back(zerosOf(f, i));
   }
   return args;
@@ -292,6 +311,10 @@ argsByName(func::FuncOp f, std::vector<HostTensor> leading,
         leading.push_back(HostTensor::fromDoubles(DType::F64, {}, {*d}));
         continue;
       }
+    if (it == named.end() && isMask(names[i])) {
+      leading.push_back(onesOf(f, i));
+      continue;
+    }
     if (it == named.end() && isNegative(names[i])) {
       leading.push_back(zerosOf(f, i));
       continue;
@@ -2050,12 +2073,16 @@ TEST_F(RecipeTest, TrueCfgRescalesTheCombinedPredictionToTheConditionalNorm) {
                        argsByName(pp.fn("velocity"), {x, t, broadcast}, named));
   ASSERT_OK_AND_ASSIGN(vc, evaluate(pp, "velocity", condArgs));
   ASSERT_OK_AND_ASSIGN(vn, evaluate(pp, "velocity", negArgs));
-  ASSERT_OK_AND_ASSIGN(guidedArgs, argsByName(pc.fn("velocity"),
-                                              {x, t, prompt, negative}, named));
+  // qwen_image takes a text mask after the prompt: all tokens valid.
+  HostTensor mask = HostTensor::fromDoubles(DType::F32, {B, L},
+                                            std::vector<double>(B * L, 1.0));
+  ASSERT_OK_AND_ASSIGN(
+      guidedArgs,
+      argsByName(pc.fn("velocity"), {x, t, prompt, mask, negative}, named));
   ASSERT_OK_AND_ASSIGN(vg, evaluate(pc, "velocity", guidedArgs));
   ASSERT_OK_AND_ASSIGN(
       classicArgs,
-      argsByName(pk.fn("velocity"), {x, t, prompt, negative}, named));
+      argsByName(pk.fn("velocity"), {x, t, prompt, mask, negative}, named));
   ASSERT_OK_AND_ASSIGN(vk, evaluate(pk, "velocity", classicArgs));
 
   // By hand: comb = neg + 4 (cond - neg); each packed token (sample b,

@@ -75,7 +75,7 @@ absl::StatusOr<Signature> checkStep(const loader::Program &program,
   };
   auto isData = [](const std::string &n) {
     return n == kEmbeds || n == kPooled || n == kNegativeEmbeds ||
-           n == kNegativePooled;
+           n == kNegativePooled || n == kEmbedsMask || n == kNegativeEmbedsMask;
   };
   // A runtime hyper-parameter (the loader checked it is a 0-D f64).
   auto isHyperParam = [&](const loader::TensorInfo *t) {
@@ -126,7 +126,7 @@ absl::StatusOr<Signature> checkStep(const loader::Program &program,
 
   // Data inputs and hyper-parameters.
   std::optional<int64_t> prompts;
-  std::vector<std::pair<const loader::TensorInfo *, uint32_t>> negatives;
+  std::vector<std::pair<const loader::TensorInfo *, uint32_t>> negatives, masks;
   for (uint32_t i = 2; i < numIn; ++i) {
     const loader::TensorInfo *t = in(i);
     sig.inputs.push_back(t->name);
@@ -136,6 +136,16 @@ absl::StatusOr<Signature> checkStep(const loader::Program &program,
       return absl::InvalidArgumentError(
           absl::StrCat("@", name, ": ", describeInput(t, i), ": data input '",
                        t->name, "' is taken twice, expected once"));
+    if (t->name == kEmbedsMask || t->name == kNegativeEmbedsMask) {
+      // A text mask [P, L] / [1, L]; checked against prompt_embeds below.
+      masks.push_back({t, i});
+      sig.data.push_back(t->name);
+      if (t->name == kEmbedsMask)
+        sig.prompts.mask = true;
+      else
+        sig.prompts.negativeMask = true;
+      continue;
+    }
     bool negative = t->name == kNegativeEmbeds || t->name == kNegativePooled;
     bool embeds = t->name == kEmbeds || t->name == kNegativeEmbeds;
     size_t rank = embeds ? 3 : 2;
@@ -187,6 +197,21 @@ absl::StatusOr<Signature> checkStep(const loader::Program &program,
           taken ? absl::StrCat("f32 [", absl::StrJoin(want, ", "), "] as ",
                                embeds ? kEmbeds : kPooled, " takes")
                 : absl::StrCat("it only with ", embeds ? kEmbeds : kPooled)));
+  }
+
+  // The text masks have prompt_embeds' P (or 1) and L.
+  for (auto [t, i] : masks) {
+    bool negative = t->name == kNegativeEmbedsMask;
+    const char *needs = negative ? kNegativeEmbeds : kEmbeds;
+    bool taken = negative ? sig.prompts.negativeEmbeds : sig.prompts.embeds;
+    std::vector<int64_t> want{negative ? 1 : sig.prompts.perIteration,
+                              sig.prompts.tokens};
+    if (!taken || t->dtype != DType::F32 || t->shape != want)
+      return absl::InvalidArgumentError(
+          absl::StrCat("@", name, ": ", describeInput(t, i), ": expected ",
+                       taken ? absl::StrCat("f32 [", absl::StrJoin(want, ", "),
+                                            "] as ", needs, " takes")
+                             : absl::StrCat("it only with ", needs)));
   }
 
   // Results: metrics and images.

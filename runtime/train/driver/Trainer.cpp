@@ -210,6 +210,10 @@ runIteration(executor::Executor &executor, const Signature &sig,
       inputs.push_back(prompts->negativeEmbeds());
     else if (name == kNegativePooled)
       inputs.push_back(prompts->negativePooled());
+    else if (name == kEmbedsMask)
+      inputs.push_back(prompts->mask(it));
+    else if (name == kNegativeEmbedsMask)
+      inputs.push_back(prompts->negativeMask());
     else
       inputs.push_back(TypedTensor::fromHost(HostTensor::fromDoubles(
           DType::F64, {}, {hparams.valueAt(name, it)})));
@@ -372,6 +376,18 @@ loadPrompts(const Signature &sig, const TrainOptions &options,
     log << "prompts: " << prompts->size() << " from " << prompts->source()
         << ", " << sig.prompts.perIteration << " per iteration"
         << (prompts->texts().empty() ? "" : ", with texts") << "\n";
+  // The text masks of a model that takes them (docs/prompts.md).
+  if (prompts && sig.prompts.mask)
+    log << "prompts: text mask "
+        << (prompts->hasMask()
+                ? "from " + prompts->source()
+                : "all ones (" + prompts->source() +
+                      " has no prompt_embeds_mask: fixed-length prompts)")
+        << (!sig.prompts.negativeMask ? ""
+            : prompts->hasNegativeMask()
+                ? ", the negative prompt's from the file"
+                : ", the negative prompt's all ones")
+        << "\n";
   // CFG's unconditional branch (docs/prompts.md).
   if (prompts && (sig.prompts.negativeEmbeds || sig.prompts.negativePooled)) {
     if (prompts->hasNegatives())

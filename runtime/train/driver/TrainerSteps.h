@@ -49,6 +49,10 @@ constexpr const char *kPooled = "pooled_prompt_embeds";
 /// CFG's unconditional branch ([1, L, D] / [1, Dp], docs/prompts.md).
 constexpr const char *kNegativeEmbeds = "negative_prompt_embeds";
 constexpr const char *kNegativePooled = "negative_pooled_prompt_embeds";
+/// The text masks ([P, L] / [1, L], 1 = token, 0 = padding) of a model
+/// that takes them (docs/prompts.md).
+constexpr const char *kEmbedsMask = "prompt_embeds_mask";
+constexpr const char *kNegativeEmbedsMask = "negative_prompt_embeds_mask";
 constexpr const char *kImages = "images";
 constexpr const char *kRewards = "rewards";
 

@@ -69,6 +69,28 @@ takeTensor(const std::string &path,
   return values;
 }
 
+/// A text mask's values (rows of `tokens`) hold only 0 and 1 and every row
+/// at least one 1.
+absl::Status checkMask(const std::string &path, const std::string &name,
+                       const std::vector<float> &values, int64_t tokens) {
+  for (size_t r = 0; r * tokens < values.size(); ++r) {
+    bool any = false;
+    for (int64_t j = 0; j < tokens; ++j) {
+      float v = values[r * tokens + j];
+      if (v != 0.f && v != 1.f)
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ": tensor '", name, "' element [", r, ", ", j,
+                         "] is ", v, ", expected 0 (padding) or 1 (a token)"));
+      any = any || v == 1.f;
+    }
+    if (!any)
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": tensor '", name, "' row ", r,
+                       " has no valid token (all 0), expected at least one 1"));
+  }
+  return absl::OkStatus();
+}
+
 bool hasTensor(const std::vector<checkpoint::NamedTensor> &tensors,
                const std::string &name) {
   for (const checkpoint::NamedTensor &t : tensors)
@@ -183,6 +205,42 @@ absl::StatusOr<PromptSet> PromptSet::load(const std::string &path,
       set.negativePooled_ = std::move(*v);
     }
   }
+  // The text masks: the file's when it has them, else all ones.
+  if (request.mask && hasTensor(*tensors, "prompt_embeds_mask")) {
+    int64_t n = 0;
+    absl::StatusOr<std::vector<float>> v =
+        takeTensor(path, *tensors, "prompt_embeds_mask", {request.tokens},
+                   absl::StrCat("L = ", request.tokens), request, n);
+    if (!v.ok())
+      return v.status();
+    if (n != set.count_)
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": tensor 'prompt_embeds_mask' holds ", n,
+          " prompts, expected ", set.count_, " as 'prompt_embeds' holds"));
+    if (absl::Status ok =
+            checkMask(path, "prompt_embeds_mask", *v, request.tokens);
+        !ok.ok())
+      return ok;
+    set.mask_ = std::move(*v);
+  }
+  if (request.negativeMask && set.hasNegatives_ &&
+      hasTensor(*tensors, "negative_prompt_embeds_mask")) {
+    int64_t n = 0;
+    absl::StatusOr<std::vector<float>> v = takeTensor(
+        path, *tensors, "negative_prompt_embeds_mask", {request.tokens},
+        absl::StrCat("L = ", request.tokens), request, n);
+    if (!v.ok())
+      return v.status();
+    if (n != 1)
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": tensor 'negative_prompt_embeds_mask' holds ", n,
+          " prompts, expected 1 (the negative prompt, for every sample)"));
+    if (absl::Status ok =
+            checkMask(path, "negative_prompt_embeds_mask", *v, request.tokens);
+        !ok.ok())
+      return ok;
+    set.negativeMask_ = std::move(*v);
+  }
   const std::map<std::string, std::string> &metadata = contents->metadata;
   if (auto it = metadata.find("prompts"); it != metadata.end()) {
     absl::StatusOr<std::vector<std::string>> texts =
@@ -272,6 +330,24 @@ HostTensor PromptSet::negativeEmbeds() const {
 HostTensor PromptSet::negativePooled() const {
   assert(request_.negativePooled);
   return rowOrZeros(negativePooled_, {1, request_.pooledDim});
+}
+
+HostTensor PromptSet::mask(int64_t iteration) const {
+  assert(request_.mask);
+  std::vector<int64_t> shape{request_.perIteration, request_.tokens};
+  if (mask_.empty())
+    return HostTensor::fromDoubles(
+        DType::F32, shape,
+        std::vector<double>(request_.perIteration * request_.tokens, 1.0));
+  return gather(mask_, request_.tokens, shape, iteration);
+}
+
+HostTensor PromptSet::negativeMask() const {
+  assert(request_.negativeMask);
+  if (negativeMask_.empty())
+    return HostTensor::fromDoubles(DType::F32, {1, request_.tokens},
+                                   std::vector<double>(request_.tokens, 1.0));
+  return rowOrZeros(negativeMask_, {1, request_.tokens});
 }
 
 } // namespace omni::train

@@ -18,6 +18,13 @@
 // `__metadata__` may name the prompts: "prompts" a JSON list of Np strings,
 // "negative_prompt" a string (tools/encode-prompts writes both).
 //
+// A model that takes a text mask (Qwen-Image) also takes
+// `prompt_embeds_mask` [P, L] (1 = token, 0 = padding) and, with CFG,
+// `negative_prompt_embeds_mask` [1, L]: from the file's
+// `prompt_embeds_mask` [Np, L] / `negative_prompt_embeds_mask` [1, L] when
+// it has them, else all ones (fixed-length prompts). A mask holds only 0
+// and 1 and every row at least one 1.
+//
 // Files are checked against what the step takes; every error is one line
 // naming the file, the tensor, what was expected and what was found.
 // MLIR-free. A PromptSet is immutable after creation (thread-compatible).
@@ -55,6 +62,10 @@ struct PromptRequest {
   /// [1, Dp] (CFG's unconditional branch), if taken.
   bool negativeEmbeds = false;
   bool negativePooled = false;
+  /// prompt_embeds_mask [P, L] / negative_prompt_embeds_mask [1, L] (the
+  /// text mask of a model that takes one), if taken; L is `tokens`.
+  bool mask = false;
+  bool negativeMask = false;
 };
 
 /// The number of prompts of the built-in set.
@@ -91,6 +102,10 @@ public:
   }
   /// True when the negatives come from the file (else they are zeros).
   bool hasNegatives() const { return hasNegatives_; }
+  /// True when the prompts' / the negative's text mask comes from the file
+  /// (else it is all ones).
+  bool hasMask() const { return !mask_.empty(); }
+  bool hasNegativeMask() const { return !negativeMask_.empty(); }
   const PromptRequest &request() const { return request_; }
 
   /// The prompt indices of iteration `iteration`: (i*P + j) mod Np.
@@ -108,6 +123,12 @@ public:
   /// negative_pooled_prompt_embeds [1, Dp] f32 (zeros unless
   /// hasNegatives()); only when request().negativePooled.
   HostTensor negativePooled() const;
+  /// prompt_embeds_mask for `iteration` ([P, L] f32, all ones unless
+  /// hasMask()); only when request().mask.
+  HostTensor mask(int64_t iteration) const;
+  /// negative_prompt_embeds_mask [1, L] f32 (all ones unless
+  /// hasNegativeMask()); only when request().negativeMask.
+  HostTensor negativeMask() const;
 
 private:
   HostTensor gather(const std::vector<float> &rows, int64_t rowSize,
@@ -121,6 +142,8 @@ private:
   bool hasNegatives_ = false;
   std::vector<float> negativeEmbeds_; // [1, L, D], empty: zeros
   std::vector<float> negativePooled_; // [1, Dp], empty: zeros
+  std::vector<float> mask_;           // [Np, L], empty: ones
+  std::vector<float> negativeMask_;   // [1, L], empty: ones
   std::vector<std::string> texts_;
   std::optional<std::string> negativeText_;
 };

@@ -111,6 +111,11 @@ Sampler::create(std::shared_ptr<const loader::Program> program,
     else if (t.name == detail::kNegativePooled && t.dtype == DType::F32 &&
              t.shape.size() == 2 && t.shape[0] == 1)
       s->negativePooled_.assign(static_cast<size_t>(t.shape[1]), 0.0f);
+    else if (t.name == detail::kEmbedsMask && batched && t.shape.size() == 2)
+      s->takesMask_ = true;
+    else if (t.name == detail::kNegativeEmbedsMask && t.dtype == DType::F32 &&
+             t.shape.size() == 2 && t.shape[0] == 1)
+      s->negativeMask_.assign(static_cast<size_t>(t.shape[1]), 1.0f);
     else if (t.name == "guidance_scale" && p.findHyperParam(t.name))
       s->guidance_ = p.findHyperParam(t.name)->defaultValue;
     else
@@ -294,7 +299,8 @@ Sampler::seedsTensor(absl::Span<const int64_t> seeds, const char *what) const {
 absl::StatusOr<SampleOutput> Sampler::sample(absl::Span<const int64_t> seeds,
                                              absl::Span<const float> prompts,
                                              absl::Span<const float> pooled,
-                                             std::optional<double> guidance) {
+                                             std::optional<double> guidance,
+                                             absl::Span<const float> masks) {
   absl::StatusOr<TypedTensor> seedTensor = seedsTensor(seeds, "sample");
   if (!seedTensor.ok())
     return seedTensor.status();
@@ -328,6 +334,25 @@ absl::StatusOr<SampleOutput> Sampler::sample(absl::Span<const int64_t> seeds,
       t = rows(prompts, promptShape_, detail::kEmbeds);
     } else if (name == detail::kPooled) {
       t = rows(pooled, pooledShape_, detail::kPooled);
+    } else if (name == detail::kEmbedsMask) {
+      const int64_t l = promptShape_.empty() ? 0 : promptShape_[0];
+      std::vector<float> ones;
+      if (masks.empty()) {
+        ones.assign(static_cast<size_t>(n * l), 1.0f);
+        masks = ones;
+      }
+      for (size_t e = 0; e < masks.size(); ++e)
+        if (masks[e] != 0.f && masks[e] != 1.f)
+          return absl::InvalidArgumentError(absl::StrCat(
+              "sample: ", detail::kEmbedsMask, " element ", e, " is ", masks[e],
+              ", expected 0 (padding) or 1 (a token)"));
+      t = rows(masks, {l}, detail::kEmbedsMask);
+    } else if (name == detail::kNegativeEmbedsMask) {
+      TypedTensor m(DType::F32,
+                    {1, static_cast<int64_t>(negativeMask_.size())});
+      std::memcpy(m.span<float>().data(), negativeMask_.data(),
+                  negativeMask_.size() * sizeof(float));
+      t = std::move(m);
     } else if (name == detail::kNegativeEmbeds ||
                name == detail::kNegativePooled) {
       const bool embeds = name == detail::kNegativeEmbeds;
@@ -385,6 +410,18 @@ absl::Status Sampler::setNegatives(absl::Span<const float> prompt,
                        " floats, expected ", row->size()));
   negativeEmbeds_.assign(prompt.begin(), prompt.end());
   negativePooled_.assign(pooled.begin(), pooled.end());
+  return absl::OkStatus();
+}
+
+absl::Status Sampler::setNegativeMask(absl::Span<const float> mask) {
+  if (!takesNegativeMask())
+    return absl::InvalidArgumentError(
+        "sample: a negative prompt mask given, but @sample takes none");
+  if (mask.size() != negativeMask_.size())
+    return absl::InvalidArgumentError(
+        absl::StrCat("sample: ", detail::kNegativeEmbedsMask, " has ",
+                     mask.size(), " floats, expected ", negativeMask_.size()));
+  negativeMask_.assign(mask.begin(), mask.end());
   return absl::OkStatus();
 }
 

@@ -115,16 +115,27 @@ public:
   /// program takes no negatives.
   absl::Status setNegatives(absl::Span<const float> prompt,
                             absl::Span<const float> pooled);
+  /// Whether @sample takes prompt_embeds_mask [B, L] (a model with a text
+  /// mask, docs/prompts.md).
+  bool takesMask() const { return takesMask_; }
+  /// Whether @sample takes negative_prompt_embeds_mask [1, L].
+  bool takesNegativeMask() const { return !negativeMask_.empty(); }
+  /// The negative prompt's text mask every later sample() uses (L floats,
+  /// 0 or 1; all ones until set). Fails on a wrong size or when the program
+  /// takes none.
+  absl::Status setNegativeMask(absl::Span<const float> mask);
 
   /// Samples n = seeds.size() images, 1 <= n <= batch(): `prompts` holds n
   /// rows of promptShape() floats (empty when the program takes none),
   /// `pooled` n rows of pooledShape(). `guidance`: the CFG scale (unset:
   /// the default; an error when the program has no CFG and a value other
-  /// than 1 is given).
+  /// than 1 is given). `masks`: n rows of L floats (0/1) when the program
+  /// takesMask(); empty: all ones.
   absl::StatusOr<SampleOutput> sample(absl::Span<const int64_t> seeds,
                                       absl::Span<const float> prompts,
                                       absl::Span<const float> pooled,
-                                      std::optional<double> guidance = {});
+                                      std::optional<double> guidance = {},
+                                      absl::Span<const float> masks = {});
 
   /// The initial latents @sample starts from for `seeds` (n <= batch()):
   /// [n, C, h, w] (parity checks, docs/sampling.md).
@@ -147,6 +158,10 @@ private:
   std::vector<std::string> inputs_;
   /// The negatives @sample takes (empty: not taken); zeros by default.
   std::vector<float> negativeEmbeds_, negativePooled_;
+  /// The text masks: prompt_embeds_mask taken; the negative's (empty: not
+  /// taken; all ones by default).
+  bool takesMask_ = false;
+  std::vector<float> negativeMask_;
 };
 
 } // namespace omni::train::sample
