@@ -310,8 +310,9 @@ def OmniPlanMemoryPass : Pass<"omni-plan-memory", "::mlir::func::FuncOp"> {
     The plan is recorded as attributes: `omni.offsets` on each allocating
     op (one entry per result: the arena offset, or -1 for a non-tensor
     result and for a result in a donated argument, whose index
-    `omni.donated_args` then gives, -1 elsewhere) and `omni.arena_size`
-    (bytes) on the function.
+    `omni.donated_args` then gives, -1 elsewhere), `omni.overwrites` on a
+    fusion with a result in place (per input: the result written over its
+    buffer, or -1) and `omni.arena_size` (bytes) on the function.
 
     Before:
     ```mlir
@@ -325,7 +326,7 @@ def OmniPlanMemoryPass : Pass<"omni-plan-memory", "::mlir::func::FuncOp"> {
     ```mlir
     func.func @f(%x: tensor<16xf32>) -> tensor<16xf32> attributes {omni.arena_size = 64 : i64} {
       %a = omni.fusion (%x) {omni.offsets = array<i64: 0>} : ...
-      %b = omni.fusion (%a) {omni.offsets = array<i64: 0>} : ...
+      %b = omni.fusion (%a) {omni.offsets = array<i64: 0>, omni.overwrites = array<i64: 0>} : ...
       return %b : tensor<16xf32>
     }
     ```

@@ -398,6 +398,9 @@ LogicalResult Planner::plan(Operation *op) {
         llvm::none_of(op->getResultTypes(), llvm::IsaPred<RankedTensorType>))
       return success();
     SmallVector<Buffer *> taken;
+    auto fusion = dyn_cast<FusionOp>(op);
+    SmallVector<int64_t> overwrites(fusion ? fusion.getInputs().size() : 0,
+                                    -1);
     for (OpResult r : op->getResults()) {
       auto type = dyn_cast<RankedTensorType>(r.getType());
       if (!type) {
@@ -410,6 +413,10 @@ LogicalResult Planner::plan(Operation *op) {
         ++numReused;
         if (b->kind == Buffer::Carried)
           b->innerEnd = aliasEnd.lookup(r);
+        if (fusion)
+          for (auto [i, in] : llvm::enumerate(fusion.getInputs()))
+            if (bufferOf.lookup(aliasRoot(in)) == b)
+              overwrites[i] = r.getResultNumber();
       } else {
         b = allocate(type, t);
       }
@@ -420,6 +427,11 @@ LogicalResult Planner::plan(Operation *op) {
       offsets.push_back(inArgument ? -1 : b->offset);
       donated.push_back(inArgument ? int64_t(b->argIndex) : -1);
     }
+    // The kernel of an in-place fusion is told which of its input buffers
+    // is which result's (compiler/codegen/KernelSet.h, KernelDef::overwrites).
+    if (llvm::any_of(overwrites, [](int64_t r) { return r >= 0; }))
+      op->setAttr("omni.overwrites",
+                  Builder(op->getContext()).getDenseI64ArrayAttr(overwrites));
   }
   Builder builder(op->getContext());
   op->setAttr("omni.offsets", builder.getDenseI64ArrayAttr(offsets));

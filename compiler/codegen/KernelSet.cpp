@@ -59,8 +59,18 @@ FailureOr<KernelSet> mlir::omni::buildKernelSet(ModuleOp program,
     auto [it, inserted] = kernelByText.try_emplace(
         text, static_cast<unsigned>(set.kernels.size()));
     set.kernelOf[fusion] = it->second;
+    auto addOverwrites = [&](KernelDef &def) {
+      auto attr = fusion->getAttrOfType<DenseI64ArrayAttr>("omni.overwrites");
+      if (!attr)
+        return;
+      std::vector<int64_t> pattern(attr.asArrayRef().begin(),
+                                   attr.asArrayRef().end());
+      if (!llvm::is_contained(def.overwrites, pattern))
+        def.overwrites.push_back(std::move(pattern));
+    };
     if (!inserted) {
       fn.erase();
+      addOverwrites(set.kernels[it->second]);
       return WalkResult::advance();
     }
     KernelDef def;
@@ -75,6 +85,7 @@ FailureOr<KernelSet> mlir::omni::buildKernelSet(ModuleOp program,
       def.elements = def.results.front().getNumElements();
     if (rows)
       def.rows = std::move(*rows);
+    addOverwrites(def);
     set.kernels.push_back(std::move(def));
     return WalkResult::advance();
   });

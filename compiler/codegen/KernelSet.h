@@ -45,6 +45,14 @@ struct KernelDef {
   /// grid 1 and no item types when it runs whole (or the target does not
   /// split rows).
   RowSplit rows;
+  /// The in-place patterns of the fusions that use this kernel (the memory
+  /// plan's `omni.overwrites`: per operand, the result written over its
+  /// buffer, or -1), each once, in program order; the fusions that write
+  /// over nothing have none. A target may tell its code that those
+  /// buffers are one (the cpu target: LLVM then vectorizes an in-place
+  /// loop instead of falling back to scalar code when its run-time overlap
+  /// check fails).
+  std::vector<std::vector<int64_t>> overwrites;
 };
 
 struct KernelSet {

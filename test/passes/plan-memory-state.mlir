@@ -5,7 +5,7 @@
 // while a plain result computed from it goes to the arena.
 // CHECK-LABEL: func.func @into_own_slot
 // CHECK-SAME: attributes {omni.arena_size = 64 : i64}
-// CHECK: omni.fusion({{.*}}) {omni.donated_args = array<i64: 0, -1>, omni.offsets = array<i64: -1, 0>}
+// CHECK: omni.fusion({{.*}}) {omni.donated_args = array<i64: 0, -1>, omni.offsets = array<i64: -1, 0>, omni.overwrites = array<i64: 0, -1>}
 func.func @into_own_slot(%p: tensor<16xf32> {omni.state = "p"}, %g: tensor<16xf32>)
     -> (tensor<16xf32> {omni.state = "p"}, tensor<16xf32>) {
   %f:2 = omni.fusion (%p, %g) : (tensor<16xf32>, tensor<16xf32>) -> (tensor<16xf32>, tensor<16xf32>) {
@@ -26,7 +26,7 @@ func.func @into_own_slot(%p: tensor<16xf32> {omni.state = "p"}, %g: tensor<16xf3
 // stored into x; y's slot cannot take -x (y is still read after -x is
 // computed); z's update is a plain result, so z's slot is not taken.
 // CHECK-LABEL: func.func @negative_other_slot
-// CHECK: omni.fusion({{.*}}) {omni.donated_args = array<i64: -1, 0, -1>, omni.offsets = array<i64: 0, -1, 64>}
+// CHECK: omni.fusion({{.*}}) {omni.donated_args = array<i64: -1, 0, -1>, omni.offsets = array<i64: 0, -1, 64>, omni.overwrites = array<i64: 1, -1, -1>}
 func.func @negative_other_slot(%x: tensor<16xf32> {omni.state = "x"},
                                %y: tensor<16xf32> {omni.state = "y"},
                                %z: tensor<16xf32> {omni.state = "z"})

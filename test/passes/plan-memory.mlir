@@ -21,13 +21,14 @@ func.func @chain_reuses(%x: tensor<4x4xf32>, %w: tensor<4x4xf32>) -> tensor<4x4x
 // -----
 
 // Tests that values live at the same time get disjoint ranges, and that an
-// elementwise fusion writes its result over an input that dies there.
+// elementwise fusion writes its result over an input that dies there
+// (omni.overwrites: input #0's buffer holds result #0, the kernel is told).
 // CHECK-LABEL: func.func @live_values_disjoint
 // CHECK-SAME: attributes {omni.arena_size = 192 : i64}
 // CHECK: omni.matmul {{.*}} {omni.offsets = array<i64: 0>}
 // CHECK-NEXT: omni.matmul {{.*}} {omni.offsets = array<i64: 64>}
 // CHECK-NEXT: omni.matmul {{.*}} {omni.offsets = array<i64: 128>}
-// CHECK-NEXT: omni.fusion({{.*}}) {omni.offsets = array<i64: 0>}
+// CHECK-NEXT: omni.fusion({{.*}}) {omni.offsets = array<i64: 0>, omni.overwrites = array<i64: 0, -1, -1>}
 // REPORT: arena: 192 bytes, 3 buffers, 1 reused (@live_values_disjoint)
 func.func @live_values_disjoint(%x: tensor<4x4xf32>, %w: tensor<4x4xf32>) -> tensor<4x4xf32> {
   %a = omni.matmul %x, %w : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
@@ -63,10 +64,11 @@ func.func @negative_in_place_movement(%x: tensor<4x4xf32>, %w: tensor<4x4xf32>) 
 
 // Tests that a result is written over an input only if nothing in the body
 // reads the input after the op yielding that result: %n is read by the add
-// after it, so only the add's result takes the input's bytes.
+// after it, so only the add's result takes the input's bytes
+// (omni.overwrites: input #0's buffer holds result #1).
 // CHECK-LABEL: func.func @in_place_read_order
 // CHECK: omni.matmul {{.*}} {omni.offsets = array<i64: 0>}
-// CHECK-NEXT: omni.fusion({{.*}}) {omni.offsets = array<i64: 64, 0>}
+// CHECK-NEXT: omni.fusion({{.*}}) {omni.offsets = array<i64: 64, 0>, omni.overwrites = array<i64: 1>}
 func.func @in_place_read_order(%x: tensor<4x4xf32>, %w: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
   %a = omni.matmul %x, %w : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
   %f:2 = omni.fusion (%a) : (tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
@@ -85,7 +87,7 @@ func.func @in_place_read_order(%x: tensor<4x4xf32>, %w: tensor<4x4xf32>) -> (ten
 // computed from an argument that is not donated goes to the arena.
 // CHECK-LABEL: func.func @donation
 // CHECK-SAME: attributes {omni.arena_size = 64 : i64}
-// CHECK: omni.fusion({{.*}}) {omni.donated_args = array<i64: 0, -1>, omni.offsets = array<i64: -1, 0>}
+// CHECK: omni.fusion({{.*}}) {omni.donated_args = array<i64: 0, -1>, omni.offsets = array<i64: -1, 0>, omni.overwrites = array<i64: 0, -1, -1>}
 // REPORT: arena: 64 bytes, 1 buffers, 1 reused (@donation)
 func.func @donation(%p: tensor<16xf32> {omni.donate}, %g: tensor<16xf32>, %q: tensor<16xf32>) -> (tensor<16xf32>, tensor<16xf32>) {
   %f:2 = omni.fusion (%p, %g, %q) : (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<16xf32>, tensor<16xf32>) {
@@ -105,7 +107,7 @@ func.func @donation(%p: tensor<16xf32> {omni.donate}, %g: tensor<16xf32>, %q: te
 // first fusion reads it before the second does.
 // CHECK-LABEL: func.func @donation_at_last_read
 // CHECK: omni.fusion({{.*}}) {omni.offsets = array<i64: 0>}
-// CHECK: omni.fusion({{.*}}) {omni.donated_args = array<i64: 0>, omni.offsets = array<i64: -1>}
+// CHECK: omni.fusion({{.*}}) {omni.donated_args = array<i64: 0>, omni.offsets = array<i64: -1>, omni.overwrites = array<i64: 0>}
 func.func @donation_at_last_read(%p: tensor<16xf32> {omni.donate}, %g: tensor<16xf32>) -> (tensor<16xf32>, tensor<16xf32>) {
   %n = omni.fusion (%p, %g) : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32> {
   ^bb0(%a: tensor<16xf32>, %b: tensor<16xf32>):
@@ -133,9 +135,9 @@ func.func @donation_at_last_read(%p: tensor<16xf32> {omni.donate}, %g: tensor<16
 // CHECK-NEXT: %[[INIT:.*]] = omni.matmul {{.*}} {omni.offsets = array<i64: 64>}
 // CHECK-NEXT: scf.for
 // CHECK-NEXT: omni.matmul {{.*}} {omni.offsets = array<i64: 128>}
-// CHECK-NEXT: omni.fusion({{.*}}) {omni.offsets = array<i64: 64>}
+// CHECK-NEXT: omni.fusion({{.*}}) {omni.offsets = array<i64: 64>, omni.overwrites = array<i64: -1, 0>}
 // CHECK: } {omni.offsets = array<i64: 64>}
-// CHECK-NEXT: omni.fusion({{.*}}) {omni.offsets = array<i64: 64>}
+// CHECK-NEXT: omni.fusion({{.*}}) {omni.offsets = array<i64: 64>, omni.overwrites = array<i64: 0>}
 // REPORT: arena: 192 bytes, 3 buffers, 3 reused (@loop_carried)
 func.func @loop_carried(%x: tensor<4x4xf32>, %w: tensor<4x4xf32>) -> tensor<4x4xf32> {
   %c0 = arith.constant 0 : index
@@ -203,7 +205,7 @@ func.func @insert_slice_in_loop(%x: tensor<1x8xf32>, %init: tensor<4x8xf32>) -> 
 // CHECK-SAME: -> tensor<16xf32>
 // CHECK-NEXT: omni.matmul {{.*}} {omni.offsets = array<i64: 64>}
 // CHECK-NEXT: omni.reshape
-// CHECK-NEXT: omni.fusion({{.*}}) {omni.offsets = array<i64: 0>}
+// CHECK-NEXT: omni.fusion({{.*}}) {omni.offsets = array<i64: 0>, omni.overwrites = array<i64: 0, -1>}
 func.func @reshape_aliases(%x: tensor<4x4xf32>, %w: tensor<4x4xf32>) -> tensor<16xf32> {
   %a = omni.matmul %x, %w : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
   %v = omni.reshape %a : tensor<4x4xf32> -> tensor<16xf32>

@@ -49,6 +49,7 @@
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/Target/TargetOptions.h"
 #include "llvm/TargetParser/Host.h"
+#include "llvm/Transforms/IPO/AlwaysInliner.h"
 #include "llvm/Transforms/Utils/SplitModule.h"
 
 #include <atomic>
@@ -192,6 +193,14 @@ LogicalResult approximateMath(ModuleOp kernels) {
 
 /// Steps 2 of the file comment, split where memref.copy becomes linalg.copy
 /// (so nothing needs MLIR's C runner utilities at run time).
+///
+/// Results are computed straight into the out-parameters, static and
+/// dynamic shapes alike (`hoist-*-allocs`): without hoist-dynamic-allocs a
+/// flat kernel (1-D dynamic memrefs) wrote each chunk into a malloc'ed
+/// temporary, copied it to the result and freed it, one more pass over the
+/// bytes per call. The wrapper passes every result's descriptor with the
+/// sizes the kernel computes, so the out-parameter can stand in for the
+/// allocation.
 LogicalResult lowerToLLVMDialect(ModuleOp kernels) {
   static std::once_flag registered;
   std::call_once(registered, [] { registerAllPasses(); });
@@ -202,7 +211,7 @@ LogicalResult lowerToLLVMDialect(ModuleOp kernels) {
           "one-shot-bufferize{bufferize-function-boundaries "
           "function-boundary-type-conversion=identity-layout-map},"
           "buffer-results-to-out-params{hoist-static-allocs "
-          "modify-public-functions},"
+          "hoist-dynamic-allocs modify-public-functions},"
           "buffer-deallocation-pipeline,convert-bufferization-to-memref,"
           "canonicalize",
           bufferize)) ||
@@ -264,12 +273,25 @@ constexpr int64_t kFlatChunk = 16384;
 /// the buffers' own types when they run whole, grid 1): the wrapper calls
 /// the impl once per work item w, each split buffer's pointer advanced by
 /// w times its item bytes.
+///
+/// In place (`overwrites`, KernelDef): for each pattern whose buffers are
+/// the same at run time, a call in which the overwritten operand's
+/// descriptor is built from its result's pointer value, the impl inlined.
+/// LLVM then sees one pointer where it would otherwise check at run time
+/// that the loads and stores do not overlap, fail that check (they are the
+/// same bytes) and run the scalar loop. Any other combination takes the
+/// general call.
 void addAbiWrapper(llvm::Module &module, StringRef name,
-                   ArrayRef<RankedTensorType> buffers, bool flat,
-                   const RowSplit &rows) {
+                   ArrayRef<RankedTensorType> buffers, size_t numOperands,
+                   bool flat, const RowSplit &rows,
+                   ArrayRef<std::vector<int64_t>> overwrites) {
   llvm::LLVMContext &ctx = module.getContext();
   llvm::Function *impl = module.getFunction((name + "_impl").str());
   impl->setLinkage(llvm::GlobalValue::InternalLinkage);
+  if (!overwrites.empty()) {
+    impl->removeFnAttr(llvm::Attribute::NoInline);
+    impl->addFnAttr(llvm::Attribute::AlwaysInline);
+  }
   auto *i64 = llvm::Type::getInt64Ty(ctx);
   auto *ptr = llvm::PointerType::get(ctx, 0);
   auto *fnType = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx),
@@ -278,71 +300,98 @@ void addAbiWrapper(llvm::Module &module, StringRef name,
                                     name, module);
   fn->setVisibility(llvm::GlobalValue::DefaultVisibility);
   auto *entry = llvm::BasicBlock::Create(ctx, "entry", fn);
-  auto *run = llvm::BasicBlock::Create(ctx, "run", fn);
   auto *done = llvm::BasicBlock::Create(ctx, "done", fn);
   llvm::IRBuilder<> b(entry);
   llvm::Value *begin = fn->getArg(0);
-  if (flat) {
-    int64_t n = buffers.front().getNumElements();
-    llvm::Value *start = b.CreateMul(begin, b.getInt64(kFlatChunk));
-    llvm::Value *stop = b.CreateMul(fn->getArg(1), b.getInt64(kFlatChunk));
-    stop = b.CreateSelect(b.CreateICmpSLT(stop, b.getInt64(n)), stop,
-                          b.getInt64(n));
-    b.CreateCondBr(b.CreateICmpSLT(start, stop), run, done);
-    b.SetInsertPoint(run);
-    llvm::Value *count = b.CreateSub(stop, start);
+  llvm::Value *end = fn->getArg(1);
+  // Each buffer's pointer, read once.
+  SmallVector<llvm::Value *> base;
+  for (size_t i = 0; i < buffers.size(); ++i)
+    base.push_back(b.CreateLoad(
+        ptr,
+        b.CreateGEP(ptr, fn->getArg(2), b.getInt64(static_cast<int64_t>(i)))));
+
+  // Calls the impl on work items [begin, end) with buffer i at `bufs[i]`,
+  // then branches to `done`; `b` is in the block to start in.
+  auto emitCalls = [&](ArrayRef<llvm::Value *> bufs) {
+    llvm::BasicBlock *here = b.GetInsertBlock();
+    auto *run = llvm::BasicBlock::Create(ctx, "run", fn);
     SmallVector<llvm::Value *> args;
-    for (auto [i, t] : llvm::enumerate(buffers)) {
-      llvm::Value *slot =
-          b.CreateGEP(ptr, fn->getArg(2), b.getInt64(static_cast<int64_t>(i)));
-      llvm::Value *p = b.CreateLoad(ptr, slot);
-      // Identity-layout memrefs have a static zero offset: advance the
-      // pointer instead (i1 elements take one byte).
-      Type e = t.getElementType();
-      int64_t bytes = e.isInteger(1) ? 1 : e.getIntOrFloatBitWidth() / 8;
-      llvm::Value *q =
-          b.CreateGEP(b.getInt8Ty(), p, b.CreateMul(start, b.getInt64(bytes)));
-      args.append({q, q, b.getInt64(0), count, b.getInt64(1)});
+    if (flat) {
+      int64_t n = buffers.front().getNumElements();
+      llvm::Value *start = b.CreateMul(begin, b.getInt64(kFlatChunk));
+      llvm::Value *stop = b.CreateMul(end, b.getInt64(kFlatChunk));
+      stop = b.CreateSelect(b.CreateICmpSLT(stop, b.getInt64(n)), stop,
+                            b.getInt64(n));
+      b.CreateCondBr(b.CreateICmpSLT(start, stop), run, done);
+      b.SetInsertPoint(run);
+      llvm::Value *count = b.CreateSub(stop, start);
+      for (auto [i, t] : llvm::enumerate(buffers)) {
+        // Identity-layout memrefs have a static zero offset: advance the
+        // pointer instead (i1 elements take one byte).
+        Type e = t.getElementType();
+        int64_t bytes = e.isInteger(1) ? 1 : e.getIntOrFloatBitWidth() / 8;
+        llvm::Value *q = b.CreateGEP(b.getInt8Ty(), bufs[i],
+                                     b.CreateMul(start, b.getInt64(bytes)));
+        args.append({q, q, b.getInt64(0), count, b.getInt64(1)});
+      }
+      b.CreateCall(impl, args);
+      b.CreateBr(done);
+      return;
+    }
+    // for (w = begin; w < end; ++w) impl(item w of every buffer).
+    ArrayRef<RankedTensorType> itemTypes =
+        rows.itemTypes.empty() ? buffers : ArrayRef(rows.itemTypes);
+    b.CreateCondBr(b.CreateICmpSLT(begin, end), run, done);
+    b.SetInsertPoint(run);
+    llvm::PHINode *w = b.CreatePHI(i64, 2, "w");
+    w->addIncoming(begin, here);
+    for (auto [i, t] : llvm::enumerate(itemTypes)) {
+      llvm::Value *p = bufs[i];
+      int64_t itemBytes = rows.itemBytes.empty() ? 0 : rows.itemBytes[i];
+      if (itemBytes != 0)
+        p = b.CreateGEP(b.getInt8Ty(), p,
+                        b.CreateMul(w, b.getInt64(itemBytes)));
+      args.push_back(p);
+      args.push_back(p);
+      args.push_back(b.getInt64(0));
+      for (int64_t d : t.getShape())
+        args.push_back(b.getInt64(d));
+      int64_t stride = 1;
+      SmallVector<int64_t> strides(t.getRank());
+      for (int64_t d = t.getRank() - 1; d >= 0; --d) {
+        strides[d] = stride;
+        stride *= t.getDimSize(d);
+      }
+      for (int64_t s : strides)
+        args.push_back(b.getInt64(s));
     }
     b.CreateCall(impl, args);
-    b.CreateBr(done);
-    b.SetInsertPoint(done);
-    b.CreateRetVoid();
-    return;
-  }
-  // for (w = begin; w < end; ++w) impl(item w of every buffer).
-  ArrayRef<RankedTensorType> itemTypes =
-      rows.itemTypes.empty() ? buffers : ArrayRef(rows.itemTypes);
-  b.CreateCondBr(b.CreateICmpSLT(begin, fn->getArg(1)), run, done);
-  b.SetInsertPoint(run);
-  llvm::PHINode *w = b.CreatePHI(i64, 2, "w");
-  w->addIncoming(begin, entry);
-  SmallVector<llvm::Value *> args;
-  for (auto [i, t] : llvm::enumerate(itemTypes)) {
-    llvm::Value *slot =
-        b.CreateGEP(ptr, fn->getArg(2), b.getInt64(static_cast<int64_t>(i)));
-    llvm::Value *p = b.CreateLoad(ptr, slot);
-    int64_t itemBytes = rows.itemBytes.empty() ? 0 : rows.itemBytes[i];
-    if (itemBytes != 0)
-      p = b.CreateGEP(b.getInt8Ty(), p, b.CreateMul(w, b.getInt64(itemBytes)));
-    args.push_back(p);
-    args.push_back(p);
-    args.push_back(b.getInt64(0));
-    for (int64_t d : t.getShape())
-      args.push_back(b.getInt64(d));
-    int64_t stride = 1;
-    SmallVector<int64_t> strides(t.getRank());
-    for (int64_t d = t.getRank() - 1; d >= 0; --d) {
-      strides[d] = stride;
-      stride *= t.getDimSize(d);
+    llvm::Value *next = b.CreateAdd(w, b.getInt64(1));
+    w->addIncoming(next, b.GetInsertBlock());
+    b.CreateCondBr(b.CreateICmpSLT(next, end), run, done);
+  };
+
+  for (ArrayRef<int64_t> pattern : overwrites) {
+    // if (every overwritten operand's pointer is its result's) the call
+    // with those operands built from the results' pointers.
+    llvm::Value *same = b.getTrue();
+    SmallVector<llvm::Value *> bufs(base);
+    for (auto [i, r] : llvm::enumerate(pattern)) {
+      if (r < 0)
+        continue;
+      llvm::Value *result = base[numOperands + r];
+      same = b.CreateAnd(same, b.CreateICmpEQ(base[i], result));
+      bufs[i] = result;
     }
-    for (int64_t s : strides)
-      args.push_back(b.getInt64(s));
+    auto *then = llvm::BasicBlock::Create(ctx, "in_place", fn);
+    auto *other = llvm::BasicBlock::Create(ctx, "other", fn);
+    b.CreateCondBr(same, then, other);
+    b.SetInsertPoint(then);
+    emitCalls(bufs);
+    b.SetInsertPoint(other);
   }
-  b.CreateCall(impl, args);
-  llvm::Value *next = b.CreateAdd(w, b.getInt64(1));
-  w->addIncoming(next, run);
-  b.CreateCondBr(b.CreateICmpSLT(next, fn->getArg(1)), run, done);
+  emitCalls(base);
   b.SetInsertPoint(done);
   b.CreateRetVoid();
 }
@@ -501,7 +550,18 @@ mlir::omni::lowerKernelSetForCpu(KernelSet &set, const CodegenOptions &options,
     SmallVector<RankedTensorType> buffers(def.operands.begin(),
                                           def.operands.end());
     buffers.append(def.results.begin(), def.results.end());
-    addAbiWrapper(*module, def.symbol, buffers, def.flat, def.rows);
+    addAbiWrapper(*module, def.symbol, buffers, def.operands.size(), def.flat,
+                  def.rows, def.overwrites);
+  }
+  // The in-place wrappers' impls are inlined here, before the module is
+  // split into partitions: SplitModule may put an impl and its wrapper in
+  // different partitions (it externalizes locals), where the optimizer can
+  // no longer inline it, and the in-place call then runs the scalar loop
+  // behind the failed overlap check after all.
+  {
+    llvm::legacy::PassManager inliner;
+    inliner.add(llvm::createAlwaysInlinerLegacyPass());
+    inliner.run(*module);
   }
 
   llvm::Triple triple(llvm::sys::getDefaultTargetTriple());
