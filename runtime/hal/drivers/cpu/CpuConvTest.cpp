@@ -172,6 +172,9 @@ TEST(CpuConv, RunConv2dIsWithinTheF32RoundingBoundOnBothPaths) {
   shapes.push_back({1, 2, 9, 10, 3, 3, 2, 0, 2, 2, 3});
   shapes.push_back({1, 4, 11, 11, 2, 3, 3, 2, 1, 1, 2, 2, 3});
   shapes.push_back({2, 3, 17, 19, 5, 3, 3, 1, 1, 2, 2});
+  // A DiT's patchify (pos_embed): kernel = stride = 2, a batch of small
+  // images (one image per work item).
+  shapes.push_back({4, 16, 16, 16, 64, 2, 2, 0, 0, 2, 2});
   for (const Shape &s : shapes) {
     Conv2dParams p = paramsOf(s);
     std::vector<float> x = randomFloats(p.n * p.c * p.h * p.w, 5);
@@ -183,6 +186,37 @@ TEST(CpuConv, RunConv2dIsWithinTheF32RoundingBoundOnBothPaths) {
     SCOPED_TRACE(testing::Message() << "c " << p.c << " w " << p.w << " stride "
                                     << p.strideH << "x" << p.strideW);
     expectWithinBound(p, y, exact, magnitude);
+  }
+}
+
+// The im2col path computes a batch of small images one image per work item
+// and a single image (or large ones) split over the pool: an image's bits
+// must depend on neither its batch nor the thread count (an image must not
+// change with its place in the batch: test/sample/sample.test's swap).
+TEST(CpuConv, Im2colGivesAnImageTheSameBitsInAnyBatchAndThreadCount) {
+  ThreadPool one(1), two(2), three(3), five(5);
+  for (const Shape &s : {Shape{5, 16, 16, 16, 64, 2, 2, 0, 0, 2, 2},
+                         Shape{3, 3, 17, 19, 5, 3, 3, 1, 1, 2, 2}}) {
+    Conv2dParams p = paramsOf(s);
+    std::vector<float> x = randomFloats(p.n * p.c * p.h * p.w, 7);
+    std::vector<float> w = randomFloats(p.o * p.c * p.kh * p.kw, 8);
+    const int64_t image = p.c * p.h * p.w, pixels = p.o * p.outH * p.outW;
+    // Each image alone (n = 1: the pool-split path).
+    Conv2dParams single = p;
+    single.n = 1;
+    std::vector<float> want(p.n * pixels, NAN);
+    for (int64_t n = 0; n < p.n; ++n)
+      ASSERT_TRUE(runConv2d(single, x.data() + n * image, w.data(),
+                            want.data() + n * pixels, two)
+                      .ok());
+    for (ThreadPool *pool : {&one, &two, &three, &five}) {
+      std::vector<float> got(want.size(), NAN);
+      ASSERT_TRUE(runConv2d(p, x.data(), w.data(), got.data(), *pool).ok());
+      EXPECT_EQ(std::memcmp(got.data(), want.data(),
+                            want.size() * sizeof(float)),
+                0)
+          << pool->size() << " threads, c " << p.c << " k " << p.kh;
+    }
   }
 }
 

@@ -138,10 +138,68 @@ void conv2d(const Conv2dParams &p, const T *input, const T *filter, T *out,
                   pixels);
     return;
   }
+  // The im2col matrix of image `x`, rows [r0, r1) of the output pixels
+  // [p0, p0 + width), into col (rows x width).
+  auto fillColumns = [&](const T *x, T *col, int64_t p0, int64_t width,
+                         int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t ci = r / taps, ky = (r / p.kw) % p.kh, kx = r % p.kw;
+      const T *plane = x + ci * p.h * p.w;
+      T *dst = col + r * width;
+      // One segment of an output row at a time: ix = ox * strideW + base.
+      const int64_t base = kx * p.dilationW - p.padW;
+      for (int64_t j = 0; j < width;) {
+        const int64_t pix = p0 + j, oy = pix / p.outW, ox0 = pix % p.outW;
+        const int64_t len = std::min(width - j, p.outW - ox0);
+        const int64_t iy = oy * p.strideH - p.padH + ky * p.dilationH;
+        T *d = dst + j; // d[i] is output column ox0 + i
+        if (iy < 0 || iy >= p.h) {
+          std::fill(d, d + len, T(0));
+          j += len;
+          continue;
+        }
+        const T *src = plane + iy * p.w;
+        if (p.strideW == 1) {
+          // 0 <= ox0 + i + base < w for i in [lo, hi)
+          const int64_t lo = std::clamp<int64_t>(-base - ox0, 0, len);
+          const int64_t hi = std::clamp<int64_t>(p.w - base - ox0, lo, len);
+          std::fill(d, d + lo, T(0));
+          std::copy(src + ox0 + base + lo, src + ox0 + base + hi, d + lo);
+          std::fill(d + hi, d + len, T(0));
+        } else {
+          for (int64_t i = 0; i < len; ++i) {
+            const int64_t ix = (ox0 + i) * p.strideW + base;
+            d[i] = (ix >= 0 && ix < p.w) ? src[ix] : T(0);
+          }
+        }
+        j += len;
+      }
+    }
+  };
+  // Column buffers are kept near 4M elements.
+  constexpr int64_t kColumnElements = int64_t(1) << 22;
+  if (p.n > 1 && rows * pixels <= kColumnElements / pool.size()) {
+    // Small images (the patchify convolution of a DiT's pos_embed): one
+    // image per work item, its whole im2col matrix and its gemm on one
+    // thread. Splitting each small image's rows and gemm over the pool
+    // instead paid two pool wake-ups per image for microseconds of work.
+    // The gemm runs inline with the blocking of its shape (Gemm.h), so
+    // every image has the bits of the path below.
+    pool.parallelFor(p.n, [&](int64_t n0, int64_t n1) {
+      std::vector<T> col(static_cast<size_t>(rows * pixels));
+      for (int64_t n = n0; n < n1; ++n) {
+        fillColumns(input + n * p.c * p.h * p.w, col.data(), 0, pixels, 0,
+                    rows);
+        safeGemm<T>(false, false, p.o, pixels, rows, T(1), filter, rows,
+                    col.data(), pixels, out + n * p.o * pixels, pixels);
+      }
+    });
+    return;
+  }
   // Tiles of output pixels keep the column buffer near 4M elements.
   const int64_t tile = std::max<int64_t>(
       1, std::min<int64_t>(pixels,
-                           (int64_t(1) << 22) / std::max<int64_t>(rows, 1)));
+                           kColumnElements / std::max<int64_t>(rows, 1)));
   std::vector<T> col(static_cast<size_t>(rows * tile));
   for (int64_t n = 0; n < p.n; ++n) {
     const T *x = input + n * p.c * p.h * p.w;
@@ -149,39 +207,7 @@ void conv2d(const Conv2dParams &p, const T *input, const T *filter, T *out,
     for (int64_t p0 = 0; p0 < pixels; p0 += tile) {
       const int64_t width = std::min(tile, pixels - p0);
       pool.parallelFor(rows, [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {
-          const int64_t ci = r / taps, ky = (r / p.kw) % p.kh, kx = r % p.kw;
-          const T *plane = x + ci * p.h * p.w;
-          T *dst = col.data() + r * width;
-          // One segment of an output row at a time: ix = ox * strideW + base.
-          const int64_t base = kx * p.dilationW - p.padW;
-          for (int64_t j = 0; j < width;) {
-            const int64_t pix = p0 + j, oy = pix / p.outW, ox0 = pix % p.outW;
-            const int64_t len = std::min(width - j, p.outW - ox0);
-            const int64_t iy = oy * p.strideH - p.padH + ky * p.dilationH;
-            T *d = dst + j; // d[i] is output column ox0 + i
-            if (iy < 0 || iy >= p.h) {
-              std::fill(d, d + len, T(0));
-              j += len;
-              continue;
-            }
-            const T *src = plane + iy * p.w;
-            if (p.strideW == 1) {
-              // 0 <= ox0 + i + base < w for i in [lo, hi)
-              const int64_t lo = std::clamp<int64_t>(-base - ox0, 0, len);
-              const int64_t hi = std::clamp<int64_t>(p.w - base - ox0, lo, len);
-              std::fill(d, d + lo, T(0));
-              std::copy(src + ox0 + base + lo, src + ox0 + base + hi, d + lo);
-              std::fill(d + hi, d + len, T(0));
-            } else {
-              for (int64_t i = 0; i < len; ++i) {
-                const int64_t ix = (ox0 + i) * p.strideW + base;
-                d[i] = (ix >= 0 && ix < p.w) ? src[ix] : T(0);
-              }
-            }
-            j += len;
-          }
-        }
+        fillColumns(x, col.data(), p0, width, r0, r1);
       });
       // y[:, p0:p0+width] = filter[o, rows] x col[rows, width]
       safeGemm<T>(false, false, p.o, width, rows, T(1), filter, rows,
