@@ -19,6 +19,7 @@
 
 #include "absl/functional/function_ref.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -60,14 +61,17 @@ private:
   std::string startError_;
   std::vector<std::thread> workers_;
   std::mutex submitMutex_; // one loop at a time
-  std::mutex mutex_;       // guards the fields below
+  // Written under mutex_; generation_ and stop_ are also polled without it
+  // (workers spin briefly before they sleep on start_), pending_ is counted
+  // down by the workers without it (the caller spins, then sleeps on done_).
+  std::mutex mutex_;
   std::condition_variable start_, done_;
-  uint64_t generation_ = 0;
-  bool stop_ = false;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<bool> stop_{false};
   const absl::FunctionRef<void(int64_t, int64_t)> *job_ = nullptr;
   int64_t n_ = 0;
   int chunks_ = 0;
-  int pending_ = 0;
+  std::atomic<int> pending_{0};
 };
 
 } // namespace omni::hal::cpu

@@ -62,6 +62,25 @@ TEST(ThreadPool, RunsEveryItemExactlyOnceRepeatedly) {
   }
 }
 
+// Workers poll for the next loop before they sleep: loops of alternating
+// chunk counts (some workers idle in one loop and busy in the next), back
+// to back and after pauses longer than the poll, each run every item once.
+TEST(ThreadPool, LoopsOfChangingWidthBackToBackAndAfterSleeps) {
+  ThreadPool pool(4);
+  for (int round = 0; round < 2000; ++round) {
+    const int64_t n = 1 + round % 5; // 1..5 items: 1..4 chunks
+    std::vector<std::atomic<int>> hits(n);
+    pool.parallelFor(n, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i)
+        hits[i]++;
+    });
+    for (auto &h : hits)
+      ASSERT_EQ(h.load(), 1) << "round " << round;
+    if (round % 500 == 499)
+      usleep(2000); // past the poll: the workers sleep, then wake
+  }
+}
+
 TEST(ThreadPool, NestedLoopsRunInline) {
   ThreadPool pool(4);
   std::atomic<int64_t> sum{0};
