@@ -169,7 +169,8 @@ void ownThreads(const Problem &p, const Kernel &kernel) {
 
 /// Single-threaded kernel calls on Gemm.h's blocks, run by the pool.
 void onPool(ThreadPool &pool, const Problem &p, const Kernel &kernel) {
-  const GemmBlocking blocking = gemmBlocking(p.args.m, p.args.n, p.args.k);
+  const GemmBlocking blocking =
+      gemmBlocking(p.args.m, p.args.n, p.args.k, p.batch);
   const int64_t dim = blocking.splitRows ? p.args.m : p.args.n;
   pool.parallelFor(p.batch * blocking.count, [&](int64_t begin, int64_t end) {
     for (int64_t item = begin; item < end; ++item) {

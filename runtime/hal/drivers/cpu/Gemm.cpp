@@ -29,7 +29,7 @@ template <typename T> bool degenerate(const GemmArgs<T> &g) {
 
 } // namespace
 
-GemmBlocking gemmBlocking(int64_t m, int64_t n, int64_t k) {
+GemmBlocking gemmBlocking(int64_t m, int64_t n, int64_t k, int64_t batch) {
   // Below ~2^17 multiply-adds (tens of microseconds on one core) a second
   // thread costs more than it saves: one block.
   constexpr int64_t kMinBlockWork = int64_t(1) << 17;
@@ -42,7 +42,14 @@ GemmBlocking gemmBlocking(int64_t m, int64_t n, int64_t k) {
   b.splitRows = m >= n;
   const int64_t dim = b.splitRows ? m : n, other = b.splitRows ? n : m;
   const int64_t perLine = std::max<int64_t>(other * k, 1);
-  int64_t size = roundUp((dim + kTargetBlocks - 1) / kTargetBlocks, kTile);
+  // The batch entries are items of the same pool loop: with a batch, each
+  // entry is cut into fewer blocks (none when the batch alone gives 16
+  // items), so the shared operand (a weight) is packed once per entry
+  // rather than once per block.
+  const int64_t targetBlocks = std::max<int64_t>(
+      1, (kTargetBlocks + std::max<int64_t>(batch, 1) - 1) /
+             std::max<int64_t>(batch, 1));
+  int64_t size = roundUp((dim + targetBlocks - 1) / targetBlocks, kTile);
   size = std::max({size, kMinBlock,
                    roundUp((kMinBlockWork + perLine - 1) / perLine, kTile)});
   b.size = std::max<int64_t>(std::min(size, dim), 1);
@@ -80,7 +87,7 @@ void gemm(ThreadPool &pool, const GemmArgs<T> &args, int64_t batch,
           int64_t strideA, int64_t strideB, int64_t strideC) {
   if (batch <= 0)
     return;
-  const GemmBlocking blocking = gemmBlocking(args.m, args.n, args.k);
+  const GemmBlocking blocking = gemmBlocking(args.m, args.n, args.k, batch);
   const int64_t dim = blocking.splitRows ? args.m : args.n;
   if (blocking.count == 0) // an empty C: nothing to write
     return;

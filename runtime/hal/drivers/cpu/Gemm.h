@@ -43,13 +43,16 @@ template <typename T> struct GemmArgs {
 };
 
 /// How C is cut: `count` blocks of `size` rows (splitRows) or columns (the
-/// last may be smaller; none for an empty C). A function of (m, n, k) alone.
+/// last may be smaller; none for an empty C). A function of (m, n, k) and
+/// the batch alone, never of the thread count; since OpenBLAS's k blocking
+/// does not depend on m or n, a row (column) of C has the same bits in any
+/// block, so the blocking changes the speed, not the numbers.
 struct GemmBlocking {
   bool splitRows = true;
   int64_t size = 0;
   int64_t count = 0;
 };
-GemmBlocking gemmBlocking(int64_t m, int64_t n, int64_t k);
+GemmBlocking gemmBlocking(int64_t m, int64_t n, int64_t k, int64_t batch = 1);
 
 /// The part of `args` that computes the rows (or columns) [begin, end) of C.
 template <typename T>

@@ -145,6 +145,41 @@ TEST(Gemm, BlockingDependsOnTheShapeAlone) {
   EXPECT_EQ(gemmBlocking(0, 64, 32).count, 0);
 }
 
+TEST(Gemm, ABatchCutsEachEntryIntoFewerBlocks) {
+  // 256 x 256 x 256: 4 blocks of 64 rows alone, whole in a batch of 16+.
+  EXPECT_EQ(gemmBlocking(256, 256, 256).count, 4);
+  EXPECT_EQ(gemmBlocking(256, 256, 256, 2).count, 4);
+  EXPECT_EQ(gemmBlocking(256, 256, 256, 16).count, 1);
+  EXPECT_EQ(gemmBlocking(256, 256, 256, 32).count, 1);
+  EXPECT_EQ(gemmBlocking(8192, 256, 256, 4).size % 16, 0);
+  EXPECT_EQ(gemmBlocking(8192, 256, 256, 4).count, 4);
+}
+
+// An entry's bits do not depend on the batch it is computed in, though the
+// blocking does (whole entries in a batch of 32, blocks of 64 rows or 48
+// columns alone): a row of C has the same bits in every block.
+TEST(Gemm, AnEntryHasTheSameBitsAloneAndInABatch) {
+  for (bool tb : {false, true})
+    for (auto [m, n] : {std::pair<int64_t, int64_t>{256, 96}, {96, 256}}) {
+      MatmulParams batched = shape(32, m, n, 200, false, tb, true);
+      Operands<float> o = operandsFor<float>(batched);
+      std::vector<float> all = run(batched, o, 2);
+      MatmulParams alone = batched;
+      alone.batch = 1;
+      for (int64_t b : {0, 17, 31}) {
+        Operands<float> one;
+        one.lhs.assign(o.lhs.begin() + b * m * 200,
+                       o.lhs.begin() + (b + 1) * m * 200);
+        one.rhs = o.rhs;
+        std::vector<float> got = run(alone, one, 2);
+        EXPECT_EQ(std::memcmp(got.data(), all.data() + b * m * n,
+                              got.size() * sizeof(float)),
+                  0)
+            << "entry " << b << " of " << m << "x" << n << (tb ? " nt" : " nn");
+      }
+    }
+}
+
 TEST(Gemm, EmptyContractionWritesZeros) {
   MatmulParams p = shape(2, 3, 4, 0, false, false, false);
   std::vector<float> out(24, 5.0f);
