@@ -399,8 +399,7 @@ LogicalResult Planner::plan(Operation *op) {
       return success();
     SmallVector<Buffer *> taken;
     auto fusion = dyn_cast<FusionOp>(op);
-    SmallVector<int64_t> overwrites(fusion ? fusion.getInputs().size() : 0,
-                                    -1);
+    SmallVector<int64_t> overwrites(fusion ? fusion.getInputs().size() : 0, -1);
     for (OpResult r : op->getResults()) {
       auto type = dyn_cast<RankedTensorType>(r.getType());
       if (!type) {

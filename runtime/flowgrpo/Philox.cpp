@@ -82,8 +82,7 @@ typedef uint64_t U4 __attribute__((vector_size(32)));
 typedef int64_t I4 __attribute__((vector_size(32)));
 typedef double D4 __attribute__((vector_size(32)));
 
-__attribute__((target("avx2"), always_inline)) inline U4 mulLo32(U4 a,
-                                                                U4 b) {
+__attribute__((target("avx2"), always_inline)) inline U4 mulLo32(U4 a, U4 b) {
   // (a & 0xffffffff) * (b & 0xffffffff) as 64-bit products.
   return (U4)_mm256_mul_epu32((__m256i)a, (__m256i)b);
 }
@@ -112,10 +111,9 @@ __attribute__((target("avx2"))) void normals4(uint64_t seed, uint64_t counter,
     w0 = n0, w1 = n1, w2 = n2, w3 = n3;
   }
   // u1, u2: integers below 2^24, exact in double.
-  const D4 u1 = __builtin_convertvector((I4)((w0 >> 8) + 1), D4) *
-                core::kTwoPow24Inv;
-  const D4 u2 = __builtin_convertvector((I4)(w1 >> 8), D4) *
-                core::kTwoPow24Inv;
+  const D4 u1 =
+      __builtin_convertvector((I4)((w0 >> 8) + 1), D4) * core::kTwoPow24Inv;
+  const D4 u2 = __builtin_convertvector((I4)(w1 >> 8), D4) * core::kTwoPow24Inv;
 
   // detLog(u1).
   const U4 bits = (U4)u1;
@@ -136,8 +134,7 @@ __attribute__((target("avx2"))) void normals4(uint64_t seed, uint64_t counter,
 
   // detCos(2 pi u2).
   const D4 x = core::kTwoPi * u2;
-  const D4 nd =
-      (D4)_mm256_floor_pd((__m256d)(x * core::kTwoOverPi + 0.5));
+  const D4 nd = (D4)_mm256_floor_pd((__m256d)(x * core::kTwoOverPi + 0.5));
   const D4 y = x - nd * core::kPio2Part1;
   const D4 w = nd * core::kPio2Part2;
   const D4 hi = y - w;

@@ -135,10 +135,9 @@ TEST(PhiloxTest, BatchedNormalsEqualTheScalarOnesBitForBit) {
       const int64_t position = static_cast<int64_t>(
           static_cast<uint64_t>(c.offset) + static_cast<uint64_t>(j));
       const float want = philoxNormalAt(c.seed, c.counter, position);
-      if (std::memcmp(&got[j], &want, sizeof(float)) != 0 &&
-          ++mismatches <= 5)
-        ADD_FAILURE() << "seed " << c.seed << " position " << position
-                      << ": " << got[j] << " vs " << want;
+      if (std::memcmp(&got[j], &want, sizeof(float)) != 0 && ++mismatches <= 5)
+        ADD_FAILURE() << "seed " << c.seed << " position " << position << ": "
+                      << got[j] << " vs " << want;
     }
     EXPECT_EQ(mismatches, 0);
   }

@@ -307,9 +307,9 @@ void addAbiWrapper(llvm::Module &module, StringRef name,
   // Each buffer's pointer, read once.
   SmallVector<llvm::Value *> base;
   for (size_t i = 0; i < buffers.size(); ++i)
-    base.push_back(b.CreateLoad(
-        ptr,
-        b.CreateGEP(ptr, fn->getArg(2), b.getInt64(static_cast<int64_t>(i)))));
+    base.push_back(
+        b.CreateLoad(ptr, b.CreateGEP(ptr, fn->getArg(2),
+                                      b.getInt64(static_cast<int64_t>(i)))));
 
   // Calls the impl on work items [begin, end) with buffer i at `bufs[i]`,
   // then branches to `done`; `b` is in the block to start in.

@@ -212,9 +212,8 @@ TEST(CpuConv, Im2colGivesAnImageTheSameBitsInAnyBatchAndThreadCount) {
     for (ThreadPool *pool : {&one, &two, &three, &five}) {
       std::vector<float> got(want.size(), NAN);
       ASSERT_TRUE(runConv2d(p, x.data(), w.data(), got.data(), *pool).ok());
-      EXPECT_EQ(std::memcmp(got.data(), want.data(),
-                            want.size() * sizeof(float)),
-                0)
+      EXPECT_EQ(
+          std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0)
           << pool->size() << " threads, c " << p.c << " k " << p.kh;
     }
   }

@@ -198,8 +198,8 @@ void conv2d(const Conv2dParams &p, const T *input, const T *filter, T *out,
   }
   // Tiles of output pixels keep the column buffer near 4M elements.
   const int64_t tile = std::max<int64_t>(
-      1, std::min<int64_t>(pixels,
-                           kColumnElements / std::max<int64_t>(rows, 1)));
+      1,
+      std::min<int64_t>(pixels, kColumnElements / std::max<int64_t>(rows, 1)));
   std::vector<T> col(static_cast<size_t>(rows * tile));
   for (int64_t n = 0; n < p.n; ++n) {
     const T *x = input + n * p.c * p.h * p.w;

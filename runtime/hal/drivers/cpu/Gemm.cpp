@@ -46,9 +46,9 @@ GemmBlocking gemmBlocking(int64_t m, int64_t n, int64_t k, int64_t batch) {
   // entry is cut into fewer blocks (none when the batch alone gives 16
   // items), so the shared operand (a weight) is packed once per entry
   // rather than once per block.
-  const int64_t targetBlocks = std::max<int64_t>(
-      1, (kTargetBlocks + std::max<int64_t>(batch, 1) - 1) /
-             std::max<int64_t>(batch, 1));
+  const int64_t targetBlocks =
+      std::max<int64_t>(1, (kTargetBlocks + std::max<int64_t>(batch, 1) - 1) /
+                               std::max<int64_t>(batch, 1));
   int64_t size = roundUp((dim + targetBlocks - 1) / targetBlocks, kTile);
   size = std::max({size, kMinBlock,
                    roundUp((kMinBlockWork + perLine - 1) / perLine, kTile)});

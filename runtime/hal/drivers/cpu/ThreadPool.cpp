@@ -133,9 +133,7 @@ void ThreadPool::parallelFor(int64_t n, int64_t grain,
   }
   start_.notify_all();
   runChunk(0);
-  auto finished = [&] {
-    return pending_.load(std::memory_order_acquire) == 0;
-  };
+  auto finished = [&] { return pending_.load(std::memory_order_acquire) == 0; };
   if (!spinUntil(finished)) {
     std::unique_lock<std::mutex> lock(mutex_);
     done_.wait(lock, finished);
