@@ -179,6 +179,15 @@ func::FuncOp GradientBuilder::build(Operation *user, StringRef name) {
   return fn;
 }
 
+/// What MLIR's inliner does to the locations of the ops it inlines: each
+/// clone's location, and its nested ops', becomes callsite(own at call), so
+/// an inlined op still names the phase of the code that called it (the
+/// step.bin writer takes a call site's caller first; docs/backend.md).
+static void atCallSite(Operation *clone, Location call) {
+  clone->walk(
+      [&](Operation *op) { op->setLoc(CallSiteLoc::get(op->getLoc(), call)); });
+}
+
 LogicalResult GradientBuilder::inlineCalls(func::FuncOp fn, Operation *user) {
   for (int depth = 0;; ++depth) {
     SmallVector<func::CallOp> calls;
@@ -203,6 +212,7 @@ LogicalResult GradientBuilder::inlineCalls(func::FuncOp fn, Operation *user) {
       // are the checkpoints the recomputation starts from.
       for (Operation &op : tb.without_terminator()) {
         Operation *clone = b.clone(op, mapping);
+        atCallSite(clone, call.getLoc());
         bool result = llvm::any_of(op.getResults(), [&](Value r) {
           return llvm::is_contained(tb.getTerminator()->getOperands(), r);
         });
@@ -453,7 +463,7 @@ struct OmniAutodiffPass
       Block &tb = target.getBody().front();
       mapping.map(tb.getArguments(), call.getOperands());
       for (Operation &op : tb.without_terminator())
-        b.clone(op, mapping);
+        atCallSite(b.clone(op, mapping), call.getLoc());
       for (auto [res, val] :
            llvm::zip(call.getResults(), tb.getTerminator()->getOperands()))
         res.replaceAllUsesWith(mapping.lookupOrDefault(val));
