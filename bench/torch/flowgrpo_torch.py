@@ -172,6 +172,12 @@ class FlowGrpo:
                 print(f"torch.compile failed ({type(e).__name__}: {e}); "
                       "running eager", file=sys.stderr)
 
+    def decode_latents(self, x):
+        """The pipeline's unscaling and vae.decode: images in [-1, 1]."""
+        vc = self.vae.config
+        return self.vae.decode(x / vc.scaling_factor + vc.shift_factor,
+                               return_dict=False)[0]
+
     def velocity(self, x, i, prompt, pooled):
         t = self.timesteps[i].expand(x.shape[0])
         return self.model(hidden_states=x, timestep=t,
@@ -246,10 +252,7 @@ class FlowGrpo:
 
         # decode
         with torch.no_grad():
-            vc = self.vae.config
-            images = self.vae.decode(x / vc.scaling_factor + vc.shift_factor,
-                                     return_dict=False)[0]
-            images = (images / 2 + 0.5).clamp(0, 1)
+            images = (self.decode_latents(x) / 2 + 0.5).clamp(0, 1)
         lap("decode")
 
         # reward and advantages

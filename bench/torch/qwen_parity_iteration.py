@@ -3,13 +3,15 @@
 
 The Qwen-Image counterpart of parity_iteration.py (issue 18). omni: the
 recipe's training program for `omnigen --model=qwen_image --config=tiny`
-with the SD3 VAE decoder's tiny preset (docs/writing-a-model.md section 7:
-Qwen-Image's own VAE is not built), P prompts x G samples, compiled by
+with its default decoder, Qwen-Image's VAE (`autoencoder_kl_qwenimage`
+tiny), P prompts x G samples, compiled by
 omnic; omnirun writes the initial state (`--steps 0`), runs
 @rollout_noise(seed, 0) and @train_step(state, seed, 0, prompts).
 PyTorch: flowgrpo_torch.FlowGrpo's iteration with diffusers'
 QwenImageTransformer2DModel in place of SD3's (the pipeline's
-_pack_latents / _unpack_latents around it, timestep = sigma) and the
+_pack_latents / _unpack_latents around it, timestep = sigma),
+AutoencoderKLQwenImage decoding one frame after the pipeline's
+`latents / (1 / std) + mean`, and the
 schedule QwenImagePipeline sets: sigmas linspace(1, 1/N, N), mu =
 calculate_shift(image_seq_len, 256, 8192, 0.5, 0.9) with Qwen/Qwen-Image's
 scheduler config (exponential time shift, shift_terminal 0.02), loaded with
@@ -38,15 +40,16 @@ import tempfile
 import numpy as np
 from safetensors.numpy import load_file
 import torch
-from diffusers import (AutoencoderKL, FlowMatchEulerDiscreteScheduler,
-                       QwenImagePipeline, QwenImageTransformer2DModel)
+from diffusers import (AutoencoderKLQwenImage,
+                       FlowMatchEulerDiscreteScheduler, QwenImagePipeline,
+                       QwenImageTransformer2DModel)
 from diffusers.pipelines.qwenimage.pipeline_qwenimage import calculate_shift
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import flowgrpo_torch  # noqa: E402
 import qwen_image_reference  # noqa: E402
-import vae_reference  # noqa: E402
+import qwen_vae_reference  # noqa: E402
 from parity import arg_names, run  # noqa: E402
 from parity_iteration import rel, result_names  # noqa: E402
 
@@ -83,15 +86,20 @@ class QwenFlowGrpo(flowgrpo_torch.FlowGrpo):
         self.o = dict(flowgrpo_torch.OPTS, **opts)
         tc = dict(qwen_image_reference.TINY, in_channels=16)  # NCHW latents
         self.cfg = dict(transformer=tc, text_tokens=TEXT_TOKENS,
-                        latent_size=LATENT_SIZE, vae=vae_reference.TINY)
+                        latent_size=LATENT_SIZE, vae=qwen_vae_reference.TINY)
         self.transformer = QwenImageTransformer2DModel(
             **qwen_image_reference.TINY).train()
-        self.vae = AutoencoderKL(**vae_reference.TINY).eval()
+        self.vae = AutoencoderKLQwenImage(**qwen_vae_reference.TINY).eval()
         self.vae.requires_grad_(False)
         flowgrpo_torch.load_weights(self.transformer, weights["transformer"],
                                     "transformer")
-        flowgrpo_torch.load_weights(self.vae, weights["vae"], "vae",
-                                    unused=("encoder.", "quant_conv."))
+        # A single frame reads neither the encoder nor the upsample3d
+        # blocks' time_conv (qwen_vae_reference.py checks it).
+        time_conv = tuple(k for k in self.vae.state_dict()
+                          if ".time_conv." in k)
+        flowgrpo_torch.load_weights(
+            self.vae, weights["vae"], "vae",
+            unused=("encoder.", "quant_conv.") + time_conv)
         self.params = list(self.transformer.parameters())
         o = self.o
         self.optimizer = torch.optim.AdamW(
@@ -100,6 +108,16 @@ class QwenFlowGrpo(flowgrpo_torch.FlowGrpo):
         self.sigmas, self.timesteps = qwen_sigmas(
             o["steps"], (LATENT_SIZE // 2) ** 2)
         self.model, self.compiled = self.transformer, False
+
+    def decode_latents(self, x):
+        """QwenImagePipeline: latents / (1 / std) + mean per channel, one
+        frame through vae.decode, frame 0 of the result."""
+        vc = self.vae.config
+        mean = torch.tensor(vc.latents_mean).view(1, vc.z_dim, 1, 1, 1)
+        inv_std = 1.0 / torch.tensor(vc.latents_std).view(1, vc.z_dim, 1, 1,
+                                                          1)
+        z = x[:, :, None] / inv_std + mean
+        return self.vae.decode(z, return_dict=False)[0][:, :, 0]
 
     def velocity(self, x, i, prompt, pooled):
         b, c, hh, ww = x.shape
@@ -171,7 +189,6 @@ def compare(args, work):
                                                       "step.bin"))
     old_mlir = open(mlir).read() if os.path.exists(step_bin) else None
     run([os.path.join(bin_, "omnigen"), "--model=qwen_image", "--config=tiny",
-         "--decoder=autoencoder_kl", "--decoder-config=tiny",
          f"--opt=prompts_per_iteration={args.prompts}",
          f"--opt=group_size={args.group_size}", "--opt=reward=brightness",
          "-o", mlir])
@@ -202,7 +219,7 @@ def compare(args, work):
     res = tr.iteration(replay=replay, reward_fn=brightness)
     det = res["details"]
     print(f"omni vs torch {torch.__version__}: qwen_image tiny + "
-          f"autoencoder_kl tiny, {args.prompts} prompts x {args.group_size}, "
+          f"autoencoder_kl_qwenimage tiny, {args.prompts} prompts x {args.group_size}, "
           f"seed {args.seed}, window start {om['window_start']}, "
           f"{len(state_names)} state tensors; sigmas "
           f"{[round(s, 4) for s in tr.sigmas]}")

@@ -12,6 +12,10 @@ namespace omni::fe {
 VelocityModel::~VelocityModel() = default;
 ImageDecoder::~ImageDecoder() = default;
 
+Tensor ImageDecoder::unscale(const Tensor &latents) const {
+  return latents / scalingFactor() + shiftFactor();
+}
+
 Tensor VelocityModel::toTokens(const Tensor &v) const {
   int64_t b = v.dim(0), c = v.dim(1), h = v.dim(2), w = v.dim(3);
   return v.reshape({b, c, h * w}).transpose({0, 2, 1});
@@ -83,19 +87,47 @@ bool Config::getBool(const std::string &key) const {
   return false;
 }
 
-std::vector<int64_t> Config::getInts(const std::string &key) const {
+bool Config::forEachItem(const std::string &key, const char *expected,
+                         llvm::function_ref<bool(StringRef)> parse) const {
   std::string s = getString(key);
-  std::vector<int64_t> out;
   SmallVector<StringRef> parts;
   StringRef(s).split(parts, ',', -1, /*KeepEmpty=*/false);
-  for (StringRef p : parts) {
-    int64_t v = 0;
-    if (p.trim().getAsInteger(10, v)) {
-      fail(key, "expected comma-separated integers, found '" + s + "'");
-      return {};
+  for (StringRef p : parts)
+    if (!parse(p.trim())) {
+      fail(key, std::string("expected comma-separated ") + expected +
+                    ", found '" + s + "'");
+      return false;
     }
-    out.push_back(v);
-  }
+  return true;
+}
+
+std::vector<int64_t> Config::getInts(const std::string &key) const {
+  std::vector<int64_t> out;
+  if (!forEachItem(key, "integers", [&](StringRef p) {
+        out.push_back(0);
+        return !p.getAsInteger(10, out.back());
+      }))
+    out.clear();
+  return out;
+}
+
+std::vector<double> Config::getDoubles(const std::string &key) const {
+  std::vector<double> out;
+  if (!forEachItem(key, "numbers", [&](StringRef p) {
+        out.push_back(0.0);
+        return !p.getAsDouble(out.back());
+      }))
+    out.clear();
+  return out;
+}
+
+std::vector<bool> Config::getBools(const std::string &key) const {
+  std::vector<bool> out;
+  if (!forEachItem(key, "true or false", [&](StringRef p) {
+        out.push_back(p == "true" || p == "1");
+        return p == "true" || p == "false" || p == "1" || p == "0";
+      }))
+    out.clear();
   return out;
 }
 

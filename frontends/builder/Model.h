@@ -14,6 +14,7 @@
 
 #include "frontends/builder/Builder.h"
 
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/Support/Error.h"
 
 #include <functional>
@@ -46,6 +47,8 @@ public:
   bool getBool(const std::string &key) const;
   std::string getString(const std::string &key) const;
   std::vector<int64_t> getInts(const std::string &key) const;
+  std::vector<double> getDoubles(const std::string &key) const;
+  std::vector<bool> getBools(const std::string &key) const;
   /// The first getter failure, if any (and clears it).
   llvm::Error takeError() const;
 
@@ -55,6 +58,11 @@ public:
 
 private:
   void fail(const std::string &key, const std::string &why) const;
+  /// Calls `parse` on each comma-separated item of `key`; the first item it
+  /// rejects fails the key with "expected comma-separated <expected>"
+  /// (and returns false).
+  bool forEachItem(const std::string &key, const char *expected,
+                   llvm::function_ref<bool(llvm::StringRef)> parse) const;
   std::map<std::string, std::string> values_;
   mutable std::string error_;
 };
@@ -125,9 +133,12 @@ public:
   /// Decodes already-unscaled latents [B, C, h, w] to images in about
   /// [-1, 1] (diffusers' decoder output, before `/2 + 0.5`).
   virtual Tensor decode(Module &m, const Tensor &latents) = 0;
-  /// diffusers' `latents / scaling_factor + shift_factor` before decode.
-  virtual double scalingFactor() const = 0;
-  virtual double shiftFactor() const = 0;
+  /// What the pipeline does to the transformer's latents [B, C, h, w]
+  /// before decode; by default diffusers' `latents / scaling_factor +
+  /// shift_factor` (Qwen-Image's VAE has a mean and deviation per channel).
+  virtual Tensor unscale(const Tensor &latents) const;
+  virtual double scalingFactor() const { return 1.0; }
+  virtual double shiftFactor() const { return 0.0; }
 };
 
 enum class ModelKind { Velocity, Decoder };
@@ -138,6 +149,9 @@ struct ModelEntry {
   std::string description;
   /// Named configs; the first is the default.
   std::vector<std::pair<std::string, Config>> presets;
+  /// A velocity model: the decoder its diffusers pipeline uses, which
+  /// omnigen takes when --decoder is not given.
+  std::string pipelineDecoder = "autoencoder_kl";
   std::function<llvm::Expected<std::unique_ptr<VelocityModel>>(const Config &)>
       makeVelocity;
   std::function<llvm::Expected<std::unique_ptr<ImageDecoder>>(const Config &)>

@@ -11,6 +11,7 @@ void registerBuiltinModels(Registry &registry) {
   registerSD3Transformer(registry);
   registerQwenImage(registry);
   registerAutoencoderKL(registry);
+  registerQwenImageVae(registry);
 }
 
 const Registry &Registry::builtin() {

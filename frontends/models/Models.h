@@ -14,6 +14,7 @@ void registerDiT(Registry &registry);
 void registerSD3Transformer(Registry &registry);
 void registerQwenImage(Registry &registry);
 void registerAutoencoderKL(Registry &registry);
+void registerQwenImageVae(Registry &registry);
 } // namespace omni::fe
 
 #endif // OMNI_FRONTENDS_MODELS_MODELS_H

@@ -355,6 +355,7 @@ void omni::fe::registerQwenImage(Registry &registry) {
               {"latent_size", "128"},
               {"text_tokens", "512"}};
   e.presets = {{"tiny", tiny}, {"small", small}, {"qwen-image", full}};
+  e.pipelineDecoder = "autoencoder_kl_qwenimage";
   e.makeVelocity = makeQwenImage;
   registry.add(std::move(e));
 }

@@ -1,7 +1,7 @@
 //===- omnigen.cpp - writes a training program for a registered model -----===//
 //
 //   omnigen --model=sd3 --config=tiny [--set=key=value]...
-//           [--decoder=autoencoder_kl|none] [--decoder-config=tiny]
+//           [--decoder=NAME|none] [--decoder-config=tiny]
 //           [--decoder-set=key=value]... [--opt=key=value]...
 //           [--mesh=dp=2,fsdp=2] -o train.mlir
 //   omnigen --from-diffusers=DIR [--set=key=value]... [flags]
@@ -47,6 +47,8 @@ static void list(llvm::raw_ostream &os) {
     os << e.name << " ("
        << (e.kind == ModelKind::Velocity ? "velocity model" : "decoder")
        << "): " << e.description << "\n";
+    if (e.kind == ModelKind::Velocity)
+      os << "  decoder (default of --decoder): " << e.pipelineDecoder << "\n";
     for (const auto &[name, cfg] : e.presets)
       os << "  config " << name << ": " << cfg.str() << "\n";
   }
@@ -237,10 +239,12 @@ int main(int argc, char **argv) {
                               cl::init("tiny"), cl::cat(category));
   cl::list<std::string> set("set", cl::desc("model config override key=value"),
                             cl::cat(category));
-  cl::opt<std::string> decoder("decoder",
-                               cl::desc("image decoder, or none (the latent "
-                                        "squashed to [0, 1] is the image)"),
-                               cl::init("autoencoder_kl"), cl::cat(category));
+  cl::opt<std::string> decoder(
+      "decoder",
+      cl::desc("image decoder, or none (the latent squashed to [0, 1] is the "
+               "image); default: the model's pipeline VAE (autoencoder_kl, "
+               "autoencoder_kl_qwenimage for qwen_image)"),
+      cl::init("autoencoder_kl"), cl::cat(category));
   cl::opt<std::string> decoderConfig("decoder-config",
                                      cl::desc("decoder config"),
                                      cl::init("tiny"), cl::cat(category));
@@ -293,6 +297,9 @@ int main(int argc, char **argv) {
       return 1;
     }
   }
+  if (!decoder.getNumOccurrences())
+    if (const ModelEntry *entry = Registry::builtin().find(model))
+      decoder = entry->pipelineDecoder;
   if (llvm::Error e =
           checkConfig(fileArgs, model, config, decoder, decoderConfig)) {
     llvm::errs() << "omnigen: " << llvm::toString(std::move(e)) << "\n";

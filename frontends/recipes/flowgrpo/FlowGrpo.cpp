@@ -965,8 +965,7 @@ void Emitter::emitDecoder(int64_t chunkBatch) {
   }
   g_.setLocation("vae");
   Module m(f, decoderParams_, "vae");
-  Tensor unscaled = z / decoder_->scalingFactor() + decoder_->shiftFactor();
-  Tensor img = decoder_->decode(m, unscaled);
+  Tensor img = decoder_->decode(m, decoder_->unscale(z));
   g_.setLocation("vae");
   f.returns({clamp(img * 0.5 + 0.5, 0.0, 1.0)});
   g_.setLocation("");
