@@ -83,10 +83,10 @@ Tensor channelRms(Module m, const Tensor &x, bool images) {
 
 /// QwenImageResidualBlock(in, out) on one frame.
 Tensor residualBlock(Module m, const Tensor &x, int64_t out) {
-  Tensor shortcut = x.dim(1) == out ? x : causalConv(m["conv_shortcut"], x,
-                                                     out, 1);
-  Tensor h = causalConv(m["conv1"], silu(channelRms(m["norm1"], x, false)),
-                        out, 3);
+  Tensor shortcut =
+      x.dim(1) == out ? x : causalConv(m["conv_shortcut"], x, out, 1);
+  Tensor h =
+      causalConv(m["conv1"], silu(channelRms(m["norm1"], x, false)), out, 3);
   h = causalConv(m["conv2"], silu(channelRms(m["norm2"], h, false)), out, 3);
   return h + shortcut;
 }
@@ -163,8 +163,8 @@ public:
       for (int64_t j = 0; j <= c_.numResBlocks; ++j)
         x = residualBlock(up["resnets"][std::to_string(j)], x, out);
       if (i + 1 < blocks)
-        x = up["upsamplers"]["0"]["resample"].conv2d(
-            "1", upsampleNearest(x, 2), out / 2, 3, 1, 1);
+        x = up["upsamplers"]["0"]["resample"].conv2d("1", upsampleNearest(x, 2),
+                                                     out / 2, 3, 1, 1);
     }
 
     g.setLocation("decoder.conv_out");
@@ -183,14 +183,11 @@ llvm::Error invalid(const std::string &message) {
 }
 
 llvm::Expected<std::unique_ptr<ImageDecoder>> makeQwenVae(const Config &cfg) {
-  QwenVaeConfig c{cfg.getInt("base_dim"),
-                  cfg.getInt("z_dim"),
-                  cfg.getInt("num_res_blocks"),
-                  cfg.getInt("input_channels"),
-                  cfg.getInt("latent_size"),
-                  cfg.getInts("dim_mult"),
-                  cfg.getDoubles("latents_mean"),
-                  cfg.getDoubles("latents_std")};
+  QwenVaeConfig c{
+      cfg.getInt("base_dim"),         cfg.getInt("z_dim"),
+      cfg.getInt("num_res_blocks"),   cfg.getInt("input_channels"),
+      cfg.getInt("latent_size"),      cfg.getInts("dim_mult"),
+      cfg.getDoubles("latents_mean"), cfg.getDoubles("latents_std")};
   std::vector<bool> temporal = cfg.getBools("temperal_downsample");
   if (llvm::Error e = cfg.takeError())
     return std::move(e);
@@ -233,20 +230,20 @@ void omni::fe::registerQwenImageVae(Registry &registry) {
   e.description = "decoder of diffusers' AutoencoderKLQwenImage on single "
                   "frames (the Qwen-Image VAE with the qwen-image config)";
   // Qwen/Qwen-Image vae/config.json, which equals diffusers' defaults.
-  Config full{
-      {"base_dim", "96"},
-      {"z_dim", "16"},
-      {"dim_mult", "1,2,4,4"},
-      {"num_res_blocks", "2"},
-      {"temperal_downsample", "false,true,true"},
-      {"input_channels", "3"},
-      {"latents_mean", "-0.7571,-0.7089,-0.9113,0.1075,-0.1745,0.9653,"
-                       "-0.1517,1.5508,0.4134,-0.0715,0.5517,-0.3632,"
-                       "-0.1922,-0.9497,0.2503,-0.2921"},
-      {"latents_std", "2.8184,1.4541,2.3275,2.6558,1.2196,1.7708,2.6052,"
-                      "2.0743,3.2687,2.1526,2.8652,1.5579,1.6382,1.1253,"
-                      "2.8251,1.9160"},
-      {"latent_size", "128"}};
+  Config full{{"base_dim", "96"},
+              {"z_dim", "16"},
+              {"dim_mult", "1,2,4,4"},
+              {"num_res_blocks", "2"},
+              {"temperal_downsample", "false,true,true"},
+              {"input_channels", "3"},
+              {"latents_mean", "-0.7571,-0.7089,-0.9113,0.1075,-0.1745,0.9653,"
+                               "-0.1517,1.5508,0.4134,-0.0715,0.5517,-0.3632,"
+                               "-0.1922,-0.9497,0.2503,-0.2921"},
+              {"latents_std",
+               "2.8184,1.4541,2.3275,2.6558,1.2196,1.7708,2.6052,"
+               "2.0743,3.2687,2.1526,2.8652,1.5579,1.6382,1.1253,"
+               "2.8251,1.9160"},
+              {"latent_size", "128"}};
   // Three blocks (one upsample2d, one upsample3d) of 8 to 16 channels:
   // 16x16 latents, 64x64 images.
   Config tiny = full;
