@@ -86,11 +86,13 @@ parseResultSharding(Operation *op, Attribute attr, const MeshGroups &mesh) {
   if (parts.size() != 3 || parts[0] != "partial" || parts[2].empty())
     return opError(op, llvm::Twine(kResultShardingsAttr) +
                            " entries must be #omni.sharding or "
-                           "\"partial:<sum|max|min>:<axis>,...\"");
+                           "\"partial:<sum|mean|max|min>:<axis>,...\"");
   rs.kind = ResultSharding::Partial;
   rs.text = str.getValue().str();
   if (parts[1] == "sum")
     rs.reduce = om::ReduceKind::sum;
+  else if (parts[1] == "mean")
+    rs.reduce = om::ReduceKind::mean;
   else if (parts[1] == "max")
     rs.reduce = om::ReduceKind::max;
   else if (parts[1] == "min")
@@ -98,7 +100,7 @@ parseResultSharding(Operation *op, Attribute attr, const MeshGroups &mesh) {
   else
     return opError(op, llvm::Twine("has partial kind '") + parts[1] + "' in " +
                            kResultShardingsAttr +
-                           " (expected sum, max or min)");
+                           " (expected sum, mean, max or min)");
   rs.axes = std::vector<std::string>(absl::StrSplit(parts[2], ','));
   if (absl::Status st = checkAxes(rs.axes); !st.ok())
     return st;
@@ -180,7 +182,7 @@ HostTensor reduceInDouble(const std::vector<const HostTensor *> &values,
       if (out.isFloat()) {
         double &acc = out.floats()[i];
         double v = values[r]->floats()[i];
-        if (kind == om::ReduceKind::sum)
+        if (kind == om::ReduceKind::sum || kind == om::ReduceKind::mean)
           acc += v;
         else if (std::isnan(acc) || std::isnan(v))
           acc = std::numeric_limits<double>::quiet_NaN();
@@ -190,10 +192,20 @@ HostTensor reduceInDouble(const std::vector<const HostTensor *> &values,
       } else {
         int64_t &acc = out.ints()[i];
         int64_t v = values[r]->ints()[i];
-        acc = kind == om::ReduceKind::sum   ? acc + v
+        acc = kind == om::ReduceKind::sum || kind == om::ReduceKind::mean
+                  ? acc + v
               : kind == om::ReduceKind::max ? std::max(acc, v)
                                             : std::min(acc, v);
       }
+    }
+  // mean: the group's blocks are equal (the pass splits evenly), so the
+  // whole value's mean is the mean of the ranks' means.
+  if (kind == om::ReduceKind::mean)
+    for (int64_t i = 0; i < out.numElements(); ++i) {
+      if (out.isFloat())
+        out.floats()[i] /= static_cast<double>(values.size());
+      else
+        out.ints()[i] /= static_cast<int64_t>(values.size());
     }
   return out;
 }

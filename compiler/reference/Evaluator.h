@@ -137,7 +137,7 @@ struct ShardedComparison {
 /// trace id (the k-th evaluation with the k-th). A result sharding is an
 /// #omni.sharding (replicated: every rank holds the whole value; one split
 /// dimension: rank r's block k along it, cut to the unsharded size) or
-/// "partial:<sum|max|min>:<axis>,..." (the unsharded value is the
+/// "partial:<sum|mean|max|min>:<axis>,..." (the unsharded value is the
 /// reduction of the values of the group over those axes). Floats agree
 /// when |sharded - unsharded| <= tolerance * max(|unsharded|, 1) for every
 /// element, integers when equal. Stops at the first mismatch in the

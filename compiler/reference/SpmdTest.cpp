@@ -408,8 +408,9 @@ TEST_F(SpmdTest, TheMeshMustHaveTheWorldsRanks) {
 //===----------------------------------------------------------------------===//
 
 /// The unsharded program, as omni-shard{trace-only} stamps it: y = x w,
-/// the weight gradient x^T y scaled by 0.5, the loss-like sum of y, and
-/// the weight squared (an FSDP-sharded parameter in the sharded program).
+/// the weight gradient x^T y scaled by 0.5, the loss-like sum of y, the
+/// weight squared (an FSDP-sharded parameter in the sharded program) and
+/// the batch mean of y (the ranks' means, whose mean it is).
 const char *kUnsharded = R"(
 omni.mesh @mesh axes = ["dp"] shape = [2]
 func.func @f(%x: tensor<4x3xf32>, %w: tensor<3x2xf32>) -> (tensor<3x2xf32>, tensor<f32>, tensor<3x2xf32>) {
@@ -420,6 +421,7 @@ func.func @f(%x: tensor<4x3xf32>, %w: tensor<3x2xf32>) -> (tensor<3x2xf32>, tens
   %s = omni.reduce sum %y dims = [0, 1] {omni.trace = 5 : i64} : tensor<4x2xf32> -> tensor<f32>
   %m = omni.reduce max %y dims = [0, 1] {omni.trace = 6 : i64} : tensor<4x2xf32> -> tensor<f32>
   %w2 = omni.mul %w, %w {omni.trace = 7 : i64} : tensor<3x2xf32>
+  %a = omni.reduce mean %y dims = [0] {omni.trace = 8 : i64} : tensor<4x2xf32> -> tensor<2xf32>
   return %gs, %s, %w2 : tensor<3x2xf32>, tensor<f32>, tensor<3x2xf32>
 })";
 
@@ -443,6 +445,7 @@ func.func @f(%x: tensor<2x3xf32> {omni.sharding = #omni.sharding<@mesh, [["dp"],
   %s = omni.all_reduce sum %sp over @mesh ["dp"] : tensor<f32>
   %mp = omni.reduce max %y dims = [0, 1] {omni.trace = 6 : i64, omni.result_shardings = ["partial:max:dp"]} : tensor<2x2xf32> -> tensor<f32>
   %w2 = omni.mul %wl, %wl {omni.trace = 7 : i64, omni.result_shardings = [#omni.sharding<@mesh, [["dp"], []]>]} : tensor<2x2xf32>
+  %ap = omni.reduce mean %y dims = [0] {omni.trace = 8 : i64, omni.result_shardings = ["partial:mean:dp"]} : tensor<2x2xf32> -> tensor<2xf32>
   return %gs, %s, %w2 : tensor<3x2xf32>, tensor<f32>, tensor<2x2xf32>
 })";
 }
@@ -460,8 +463,8 @@ TEST_F(SpmdTest, CompareShardedAcceptsACorrectShardedProgram) {
       compareSharded(*unsharded, *sharded, "f", 2, compareInputs(), 1e-6);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_FALSE(c->mismatch) << c->summary();
-  EXPECT_EQ(c->valuesCompared, 7);
-  EXPECT_EQ(c->summary(), "7 traced values agree");
+  EXPECT_EQ(c->valuesCompared, 8);
+  EXPECT_EQ(c->summary(), "8 traced values agree");
 }
 
 TEST_F(SpmdTest, CompareShardedNamesTheFirstWrongOp) {
@@ -533,7 +536,7 @@ TEST_F(SpmdTest, CompareShardedRejectsMalformedTraces) {
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().message(),
             "test.mlir:14:9: 'omni.reduce' has partial kind 'prod' in "
-            "omni.result_shardings (expected sum, max or min)");
+            "omni.result_shardings (expected sum, mean, max or min)");
 }
 
 } // namespace
