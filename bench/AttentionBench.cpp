@@ -5,10 +5,11 @@
 // attention, image-only attention of the dual-attention layers, the VAE's
 // single-head attention; batch 32 = the rollout batch), times the cpu
 // driver's two attention paths in one run on the same pool and prints
-// materialized / fused (> 1: the fused kernel is faster) and the fused
-// kernel's GFLOP/s (4 seqQ seqK headDim flops per (batch, head)), by wall
-// time and by process CPU time (steadier on a loaded machine; with more
-// than one thread it also counts OpenBLAS's spinning workers). Each
+// materialized / fused (> 1: the fused kernel is faster) by wall time and
+// by process CPU time (steadier on a loaded machine; with more than one
+// thread it also counts OpenBLAS's spinning workers), then the wall time
+// and GFLOP/s (4 seqQ seqK headDim flops per (batch, head)) of every copy
+// of the fused kernel the CPU runs (avx512, avx2, baseline). Each
 // figure is the median of several repetitions after a warm-up. Not a test:
 // nothing is asserted; docs/performance.md ("CPU speed (issue 15): fused
 // attention") records the results.
@@ -95,10 +96,21 @@ int main(int argc, char **argv) {
       {"head dim 64 (1024)", 2, 8, 1024, 64},
       {"head dim 128 (1024)", 2, 8, 1024, 128},
   };
-  std::printf("attention, %d threads, fused kernel ISA %s\n", threads,
-              attentionIsa());
-  std::printf("%-24s %12s %12s %8s %10s %10s %10s\n", "shape", "materialized",
-              "fused", "ratio", "cpu ratio", "GF/s wall", "GF/s cpu");
+  // Every copy of the fused kernel this CPU runs, widest first.
+  std::vector<AttentionIsa> isas;
+  for (AttentionIsa isa :
+       {AttentionIsa::Avx512, AttentionIsa::Avx2, AttentionIsa::Baseline})
+    if (attentionIsaAvailable(isa))
+      isas.push_back(isa);
+  std::printf("attention, %d threads; materialized / fused (> 1: fused is "
+              "faster) for the fused kernel's best copy (%s); ms and GFLOP/s "
+              "(wall) of every copy\n",
+              threads, attentionIsa(AttentionIsa::Best));
+  std::printf("%-24s %12s %8s %10s", "shape", "materialized", "ratio",
+              "cpu ratio");
+  for (AttentionIsa isa : isas)
+    std::printf(" %10s ms %6s GF/s", attentionIsa(isa), "");
+  std::printf("\n");
   for (const Shape &s : shapes) {
     AttentionParams p;
     p.batch = s.batch, p.heads = s.heads, p.seqQ = p.seqK = s.seq;
@@ -107,18 +119,22 @@ int main(int argc, char **argv) {
     const int64_t n = s.batch * s.heads * s.seq * s.dim;
     std::vector<float> q = values(n, 1), k = values(n, 2), v = values(n, 3);
     std::vector<float> out(static_cast<size_t>(n));
-    auto run = [&](AttentionPath path) {
-      return medianSeconds(5, [&] {
-        (void)runAttention(p, q.data(), k.data(), v.data(), nullptr, out.data(),
-                           pool, path);
-      });
-    };
-    auto [mat, matCpu] = run(AttentionPath::Materialized);
-    auto [fused, fusedCpu] = run(AttentionPath::Fused);
+    auto [mat, matCpu] = medianSeconds(5, [&] {
+      (void)runAttention(p, q.data(), k.data(), v.data(), nullptr, out.data(),
+                         pool, AttentionPath::Materialized);
+    });
+    std::vector<std::pair<double, double>> fused;
+    for (AttentionIsa isa : isas)
+      fused.push_back(medianSeconds(5, [&] {
+        fusedAttention(p, q.data(), k.data(), v.data(), nullptr, out.data(),
+                       pool, isa);
+      }));
     double flops = 4.0 * s.batch * s.heads * s.seq * s.seq * s.dim;
-    std::printf("%-24s %10.2fms %10.2fms %7.2fx %9.2fx %10.1f %10.1f\n", s.name,
-                mat * 1e3, fused * 1e3, mat / fused, matCpu / fusedCpu,
-                flops / fused * 1e-9, flops / fusedCpu * 1e-9);
+    std::printf("%-24s %10.2fms %7.2fx %9.2fx", s.name, mat * 1e3,
+                mat / fused[0].first, matCpu / fused[0].second);
+    for (auto [wall, cpu] : fused)
+      std::printf(" %13.2f %11.1f", wall * 1e3, flops / wall * 1e-9);
+    std::printf("\n");
   }
   return 0;
 }

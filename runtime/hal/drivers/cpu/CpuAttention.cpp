@@ -1,19 +1,26 @@
 //===- CpuAttention.cpp - Fused flash-style attention on the CPU ----------===//
 //
 // The kernel of CpuAttention.h. One work item = one (batch, head, tile of
-// at most kAttentionMaxQueryTile query rows). Per key block (attentionKeyBlock)
-// it transposes the keys (head dim major, so a vector holds 8 keys) and pads
-// keys and values with zeros to whole vectors, then per group of 4 query
-// rows computes the 4 x block scores with 8 accumulators in registers, and
-// per row: mask, block max, running max, rescale factor, exp, the block's
-// probability sum (f64 lanes) and the f32 block partial of p v added to the
-// f64 output accumulator. Padding keys get a -inf score, so they add 0.
+// query rows); the tiles are as large as the thread count allows (one per
+// (batch, head) when there are enough of those), so each key block is
+// transposed once per tile. Per key block (attentionKeyBlock) it transposes
+// the keys (head dim major, so a vector holds W keys) and pads keys and
+// values with zeros to whole vectors, then per group of 4 query rows
+// computes the 4 x block scores with 8 accumulators in registers; per row
+// the mask and the block max; one exp for the 4 rows' rescale factors; per
+// row the exp of the scores and the block's probability sum in W f32
+// lanes, added to the row's W/2 f64 lanes; and the f32 block partial of
+// p v, added to the f64 output accumulator. Padding keys get a -inf score,
+// so they add 0. The f64 lanes of a row sum are added pairwise once, at the
+// end of the row.
 //
-// Written with GCC/Clang vector extensions (8 x f32, the width of AVX2):
-// the compiler emits AVX2/FMA for the copy marked target("avx2,fma") and
-// pairs of SSE2 operations for the baseline copy; both copies are the same
-// template, instantiated twice. Every helper is always_inline so that it
-// is compiled for the ISA of the function it lands in.
+// Written once, for a vector width W, with GCC/Clang vector extensions, and
+// instantiated three times: W = 16 in a copy marked target("avx512f,...")
+// (zmm registers), W = 8 in a copy marked target("avx2,fma"), and W = 4 on
+// the baseline ISA (SSE2 on x86-64). Every helper is always_inline so that
+// it is compiled for the ISA of the function it lands in. The copies sum
+// the probabilities in differently shaped lanes, so their results may
+// differ in the last bits (each is tested against the float64 bound).
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,8 +32,8 @@
 #include <limits>
 #include <vector>
 
-// Vector values never cross a non-inlined call, so the ABI note GCC gives
-// for 32-byte vectors on the baseline ISA does not apply.
+// Vector values never cross a non-inlined call, so the ABI notes GCC gives
+// for 32- and 64-byte vectors on narrower ISAs do not apply.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
@@ -36,10 +43,6 @@ namespace {
 
 #define OMNI_ALWAYS_INLINE inline __attribute__((always_inline))
 
-typedef float V8 __attribute__((vector_size(32)));
-typedef int32_t V8I __attribute__((vector_size(32)));
-typedef double V4D __attribute__((vector_size(32)));
-
 constexpr int64_t kGroup = 4; // query rows whose scores share key loads
 static_assert(kAttentionMaxKeyBlock % 16 == 0, "whole 16-key score blocks");
 
@@ -48,41 +51,103 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 OMNI_ALWAYS_INLINE int64_t roundUp(int64_t x, int64_t m) {
   return (x + m - 1) / m * m;
 }
-OMNI_ALWAYS_INLINE V8 load(const float *p) {
-  V8 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-OMNI_ALWAYS_INLINE void store(float *p, V8 v) { std::memcpy(p, &v, sizeof v); }
-OMNI_ALWAYS_INLINE V8 splat(float x) { return V8{} + x; }
 
-/// exp on 8 lanes (Cephes expf): x = n ln2 + r with |r| <= ln2 / 2 (n
-/// rounded to nearest by adding 1.5 * 2^23; ln2 split in two for an exact
-/// n ln2), a degree-6 polynomial for e^r, and 2^n built from its exponent
-/// bits. Below ln(2^-126) the result is 0; above 88 it is +inf; NaN stays
-/// NaN (every comparison with it is false, and NaN times anything is NaN).
-OMNI_ALWAYS_INLINE V8 expV(V8 x) {
-  const float lo = -87.3365447505531f; // ln(2^-126)
-  const float hi = 88.0f;
-  const V8I under = x<lo, over = x> hi;
-  x = under ? splat(lo) : x;
-  x = over ? splat(hi) : x;
-  const float magic = 12582912.0f; // 1.5 * 2^23
-  V8 t = x * 1.44269504088896341f + magic;
-  V8 n = t - magic;
-  V8I ni = reinterpret_cast<V8I>(t) - reinterpret_cast<V8I>(splat(magic));
-  V8 r = x - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  V8 p = splat(1.9875691500e-4f);
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  V8 y = p * (r * r) + r + 1.0f;
-  y = y * reinterpret_cast<V8>((ni + 127) << 23);
-  y = under ? splat(0.0f) : y;
-  return over ? splat(kInf) : y;
+// The vector types of width 8 and 16 floats. (GCC 12 drops the vector
+// attribute of a typedef whose size depends on a template parameter, so
+// they are spelled out and picked by SimdTypes.)
+typedef float F8 __attribute__((vector_size(32)));
+typedef int32_t I8 __attribute__((vector_size(32)));
+typedef float F4 __attribute__((vector_size(16)));
+typedef double D4 __attribute__((vector_size(32)));
+typedef int32_t I4 __attribute__((vector_size(16)));
+typedef float F2 __attribute__((vector_size(8)));
+typedef double D2 __attribute__((vector_size(16)));
+typedef float F16 __attribute__((vector_size(64)));
+typedef int32_t I16 __attribute__((vector_size(64)));
+typedef double D8 __attribute__((vector_size(64)));
+
+/// F: W floats, I: W int32, H: W/2 floats, D: W/2 doubles.
+template <int W> struct SimdTypes;
+template <> struct SimdTypes<4> {
+  using F = F4;
+  using I = I4;
+  using H = F2;
+  using D = D2;
+};
+template <> struct SimdTypes<8> {
+  using F = F8;
+  using I = I8;
+  using H = F4;
+  using D = D4;
+};
+template <> struct SimdTypes<16> {
+  using F = F16;
+  using I = I16;
+  using H = F8;
+  using D = D8;
+};
+
+/// The vector operations of width W (8 or 16 floats).
+template <int W> struct Simd : SimdTypes<W> {
+  using F = typename SimdTypes<W>::F;
+  using I = typename SimdTypes<W>::I;
+  using H = typename SimdTypes<W>::H;
+  using D = typename SimdTypes<W>::D;
+
+  static OMNI_ALWAYS_INLINE F load(const float *p) {
+    F v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  }
+  static OMNI_ALWAYS_INLINE void store(float *p, F v) {
+    std::memcpy(p, &v, sizeof v);
+  }
+  static OMNI_ALWAYS_INLINE F splat(float x) { return F{} + x; }
+  /// Lanes [W/2 * half, W/2 * (half + 1)) of v, widened to f64.
+  static OMNI_ALWAYS_INLINE D widen(F v, int half) {
+    H h;
+    std::memcpy(&h, reinterpret_cast<const char *>(&v) + half * sizeof h,
+                sizeof h);
+    return __builtin_convertvector(h, D);
+  }
+
+  /// exp on W lanes (Cephes expf): x = n ln2 + r with |r| <= ln2 / 2 (n
+  /// rounded to nearest by adding 1.5 * 2^23; ln2 split in two for an
+  /// exact n ln2), a degree-6 polynomial for e^r, and 2^n built from its
+  /// exponent bits. Below ln(2^-126) the result is 0; above 88 it is +inf;
+  /// NaN stays NaN (every comparison with it is false, and NaN times
+  /// anything is NaN).
+  static OMNI_ALWAYS_INLINE F exp(F x) {
+    const float lo = -87.3365447505531f; // ln(2^-126)
+    const float hi = 88.0f;
+    const I under = x<lo, over = x> hi;
+    x = under ? splat(lo) : x;
+    x = over ? splat(hi) : x;
+    const float magic = 12582912.0f; // 1.5 * 2^23
+    F t = x * 1.44269504088896341f + magic;
+    F n = t - magic;
+    I ni = reinterpret_cast<I>(t) - reinterpret_cast<I>(splat(magic));
+    F r = x - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    F p = splat(1.9875691500e-4f);
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    F y = p * (r * r) + r + 1.0f;
+    y = y * reinterpret_cast<F>((ni + 127) << 23);
+    y = under ? splat(0.0f) : y;
+    return over ? splat(kInf) : y;
+  }
+};
+
+/// Pairwise sum of n (a power of two) doubles: (x0 + x1) + (x2 + x3), ...
+OMNI_ALWAYS_INLINE double pairwise(double *x, int n) {
+  for (; n > 1; n /= 2)
+    for (int i = 0; i < n / 2; ++i)
+      x[i] = x[2 * i] + x[2 * i + 1];
+  return x[0];
 }
 
 struct Job {
@@ -102,248 +167,351 @@ struct Scratch {
   std::vector<double> o, l;
   explicit Scratch(const Job &j)
       : kT(j.d * j.block), vb(j.block * j.dvPad), qt(j.tile * j.d),
-        s(kGroup * j.block), m(j.tile), o(j.tile * j.dvPad), l(j.tile) {}
+        s(kGroup * j.block), m(j.tile), o(j.tile * j.dvPad), l(j.tile * 8) {
+  } // 8 >= W / 2 lanes per row
 };
 
-/// s[r][0, nbPad) = scale * (q row r) . (key columns), r < kGroup; qt holds
-/// kGroup rows of d, kT is d x block, s is kGroup x block.
-OMNI_ALWAYS_INLINE void scoreGroup(const float *qt, const float *kT, int64_t d,
-                                   int64_t block, int64_t nbPad, float scale,
-                                   float *s) {
-  const int64_t kBlock = block;
-  for (int64_t jj = 0; jj < nbPad; jj += 16) {
-    V8 a00{}, a01{}, a10{}, a11{}, a20{}, a21{}, a30{}, a31{};
-    for (int64_t e = 0; e < d; ++e) {
-      const V8 k0 = load(kT + e * kBlock + jj);
-      const V8 k1 = load(kT + e * kBlock + jj + 8);
-      const float q0 = qt[e], q1 = qt[d + e], q2 = qt[2 * d + e],
-                  q3 = qt[3 * d + e];
-      a00 += q0 * k0, a01 += q0 * k1;
-      a10 += q1 * k0, a11 += q1 * k1;
-      a20 += q2 * k0, a21 += q2 * k1;
-      a30 += q3 * k0, a31 += q3 * k1;
+template <int W> struct Kernel {
+  using S = Simd<W>;
+  using F = typename S::F;
+  using D = typename S::D;
+
+  /// s[r][0, nbPad) = scale * (q row r) . (key columns), r < kGroup; qt
+  /// holds kGroup rows of d, kT is d x block, s is kGroup x block. nbPad
+  /// is a multiple of 16, so of W or 2W.
+  static OMNI_ALWAYS_INLINE void scoreGroup(const float *qt, const float *kT,
+                                            int64_t d, int64_t block,
+                                            int64_t nbPad, float scale,
+                                            float *s) {
+    int64_t jj = 0;
+    for (; jj + 2 * W <= nbPad; jj += 2 * W) {
+      F a00{}, a01{}, a10{}, a11{}, a20{}, a21{}, a30{}, a31{};
+      for (int64_t e = 0; e < d; ++e) {
+        const F k0 = S::load(kT + e * block + jj);
+        const F k1 = S::load(kT + e * block + jj + W);
+        const float q0 = qt[e], q1 = qt[d + e], q2 = qt[2 * d + e],
+                    q3 = qt[3 * d + e];
+        a00 += q0 * k0, a01 += q0 * k1;
+        a10 += q1 * k0, a11 += q1 * k1;
+        a20 += q2 * k0, a21 += q2 * k1;
+        a30 += q3 * k0, a31 += q3 * k1;
+      }
+      S::store(s + jj, a00 * scale), S::store(s + jj + W, a01 * scale);
+      S::store(s + block + jj, a10 * scale);
+      S::store(s + block + jj + W, a11 * scale);
+      S::store(s + 2 * block + jj, a20 * scale);
+      S::store(s + 2 * block + jj + W, a21 * scale);
+      S::store(s + 3 * block + jj, a30 * scale);
+      S::store(s + 3 * block + jj + W, a31 * scale);
     }
-    store(s + jj, a00 * scale), store(s + jj + 8, a01 * scale);
-    store(s + kBlock + jj, a10 * scale);
-    store(s + kBlock + jj + 8, a11 * scale);
-    store(s + 2 * kBlock + jj, a20 * scale);
-    store(s + 2 * kBlock + jj + 8, a21 * scale);
-    store(s + 3 * kBlock + jj, a30 * scale);
-    store(s + 3 * kBlock + jj + 8, a31 * scale);
-  }
-}
-
-/// x[0, 8) = x * alpha + acc, in f64.
-OMNI_ALWAYS_INLINE void addScaled(double *x, double alpha, V8 acc) {
-  V4D lo, hi;
-  std::memcpy(&lo, x, sizeof lo);
-  std::memcpy(&hi, x + 4, sizeof hi);
-  lo = lo * alpha + __builtin_convertvector(
-                        __builtin_shufflevector(acc, acc, 0, 1, 2, 3), V4D);
-  hi = hi * alpha + __builtin_convertvector(
-                        __builtin_shufflevector(acc, acc, 4, 5, 6, 7), V4D);
-  std::memcpy(x, &lo, sizeof lo);
-  std::memcpy(x + 4, &hi, sizeof hi);
-}
-
-/// For the kGroup rows r of p (stride block): o[r] = o[r] * alpha[r] +
-/// sum_j p[r][j] vb[j] over [0, dvPad), the sum over the block in f32 (8
-/// independent accumulators for two vectors of 4 rows), added in f64.
-OMNI_ALWAYS_INLINE void accumulatePV(const float *p, int64_t block,
-                                     const float *vb, int64_t nbPad,
-                                     int64_t dvPad, const float *alpha,
-                                     double *o) {
-  const float *p0 = p, *p1 = p + block, *p2 = p + 2 * block,
-              *p3 = p + 3 * block;
-  int64_t c = 0;
-  for (; c + 16 <= dvPad; c += 16) {
-    V8 a00{}, a01{}, a10{}, a11{}, a20{}, a21{}, a30{}, a31{};
-    for (int64_t j = 0; j < nbPad; ++j) {
-      const float *row = vb + j * dvPad + c;
-      const V8 v0 = load(row), v1 = load(row + 8);
-      a00 += p0[j] * v0, a01 += p0[j] * v1;
-      a10 += p1[j] * v0, a11 += p1[j] * v1;
-      a20 += p2[j] * v0, a21 += p2[j] * v1;
-      a30 += p3[j] * v0, a31 += p3[j] * v1;
+    if (jj < nbPad) { // one vector of keys left (W = 16, nbPad = 16 mod 32)
+      F a0{}, a1{}, a2{}, a3{};
+      for (int64_t e = 0; e < d; ++e) {
+        const F k0 = S::load(kT + e * block + jj);
+        a0 += qt[e] * k0, a1 += qt[d + e] * k0;
+        a2 += qt[2 * d + e] * k0, a3 += qt[3 * d + e] * k0;
+      }
+      S::store(s + jj, a0 * scale), S::store(s + block + jj, a1 * scale);
+      S::store(s + 2 * block + jj, a2 * scale);
+      S::store(s + 3 * block + jj, a3 * scale);
     }
-    addScaled(o + c, alpha[0], a00), addScaled(o + c + 8, alpha[0], a01);
-    addScaled(o + dvPad + c, alpha[1], a10);
-    addScaled(o + dvPad + c + 8, alpha[1], a11);
-    addScaled(o + 2 * dvPad + c, alpha[2], a20);
-    addScaled(o + 2 * dvPad + c + 8, alpha[2], a21);
-    addScaled(o + 3 * dvPad + c, alpha[3], a30);
-    addScaled(o + 3 * dvPad + c + 8, alpha[3], a31);
   }
-  if (c < dvPad) { // one vector left
-    V8 a0{}, a1{}, a2{}, a3{};
-    for (int64_t j = 0; j < nbPad; ++j) {
-      const V8 v0 = load(vb + j * dvPad + c);
-      a0 += p0[j] * v0, a1 += p1[j] * v0;
-      a2 += p2[j] * v0, a3 += p3[j] * v0;
+
+  /// x[0, W) = x * alpha + acc, in f64.
+  static OMNI_ALWAYS_INLINE void addScaled(double *x, double alpha, F acc) {
+    D lo, hi;
+    std::memcpy(&lo, x, sizeof lo);
+    std::memcpy(&hi, x + W / 2, sizeof hi);
+    lo = lo * alpha + S::widen(acc, 0);
+    hi = hi * alpha + S::widen(acc, 1);
+    std::memcpy(x, &lo, sizeof lo);
+    std::memcpy(x + W / 2, &hi, sizeof hi);
+  }
+
+  /// For the kGroup rows r of p (stride block): o[r] = o[r] * alpha[r] +
+  /// sum_j p[r][j] vb[j] over [0, dvPad), the sum over the block in f32 (8
+  /// independent accumulators for two vectors of 4 rows), added in f64.
+  static OMNI_ALWAYS_INLINE void accumulatePV(const float *p, int64_t block,
+                                              const float *vb, int64_t nbPad,
+                                              int64_t dvPad, const float *alpha,
+                                              double *o) {
+    const float *p0 = p, *p1 = p + block, *p2 = p + 2 * block,
+                *p3 = p + 3 * block;
+    int64_t c = 0;
+    for (; c + 2 * W <= dvPad; c += 2 * W) {
+      F a00{}, a01{}, a10{}, a11{}, a20{}, a21{}, a30{}, a31{};
+      for (int64_t j = 0; j < nbPad; ++j) {
+        const float *row = vb + j * dvPad + c;
+        const F v0 = S::load(row), v1 = S::load(row + W);
+        a00 += p0[j] * v0, a01 += p0[j] * v1;
+        a10 += p1[j] * v0, a11 += p1[j] * v1;
+        a20 += p2[j] * v0, a21 += p2[j] * v1;
+        a30 += p3[j] * v0, a31 += p3[j] * v1;
+      }
+      addScaled(o + c, alpha[0], a00), addScaled(o + c + W, alpha[0], a01);
+      addScaled(o + dvPad + c, alpha[1], a10);
+      addScaled(o + dvPad + c + W, alpha[1], a11);
+      addScaled(o + 2 * dvPad + c, alpha[2], a20);
+      addScaled(o + 2 * dvPad + c + W, alpha[2], a21);
+      addScaled(o + 3 * dvPad + c, alpha[3], a30);
+      addScaled(o + 3 * dvPad + c + W, alpha[3], a31);
     }
-    addScaled(o + c, alpha[0], a0);
-    addScaled(o + dvPad + c, alpha[1], a1);
-    addScaled(o + 2 * dvPad + c, alpha[2], a2);
-    addScaled(o + 3 * dvPad + c, alpha[3], a3);
+    if (c < dvPad) { // one vector left
+      F a0{}, a1{}, a2{}, a3{};
+      for (int64_t j = 0; j < nbPad; ++j) {
+        const F v0 = S::load(vb + j * dvPad + c);
+        a0 += p0[j] * v0, a1 += p1[j] * v0;
+        a2 += p2[j] * v0, a3 += p3[j] * v0;
+      }
+      addScaled(o + c, alpha[0], a0);
+      addScaled(o + dvPad + c, alpha[1], a1);
+      addScaled(o + 2 * dvPad + c, alpha[2], a2);
+      addScaled(o + 3 * dvPad + c, alpha[3], a3);
+    }
   }
-}
 
-template <int Isa>
-OMNI_ALWAYS_INLINE void runTile(const Job &j, Scratch &sc, int64_t item) {
-  const int64_t bh = item / j.tiles, r0 = (item % j.tiles) * j.tile;
-  const int64_t rows = std::min(j.tile, j.seqQ - r0);
-  const int64_t kBlock = j.block;
-  const int64_t b = bh / j.heads, h = bh % j.heads;
-  const int64_t d = j.d, dv = j.dv, dvPad = j.dvPad;
-  const float *q = j.q + (bh * j.seqQ + r0) * d;
-  const float *k = j.k + bh * j.seqK * d;
-  const float *v = j.v + bh * j.seqK * dv;
-  const float *mask = j.mask ? j.mask + b * j.maskBatchStride +
-                                   h * j.maskHeadStride + r0 * j.seqK
-                             : nullptr;
-  float *out = j.out + (bh * j.seqQ + r0) * dv;
-  float *kT = sc.kT.data(), *vb = sc.vb.data(), *qt = sc.qt.data();
-  float *s = sc.s.data(), *m = sc.m.data();
-  double *o = sc.o.data(), *l = sc.l.data();
+  /// The largest lane of x (NaN lanes skipped, as `>` does).
+  static OMNI_ALWAYS_INLINE float maxLane(F x) {
+    float t[W];
+    S::store(t, x);
+    for (int n = W / 2; n >= 1; n /= 2)
+      for (int i = 0; i < n; ++i)
+        t[i] = t[i + n] > t[i] ? t[i + n] : t[i];
+    return t[0];
+  }
 
-  const int64_t rowsPad = roundUp(rows, kGroup);
-  for (int64_t i = 0; i < rowsPad; ++i)
-    for (int64_t e = 0; e < d; ++e)
-      qt[i * d + e] = i < rows ? q[i * d + e] : 0.0f;
-  std::fill(m, m + rows, -kInf);
-  std::fill(l, l + rows, 0.0);
-  std::fill(o, o + rowsPad * dvPad, 0.0);
+  /// Row r's scores of one key block (nb real keys, padded to nbPad): adds
+  /// the mask, sets the padding to -inf; returns the new running max (the
+  /// larger of the block's and mOld). A row that is still all -inf gets
+  /// its probabilities zeroed here (and l NaN if a score is NaN).
+  static OMNI_ALWAYS_INLINE float maskAndMax(float *row, const float *maskRow,
+                                             int64_t nb, int64_t nbPad,
+                                             float mOld, double *l) {
+    if (maskRow)
+      for (int64_t jj = 0; jj < nb; ++jj)
+        row[jj] += maskRow[jj];
+    for (int64_t jj = nb; jj < nbPad; ++jj)
+      row[jj] = -kInf;
+    F mx = S::splat(-kInf);
+    for (int64_t jj = 0; jj < nbPad; jj += W) {
+      const F x = S::load(row + jj);
+      mx = x > mx ? x : mx;
+    }
+    const float blockMax = maxLane(mx);
+    const float mNew = blockMax > mOld ? blockMax : mOld;
+    if (mNew == -kInf) {
+      // Nothing but -inf (and NaN, which max skips) so far: the block adds
+      // nothing, except that a NaN score makes the row NaN.
+      for (int64_t jj = 0; jj < nb; ++jj)
+        if (std::isnan(row[jj]))
+          l[0] = std::numeric_limits<double>::quiet_NaN();
+      std::fill(row, row + nbPad, 0.0f);
+    }
+    return mNew;
+  }
 
-  for (int64_t j0 = 0; j0 < j.seqK; j0 += kBlock) {
-    const int64_t nb = std::min(kBlock, j.seqK - j0);
-    const int64_t nbPad = roundUp(nb, 16);
-    const float *kb = k + j0 * d;
-    for (int64_t jj = 0; jj < nb; ++jj)
+  /// The group's rows of one key block: masks, running max, rescale
+  /// factors alpha (one exp for the kGroup rows), probabilities left in s,
+  /// and the row sums. Lane k of a block's f32 partial sum adds the
+  /// probabilities of keys k, k + W, ... (at most block / W of them, each
+  /// <= 1); l[r] holds W/2 f64 lanes per row (lanes k and k + W/2 of the
+  /// partials), rescaled by alpha each block and combined by `pairwise`
+  /// only at the end of the row.
+  static OMNI_ALWAYS_INLINE void
+  softmaxGroup(float *s, int64_t block, const float *mask, int64_t maskStride,
+               int64_t rows, int64_t nb, int64_t nbPad, float *m, double *l,
+               float *alpha) {
+    float mNew[W] = {}, mOld[W] = {}; // lanes past kGroup: alpha 1
+    bool adds[kGroup] = {};
+    for (int64_t r = 0; r < kGroup; ++r) {
+      float *row = s + r * block;
+      if (r >= rows) {
+        std::fill(row, row + nbPad, 0.0f);
+        continue;
+      }
+      mOld[r] = m[r];
+      mNew[r] = maskAndMax(row, mask ? mask + r * maskStride : nullptr, nb,
+                           nbPad, m[r], l + r * (W / 2));
+      adds[r] = mNew[r] != -kInf;
+      if (!adds[r])
+        mOld[r] = mNew[r] = 0.0f; // alpha = 1, p = 0 (zeroed above)
+    }
+    const F a = S::exp(S::load(mOld) - S::load(mNew));
+    for (int64_t r = 0; r < kGroup; ++r)
+      alpha[r] = a[r];
+    for (int64_t r = 0; r < kGroup; ++r) {
+      if (!adds[r])
+        continue; // padding, or still all -inf: p is 0 already
+      float *row = s + r * block;
+      F sum{};
+      for (int64_t jj = 0; jj < nbPad; jj += W) {
+        const F p = S::exp(S::load(row + jj) - mNew[r]);
+        S::store(row + jj, p);
+        sum += p;
+      }
+      D lr;
+      std::memcpy(&lr, l + r * (W / 2), sizeof lr);
+      lr = lr * double(alpha[r]) + (S::widen(sum, 0) + S::widen(sum, 1));
+      std::memcpy(l + r * (W / 2), &lr, sizeof lr);
+      m[r] = mNew[r];
+    }
+  }
+
+  static OMNI_ALWAYS_INLINE void runTile(const Job &j, Scratch &sc,
+                                         int64_t item) {
+    const int64_t bh = item / j.tiles, r0 = (item % j.tiles) * j.tile;
+    const int64_t rows = std::min(j.tile, j.seqQ - r0);
+    const int64_t kBlock = j.block;
+    const int64_t b = bh / j.heads, h = bh % j.heads;
+    const int64_t d = j.d, dv = j.dv, dvPad = j.dvPad;
+    const float *q = j.q + (bh * j.seqQ + r0) * d;
+    const float *k = j.k + bh * j.seqK * d;
+    const float *v = j.v + bh * j.seqK * dv;
+    const float *mask = j.mask ? j.mask + b * j.maskBatchStride +
+                                     h * j.maskHeadStride + r0 * j.seqK
+                               : nullptr;
+    float *out = j.out + (bh * j.seqQ + r0) * dv;
+    float *kT = sc.kT.data(), *vb = sc.vb.data(), *qt = sc.qt.data();
+    float *s = sc.s.data(), *m = sc.m.data();
+    double *o = sc.o.data(), *l = sc.l.data();
+
+    const int64_t rowsPad = roundUp(rows, kGroup);
+    std::memcpy(qt, q, rows * d * sizeof(float));
+    std::fill(qt + rows * d, qt + rowsPad * d, 0.0f);
+    std::fill(m, m + rows, -kInf);
+    std::fill(l, l + rows * (W / 2), 0.0);
+    std::fill(o, o + rowsPad * dvPad, 0.0);
+
+    for (int64_t j0 = 0; j0 < j.seqK; j0 += kBlock) {
+      const int64_t nb = std::min(kBlock, j.seqK - j0);
+      const int64_t nbPad = roundUp(nb, 16);
+      const float *kb = k + j0 * d;
+      for (int64_t jj = 0; jj < nb; ++jj)
+        for (int64_t e = 0; e < d; ++e)
+          kT[e * kBlock + jj] = kb[jj * d + e];
       for (int64_t e = 0; e < d; ++e)
-        kT[e * kBlock + jj] = kb[jj * d + e];
-    for (int64_t e = 0; e < d; ++e)
-      std::fill(kT + e * kBlock + nb, kT + e * kBlock + nbPad, 0.0f);
-    if (dv == dvPad) {
-      std::memcpy(vb, v + j0 * dv, nb * dv * sizeof(float));
-    } else {
-      for (int64_t jj = 0; jj < nb; ++jj) {
-        std::memcpy(vb + jj * dvPad, v + (j0 + jj) * dv, dv * sizeof(float));
-        std::fill(vb + jj * dvPad + dv, vb + (jj + 1) * dvPad, 0.0f);
+        std::fill(kT + e * kBlock + nb, kT + e * kBlock + nbPad, 0.0f);
+      if (dv == dvPad) {
+        std::memcpy(vb, v + j0 * dv, nb * dv * sizeof(float));
+      } else {
+        for (int64_t jj = 0; jj < nb; ++jj) {
+          std::memcpy(vb + jj * dvPad, v + (j0 + jj) * dv, dv * sizeof(float));
+          std::fill(vb + jj * dvPad + dv, vb + (jj + 1) * dvPad, 0.0f);
+        }
+      }
+      std::fill(vb + nb * dvPad, vb + nbPad * dvPad, 0.0f);
+
+      for (int64_t g = 0; g < rows; g += kGroup) {
+        scoreGroup(qt + g * d, kT, d, kBlock, nbPad, j.scale, s);
+        float alpha[kGroup];
+        softmaxGroup(s, kBlock, mask ? mask + g * j.seqK + j0 : nullptr, j.seqK,
+                     rows - g, nb, nbPad, m + g, l + g * (W / 2), alpha);
+        accumulatePV(s, kBlock, vb, nbPad, dvPad, alpha, o + g * dvPad);
       }
     }
-    std::fill(vb + nb * dvPad, vb + nbPad * dvPad, 0.0f);
-
-    for (int64_t g = 0; g < rows; g += kGroup) {
-      scoreGroup(qt + g * d, kT, d, kBlock, nbPad, j.scale, s);
-      // Rows that add nothing (padding, or nothing but -inf so far) keep
-      // their accumulator: p = 0, alpha = 1.
-      float alpha[kGroup] = {1.0f, 1.0f, 1.0f, 1.0f};
-      for (int64_t r = 0; r < kGroup; ++r) {
-        if (r >= rows - g) {
-          std::fill(s + r * kBlock, s + r * kBlock + nbPad, 0.0f);
-          continue;
-        }
-        const int64_t i = g + r;
-        float *row = s + r * kBlock;
-        if (mask)
-          for (int64_t jj = 0; jj < nb; ++jj)
-            row[jj] += mask[i * j.seqK + j0 + jj];
-        for (int64_t jj = nb; jj < nbPad; ++jj)
-          row[jj] = -kInf;
-        V8 mx = splat(-kInf);
-        for (int64_t jj = 0; jj < nbPad; jj += 8) {
-          const V8 x = load(row + jj);
-          mx = x > mx ? x : mx;
-        }
-        float blockMax = -kInf;
-        for (int lane = 0; lane < 8; ++lane)
-          blockMax = mx[lane] > blockMax ? mx[lane] : blockMax;
-        const float mOld = m[i];
-        const float mNew = blockMax > mOld ? blockMax : mOld;
-        if (mNew == -kInf) {
-          // Nothing but -inf (and NaN, which max skips) so far: the block
-          // adds nothing, except that a NaN score makes the row NaN.
-          for (int64_t jj = 0; jj < nb; ++jj)
-            if (std::isnan(row[jj]))
-              l[i] = std::numeric_limits<double>::quiet_NaN();
-          std::fill(row, row + nbPad, 0.0f);
-          continue;
-        }
-        alpha[r] = expV(splat(mOld - mNew))[0];
-        V4D sum0{}, sum1{};
-        for (int64_t jj = 0; jj < nbPad; jj += 8) {
-          const V8 p = expV(load(row + jj) - mNew);
-          store(row + jj, p);
-          sum0 += __builtin_convertvector(
-              __builtin_shufflevector(p, p, 0, 1, 2, 3), V4D);
-          sum1 += __builtin_convertvector(
-              __builtin_shufflevector(p, p, 4, 5, 6, 7), V4D);
-        }
-        const V4D sum = sum0 + sum1;
-        l[i] = l[i] * alpha[r] + ((sum[0] + sum[1]) + (sum[2] + sum[3]));
-        m[i] = mNew;
-      }
-      accumulatePV(s, kBlock, vb, nbPad, dvPad, alpha, o + g * dvPad);
+    for (int64_t i = 0; i < rows; ++i) {
+      const double inv = 1.0 / pairwise(l + i * (W / 2), W / 2);
+      for (int64_t c = 0; c < dv; ++c)
+        out[i * dv + c] = static_cast<float>(o[i * dvPad + c] * inv);
     }
   }
-  for (int64_t i = 0; i < rows; ++i) {
-    const double inv = 1.0 / l[i];
-    for (int64_t c = 0; c < dv; ++c)
-      out[i * dv + c] = static_cast<float>(o[i * dvPad + c] * inv);
+
+  static OMNI_ALWAYS_INLINE void runRange(const Job &j, int64_t i0,
+                                          int64_t i1) {
+    Scratch sc(j);
+    for (int64_t item = i0; item < i1; ++item)
+      runTile(j, sc, item);
   }
-}
 
-template <int Isa>
-OMNI_ALWAYS_INLINE void runRange(const Job &j, Scratch &sc, int64_t i0,
-                                 int64_t i1) {
-  for (int64_t item = i0; item < i1; ++item)
-    runTile<Isa>(j, sc, item);
-}
-
-template <int Isa>
-OMNI_ALWAYS_INLINE void expRange(const float *x, float *y, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    store(y + i, expV(load(x + i)));
-  if (i < n) {
-    float in[8] = {}, res[8];
-    std::memcpy(in, x + i, (n - i) * sizeof(float));
-    store(res, expV(load(in)));
-    std::memcpy(y + i, res, (n - i) * sizeof(float));
+  static OMNI_ALWAYS_INLINE void expRange(const float *x, float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + W <= n; i += W)
+      S::store(y + i, S::exp(S::load(x + i)));
+    if (i < n) {
+      float in[W] = {}, res[W];
+      std::memcpy(in, x + i, (n - i) * sizeof(float));
+      S::store(res, S::exp(S::load(in)));
+      std::memcpy(y + i, res, (n - i) * sizeof(float));
+    }
   }
-}
+};
 
-void runRangeBaseline(const Job &j, Scratch &sc, int64_t i0, int64_t i1) {
-  runRange<0>(j, sc, i0, i1);
+/// One ISA copy: its vector width and its two entry points.
+struct IsaCopy {
+  const char *name;
+  int width;
+  void (*run)(const Job &, int64_t, int64_t);
+  void (*exp)(const float *, float *, int64_t);
+};
+
+void runBaseline(const Job &j, int64_t i0, int64_t i1) {
+  Kernel<4>::runRange(j, i0, i1);
 }
-void expRangeBaseline(const float *x, float *y, int64_t n) {
-  expRange<0>(x, y, n);
+void expBaseline(const float *x, float *y, int64_t n) {
+  Kernel<4>::expRange(x, y, n);
 }
+constexpr IsaCopy kBaseline = {"baseline", 4, runBaseline, expBaseline};
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define OMNI_ATTENTION_AVX2 1
-__attribute__((target("avx2,fma"))) void runRangeAvx2(const Job &j, Scratch &sc,
-                                                      int64_t i0, int64_t i1) {
-  runRange<1>(j, sc, i0, i1);
+#define OMNI_ATTENTION_X86 1
+#define OMNI_AVX2 __attribute__((target("avx2,fma")))
+#define OMNI_AVX512                                                            \
+  __attribute__((target("avx512f,avx512vl,avx512dq,avx2,fma")))
+OMNI_AVX2 void runAvx2(const Job &j, int64_t i0, int64_t i1) {
+  Kernel<8>::runRange(j, i0, i1);
 }
-__attribute__((target("avx2,fma"))) void expRangeAvx2(const float *x, float *y,
-                                                      int64_t n) {
-  expRange<1>(x, y, n);
+OMNI_AVX2 void expAvx2(const float *x, float *y, int64_t n) {
+  Kernel<8>::expRange(x, y, n);
 }
-bool cpuHasAvx2() {
-  static const bool has =
+OMNI_AVX512 void runAvx512(const Job &j, int64_t i0, int64_t i1) {
+  Kernel<16>::runRange(j, i0, i1);
+}
+OMNI_AVX512 void expAvx512(const float *x, float *y, int64_t n) {
+  Kernel<16>::expRange(x, y, n);
+}
+constexpr IsaCopy kAvx2 = {"avx2", 8, runAvx2, expAvx2};
+constexpr IsaCopy kAvx512 = {"avx512", 16, runAvx512, expAvx512};
+
+bool cpuHas(AttentionIsa isa) {
+  static const bool avx2 =
       __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return has;
+  static const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
+                             __builtin_cpu_supports("avx512vl") &&
+                             __builtin_cpu_supports("avx512dq");
+  return isa == AttentionIsa::Avx512 ? avx512 : avx2;
 }
 #endif
 
-bool useAvx2(AttentionIsa isa) {
-#ifdef OMNI_ATTENTION_AVX2
-  return isa == AttentionIsa::Best && cpuHasAvx2();
+/// The copy `isa` asks for; Best is the widest this CPU runs. Null when the
+/// CPU lacks the ISA.
+const IsaCopy *copyFor(AttentionIsa isa) {
+  switch (isa) {
+  case AttentionIsa::Baseline:
+    return &kBaseline;
+#ifdef OMNI_ATTENTION_X86
+  case AttentionIsa::Avx2:
+    return cpuHas(isa) ? &kAvx2 : nullptr;
+  case AttentionIsa::Avx512:
+    return cpuHas(isa) ? &kAvx512 : nullptr;
+  case AttentionIsa::Best:
+    return cpuHas(AttentionIsa::Avx512) ? &kAvx512
+           : cpuHas(AttentionIsa::Avx2) ? &kAvx2
+                                        : &kBaseline;
 #else
-  (void)isa;
-  return false;
+  case AttentionIsa::Avx2:
+  case AttentionIsa::Avx512:
+    return nullptr;
+  case AttentionIsa::Best:
+    return &kBaseline;
 #endif
+  }
+  return nullptr;
+}
+
+/// The copy to run: `isa`'s, or the baseline when the CPU lacks it.
+const IsaCopy &runnable(AttentionIsa isa) {
+  const IsaCopy *c = copyFor(isa);
+  return c ? *c : kBaseline;
 }
 
 } // namespace
@@ -355,16 +523,12 @@ int64_t attentionKeyBlock(int64_t seqK) {
                   roundUp((seqK + blocks - 1) / blocks, 16));
 }
 
-const char *attentionIsa() {
-  return useAvx2(AttentionIsa::Best) ? "avx2" : "baseline";
-}
+bool attentionIsaAvailable(AttentionIsa isa) { return copyFor(isa); }
+
+const char *attentionIsa(AttentionIsa isa) { return runnable(isa).name; }
 
 void attentionExp(const float *x, float *y, int64_t n, AttentionIsa isa) {
-#ifdef OMNI_ATTENTION_AVX2
-  if (useAvx2(isa))
-    return expRangeAvx2(x, y, n);
-#endif
-  expRangeBaseline(x, y, n);
+  runnable(isa).exp(x, y, n);
 }
 
 void fusedAttention(const AttentionParams &p, const float *q, const float *k,
@@ -376,15 +540,21 @@ void fusedAttention(const AttentionParams &p, const float *q, const float *k,
     std::fill(out, out + p.batch * p.heads * p.seqQ * p.valueDim, 0.0f);
     return;
   }
+  const IsaCopy &copy = runnable(isa);
   Job j;
   j.q = q, j.k = k, j.v = v, j.mask = p.hasMask ? mask : nullptr, j.out = out;
   j.heads = p.heads, j.seqQ = p.seqQ, j.seqK = p.seqK, j.d = p.headDim;
-  j.dv = p.valueDim, j.dvPad = roundUp(p.valueDim, 8);
+  j.dv = p.valueDim, j.dvPad = roundUp(p.valueDim, copy.width);
   j.block = attentionKeyBlock(p.seqK);
-  // Query tiles of at most kAttentionMaxQueryTile rows, as equal as whole
-  // groups allow (72 rows: 2 x 36, not 64 + 8).
-  const int64_t tiles =
-      (p.seqQ + kAttentionMaxQueryTile - 1) / kAttentionMaxQueryTile;
+  // Query tiles: as few per (batch, head) as still give every thread about
+  // four work items (each tile transposes every key block once), at most
+  // kAttentionMaxQueryTile rows, as equal as whole groups allow. A row's
+  // bits do not depend on its tile, so the thread count may choose them.
+  const int64_t bhCount = p.batch * p.heads;
+  const int64_t wanted = (4 * pool.size() + bhCount - 1) / bhCount;
+  const int64_t tiles = std::max(
+      {wanted, (p.seqQ + kAttentionMaxQueryTile - 1) / kAttentionMaxQueryTile,
+       int64_t(1)});
   j.tile = roundUp((p.seqQ + tiles - 1) / tiles, kGroup);
   j.tiles = (p.seqQ + j.tile - 1) / j.tile;
   const int64_t plane = p.seqQ * p.seqK;
@@ -392,16 +562,8 @@ void fusedAttention(const AttentionParams &p, const float *q, const float *k,
   j.maskBatchStride =
       p.maskBatchShared ? 0 : (p.maskHeadShared ? 1 : p.heads) * plane;
   j.scale = static_cast<float>(p.scale);
-  const bool avx2 = useAvx2(isa);
-  pool.parallelFor(p.batch * p.heads * j.tiles, [&](int64_t i0, int64_t i1) {
-    Scratch sc(j);
-#ifdef OMNI_ATTENTION_AVX2
-    if (avx2)
-      return runRangeAvx2(j, sc, i0, i1);
-#endif
-    (void)avx2;
-    runRangeBaseline(j, sc, i0, i1);
-  });
+  pool.parallelFor(bhCount * j.tiles,
+                   [&](int64_t i0, int64_t i1) { copy.run(j, i0, i1); });
 }
 
 } // namespace omni::hal::cpu

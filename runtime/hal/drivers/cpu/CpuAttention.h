@@ -9,16 +9,19 @@
 // 15): fused attention").
 //
 // Arithmetic (docs/backend.md, "Reductions"): dot products q.k and the
-// products p v of one key block (at most kAttentionMaxKeyBlock keys) in f32, as
-// the sgemm of the materialized path does; the row sums of
-// probabilities and the output accumulator across key blocks in f64; one
-// division per row at the end. A row's result depends only on its own
-// inputs and the fixed key blocking, never on the tile it falls in or on
-// the thread that runs it, so the bits are the same for any thread count.
+// products p v of one key block (at most kAttentionMaxKeyBlock keys) in f32,
+// as the sgemm of the materialized path does; the probability sum of one
+// key block in W f32 lanes (at most block / W terms each, W the vector
+// width), then in f64 across lanes and blocks, as is the output
+// accumulator across key blocks; one division per row at the end. A row's
+// result depends only on its own inputs, the fixed key blocking and the
+// ISA copy, never on the tile it falls in or on the thread that runs it,
+// so the bits are the same for any thread count.
 //
 // Vectorized with GCC/Clang vector extensions; on x86-64 a copy compiled
-// for AVX2+FMA is chosen at run time when the CPU has both, otherwise the
-// same code runs on the baseline ISA (SSE2 on x86-64).
+// for AVX-512 (16 lanes) or for AVX2+FMA (8 lanes) is chosen at run time
+// when the CPU has it, otherwise the same code runs on the baseline ISA
+// with 4 lanes (SSE2 on x86-64).
 //
 // Thread safety: the functions are reentrant; fusedAttention runs its work
 // items on `pool`.
@@ -38,8 +41,10 @@ namespace omni::hal::cpu {
 /// At most this many keys per block of the online softmax (the f32 partial
 /// sums of p v span at most this many keys).
 inline constexpr int64_t kAttentionMaxKeyBlock = 128;
-/// At most this many query rows per work item.
-inline constexpr int64_t kAttentionMaxQueryTile = 64;
+/// At most this many query rows per work item (the kernel takes fewer, larger
+/// tiles when there are enough (batch, head) pairs for the threads: every
+/// tile transposes each key block once).
+inline constexpr int64_t kAttentionMaxQueryTile = 512;
 
 /// The key block for `seqK` keys: the fewest blocks of at most
 /// kAttentionMaxKeyBlock keys, made equal and rounded up to 16 (72 keys:
@@ -47,9 +52,12 @@ inline constexpr int64_t kAttentionMaxQueryTile = 64;
 /// blocking (and the bits) never depends on the thread count.
 int64_t attentionKeyBlock(int64_t seqK);
 
-/// Which copy of the kernel runs: the best this CPU has, or the baseline ISA
-/// (tests compare the two).
-enum class AttentionIsa { Best, Baseline };
+/// Which copy of the kernel runs: the best this CPU has (Avx512, else Avx2,
+/// else Baseline), or one named copy (tests run each the CPU has).
+enum class AttentionIsa { Best, Baseline, Avx2, Avx512 };
+
+/// Whether this CPU (and build) runs `isa`'s copy; Best and Baseline always.
+bool attentionIsaAvailable(AttentionIsa isa);
 
 /// The fused kernel's exp, elementwise over n floats: relative error at
 /// most 2^-22 for x in [-87.33, 88.37] (measured below 2 ulp), 0 below
@@ -58,9 +66,10 @@ enum class AttentionIsa { Best, Baseline };
 void attentionExp(const float *x, float *y, int64_t n,
                   AttentionIsa isa = AttentionIsa::Best);
 
-/// The ISA copy fusedAttention and attentionExp run on this CPU ("avx2" or
-/// "baseline"), for reports.
-const char *attentionIsa();
+/// The copy fusedAttention and attentionExp run for `isa` on this CPU
+/// ("avx512", "avx2" or "baseline"; a copy the CPU lacks runs the
+/// baseline), for reports.
+const char *attentionIsa(AttentionIsa isa = AttentionIsa::Best);
 
 /// result = softmax(q k^T * scale + mask) v, f32, layouts of
 /// AttentionParams; `mask` null when p.hasMask is false. Rows whose every
