@@ -713,6 +713,124 @@ int64_t leadDim(RankedTensorType t) {
 /// needed whole by every work item (false), for `rows` row blocks, or
 /// nullopt when the body cannot be split so. Demands flow from the results
 /// (all split) back to the inputs; every op is visited after all its users.
+std::optional<DenseMap<Value, bool>> splitValues(FusionOp fusion, int64_t rows);
+
+/// splitValues for a split over the first prefix.size() >= 2 dimensions
+/// together (RowSplit::prefix): every split value's shape starts with
+/// `prefix`, and every op keeps those dimensions where they are.
+std::optional<DenseMap<Value, bool>>
+splitPrefixValues(FusionOp fusion, ArrayRef<int64_t> prefix) {
+  const int64_t k = static_cast<int64_t>(prefix.size());
+  DenseMap<Value, bool> split;
+  auto demand = [&](Value v, bool s) {
+    if (s) {
+      RankedTensorType t = tensorType(v);
+      if (t.getRank() < k || t.getShape().take_front(k) != prefix)
+        return false;
+    }
+    auto [it, inserted] = split.try_emplace(v, s);
+    return inserted || it->second == s;
+  };
+  auto untouched = [&](ArrayRef<int64_t> starts, ArrayRef<int64_t> ends) {
+    for (int64_t d = 0; d < k; ++d)
+      if (starts[d] != 0 || ends[d] != 0)
+        return false;
+    return true;
+  };
+  Block &body = fusion.getBody().front();
+  for (Value v : body.getTerminator()->getOperands())
+    if (!demand(v, true))
+      return std::nullopt;
+  for (Operation &op : llvm::reverse(body.without_terminator())) {
+    bool anySplit = false, anyWhole = false;
+    for (Value r : op.getResults()) {
+      auto it = split.find(r);
+      if (it != split.end())
+        (it->second ? anySplit : anyWhole) = true;
+    }
+    if (!anySplit) {
+      for (Value v : op.getOperands())
+        if (!demand(v, false))
+          return std::nullopt;
+      continue;
+    }
+    if (anyWhole || op.getNumResults() != 1)
+      return std::nullopt;
+    RankedTensorType out = tensorType(op.getResult(0));
+    bool ok =
+        llvm::TypeSwitch<Operation *, bool>(&op)
+            .Case([&](ConstantOp c) {
+              return isa<SplatElementsAttr>(c.getValue());
+            })
+            .Case([&](IotaOp iota) {
+              return static_cast<int64_t>(iota.getDim()) >= k;
+            })
+            .Case([&](BroadcastInDimOp bc) {
+              // Either the source holds the prefix dimensions in place
+              // (split like the result) or it has none of them (whole).
+              RankedTensorType src = bc.getOperand().getType();
+              bool inPlace = true, anyFed = false;
+              for (int64_t j = 0; j < k; ++j) {
+                bool fedInPlace = false;
+                for (auto [i, d] : llvm::enumerate(bc.getDims())) {
+                  if (static_cast<int64_t>(d) != j || src.getDimSize(i) == 1)
+                    continue;
+                  anyFed = true;
+                  fedInPlace = static_cast<int64_t>(i) == j;
+                }
+                inPlace = inPlace && fedInPlace;
+              }
+              if (inPlace)
+                return demand(bc.getOperand(), true);
+              return !anyFed && demand(bc.getOperand(), false);
+            })
+            .Case([&](TransposeOp t) {
+              for (int64_t d = 0; d < k; ++d)
+                if (static_cast<int64_t>(t.getPermutation()[d]) != d)
+                  return false;
+              return demand(t.getOperand(), true);
+            })
+            .Case([&](ReduceOp red) {
+              for (int64_t d : red.getDims())
+                if (d < k)
+                  return false;
+              return demand(red.getOperand(), true);
+            })
+            .Case([&](ReshapeOp) {
+              // Row-major order: the item's elements are one contiguous
+              // range of both, and the operand has the same prefix.
+              return demand(op.getOperand(0), true);
+            })
+            .Case([&](SliceOp sl) {
+              SmallVector<int64_t> zero(k, 0), stride(sl.getStrides());
+              for (int64_t d = 0; d < k; ++d)
+                stride[d] -= 1;
+              return untouched(sl.getStart(), zero) &&
+                     untouched(stride, zero) && demand(sl.getOperand(), true);
+            })
+            .Case([&](PadOp p) {
+              return untouched(p.getLow(), p.getHigh()) &&
+                     demand(p.getOperand(), true);
+            })
+            .Case([&](ConcatOp c) {
+              return static_cast<int64_t>(c.getDim()) >= k &&
+                     llvm::all_of(c->getOperands(),
+                                  [&](Value v) { return demand(v, true); });
+            })
+            .Default([&](Operation *o) {
+              if (!o->hasTrait<OpTrait::Elementwise>())
+                return false;
+              return llvm::all_of(o->getOperands(), [&](Value v) {
+                return tensorType(v).getShape() == out.getShape() &&
+                       demand(v, true);
+              });
+            });
+    if (!ok)
+      return std::nullopt;
+  }
+  return split;
+}
+
 std::optional<DenseMap<Value, bool>> splitValues(FusionOp fusion,
                                                  int64_t rows) {
   DenseMap<Value, bool> split;
@@ -817,11 +935,28 @@ std::optional<DenseMap<Value, bool>> splitValues(FusionOp fusion,
   return split;
 }
 
-/// `t` for one of `grid` work items: its leading non-unit dimension divided.
-RankedTensorType itemType(RankedTensorType t, int64_t grid) {
+/// `t` for one of `plan.grid` work items: its leading non-unit dimension
+/// divided, or (prefix split) its first prefix - 1 dimensions 1 and
+/// dimension prefix - 1 holding rows / grid.
+RankedTensorType itemType(RankedTensorType t, const RowSplit &plan) {
   SmallVector<int64_t> shape(t.getShape());
-  shape[leadDim(t)] /= grid;
+  if (plan.prefix == 0) {
+    shape[leadDim(t)] /= plan.grid;
+  } else {
+    for (int64_t d = 0; d + 1 < plan.prefix; ++d)
+      shape[d] = 1;
+    shape[plan.prefix - 1] = plan.rows / plan.grid;
+  }
   return RankedTensorType::get(shape, t.getElementType());
+}
+
+/// The values split for `plan` (splitValues or splitPrefixValues).
+std::optional<DenseMap<Value, bool>> planValues(FusionOp fusion,
+                                                const RowSplit &plan) {
+  if (plan.prefix == 0)
+    return splitValues(fusion, plan.rows);
+  auto first = cast<RankedTensorType>(fusion.getResultTypes().front());
+  return splitPrefixValues(fusion, first.getShape().take_front(plan.prefix));
 }
 
 int64_t elementBytes(Type e) {
@@ -830,49 +965,105 @@ int64_t elementBytes(Type e) {
 
 } // namespace
 
-std::optional<RowSplit> mlir::omni::planRowSplit(FusionOp fusion) {
-  int64_t rows = 0;
-  for (Type t : fusion.getResultTypes()) {
-    auto tt = cast<RankedTensorType>(t);
-    int64_t lead = leadDim(tt);
-    if (lead < 0)
-      return std::nullopt;
-    rows = std::gcd(rows, tt.getDimSize(lead));
-  }
-  if (rows < 2)
-    return std::nullopt;
-  std::optional<DenseMap<Value, bool>> split = splitValues(fusion, rows);
-  if (!split)
-    return std::nullopt;
-  // Work: elements of the split values (inputs and op results), and of the
-  // whole op results every item recomputes.
+namespace {
+
+/// The most work items whose item has at least kMinRowWork elements of
+/// split values and whose whole values (which every item recomputes) stay
+/// under a quarter of it, among `grids`; 1 when none has two.
+int64_t chooseGrid(const DenseMap<Value, bool> &split,
+                   ArrayRef<int64_t> grids) {
   int64_t splitWork = 0, wholeWork = 0;
-  for (auto [v, s] : *split) {
+  for (auto [v, s] : split) {
     int64_t n = tensorType(v).getNumElements();
     if (s)
       splitWork += n;
     else if (!isa<BlockArgument>(v) && !v.getDefiningOp<ConstantOp>())
       wholeWork += n;
   }
-  // The most work items (a divisor of rows) of at least kMinRowWork each
-  // whose whole part stays under a quarter of the item.
-  auto fits = [&](int64_t g) {
-    int64_t item = splitWork / g;
-    return item >= kMinRowWork && 4 * wholeWork <= item;
-  };
   int64_t grid = 1;
-  for (int64_t d = 1; d * d <= rows; ++d) {
-    if (rows % d != 0)
-      continue;
-    for (int64_t g : {d, rows / d})
-      if (g > grid && fits(g))
-        grid = g;
+  for (int64_t g : grids) {
+    int64_t item = splitWork / g;
+    if (g > grid && item >= kMinRowWork && 4 * wholeWork <= item)
+      grid = g;
   }
-  if (grid < 2)
-    return std::nullopt;
+  return grid;
+}
+
+/// The divisors of n.
+SmallVector<int64_t> divisors(int64_t n) {
+  SmallVector<int64_t> out;
+  for (int64_t d = 1; d * d <= n; ++d)
+    if (n % d == 0) {
+      out.push_back(d);
+      if (d != n / d)
+        out.push_back(n / d);
+    }
+  return out;
+}
+
+/// The best split of the rows as the leading non-unit dimension
+/// (RowSplit::prefix 0), without item types; grid 1 when none.
+RowSplit planLeadSplit(FusionOp fusion) {
   RowSplit plan;
+  int64_t rows = 0;
+  for (Type t : fusion.getResultTypes()) {
+    auto tt = cast<RankedTensorType>(t);
+    int64_t lead = leadDim(tt);
+    if (lead < 0)
+      return plan;
+    rows = std::gcd(rows, tt.getDimSize(lead));
+  }
+  if (rows < 2)
+    return plan;
+  std::optional<DenseMap<Value, bool>> split = splitValues(fusion, rows);
+  if (!split)
+    return plan;
   plan.rows = rows;
-  plan.grid = grid;
+  plan.grid = chooseGrid(*split, divisors(rows));
+  return plan;
+}
+
+/// The best split of the rows as the first k >= 2 dimensions together,
+/// for the k that gives the most work items; grid 1 when none.
+RowSplit planPrefixSplit(FusionOp fusion) {
+  RowSplit best;
+  ArrayRef<int64_t> shape =
+      cast<RankedTensorType>(fusion.getResultTypes().front()).getShape();
+  int64_t outer = 1; // the product of dimensions [0, k - 1)
+  for (int64_t k = 2; k <= static_cast<int64_t>(shape.size()); ++k) {
+    outer *= shape[k - 2];
+    ArrayRef<int64_t> prefix = shape.take_front(k);
+    bool shared = llvm::all_of(fusion.getResultTypes(), [&](Type t) {
+      auto tt = cast<RankedTensorType>(t);
+      return tt.getRank() >= k && tt.getShape().take_front(k) == prefix;
+    });
+    if (!shared)
+      break;
+    std::optional<DenseMap<Value, bool>> split =
+        splitPrefixValues(fusion, prefix);
+    if (!split)
+      break; // a longer prefix only adds constraints
+    SmallVector<int64_t> grids;
+    for (int64_t d : divisors(shape[k - 1]))
+      grids.push_back(outer * d);
+    int64_t grid = chooseGrid(*split, grids);
+    if (grid > best.grid) {
+      best.rows = outer * shape[k - 1];
+      best.grid = grid;
+      best.prefix = k;
+    }
+  }
+  return best;
+}
+
+} // namespace
+
+std::optional<RowSplit> mlir::omni::planRowSplit(FusionOp fusion) {
+  RowSplit lead = planLeadSplit(fusion), prefix = planPrefixSplit(fusion);
+  RowSplit plan = prefix.grid > lead.grid ? prefix : lead;
+  if (plan.grid < 2)
+    return std::nullopt;
+  std::optional<DenseMap<Value, bool>> split = planValues(fusion, plan);
   Block &body = fusion.getBody().front();
   SmallVector<Value> buffers(body.getArguments());
   llvm::append_range(buffers, body.getTerminator()->getOperands());
@@ -880,9 +1071,10 @@ std::optional<RowSplit> mlir::omni::planRowSplit(FusionOp fusion) {
     RankedTensorType t = tensorType(v);
     auto it = split->find(v);
     bool s = it != split->end() && it->second;
-    plan.itemTypes.push_back(s ? itemType(t, grid) : t);
-    plan.itemBytes.push_back(
-        s ? t.getNumElements() / grid * elementBytes(t.getElementType()) : 0);
+    plan.itemTypes.push_back(s ? itemType(t, plan) : t);
+    plan.itemBytes.push_back(s ? t.getNumElements() / plan.grid *
+                                     elementBytes(t.getElementType())
+                               : 0);
   }
   return plan;
 }
@@ -891,7 +1083,7 @@ FailureOr<func::FuncOp> mlir::omni::buildRowKernelFunction(FusionOp fusion,
                                                            const RowSplit &plan,
                                                            ModuleOp kernels,
                                                            StringRef name) {
-  std::optional<DenseMap<Value, bool>> split = splitValues(fusion, plan.rows);
+  std::optional<DenseMap<Value, bool>> split = planValues(fusion, plan);
   if (!split)
     return fusion.emitOpError("cannot be split into rows"), failure();
   // A detached copy of the fusion whose split values have the item's types
@@ -902,7 +1094,7 @@ FailureOr<func::FuncOp> mlir::omni::buildRowKernelFunction(FusionOp fusion,
     if (!s)
       continue;
     Value c = copies.lookup(v);
-    RankedTensorType t = itemType(tensorType(v), plan.grid);
+    RankedTensorType t = itemType(tensorType(v), plan);
     c.setType(t);
     if (auto k = c.getDefiningOp<ConstantOp>())
       k.setValueAttr(SplatElementsAttr::get(

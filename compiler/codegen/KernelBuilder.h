@@ -54,9 +54,18 @@ constexpr int64_t kMinRowWork = 16384;
 /// each split buffer's pointer advances by `itemBytes` per work item, a
 /// whole buffer (itemBytes 0) is read whole by every item. Rows never
 /// interact, so every split computes the same bits.
+///
+/// With `prefix` = k >= 2 the rows are the first k dimensions taken
+/// together instead (every split value's shape starts with the same k
+/// sizes, `rows` is their product, and no op mixes any of them): a
+/// [32, 8, 288, 288] softmax splits into items of [1, 1, r, 288], not into
+/// the 32 items of [1, 8, 288, 288] whose intermediates overflow the L2
+/// cache. Work item w then has sizes 1 in the first k - 1 dimensions and
+/// rows / grid in dimension k - 1.
 struct RowSplit {
   int64_t rows = 1;
   int64_t grid = 1;
+  int64_t prefix = 0; // 0: the leading non-unit dimension
   /// Per buffer, the fusion's inputs then its results: the type one work
   /// item sees, and the bytes its pointer advances per work item.
   std::vector<RankedTensorType> itemTypes;
