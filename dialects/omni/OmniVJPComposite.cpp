@@ -54,14 +54,15 @@ LogicalResult GeluOp::buildVJP(OpBuilder &b, ArrayRef<Value> g,
                         1.0 / std::sqrt(2.0 * M_PI));
     d = e.add(cdf, e.mul(x, pdf));
   } else {
-    // 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 k x^2), u = c (x + k x^3)
+    // 0.5 (1 + t) + 0.5 x (1 - t^2) u' with t = tanh(u), u = c (x + k
+    // x^3), u' = c (1 + 3 k x^2); in s = logistic(2 u) = 0.5 (1 + t), as
+    // the decomposition computes gelu: s + 2 x s (1 - s) u'.
     const double c = std::sqrt(2.0 / M_PI), k = 0.044715;
     Value x2 = e.mul(x, x);
-    Value t = e.unary<TanhOp>(e.scale(e.add(x, e.scale(e.mul(x2, x), k)), c));
+    Value s =
+        e.unary<LogisticOp>(e.scale(e.add(x, e.scale(e.mul(x2, x), k)), 2 * c));
     Value du = e.scale(e.add(one, e.scale(x2, 3.0 * k)), c);
-    Value sech2 = e.sub(one, e.mul(t, t));
-    d = e.add(e.scale(e.add(one, t), 0.5),
-              e.mul(e.scale(x, 0.5), e.mul(sech2, du)));
+    d = e.add(s, e.mul(e.scale(x, 2.0), e.mul(e.mul(s, e.sub(one, s)), du)));
   }
   out[0] = e.mul(g[0], d);
   return success();
