@@ -186,6 +186,8 @@ struct OmniDecomposePass
     populateDecomposeRLPatterns(patterns);
     if (decomposeLibraryOps)
       populateDecomposeLibraryPatterns(patterns);
+    else if (decomposeAttentionGrad)
+      populateDecomposeAttentionGradPatterns(patterns);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

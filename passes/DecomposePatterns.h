@@ -19,6 +19,8 @@ namespace mlir::omni {
 void populateDecomposeRLPatterns(RewritePatternSet &patterns);
 /// Patterns for the library ops kept by default (attention).
 void populateDecomposeLibraryPatterns(RewritePatternSet &patterns);
+/// omni.attention_grad alone (the targets without its library call).
+void populateDecomposeAttentionGradPatterns(RewritePatternSet &patterns);
 } // namespace mlir::omni
 
 #endif // OMNI_PASSES_DECOMPOSEPATTERNS_H

@@ -326,6 +326,34 @@ struct DecomposeAttention : OpRewritePattern<AttentionOp> {
   }
 };
 
+/// omni.attention_grad as the matmuls and the softmax it stands for (the
+/// VJP omni.attention had before the op existed): S = q k^T scale, P =
+/// softmax(S), dv = P^T dO, dP = dO v^T, dS = P (dP - rowsum(dP P)), dq =
+/// dS k scale, dk = dS^T q scale.
+struct DecomposeAttentionGrad : OpRewritePattern<AttentionGradOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(AttentionGradOp op,
+                                PatternRewriter &r) const override {
+    Emitter e(r, op.getLoc());
+    Value q = op.getQuery(), k = op.getKey(), v = op.getValue();
+    Value dO = op.getDOutput();
+    RankedTensorType qt = Emitter::typeOf(q);
+    double scale = op.getScale() ? op.getScale()->convertToDouble()
+                                 : 1.0 / std::sqrt(double(qt.getDimSize(3)));
+    Value s = e.scale(e.matmul(q, k, false, true), scale);
+    RankedTensorType st = Emitter::typeOf(s);
+    Value p = SoftmaxOp::create(r, op.getLoc(), s, r.getI64IntegerAttr(3));
+    Value dv = e.matmul(p, dO, true, false);
+    Value dp = e.matmul(dO, v, false, true);
+    Value dot = e.unreduce(e.reduce(ReduceKind::sum, e.mul(dp, p), {3}), st, 3);
+    Value ds = e.mul(p, e.sub(dp, dot));
+    Value dq = e.scale(e.matmul(ds, k), scale);
+    Value dk = e.scale(e.matmul(ds, q, true, false), scale);
+    r.replaceOp(op, ValueRange{dq, dk, dv});
+    return success();
+  }
+};
+
 } // namespace
 
 void mlir::omni::populateDecomposeRLPatterns(RewritePatternSet &patterns) {
@@ -336,5 +364,11 @@ void mlir::omni::populateDecomposeRLPatterns(RewritePatternSet &patterns) {
 }
 
 void mlir::omni::populateDecomposeLibraryPatterns(RewritePatternSet &patterns) {
-  patterns.add<DecomposeAttention>(patterns.getContext());
+  patterns.add<DecomposeAttention, DecomposeAttentionGrad>(
+      patterns.getContext());
+}
+
+void mlir::omni::populateDecomposeAttentionGradPatterns(
+    RewritePatternSet &patterns) {
+  patterns.add<DecomposeAttentionGrad>(patterns.getContext());
 }

@@ -87,9 +87,10 @@ const llvm::StringSet<> &elementwiseOps() {
 /// The FLOPs of `op` itself (not of its regions).
 FlopCounts ownFlops(Operation *op) {
   FlopCounts c;
-  if (op->getName().getDialectNamespace() != "omni" || op->getNumResults() != 1)
-    return c;
   llvm::StringRef name = op->getName().stripDialect();
+  if (op->getName().getDialectNamespace() != "omni" ||
+      (op->getNumResults() != 1 && name != "attention_grad"))
+    return c;
   const int64_t out = elements(op->getResult(0).getType());
   auto add = [&](FlopClass k, int64_t f) { c.flops[static_cast<int>(k)] += f; };
   if (name == "matmul") {
@@ -114,6 +115,17 @@ FlopCounts ownFlops(Operation *op) {
       int64_t scores = q[0] * q[1] * q[2] * k[2];
       add(FlopClass::Attention,
           2 * scores * q[3] + 2 * scores * v[3] + 5 * scores);
+    }
+  } else if (name == "attention_grad") {
+    ArrayRef<int64_t> q = shapeOf(op->getOperand(0));
+    ArrayRef<int64_t> k = shapeOf(op->getOperand(1));
+    ArrayRef<int64_t> v = shapeOf(op->getOperand(2));
+    if (q.size() == 4 && k.size() == 4 && v.size() == 4) {
+      // As its decomposition: q k^T again, dO v^T, P^T dO, dS k, dS^T q,
+      // and the softmax and its backward elementwise.
+      int64_t scores = q[0] * q[1] * q[2] * k[2];
+      add(FlopClass::Attention,
+          2 * scores * (3 * q[3] + 2 * v[3]) + 8 * scores);
     }
   } else if (name == "conv2d") {
     ArrayRef<int64_t> filter = shapeOf(op->getOperand(1));

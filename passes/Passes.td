@@ -118,7 +118,7 @@ def OmniDecomposePass : Pass<"omni-decompose"> {
   let description = [{
     Replaces each composite op by its documented decomposition into
     primitives, so later passes and backends see only primitives and the
-    library ops (matmul, conv2d, attention).
+    library ops (matmul, conv2d, attention, attention_grad).
 
     Before:
     ```mlir
@@ -133,8 +133,13 @@ def OmniDecomposePass : Pass<"omni-decompose"> {
   let options = [
     Option<"decomposeLibraryOps", "decompose-library-ops", "bool",
            /*default=*/"false",
-           "also decompose the ops kept for libraries (attention), for "
-           "backends without a kernel for them and for testing">
+           "also decompose the ops kept for libraries (attention, "
+           "attention_grad), for backends without a kernel for them and "
+           "for testing">,
+    Option<"decomposeAttentionGrad", "decompose-attention-grad", "bool",
+           /*default=*/"false",
+           "decompose omni.attention_grad (the targets without its library "
+           "call: cuda)">
   ];
   let dependentDialects = ["::mlir::omni::OmniDialect",
                            "::mlir::arith::ArithDialect",

@@ -21,6 +21,12 @@ namespace {
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"
 
+/// buildOmniPipeline's options, for the stages that take one.
+struct StageOptions {
+  bool reportArena = false;
+  bool decomposeAttentionGrad = false;
+};
+
 void addCleanup(OpPassManager &pm) {
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
@@ -28,7 +34,7 @@ void addCleanup(OpPassManager &pm) {
 
 // 1. Clean up frontend output: inline model calls, fold constants (the
 //    sigma schedule folds here), share common subexpressions.
-void addCleanupStage(OpPassManager &pm, bool) {
+void addCleanupStage(OpPassManager &pm, const StageOptions &) {
   pm.addPass(createOmniResidentStatePass()); // state slots (before inlining)
   pm.addPass(createInlinerPass());
   addCleanup(pm);
@@ -36,35 +42,37 @@ void addCleanupStage(OpPassManager &pm, bool) {
 
 // 2. grad / value_and_grad become forward + adjoint IR (calls to generated
 //    gradient functions, inlined in turn).
-void addAutodiffStage(OpPassManager &pm, bool) {
+void addAutodiffStage(OpPassManager &pm, const StageOptions &) {
   pm.addPass(createOmniAutodiffPass());
   pm.addPass(createInlinerPass());
   addCleanup(pm);
 }
 
 // 3. Composite ops become primitives.
-void addDecomposeStage(OpPassManager &pm, bool) {
-  pm.addPass(createOmniDecomposePass());
+void addDecomposeStage(OpPassManager &pm, const StageOptions &o) {
+  OmniDecomposePassOptions decompose;
+  decompose.decomposeAttentionGrad = o.decomposeAttentionGrad;
+  pm.addPass(createOmniDecomposePass(decompose));
   addCleanup(pm);
 }
 
 // 4. The SPMD program of every rank of the module's omni.mesh (nothing
 //    without one; docs/sharding.md).
-void addShardStage(OpPassManager &pm, bool) {
+void addShardStage(OpPassManager &pm, const StageOptions &) {
   pm.addPass(createOmniShardPass());
   addCleanup(pm);
 }
 
 // 5. Kernel boundaries.
-void addFuseStage(OpPassManager &pm, bool) {
+void addFuseStage(OpPassManager &pm, const StageOptions &) {
   pm.addNestedPass<func::FuncOp>(createOmniFusePass());
   pm.addPass(createCSEPass());
 }
 
 // 6. The static arena.
-void addPlanMemoryStage(OpPassManager &pm, bool reportArena) {
+void addPlanMemoryStage(OpPassManager &pm, const StageOptions &o) {
   OmniPlanMemoryPassOptions plan;
-  plan.report = reportArena;
+  plan.report = o.reportArena;
   pm.addNestedPass<func::FuncOp>(createOmniPlanMemoryPass(plan));
 }
 
@@ -72,7 +80,7 @@ struct Stage {
   PipelineStage stage;
   /// omnic --emit=<name>.
   llvm::StringLiteral name;
-  void (*addPasses)(OpPassManager &pm, bool reportArena);
+  void (*addPasses)(OpPassManager &pm, const StageOptions &options);
 };
 
 /// The pipeline, in order: the one list of its stages.
@@ -103,10 +111,13 @@ std::optional<PipelineStage> parsePipelineStage(llvm::StringRef name) {
   return std::nullopt;
 }
 
-void buildOmniPipeline(OpPassManager &pm, PipelineStage last,
-                       bool reportArena) {
+void buildOmniPipeline(OpPassManager &pm, PipelineStage last, bool reportArena,
+                       bool decomposeAttentionGrad) {
+  StageOptions options;
+  options.reportArena = reportArena;
+  options.decomposeAttentionGrad = decomposeAttentionGrad;
   for (const Stage &s : kStages) {
-    s.addPasses(pm, reportArena);
+    s.addPasses(pm, options);
     if (s.stage == last)
       return;
   }

@@ -244,6 +244,19 @@ TEST_F(DifferentialTest, ConvAttentionAndTransposedMatmul) {
        random({1, 1, 5, 6}, 9), random({3, 5, 4}, 10), random({6, 4}, 11)});
 }
 
+// omni.attention_grad runs as the cpu driver's AttentionBackward library
+// call (fusedAttentionBackward) against the evaluator's definition.
+TEST_F(DifferentialTest, AttentionGradLibraryCall) {
+  compare(
+      R"(func.func @f(%q: tensor<2x2x37x8xf32>, %k: tensor<2x2x130x8xf32>, %v: tensor<2x2x130x5xf32>, %do: tensor<2x2x37x5xf32>) -> (tensor<2x2x37x8xf32>, tensor<2x2x130x8xf32>, tensor<2x2x130x5xf32>) {
+      %o = omni.attention %q, %k, %v : (tensor<2x2x37x8xf32>, tensor<2x2x130x8xf32>, tensor<2x2x130x5xf32>) -> tensor<2x2x37x5xf32>
+      %g:3 = omni.attention_grad %q, %k, %v, %o, %do : (tensor<2x2x37x8xf32>, tensor<2x2x130x8xf32>, tensor<2x2x130x5xf32>, tensor<2x2x37x5xf32>, tensor<2x2x37x5xf32>) -> (tensor<2x2x37x8xf32>, tensor<2x2x130x8xf32>, tensor<2x2x130x5xf32>)
+      return %g#0, %g#1, %g#2 : tensor<2x2x37x8xf32>, tensor<2x2x130x8xf32>, tensor<2x2x130x5xf32> })",
+      "f",
+      {random({2, 2, 37, 8}, 13), random({2, 2, 130, 8}, 14),
+       random({2, 2, 130, 5}, 15), random({2, 2, 37, 5}, 16)});
+}
+
 TEST_F(DifferentialTest, RandomNumbersAreBitIdentical) {
   compare(
       R"(func.func @f(%key: tensor<i64>, %ctr: tensor<i64>) -> (tensor<3x50xf32>, tensor<7xf32>) {

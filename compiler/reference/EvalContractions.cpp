@@ -164,6 +164,74 @@ absl::StatusOr<Results> evalAttention(om::AttentionOp op, Interpreter &interp) {
   return Results{std::move(out)};
 }
 
+/// The op's definition: P = softmax(q k^T scale), dS = P (dO v^T -
+/// rowsum(dO output)), dq = dS k scale, dk = dS^T q scale, dv = P^T dO.
+absl::StatusOr<Results> evalAttentionGrad(om::AttentionGradOp op,
+                                          Interpreter &interp) {
+  const HostTensor &q = interp.get(op.getQuery());
+  const HostTensor &k = interp.get(op.getKey());
+  const HostTensor &v = interp.get(op.getValue());
+  const HostTensor &o = interp.get(op.getOutput());
+  const HostTensor &dO = interp.get(op.getDOutput());
+  HostTensor dq = interp.zerosForResult(op, 0);
+  HostTensor dk = interp.zerosForResult(op, 1);
+  HostTensor dv = interp.zerosForResult(op, 2);
+  if (q.rank() != 4 || k.rank() != 4 || v.rank() != 4 || o.rank() != 4 ||
+      dO.rank() != 4)
+    return opError(op, "needs rank-4 operands");
+  const int64_t bh = q.shape()[0] * q.shape()[1], sq = q.shape()[2],
+                d = q.shape()[3], sk = k.shape()[2], dvs = v.shape()[3];
+  if (k.shape()[3] != d || v.shape()[2] != sk || o.shape()[3] != dvs ||
+      dO.shape() != o.shape())
+    return opError(op, "query " + q.typeString() + ", key " + k.typeString() +
+                           ", value " + v.typeString() + " and output " +
+                           o.typeString() + " do not agree");
+  const double scale = op.getScale() ? op.getScale()->convertToDouble()
+                                     : 1.0 / std::sqrt(static_cast<double>(d));
+  std::vector<double> p(static_cast<size_t>(sk));
+  for (int64_t b = 0; b < bh; ++b)
+    for (int64_t i = 0; i < sq; ++i) {
+      const double *qi = &q.floats()[(b * sq + i) * d];
+      const double *dOi = &dO.floats()[(b * sq + i) * dvs];
+      const double *oi = &o.floats()[(b * sq + i) * dvs];
+      double maxScore = -std::numeric_limits<double>::infinity();
+      for (int64_t j = 0; j < sk; ++j) {
+        const double *kj = &k.floats()[(b * sk + j) * d];
+        double s = 0;
+        for (int64_t e = 0; e < d; ++e)
+          s += qi[e] * kj[e];
+        p[j] = s * scale;
+        maxScore = std::max(maxScore, p[j]);
+      }
+      double total = 0;
+      for (double &x : p)
+        total += (x = std::exp(x - maxScore));
+      double rowDot = 0;
+      for (int64_t e = 0; e < dvs; ++e)
+        rowDot += dOi[e] * oi[e];
+      for (int64_t j = 0; j < sk; ++j) {
+        const double pij = p[j] / total;
+        const double *vj = &v.floats()[(b * sk + j) * dvs];
+        double dp = 0;
+        for (int64_t e = 0; e < dvs; ++e) {
+          dp += dOi[e] * vj[e];
+          dv.floats()[(b * sk + j) * dvs + e] += pij * dOi[e];
+        }
+        const double ds = pij * (dp - rowDot) * scale;
+        const double *kj = &k.floats()[(b * sk + j) * d];
+        for (int64_t e = 0; e < d; ++e) {
+          dq.floats()[(b * sq + i) * d + e] += ds * kj[e];
+          dk.floats()[(b * sk + j) * d + e] += ds * qi[e];
+        }
+      }
+    }
+  Results results;
+  results.push_back(std::move(dq));
+  results.push_back(std::move(dk));
+  results.push_back(std::move(dv));
+  return results;
+}
+
 /// y = x W^T (+ b) (+ scale (x A^T) B^T) over the last dimension of x.
 absl::StatusOr<Results> linear(Operation *op, Interpreter &interp, Value xv,
                                Value wv, Value bv, Value av, Value lbv,
@@ -219,6 +287,7 @@ void registerContractionHandlers(HandlerTable &table) {
   addHandler<om::MatmulOp>(table, evalMatmul);
   addHandler<om::Conv2dOp>(table, evalConv2d);
   addHandler<om::AttentionOp>(table, evalAttention);
+  addHandler<om::AttentionGradOp>(table, evalAttentionGrad);
   addHandler<om::LinearOp>(table, [](om::LinearOp op, Interpreter &interp) {
     return linear(op, interp, op.getInput(), op.getWeight(), op.getBias(),
                   Value(), Value(), 0.0);

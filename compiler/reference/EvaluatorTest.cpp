@@ -511,6 +511,55 @@ func.func @f(%q: tensor<1x1x2x2xf64>, %k: tensor<1x1x3x2xf64>, %v: tensor<1x1x3x
   }
 }
 
+// attention_grad's definition (rowsum(dO o)) against the previous VJP
+// written out (rowsum(dP P), five matmuls around a softmax), in the
+// float64 oracle where o = P v exactly: the two must agree to rounding.
+TEST_F(EvaluatorTest, AttentionGradEqualsItsDecomposition) {
+  std::string ir = R"(
+func.func @f(%q: tensor<1x2x5x4xf32>, %k: tensor<1x2x6x4xf32>, %v: tensor<1x2x6x3xf32>, %do: tensor<1x2x5x3xf32>)
+    -> (tensor<1x2x5x4xf32>, tensor<1x2x6x4xf32>, tensor<1x2x6x3xf32>, tensor<1x2x5x4xf32>, tensor<1x2x6x4xf32>, tensor<1x2x6x3xf32>) {
+  %o = omni.attention %q, %k, %v {scale = 0.75} : (tensor<1x2x5x4xf32>, tensor<1x2x6x4xf32>, tensor<1x2x6x3xf32>) -> tensor<1x2x5x3xf32>
+  %g:3 = omni.attention_grad %q, %k, %v, %o, %do {scale = 0.75} : (tensor<1x2x5x4xf32>, tensor<1x2x6x4xf32>, tensor<1x2x6x3xf32>, tensor<1x2x5x3xf32>, tensor<1x2x5x3xf32>) -> (tensor<1x2x5x4xf32>, tensor<1x2x6x4xf32>, tensor<1x2x6x3xf32>)
+  %s0 = omni.matmul %q, %k transpose_rhs : tensor<1x2x5x4xf32>, tensor<1x2x6x4xf32> -> tensor<1x2x5x6xf32>
+  %c = omni.constant dense<0.75> : tensor<1x2x5x6xf32>
+  %s = omni.mul %s0, %c : tensor<1x2x5x6xf32>
+  %p = omni.softmax %s, dim = 3 : tensor<1x2x5x6xf32>
+  %dv = omni.matmul %p, %do transpose_lhs : tensor<1x2x5x6xf32>, tensor<1x2x5x3xf32> -> tensor<1x2x6x3xf32>
+  %dp = omni.matmul %do, %v transpose_rhs : tensor<1x2x5x3xf32>, tensor<1x2x6x3xf32> -> tensor<1x2x5x6xf32>
+  %pd = omni.mul %dp, %p : tensor<1x2x5x6xf32>
+  %rs = omni.reduce sum %pd dims = [3] : tensor<1x2x5x6xf32> -> tensor<1x2x5xf32>
+  %rb = omni.broadcast_in_dim %rs, dims = [0, 1, 2] : tensor<1x2x5xf32> -> tensor<1x2x5x6xf32>
+  %d = omni.sub %dp, %rb : tensor<1x2x5x6xf32>
+  %ds0 = omni.mul %p, %d : tensor<1x2x5x6xf32>
+  %ds = omni.mul %ds0, %c : tensor<1x2x5x6xf32>
+  %dq = omni.matmul %ds, %k : tensor<1x2x5x6xf32>, tensor<1x2x6x4xf32> -> tensor<1x2x5x4xf32>
+  %dk = omni.matmul %ds, %q transpose_lhs : tensor<1x2x5x6xf32>, tensor<1x2x5x4xf32> -> tensor<1x2x6x4xf32>
+  return %g#0, %g#1, %g#2, %dq, %dk, %dv : tensor<1x2x5x4xf32>, tensor<1x2x6x4xf32>, tensor<1x2x6x3xf32>, tensor<1x2x5x4xf32>, tensor<1x2x6x4xf32>, tensor<1x2x6x3xf32>
+})";
+  auto values = [](int64_t n, double phase) {
+    std::vector<double> out;
+    for (int64_t i = 0; i < n; ++i)
+      out.push_back(std::sin(1.7 * double(i) + phase));
+    return out;
+  };
+  std::vector<HostTensor> r = runOk(
+      ir,
+      {f32({1, 2, 5, 4}, values(40, 0.1)), f32({1, 2, 6, 4}, values(48, 0.2)),
+       f32({1, 2, 6, 3}, values(36, 0.3)), f32({1, 2, 5, 3}, values(30, 0.4))},
+      Precision::F64);
+  ASSERT_EQ(r.size(), 6u);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(r[i].floats().size(), r[i + 3].floats().size());
+    double largest = 0;
+    for (size_t e = 0; e < r[i].floats().size(); ++e) {
+      EXPECT_NEAR(r[i].floats()[e], r[i + 3].floats()[e], 1e-12)
+          << "result " << i << " [" << e << "]";
+      largest = std::max(largest, std::abs(r[i + 3].floats()[e]));
+    }
+    EXPECT_GT(largest, 1e-3) << "result " << i << " is not a vacuous zero";
+  }
+}
+
 TEST_F(EvaluatorTest, LinearAndLoraLinear) {
   std::string ir = R"(
 func.func @f(%x: tensor<1x2xf64>, %w: tensor<3x2xf64>, %b: tensor<3xf64>, %a: tensor<1x2xf64>, %lb: tensor<3x1xf64>)

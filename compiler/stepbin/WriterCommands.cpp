@@ -54,7 +54,9 @@ ArrayRef<Writer::EmitterRow> Writer::emitters() {
       {[](Operation *op) { return op->hasTrait<OpTrait::ConstantLike>(); },
        &Writer::emitTensorConstant},
       {[](Operation *op) { return isa<FusionOp>(op); }, &Writer::emitDispatch},
-      {[](Operation *op) { return isa<MatmulOp, Conv2dOp, AttentionOp>(op); },
+      {[](Operation *op) {
+         return isa<MatmulOp, Conv2dOp, AttentionOp, AttentionGradOp>(op);
+       },
        &Writer::emitLibraryCall},
       {[](Operation *op) { return isa<RandomNormalOp, RandomUniformOp>(op); },
        &Writer::emitRandom},
@@ -237,8 +239,14 @@ LogicalResult Writer::emitDispatch(Operation *op, Commands &out) {
 LogicalResult Writer::emitLibraryCall(Operation *op, Commands &out) {
   bool ok = true;
   auto operands = slots(op, op->getOperands(), ok);
-  FailureOr<uint32_t> r = arenaResult(op, 0);
-  if (!ok || failed(r))
+  std::vector<uint32_t> results;
+  for (unsigned i = 0; i < op->getNumResults(); ++i) {
+    FailureOr<uint32_t> r = arenaResult(op, i);
+    if (failed(r))
+      return failure();
+    results.push_back(*r);
+  }
+  if (!ok)
     return failure();
   std::vector<int64_t> ints;
   std::vector<double> floats;
@@ -250,16 +258,20 @@ LogicalResult Writer::emitLibraryCall(Operation *op, Commands &out) {
     lib = st::Library::Conv2d;
     ints = {c.getStrides()[0], c.getStrides()[1],  c.getPadding()[0],
             c.getPadding()[1], c.getDilation()[0], c.getDilation()[1]};
-  } else {
-    auto a = cast<AttentionOp>(op);
+  } else if (auto a = dyn_cast<AttentionOp>(op)) {
     lib = st::Library::Attention;
     ints = {a.getMask() ? 1 : 0};
     if (a.getScale())
       floats.push_back(a.getScale()->convertToDouble());
+  } else {
+    auto g = cast<AttentionGradOp>(op);
+    lib = st::Library::AttentionBackward;
+    if (g.getScale())
+      floats.push_back(g.getScale()->convertToDouble());
   }
-  auto body = st::CreateLibraryCall(
-      fbb, lib, operands, fbb.CreateVector(std::vector<uint32_t>{*r}),
-      fbb.CreateVector(ints), fbb.CreateVector(floats));
+  auto body =
+      st::CreateLibraryCall(fbb, lib, operands, fbb.CreateVector(results),
+                            fbb.CreateVector(ints), fbb.CreateVector(floats));
   out.push_back(command(op, st::CommandKind::LibraryCall, body.Union()));
   return success();
 }

@@ -34,3 +34,4 @@ FusionKind PadOp::getFusionKind() { return FusionKind::Movement; }
 FusionKind MatmulOp::getFusionKind() { return FusionKind::Library; }
 FusionKind Conv2dOp::getFusionKind() { return FusionKind::Library; }
 FusionKind AttentionOp::getFusionKind() { return FusionKind::Library; }
+FusionKind AttentionGradOp::getFusionKind() { return FusionKind::Library; }

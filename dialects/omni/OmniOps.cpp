@@ -518,6 +518,49 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *,
+                                                std::optional<Location> loc,
+                                                Adaptor adaptor,
+                                                SmallVectorImpl<Type> &types) {
+  StringRef opName = getOperationName();
+  OMNI_TENSOR(q, adaptor.getQuery(), "query");
+  OMNI_TENSOR(k, adaptor.getKey(), "key");
+  OMNI_TENSOR(v, adaptor.getValue(), "value");
+  OMNI_TENSOR(o, adaptor.getOutput(), "output");
+  OMNI_TENSOR(dO, adaptor.getDOutput(), "d_output");
+  // C1
+  for (RankedTensorType t : {q, k, v, o, dO})
+    if (t.getRank() != 4 || !t.getElementType().isF32())
+      return inferError(loc, opName,
+                        "every operand must be a rank-4 f32 tensor, found ", t);
+  // C2
+  if (k.getDimSize(0) != q.getDimSize(0) ||
+      v.getDimSize(0) != q.getDimSize(0) ||
+      k.getDimSize(1) != q.getDimSize(1) || v.getDimSize(1) != q.getDimSize(1))
+    return inferError(loc, opName, "batch and head dimensions differ: query ",
+                      shapeStr(q.getShape()), ", key ", shapeStr(k.getShape()),
+                      ", value ", shapeStr(v.getShape()));
+  if (k.getDimSize(2) != v.getDimSize(2))
+    return inferError(loc, opName, "key has sequence length ", k.getDimSize(2),
+                      " but value has ", v.getDimSize(2));
+  if (k.getDimSize(3) != q.getDimSize(3))
+    return inferError(loc, opName, "query has head dimension ", q.getDimSize(3),
+                      " but key has ", k.getDimSize(3));
+  SmallVector<int64_t> out(q.getShape());
+  out[3] = v.getDimSize(3);
+  if (o.getShape() != ArrayRef<int64_t>(out) || dO.getShape() != o.getShape())
+    return inferError(loc, opName, "output and d_output must have shape ",
+                      shapeStr(out), ", found ", shapeStr(o.getShape()),
+                      " and ", shapeStr(dO.getShape()));
+  // C3
+  if (auto scale = adaptor.getScaleAttr())
+    if (!(scale.getValueAsDouble() > 0))
+      return inferError(loc, opName, "scale must be > 0, found ",
+                        scale.getValueAsDouble());
+  types.append({q, k, v});
+  return success();
+}
+
 /// Shape rule shared by linear and lora_linear (their C1/C2/C3): returns
 /// the result type `[..., out]` or null after emitting.
 static RankedTensorType inferLinear(std::optional<Location> loc,

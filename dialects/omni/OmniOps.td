@@ -613,6 +613,42 @@ def Omni_AttentionOp : Omni_Op<"attention", [Shardable, VJP, Pure, InferTypeOpAd
   }];
 }
 
+def Omni_AttentionGradOp : Omni_Op<"attention_grad", [Shardable, Pure,
+    InferTypeOpAdaptor, FusibleAs]> {
+  let summary = "the cotangents of omni.attention without a mask";
+  let description = [{
+    Given `omni.attention`'s operands (no mask), its result `output` and
+    the result's cotangent `d_output`, the cotangents of query, key and
+    value: with `P = softmax(q k^T * scale)`, `dS = P (d_output v^T -
+    rowsum(d_output * output))`, `dq = dS k * scale`, `dk = dS^T q * scale`,
+    `dv = P^T d_output`. omni.attention's VJP emits it for f32 operands
+    without a mask; the cpu target runs it as one library call that never
+    materializes a `[B, H, Sq, Sk]` matrix (flash-attention-2's backward),
+    other targets get it decomposed (omni-decompose's
+    `decompose-attention-grad`).
+
+    Constraints:
+    - (C1) every operand has rank 4 and element type f32;
+    - (C2) query, key and value as for omni.attention; `output` and
+      `d_output` have shape `[B, H, Sq, Dv]`;
+    - (C3) `scale > 0` when given (default `1/sqrt(D)`).
+
+    ```mlir
+    %dq, %dk, %dv = omni.attention_grad %q, %k, %v, %o, %do : (tensor<1x2x4x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>)
+    ```
+  }];
+  let arguments = (ins Omni_FloatTensor:$query, Omni_FloatTensor:$key,
+                       Omni_FloatTensor:$value, Omni_FloatTensor:$output,
+                       Omni_FloatTensor:$d_output,
+                       OptionalAttr<F64Attr>:$scale);
+  let results = (outs Omni_FloatTensor:$d_query, Omni_FloatTensor:$d_key,
+                      Omni_FloatTensor:$d_value);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `,` $output `,` $d_output attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
 def Omni_LinearOp : Omni_Op<"linear", [VJP, Pure, InferTypeOpAdaptor]> {
   let summary = "affine map x W^T + b (torch.nn.Linear layout)";
   let description = [{

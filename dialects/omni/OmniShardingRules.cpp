@@ -281,6 +281,20 @@ ShardingRule AttentionOp::getShardingRule() {
   return rule;
 }
 
+/// Batch and heads pass through every operand and result.
+ShardingRule AttentionGradOp::getShardingRule() {
+  ShardingRule rule = ShardingRule::whole(*this);
+  ArrayRef<int64_t> q = shapeOf(getQuery());
+  for (int64_t d = 0; d < 2; ++d) {
+    int f = rule.addFactor(q[d]);
+    for (unsigned i = 0; i < 5; ++i)
+      rule.operands[i][d] = f;
+    for (unsigned i = 0; i < 3; ++i)
+      rule.results[i][d] = f;
+  }
+  return rule;
+}
+
 /// Host functions (the rewards) work sample by sample: dimension 0 of
 /// every operand and result, when they all have the same one, splits.
 ShardingRule HostCallOp::getShardingRule() {

@@ -198,6 +198,17 @@ LogicalResult AttentionOp::buildVJP(OpBuilder &b, ArrayRef<Value> g,
   Location loc = getLoc();
   RankedTensorType qt = getQuery().getType();
   Type element = qt.getElementType();
+  if (!getMask() && element.isF32()) {
+    // One op (a library call on the cpu target, decomposed to what follows
+    // on others: omni-decompose's AttentionGrad pattern).
+    auto grad =
+        AttentionGradOp::create(b, loc, getQuery(), getKey(), getValue(),
+                                getResult(), g[0], getScaleAttr());
+    out[0] = grad.getDQuery();
+    out[1] = grad.getDKey();
+    out[2] = grad.getDValue();
+    return success();
+  }
   bool narrow = element.getIntOrFloatBitWidth() < 32;
   auto widen = [&](Value x) -> Value {
     if (!narrow || !x)

@@ -45,6 +45,8 @@ hal::Library toHal(step::Library library) {
     return hal::Library::Conv2d;
   case step::Library::Attention:
     return hal::Library::Attention;
+  case step::Library::AttentionBackward:
+    return hal::Library::AttentionBackward;
   default:
     return hal::Library::Matmul;
   }

@@ -305,6 +305,25 @@ absl::Status Executor::runLibraryCall(Frame &frame,
     }
     return stream_->attention(p, ref(0), ref(1), ref(2), mask, out);
   }
+  case step::Library::AttentionBackward: {
+    // operands: query, key, value, output, d_output; results: d_query,
+    // d_key, d_value; float_attrs: [scale] as for Attention.
+    const TensorInfo &q = operand(0), &k = operand(1), &v = operand(2);
+    hal::AttentionParams p;
+    p.dtype = result.dtype;
+    p.batch = q.shape[0];
+    p.heads = q.shape[1];
+    p.seqQ = q.shape[2];
+    p.headDim = q.shape[3];
+    p.seqK = k.shape[2];
+    p.valueDim = v.shape[3];
+    p.scale = sizeOf(c.float_attrs())
+                  ? c.float_attrs()->Get(0)
+                  : (p.headDim > 0 ? 1.0 / std::sqrt(double(p.headDim)) : 1.0);
+    return stream_->attentionBackward(p, ref(0), ref(1), ref(2), ref(3), ref(4),
+                                      out, resolve(frame, c.results()->Get(1)),
+                                      resolve(frame, c.results()->Get(2)));
+  }
   }
   return absl::InternalError("unverified library");
 }

@@ -83,6 +83,18 @@ Described describeLibraryCall(const loader::Program &program,
               5 * b * h * sq * sk;
     break;
   }
+  case step::Library::AttentionBackward: {
+    const TensorInfo &q = operand(0), &k = operand(1), &v = operand(2);
+    const int64_t b = q.shape[0], h = q.shape[1], sq = q.shape[2],
+                  dh = q.shape[3], sk = k.shape[2], dv = v.shape[3];
+    d.kind = "attention";
+    d.symbol = absl::StrCat("attention backward ", b, "x", h, " q", sq, " k",
+                            sk, " d", dh);
+    // The backward's products as the decomposed VJP counts them: Q K^T
+    // again, dO V^T, P^T dO, dS K, dS^T Q, and its elementwise work.
+    d.flops = 2 * b * h * sq * sk * (3 * dh + 2 * dv) + 8 * b * h * sq * sk;
+    break;
+  }
   }
   return d;
 }

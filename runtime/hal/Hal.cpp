@@ -30,6 +30,14 @@ absl::Status Stream::attention(const AttentionParams &, BufferRef, BufferRef,
   return absl::UnimplementedError("this stream has no Attention routine");
 }
 
+absl::Status Stream::attentionBackward(const AttentionParams &, BufferRef,
+                                       BufferRef, BufferRef, BufferRef,
+                                       BufferRef, BufferRef, BufferRef,
+                                       BufferRef) {
+  return absl::UnimplementedError(
+      "this stream has no AttentionBackward routine");
+}
+
 bool Device::supportsLibrary(Library, DType) const { return false; }
 
 int64_t Device::bytesInUse() const { return -1; }

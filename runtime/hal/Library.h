@@ -20,7 +20,7 @@
 namespace omni::hal {
 
 /// The routines of step.bin's Library enum.
-enum class Library { Matmul, Conv2d, Attention };
+enum class Library { Matmul, Conv2d, Attention, AttentionBackward };
 
 /// result[b] = op(lhs[b]) x op(rhs[b or shared]) for b in [0, batch):
 /// lhs[b] is m x k (k x m when transposeLhs), rhs k x n (n x k when
@@ -44,6 +44,10 @@ struct Conv2dParams {
   int64_t outH = 0, outW = 0;
 };
 
+/// Attention, and (without a mask) its backward: given q, k, v, the
+/// forward's result o and its cotangent dO ([batch, heads, seqQ,
+/// valueDim]), dq, dk and dv of the shapes of q, k, v.
+///
 /// result = softmax(q k^T * scale + mask) v per (batch, head): q [batch,
 /// heads, seqQ, headDim], k [batch, heads, seqK, headDim], v [batch, heads,
 /// seqK, valueDim], optional additive mask [batch|1, heads|1, seqQ, seqK],

@@ -951,7 +951,8 @@ TEST(Loader, ChecksMatmul) {
                   b.library(static_cast<Library>(9), {a}, {a}, {})};
             })),
             "step.bin: functions[0].commands[0] (LibraryCall): library = 9 "
-            "but valid libraries are 0..2 (Matmul, Conv2d, Attention)");
+            "but valid libraries are 0..3 (Matmul, Conv2d, Attention, "
+            "AttentionBackward)");
 }
 
 std::string conv(std::vector<int64_t> x, std::vector<int64_t> w,

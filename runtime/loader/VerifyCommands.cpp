@@ -212,8 +212,8 @@ absl::Status ProgramVerifier::checkLibraryCall(FunctionContext &ctx,
   if (library < step::Library::MIN || library > step::Library::MAX) {
     std::string where = at + " (LibraryCall)";
     return fail(where, absl::StrCat("library = ", static_cast<int>(library),
-                                    " but valid libraries are 0..2 (Matmul, "
-                                    "Conv2d, Attention)"));
+                                    " but valid libraries are 0..3 (Matmul, "
+                                    "Conv2d, Attention, AttentionBackward)"));
   }
   std::string where =
       absl::StrCat(at, " (LibraryCall ", step::EnumNameLibrary(library), ")");
@@ -221,8 +221,10 @@ absl::Status ProgramVerifier::checkLibraryCall(FunctionContext &ctx,
       checkTensorList(ctx, where, "operands", c.operands(), Access::Read));
   OMNI_RETURN_IF_ERROR(
       checkTensorList(ctx, where, "results", c.results(), Access::Write));
+  const bool backward = library == step::Library::AttentionBackward;
   OMNI_RETURN_IF_ERROR(
-      expectCount(where, "results", sizeOf(c.results()), 1, "result"));
+      expectCount(where, "results", sizeOf(c.results()), backward ? 3 : 1,
+                  backward ? "d_query, d_key, d_value" : "result"));
   const TensorInfo &result = program_.tensors_[c.results()->Get(0)];
   uint32_t numInt = sizeOf(c.int_attrs());
   uint32_t numFloat = sizeOf(c.float_attrs());
@@ -384,6 +386,56 @@ absl::Status ProgramVerifier::checkLibraryCall(FunctionContext &ctx,
     return expectResult(where, result,
                         {q.shape[0], q.shape[1], q.shape[2], v.shape[3]},
                         "attention");
+  }
+  case step::Library::AttentionBackward: {
+    OMNI_RETURN_IF_ERROR(expectCount(where, "operands", sizeOf(c.operands()), 5,
+                                     "query, key, value, output, d_output"));
+    OMNI_RETURN_IF_ERROR(expectCount(where, "int_attrs", numInt, 0, ""));
+    if (numFloat > 1)
+      return fail(where, absl::StrCat("float_attrs has ", numFloat,
+                                      " entries but expected 0 or 1 "
+                                      "(scale)"));
+    if (numFloat == 1) {
+      double scale = c.float_attrs()->Get(0);
+      if (!(scale > 0) || !std::isfinite(scale))
+        return fail(where, absl::StrCat("float_attrs[0] (scale) = ", scale,
+                                        " but expected a finite value > 0"));
+    }
+    static const char *names[] = {"query", "key", "value", "output",
+                                  "d_output"};
+    std::vector<std::pair<std::string, uint32_t>> all;
+    for (uint32_t i = 0; i < 5; ++i)
+      all.push_back({names[i], c.operands()->Get(i)});
+    all.push_back({"d_query", c.results()->Get(0)});
+    all.push_back({"d_key", c.results()->Get(1)});
+    all.push_back({"d_value", c.results()->Get(2)});
+    OMNI_RETURN_IF_ERROR(sameFloatDType(where, all));
+    for (uint32_t i = 0; i < 5; ++i)
+      OMNI_RETURN_IF_ERROR(expectRank(where, names[i], lib(c, i), 4));
+    const TensorInfo &q = lib(c, 0), &k = lib(c, 1), &v = lib(c, 2);
+    if (k.shape[0] != q.shape[0] || k.shape[1] != q.shape[1] ||
+        k.shape[3] != q.shape[3] || v.shape[0] != q.shape[0] ||
+        v.shape[1] != q.shape[1] || v.shape[2] != k.shape[2])
+      return fail(where, absl::StrCat("query ", q.typeString(), ", key ",
+                                      k.typeString(), " and value ",
+                                      v.typeString(), " do not agree"));
+    std::vector<int64_t> out = {q.shape[0], q.shape[1], q.shape[2], v.shape[3]};
+    for (uint32_t i = 3; i < 5; ++i)
+      if (lib(c, i).shape != out)
+        return fail(where,
+                    absl::StrCat(names[i], " is ", lib(c, i).typeString(),
+                                 " but expected ",
+                                 tensorTypeString(q.dtype, out)));
+    const TensorInfo *grads[] = {&q, &k, &v};
+    static const char *gradNames[] = {"d_query", "d_key", "d_value"};
+    for (uint32_t i = 0; i < 3; ++i) {
+      const TensorInfo &g = program_.tensors_[c.results()->Get(i)];
+      if (g.shape != grads[i]->shape)
+        return fail(where,
+                    absl::StrCat(gradNames[i], " is ", g.typeString(),
+                                 " but expected ", grads[i]->typeString()));
+    }
+    return absl::OkStatus();
   }
   }
   return absl::OkStatus();

@@ -1,5 +1,6 @@
 // RUN: omni-opt %s -omni-decompose -split-input-file | FileCheck %s
 // RUN: omni-opt %s -omni-decompose=decompose-library-ops -split-input-file | FileCheck %s --check-prefix=LIB
+// RUN: omni-opt %s -omni-decompose=decompose-attention-grad -split-input-file | FileCheck %s --check-prefix=GRAD
 
 // Tests that silu becomes x * logistic(x).
 // CHECK-LABEL: func.func @silu
@@ -62,6 +63,29 @@ func.func @linear_keeps_library_ops(%x: tensor<2x8xf32>, %w: tensor<4x8xf32>, %b
   %y = omni.linear %x, %w bias %b : (tensor<2x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<2x4xf32>
   %o = omni.attention %q, %q, %q : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
   return %y, %o : tensor<2x4xf32>, tensor<1x2x4x8xf32>
+}
+
+// -----
+
+// Tests that attention_grad is kept by default (the cpu library call) and
+// becomes the five matmuls and the softmax of its definition for targets
+// without it (decompose-attention-grad, and decompose-library-ops).
+// CHECK-LABEL: func.func @attention_grad
+// CHECK: omni.attention_grad
+// GRAD-LABEL: func.func @attention_grad
+// GRAD-NOT: omni.attention_grad
+// GRAD: omni.matmul %{{.*}}, %{{.*}} transpose_rhs : tensor<1x2x4x8xf32>, tensor<1x2x6x8xf32> -> tensor<1x2x4x6xf32>
+// GRAD: omni.exp
+// GRAD: omni.matmul %{{.*}}, %{{.*}} transpose_lhs : tensor<1x2x4x6xf32>, tensor<1x2x4x8xf32> -> tensor<1x2x6x8xf32>
+// GRAD: omni.matmul %{{.*}}, %{{.*}} transpose_rhs : tensor<1x2x4x8xf32>, tensor<1x2x6x8xf32> -> tensor<1x2x4x6xf32>
+// GRAD: omni.reduce sum
+// GRAD: omni.matmul %{{.*}}, %{{.*}} : tensor<1x2x4x6xf32>, tensor<1x2x6x8xf32> -> tensor<1x2x4x8xf32>
+// GRAD: omni.matmul %{{.*}}, %{{.*}} transpose_lhs : tensor<1x2x4x6xf32>, tensor<1x2x4x8xf32> -> tensor<1x2x6x8xf32>
+// LIB-LABEL: func.func @attention_grad
+// LIB-NOT: omni.attention_grad
+func.func @attention_grad(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x6x8xf32>, %o: tensor<1x2x4x8xf32>, %do: tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>) {
+  %dq, %dk, %dv = omni.attention_grad %q, %k, %k, %o, %do : (tensor<1x2x4x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>)
+  return %dq, %dk, %dv : tensor<1x2x4x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>
 }
 
 // -----

@@ -622,6 +622,26 @@ func.func @rms_norm_eps(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
 
 // -----
 
+// Tests that attention_grad rejects bf16 operands (C1: the op is f32 only).
+func.func @attention_grad_bf16(%q: tensor<1x2x4x8xbf16>) -> tensor<1x2x4x8xbf16> {
+  // expected-error @+2 {{'omni.attention_grad' op every operand must be a rank-4 f32 tensor, found 'tensor<1x2x4x8xbf16>'}}
+  // expected-error @+1 {{'omni.attention_grad' op failed to infer returned types}}
+  %g:3 = omni.attention_grad %q, %q, %q, %q, %q : (tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>) -> (tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>)
+  return %g#0 : tensor<1x2x4x8xbf16>
+}
+
+// -----
+
+// Tests that attention_grad rejects an output of the wrong shape (C2).
+func.func @attention_grad_output(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x6x8xf32>, %o: tensor<1x2x6x8xf32>) -> tensor<1x2x4x8xf32> {
+  // expected-error @+2 {{'omni.attention_grad' op output and d_output must have shape 1x2x4x8, found 1x2x6x8 and 1x2x6x8}}
+  // expected-error @+1 {{'omni.attention_grad' op failed to infer returned types}}
+  %g:3 = omni.attention_grad %q, %k, %k, %o, %o : (tensor<1x2x4x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>)
+  return %g#0 : tensor<1x2x4x8xf32>
+}
+
+// -----
+
 // Tests that attention rejects a 3-D query (C1).
 func.func @attention_rank(%q: tensor<2x4x8xf32>, %k: tensor<1x2x6x8xf32>) -> tensor<2x4x8xf32> {
   // expected-error @+2 {{'omni.attention' op query, key and value must have rank 4 ([B, H, S, D])}}

@@ -153,6 +153,11 @@ OMNI_ALWAYS_INLINE double pairwise(double *x, int n) {
 struct Job {
   const float *q, *k, *v, *mask;
   float *out;
+  // The backward (fusedAttentionBackward): the forward's output and its
+  // cotangent in, the three cotangents out.
+  const float *o = nullptr, *dO = nullptr;
+  float *dq = nullptr, *dk = nullptr, *dvOut = nullptr;
+  int64_t dPad = 0; // head size rounded up to the vector width
   int64_t heads, seqQ, seqK, d, dv, dvPad;
   int64_t block; // keys per block, a multiple of 16 (attentionKeyBlock)
   int64_t tile;  // query rows per work item, a multiple of kGroup
@@ -171,6 +176,26 @@ struct Scratch {
   } // 8 >= W / 2 lanes per row
 };
 
+/// One thread's buffers for the backward of one (batch, head).
+/// Query rows per rank update of the backward's dk and dv (a multiple of
+/// kGroup).
+constexpr int kRows = 16;
+
+struct BackwardScratch {
+  std::vector<float> q, dO, m, invL, dsum, s, dp, kT, vT, kb, dK, dV;
+  std::vector<double> dq, l;
+  explicit BackwardScratch(const Job &j) {
+    const int64_t rows = (j.seqQ + kRows - 1) / kRows * kRows;
+    q.resize(rows * j.dPad), dO.resize(rows * j.dvPad);
+    m.resize(rows), invL.resize(rows), dsum.resize(rows);
+    s.resize(kRows * j.block), dp.resize(kRows * j.block);
+    kT.resize(j.d * j.block), vT.resize(j.dv * j.block);
+    kb.resize(j.block * j.dPad), dK.resize(j.block * j.dPad);
+    dV.resize(j.block * j.dvPad);
+    dq.resize(rows * j.dPad), l.resize(rows * 8);
+  }
+};
+
 template <int W> struct Kernel {
   using S = Simd<W>;
   using F = typename S::F;
@@ -183,14 +208,21 @@ template <int W> struct Kernel {
                                             int64_t d, int64_t block,
                                             int64_t nbPad, float scale,
                                             float *s) {
+    scoreGroup(qt, d, kT, d, block, nbPad, scale, s);
+  }
+  /// The same with the rows of qt ldq apart.
+  static OMNI_ALWAYS_INLINE void scoreGroup(const float *qt, int64_t ldq,
+                                            const float *kT, int64_t d,
+                                            int64_t block, int64_t nbPad,
+                                            float scale, float *s) {
     int64_t jj = 0;
     for (; jj + 2 * W <= nbPad; jj += 2 * W) {
       F a00{}, a01{}, a10{}, a11{}, a20{}, a21{}, a30{}, a31{};
       for (int64_t e = 0; e < d; ++e) {
         const F k0 = S::load(kT + e * block + jj);
         const F k1 = S::load(kT + e * block + jj + W);
-        const float q0 = qt[e], q1 = qt[d + e], q2 = qt[2 * d + e],
-                    q3 = qt[3 * d + e];
+        const float q0 = qt[e], q1 = qt[ldq + e], q2 = qt[2 * ldq + e],
+                    q3 = qt[3 * ldq + e];
         a00 += q0 * k0, a01 += q0 * k1;
         a10 += q1 * k0, a11 += q1 * k1;
         a20 += q2 * k0, a21 += q2 * k1;
@@ -208,8 +240,8 @@ template <int W> struct Kernel {
       F a0{}, a1{}, a2{}, a3{};
       for (int64_t e = 0; e < d; ++e) {
         const F k0 = S::load(kT + e * block + jj);
-        a0 += qt[e] * k0, a1 += qt[d + e] * k0;
-        a2 += qt[2 * d + e] * k0, a3 += qt[3 * d + e] * k0;
+        a0 += qt[e] * k0, a1 += qt[ldq + e] * k0;
+        a2 += qt[2 * ldq + e] * k0, a3 += qt[3 * ldq + e] * k0;
       }
       S::store(s + jj, a0 * scale), S::store(s + block + jj, a1 * scale);
       S::store(s + 2 * block + jj, a2 * scale);
@@ -416,6 +448,151 @@ template <int W> struct Kernel {
     }
   }
 
+  //===--- The backward ---------------------------------------------===//
+
+  /// acc[j][0, cols) += sum_r p[r][j] x[r] for j < nb, r < kRows: a
+  /// rank-kRows update of a block x cols matrix (stride cols, a multiple
+  /// of W) by p^T (p has stride block) and the rows of x (stride ldx,
+  /// zero-padded to cols). The rows' vectors stay in registers; each
+  /// element adds its kRows products in four interleaved chains.
+  static OMNI_ALWAYS_INLINE void rankUpdate(const float *p, int64_t block,
+                                            const float *x, int64_t ldx,
+                                            int64_t nb, int64_t cols,
+                                            float *acc) {
+    for (int64_t c = 0; c < cols; c += W) {
+      F xr[kRows];
+      for (int r = 0; r < kRows; ++r)
+        xr[r] = S::load(x + r * ldx + c);
+      for (int64_t j = 0; j < nb; ++j) {
+        F part[4] = {S::load(acc + j * cols + c), F{}, F{}, F{}};
+        for (int r = 0; r < kRows; ++r)
+          part[r % 4] += p[r * block + j] * xr[r];
+        S::store(acc + j * cols + c, (part[0] + part[1]) + (part[2] + part[3]));
+      }
+    }
+  }
+
+  /// One (batch, head) of the backward (CpuAttention.h).
+  static OMNI_ALWAYS_INLINE void runBackward(const Job &j, BackwardScratch &sc,
+                                             int64_t bh) {
+    const int64_t d = j.d, dv = j.dv, dPad = j.dPad, dvPad = j.dvPad;
+    const int64_t sq = j.seqQ, sk = j.seqK, block = j.block;
+    const int64_t rowsPad = roundUp(sq, kRows);
+    float *qt = sc.q.data(), *dOt = sc.dO.data(), *m = sc.m.data();
+    float *invL = sc.invL.data(), *dsum = sc.dsum.data();
+    float *s = sc.s.data(), *dp = sc.dp.data(), *kT = sc.kT.data();
+    float *vT = sc.vT.data(), *kb = sc.kb.data(), *dK = sc.dK.data();
+    float *dV = sc.dV.data();
+    double *dq = sc.dq.data(), *l = sc.l.data();
+    const float *q = j.q + bh * sq * d, *k = j.k + bh * sk * d;
+    const float *v = j.v + bh * sk * dv, *o = j.o + bh * sq * dv;
+    const float *dO = j.dO + bh * sq * dv;
+
+    // Rows padded with zeros to whole groups, dO also to whole vectors.
+    std::fill(qt, qt + rowsPad * dPad, 0.0f);
+    std::fill(dOt, dOt + rowsPad * dvPad, 0.0f);
+    for (int64_t i = 0; i < sq; ++i) {
+      std::memcpy(qt + i * dPad, q + i * d, d * sizeof(float));
+      std::memcpy(dOt + i * dvPad, dO + i * dv, dv * sizeof(float));
+    }
+    // D_i = dO_i . o_i (the row sum of dP P), in f64.
+    for (int64_t i = 0; i < sq; ++i) {
+      double acc = 0;
+      for (int64_t c = 0; c < dv; ++c)
+        acc += double(dO[i * dv + c]) * o[i * dv + c];
+      dsum[i] = static_cast<float>(acc);
+    }
+    std::fill(dsum + sq, dsum + rowsPad, 0.0f);
+    std::fill(dq, dq + rowsPad * dPad, 0.0);
+
+    auto loadKeys = [&](int64_t j0, int64_t nb, int64_t nbPad) {
+      for (int64_t jj = 0; jj < nb; ++jj)
+        for (int64_t e = 0; e < d; ++e)
+          kT[e * block + jj] = k[(j0 + jj) * d + e];
+      for (int64_t e = 0; e < d; ++e)
+        std::fill(kT + e * block + nb, kT + e * block + nbPad, 0.0f);
+    };
+
+    // Pass 1: every row's max m and 1 / sum l of its probabilities, as the
+    // forward computes them (padding rows: m = +inf, so p = 0).
+    std::fill(m, m + sq, -kInf);
+    std::fill(m + sq, m + rowsPad, kInf);
+    std::fill(l, l + rowsPad * (W / 2), 0.0);
+    for (int64_t j0 = 0; j0 < sk; j0 += block) {
+      const int64_t nb = std::min(block, sk - j0), nbPad = roundUp(nb, 16);
+      loadKeys(j0, nb, nbPad);
+      for (int64_t g = 0; g < sq; g += kGroup) {
+        scoreGroup(qt + g * dPad, dPad, kT, d, block, nbPad, j.scale, s);
+        float alpha[kGroup];
+        softmaxGroup(s, block, nullptr, 0, sq - g, nb, nbPad, m + g,
+                     l + g * (W / 2), alpha);
+      }
+    }
+    for (int64_t i = 0; i < rowsPad; ++i)
+      invL[i] = i < sq ? float(1.0 / pairwise(l + i * (W / 2), W / 2)) : 0.0f;
+
+    // Pass 2, per key block: P, dP = dO v^T, dS = P (dP - D); dq += dS k,
+    // dk = dS^T q, dv = P^T dO (the last two summed over all rows here).
+    for (int64_t j0 = 0; j0 < sk; j0 += block) {
+      const int64_t nb = std::min(block, sk - j0), nbPad = roundUp(nb, 16);
+      loadKeys(j0, nb, nbPad);
+      for (int64_t jj = 0; jj < nb; ++jj)
+        for (int64_t c = 0; c < dv; ++c)
+          vT[c * block + jj] = v[(j0 + jj) * dv + c];
+      for (int64_t c = 0; c < dv; ++c)
+        std::fill(vT + c * block + nb, vT + c * block + nbPad, 0.0f);
+      std::fill(kb, kb + nbPad * dPad, 0.0f);
+      for (int64_t jj = 0; jj < nb; ++jj)
+        std::memcpy(kb + jj * dPad, k + (j0 + jj) * d, d * sizeof(float));
+      std::fill(dK, dK + nbPad * dPad, 0.0f);
+      std::fill(dV, dV + nbPad * dvPad, 0.0f);
+      for (int64_t g = 0; g < rowsPad; g += kRows) {
+        for (int64_t h = 0; h < kRows; h += kGroup) {
+          scoreGroup(qt + (g + h) * dPad, dPad, kT, d, block, nbPad, j.scale,
+                     s + h * block);
+          scoreGroup(dOt + (g + h) * dvPad, dvPad, vT, dv, block, nbPad, 1.0f,
+                     dp + h * block);
+        }
+        for (int64_t r = 0; r < kRows; ++r) {
+          float *pr = s + r * block, *dpr = dp + r * block;
+          const F mr = S::splat(m[g + r]), lr = S::splat(invL[g + r]);
+          const F dr = S::splat(dsum[g + r]);
+          for (int64_t jj = 0; jj < nbPad; jj += W) {
+            const F p = S::exp(S::load(pr + jj) - mr) * lr;
+            S::store(pr + jj, p);
+            S::store(dpr + jj, p * (S::load(dpr + jj) - dr));
+          }
+          for (int64_t jj = nb; jj < nbPad; ++jj)
+            pr[jj] = dpr[jj] = 0.0f; // padding keys
+        }
+        const float one[kGroup] = {1.0f, 1.0f, 1.0f, 1.0f};
+        for (int64_t h = 0; h < kRows; h += kGroup)
+          accumulatePV(dp + h * block, block, kb, nbPad, dPad, one,
+                       dq + (g + h) * dPad);
+        rankUpdate(s, block, dOt + g * dvPad, dvPad, nb, dvPad, dV);
+        rankUpdate(dp, block, qt + g * dPad, dPad, nb, dPad, dK);
+      }
+      for (int64_t jj = 0; jj < nb; ++jj) {
+        float *dkRow = j.dk + (bh * sk + j0 + jj) * d;
+        for (int64_t e = 0; e < d; ++e)
+          dkRow[e] = dK[jj * dPad + e] * j.scale;
+        std::memcpy(j.dvOut + (bh * sk + j0 + jj) * dv, dV + jj * dvPad,
+                    dv * sizeof(float));
+      }
+    }
+    for (int64_t i = 0; i < sq; ++i)
+      for (int64_t e = 0; e < d; ++e)
+        j.dq[(bh * sq + i) * d + e] =
+            static_cast<float>(dq[i * dPad + e] * j.scale);
+  }
+
+  static OMNI_ALWAYS_INLINE void runBackwardRange(const Job &j, int64_t i0,
+                                                  int64_t i1) {
+    BackwardScratch sc(j);
+    for (int64_t bh = i0; bh < i1; ++bh)
+      runBackward(j, sc, bh);
+  }
+
   static OMNI_ALWAYS_INLINE void runRange(const Job &j, int64_t i0,
                                           int64_t i1) {
     Scratch sc(j);
@@ -442,6 +619,7 @@ struct IsaCopy {
   int width;
   void (*run)(const Job &, int64_t, int64_t);
   void (*exp)(const float *, float *, int64_t);
+  void (*backward)(const Job &, int64_t, int64_t);
 };
 
 void runBaseline(const Job &j, int64_t i0, int64_t i1) {
@@ -450,7 +628,11 @@ void runBaseline(const Job &j, int64_t i0, int64_t i1) {
 void expBaseline(const float *x, float *y, int64_t n) {
   Kernel<4>::expRange(x, y, n);
 }
-constexpr IsaCopy kBaseline = {"baseline", 4, runBaseline, expBaseline};
+void backwardBaseline(const Job &j, int64_t i0, int64_t i1) {
+  Kernel<4>::runBackwardRange(j, i0, i1);
+}
+constexpr IsaCopy kBaseline = {"baseline", 4, runBaseline, expBaseline,
+                               backwardBaseline};
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define OMNI_ATTENTION_X86 1
@@ -469,8 +651,15 @@ OMNI_AVX512 void runAvx512(const Job &j, int64_t i0, int64_t i1) {
 OMNI_AVX512 void expAvx512(const float *x, float *y, int64_t n) {
   Kernel<16>::expRange(x, y, n);
 }
-constexpr IsaCopy kAvx2 = {"avx2", 8, runAvx2, expAvx2};
-constexpr IsaCopy kAvx512 = {"avx512", 16, runAvx512, expAvx512};
+OMNI_AVX2 void backwardAvx2(const Job &j, int64_t i0, int64_t i1) {
+  Kernel<8>::runBackwardRange(j, i0, i1);
+}
+OMNI_AVX512 void backwardAvx512(const Job &j, int64_t i0, int64_t i1) {
+  Kernel<16>::runBackwardRange(j, i0, i1);
+}
+constexpr IsaCopy kAvx2 = {"avx2", 8, runAvx2, expAvx2, backwardAvx2};
+constexpr IsaCopy kAvx512 = {"avx512", 16, runAvx512, expAvx512,
+                             backwardAvx512};
 
 bool cpuHas(AttentionIsa isa) {
   static const bool avx2 =
@@ -564,6 +753,34 @@ void fusedAttention(const AttentionParams &p, const float *q, const float *k,
   j.scale = static_cast<float>(p.scale);
   pool.parallelFor(bhCount * j.tiles,
                    [&](int64_t i0, int64_t i1) { copy.run(j, i0, i1); });
+}
+
+void fusedAttentionBackward(const AttentionParams &p, const float *q,
+                            const float *k, const float *v, const float *o,
+                            const float *dO, float *dq, float *dk, float *dv,
+                            ThreadPool &pool, AttentionIsa isa) {
+  const int64_t bh = p.batch * p.heads;
+  if (bh == 0)
+    return;
+  if (p.seqK == 0 || p.seqQ == 0) { // no scores: every cotangent is 0
+    std::fill(dq, dq + bh * p.seqQ * p.headDim, 0.0f);
+    std::fill(dk, dk + bh * p.seqK * p.headDim, 0.0f);
+    std::fill(dv, dv + bh * p.seqK * p.valueDim, 0.0f);
+    return;
+  }
+  const IsaCopy &copy = runnable(isa);
+  Job j;
+  j.q = q, j.k = k, j.v = v, j.mask = nullptr, j.out = nullptr;
+  j.o = o, j.dO = dO, j.dq = dq, j.dk = dk, j.dvOut = dv;
+  j.heads = p.heads, j.seqQ = p.seqQ, j.seqK = p.seqK, j.d = p.headDim;
+  j.dv = p.valueDim, j.dvPad = roundUp(p.valueDim, copy.width);
+  j.dPad = roundUp(p.headDim, copy.width);
+  j.block = attentionKeyBlock(p.seqK);
+  j.tile = j.tiles = 1;
+  j.maskBatchStride = j.maskHeadStride = 0;
+  j.scale = static_cast<float>(p.scale);
+  pool.parallelFor(bh,
+                   [&](int64_t i0, int64_t i1) { copy.backward(j, i0, i1); });
 }
 
 } // namespace omni::hal::cpu

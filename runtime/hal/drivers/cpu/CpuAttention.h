@@ -79,6 +79,21 @@ void fusedAttention(const AttentionParams &p, const float *q, const float *k,
                     const float *v, const float *mask, float *out,
                     ThreadPool &pool, AttentionIsa isa = AttentionIsa::Best);
 
+/// The cotangents of fusedAttention without a mask (p.hasMask must be
+/// false): given q, k, v, the forward's output o and its cotangent dO,
+/// dq = scale dS k, dk = scale dS^T q, dv = P^T dO with P the softmax and
+/// dS = P (dO v^T - rowsum(dO o)), flash-attention-2 style: per (batch,
+/// head) one pass over the keys recomputes each row's max and sum, a
+/// second recomputes P block by block and accumulates dq (f64 across key
+/// blocks, as the forward's output), dk and dv (f32 over the rows, as
+/// sgemm sums) without materializing any seqQ x seqK matrix. One work item
+/// per (batch, head); the bits are the same for any thread count.
+void fusedAttentionBackward(const AttentionParams &p, const float *q,
+                            const float *k, const float *v, const float *o,
+                            const float *dO, float *dq, float *dk, float *dv,
+                            ThreadPool &pool,
+                            AttentionIsa isa = AttentionIsa::Best);
+
 } // namespace omni::hal::cpu
 
 #endif // OMNI_RUNTIME_HAL_DRIVERS_CPU_CPUATTENTION_H

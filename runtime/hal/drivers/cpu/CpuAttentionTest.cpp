@@ -369,5 +369,178 @@ TEST(FusedAttention, AutoPathIsFusedUpToHeadSize128AndNeverForF64) {
   EXPECT_EQ(chooseAttentionPath(p), AttentionPath::Materialized);
 }
 
+//===--- The backward ---------------------------------------------------===//
+
+/// The cotangents of softmax(q k^T scale) v in float64 from the same f32
+/// inputs (o is the f32 forward output the program would pass), and per
+/// element the bound on the f32 kernel's error (u = 2^-24):
+///   p: relative e^{2 d} - 1 + u (max|s| + |max|) + 2 (blocks + 1) expError
+///     + (seqK / 8 + 6) u (logits, s - max, the exps, the row sum, the
+///     product with 1/l), d the logit bound of the forward's test, plus
+///     2^-126 absolute (the exp flushes results below the smallest normal
+///     float to 0);
+///   ds = p (dp - D): eds = eps_p |ds| + p ((Dv + 2) u (sum|dO v| +
+///     sum|dO o|) + 3 u (|dp| + |D|)) (the two dot products, the
+///     subtraction and product);
+///   dq = scale sum_j ds k: scale (sum eds |k| + (seqK + 4) u sum |ds k|),
+///   dk likewise over the rows with q, dv = sum_i p dO: sum eps_p p |dO| +
+///   (seqQ + 4) u sum p |dO|.
+constexpr double kFlush = 0x1p-126;
+
+struct BackwardReference {
+  std::vector<double> dq, dk, dv, bq, bk, bv;
+};
+BackwardReference backwardReference(const Case &c, const std::vector<float> &o,
+                                    const std::vector<float> &dO) {
+  const AttentionParams &p = c.p;
+  const int64_t D = p.headDim, Dv = p.valueDim, sq = p.seqQ, sk = p.seqK;
+  const int64_t block = attentionKeyBlock(sk);
+  const int64_t blocks = (sk + block - 1) / block;
+  BackwardReference r;
+  const int64_t bhs = p.batch * p.heads;
+  r.dq.assign(bhs * sq * D, 0), r.bq.assign(bhs * sq * D, 0);
+  r.dk.assign(bhs * sk * D, 0), r.bk.assign(bhs * sk * D, 0);
+  r.dv.assign(bhs * sk * Dv, 0), r.bv.assign(bhs * sk * Dv, 0);
+  for (int64_t bh = 0; bh < bhs; ++bh)
+    for (int64_t i = 0; i < sq; ++i) {
+      const float *qi = &c.q[(bh * sq + i) * D];
+      const float *dOi = &dO[(bh * sq + i) * Dv];
+      std::vector<double> s(sk), absDot(sk);
+      double max = -INFINITY, logitError = 0, maxAbs = 0;
+      for (int64_t j = 0; j < sk; ++j) {
+        double dot = 0, a = 0;
+        for (int64_t e = 0; e < D; ++e) {
+          double x = double(qi[e]) * c.k[(bh * sk + j) * D + e];
+          dot += x, a += std::abs(x);
+        }
+        s[j] = dot * p.scale;
+        max = std::max(max, s[j]);
+        logitError = std::max(logitError, (D + 1) * kU * p.scale * a +
+                                              2 * kU * std::abs(s[j]));
+        maxAbs = std::max(maxAbs, std::abs(s[j]));
+      }
+      double sum = 0;
+      for (double &x : s)
+        sum += (x = std::exp(x - max));
+      const double epsP = std::expm1(2 * logitError) +
+                          kU * (maxAbs + std::abs(max)) +
+                          2 * (blocks + 1) * kExpError + (sk / 8 + 6) * kU;
+      double Di = 0, absDo = 0;
+      for (int64_t e = 0; e < Dv; ++e) {
+        Di += double(dOi[e]) * o[(bh * sq + i) * Dv + e];
+        absDo += std::abs(double(dOi[e]) * o[(bh * sq + i) * Dv + e]);
+      }
+      for (int64_t j = 0; j < sk; ++j) {
+        const double pij = s[j] / sum;
+        double dp = 0, absDv = 0;
+        for (int64_t e = 0; e < Dv; ++e) {
+          double x = double(dOi[e]) * c.v[(bh * sk + j) * Dv + e];
+          dp += x, absDv += std::abs(x);
+        }
+        const double ds = pij * (dp - Di);
+        const double eds = epsP * std::abs(ds) +
+                           kFlush * (std::abs(dp) + std::abs(Di)) +
+                           pij * ((Dv + 2) * kU * (absDv + absDo) +
+                                  3 * kU * (std::abs(dp) + std::abs(Di)));
+        for (int64_t e = 0; e < D; ++e) {
+          const double kje = c.k[(bh * sk + j) * D + e], qie = qi[e];
+          r.dq[(bh * sq + i) * D + e] += p.scale * ds * kje;
+          r.bq[(bh * sq + i) * D + e] +=
+              p.scale *
+              (eds * std::abs(kje) + (sk + 4) * kU * std::abs(ds * kje));
+          r.dk[(bh * sk + j) * D + e] += p.scale * ds * qie;
+          r.bk[(bh * sk + j) * D + e] +=
+              p.scale *
+              (eds * std::abs(qie) + (sq + 4) * kU * std::abs(ds * qie));
+        }
+        for (int64_t e = 0; e < Dv; ++e) {
+          const double x = pij * std::abs(double(dOi[e]));
+          r.dv[(bh * sk + j) * Dv + e] += pij * dOi[e];
+          r.bv[(bh * sk + j) * Dv + e] +=
+              epsP * x + (sq + 4) * kU * x + kFlush * std::abs(double(dOi[e]));
+        }
+      }
+    }
+  return r;
+}
+
+struct BackwardRun {
+  std::vector<float> o, dO, dq, dk, dv;
+};
+BackwardRun runBackward(const Case &c, int threads, AttentionIsa isa) {
+  const AttentionParams &p = c.p;
+  BackwardRun r;
+  r.o = runFused(c, 1, AttentionIsa::Baseline);
+  r.dO = randomFloats(p.batch * p.heads * p.seqQ * p.valueDim, 99);
+  r.dq.assign(p.batch * p.heads * p.seqQ * p.headDim, -7.0f);
+  r.dk.assign(p.batch * p.heads * p.seqK * p.headDim, -7.0f);
+  r.dv.assign(p.batch * p.heads * p.seqK * p.valueDim, -7.0f);
+  ThreadPool pool(threads);
+  fusedAttentionBackward(p, c.q.data(), c.k.data(), c.v.data(), r.o.data(),
+                         r.dO.data(), r.dq.data(), r.dk.data(), r.dv.data(),
+                         pool, isa);
+  return r;
+}
+
+std::vector<Case> backwardShapes() {
+  std::vector<Case> cases;
+  cases.push_back(makeCase(2, 4, 72, 72, 16, 16, 0.25, 0));
+  cases.push_back(makeCase(1, 2, 288, 288, 32, 32, 1 / std::sqrt(32.0), 0));
+  for (int64_t seqK : {1, 5, 15, 65, 130, 200})
+    cases.push_back(makeCase(2, 3, 37, seqK, 3, 7, 0.37, 0, 1, seqK));
+  cases.push_back(makeCase(1, 2, 1, 40, 8, 8, 0.5, 0));
+  cases.push_back(makeCase(1, 2, 33, 97, 33, 40, 0.2, 0));
+  cases.push_back(makeCase(1, 1, 5, 70, 1, 1, 1.0, 0));
+  cases.push_back(makeCase(1, 1, 9, 300, 128, 128, 1 / std::sqrt(128.0), 0));
+  cases.push_back(makeCase(2, 2, 40, 200, 16, 16, 4.0, 0, 4)); // large logits
+  return cases;
+}
+
+void expectWithinBound(const std::vector<float> &got,
+                       const std::vector<double> &want,
+                       const std::vector<double> &bound, const char *what) {
+  ASSERT_EQ(got.size(), want.size());
+  int reported = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (!(std::abs(got[i] - want[i]) <= bound[i]) && reported++ < 5)
+      ADD_FAILURE() << what << " [" << i << "]: " << got[i] << " vs " << want[i]
+                    << " (bound " << bound[i] << ")";
+}
+
+TEST(FusedAttentionBackward, MatchesFloat64CotangentsWithinTheDerivedBound) {
+  for (const Case &c : backwardShapes())
+    for (AttentionIsa isa : isas()) {
+      SCOPED_TRACE(::testing::Message()
+                   << "seqQ " << c.p.seqQ << " seqK " << c.p.seqK << " d "
+                   << c.p.headDim << " dv " << c.p.valueDim << " isa "
+                   << attentionIsa(isa));
+      BackwardRun run = runBackward(c, 2, isa);
+      BackwardReference want = backwardReference(c, run.o, run.dO);
+      expectWithinBound(run.dq, want.dq, want.bq, "dq");
+      expectWithinBound(run.dk, want.dk, want.bk, "dk");
+      expectWithinBound(run.dv, want.dv, want.bv, "dv");
+    }
+}
+
+TEST(FusedAttentionBackward, SameBitsForAnyThreadCount) {
+  for (const Case &c : backwardShapes())
+    for (AttentionIsa isa : isas()) {
+      BackwardRun one = runBackward(c, 1, isa);
+      for (int threads : {2, 3, 7}) {
+        BackwardRun many = runBackward(c, threads, isa);
+        EXPECT_TRUE(one.dq == many.dq && one.dk == many.dk && one.dv == many.dv)
+            << threads << " threads, seqQ " << c.p.seqQ << " seqK " << c.p.seqK
+            << " isa " << attentionIsa(isa);
+      }
+    }
+}
+
+TEST(FusedAttentionBackward, NoKeysGivesZeroCotangents) {
+  Case c = makeCase(2, 1, 3, 0, 4, 5, 0.5, 0);
+  BackwardRun r = runBackward(c, 2, AttentionIsa::Best);
+  for (float x : r.dq)
+    EXPECT_EQ(x, 0.0f);
+}
+
 } // namespace
 } // namespace omni::hal::cpu

@@ -111,7 +111,9 @@ absl::StatusOr<std::unique_ptr<Stream>> CpuDevice::createStream() {
   return std::unique_ptr<Stream>(new CpuStream(*this));
 }
 
-bool CpuDevice::supportsLibrary(Library, DType dtype) const {
+bool CpuDevice::supportsLibrary(Library library, DType dtype) const {
+  if (library == Library::AttentionBackward) // the fused kernel: f32 only
+    return dtype == DType::F32;
   // bf16: widened to f32 (CpuLibraries.cpp, docs/precision.md).
   return dtype == DType::F32 || dtype == DType::F64 || dtype == DType::BF16;
 }

@@ -2,6 +2,8 @@
 
 #include "runtime/hal/drivers/cpu/CpuStream.h"
 
+#include "runtime/hal/drivers/cpu/CpuAttention.h"
+
 #include "runtime/base/CheckedMath.h"
 #include "runtime/base/Status.h"
 #include "runtime/flowgrpo/Philox.h"
@@ -270,6 +272,33 @@ absl::Status CpuStream::attention(const AttentionParams &p, BufferRef q,
                    bytesOf({p.batch, p.heads, p.seqQ, p.valueDim}, p.dtype),
                    "result"));
   return runAttention(p, qp, kp, vp, mp, out, device_.pool());
+}
+
+absl::Status CpuStream::attentionBackward(const AttentionParams &p, BufferRef q,
+                                          BufferRef k, BufferRef v, BufferRef o,
+                                          BufferRef dO, BufferRef dq,
+                                          BufferRef dk, BufferRef dv) {
+  if (!device_.supportsLibrary(Library::AttentionBackward, p.dtype) ||
+      p.hasMask)
+    return absl::UnimplementedError(absl::StrCat(
+        "the cpu AttentionBackward supports f32 without a mask, not ",
+        dtypeName(p.dtype), p.hasMask ? " with a mask" : ""));
+  const int64_t qs = bytesOf({p.batch, p.heads, p.seqQ, p.headDim}, p.dtype),
+                ks = bytesOf({p.batch, p.heads, p.seqK, p.headDim}, p.dtype),
+                vs = bytesOf({p.batch, p.heads, p.seqK, p.valueDim}, p.dtype),
+                os = bytesOf({p.batch, p.heads, p.seqQ, p.valueDim}, p.dtype);
+  OMNI_ASSIGN_OR_RETURN(uint8_t *qp, resolveSized(q, qs, "query"));
+  OMNI_ASSIGN_OR_RETURN(uint8_t *kp, resolveSized(k, ks, "key"));
+  OMNI_ASSIGN_OR_RETURN(uint8_t *vp, resolveSized(v, vs, "value"));
+  OMNI_ASSIGN_OR_RETURN(uint8_t *op, resolveSized(o, os, "output"));
+  OMNI_ASSIGN_OR_RETURN(uint8_t *dop, resolveSized(dO, os, "d_output"));
+  OMNI_ASSIGN_OR_RETURN(uint8_t *dqp, resolveSized(dq, qs, "d_query"));
+  OMNI_ASSIGN_OR_RETURN(uint8_t *dkp, resolveSized(dk, ks, "d_key"));
+  OMNI_ASSIGN_OR_RETURN(uint8_t *dvp, resolveSized(dv, vs, "d_value"));
+  auto f = [](uint8_t *x) { return reinterpret_cast<float *>(x); };
+  fusedAttentionBackward(p, f(qp), f(kp), f(vp), f(op), f(dop), f(dqp), f(dkp),
+                         f(dvp), device_.pool());
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::shared_ptr<Event>> CpuStream::recordEvent() {

@@ -42,6 +42,10 @@ public:
   absl::Status attention(const AttentionParams &params, BufferRef q,
                          BufferRef k, BufferRef v, BufferRef mask,
                          BufferRef result) override;
+  absl::Status attentionBackward(const AttentionParams &params, BufferRef q,
+                                 BufferRef k, BufferRef v, BufferRef o,
+                                 BufferRef dO, BufferRef dq, BufferRef dk,
+                                 BufferRef dv) override;
   absl::StatusOr<std::shared_ptr<Event>> recordEvent() override;
   absl::Status waitEvent(const std::shared_ptr<Event> &event) override;
   absl::Status synchronize() override { return absl::OkStatus(); }
