@@ -709,27 +709,134 @@ int64_t leadDim(RankedTensorType t) {
   return -1;
 }
 
-/// Which values of the fusion's body are split into row blocks (true) or
-/// needed whole by every work item (false), for `rows` row blocks, or
-/// nullopt when the body cannot be split so. Demands flow from the results
-/// (all split) back to the inputs; every op is visited after all its users.
-std::optional<DenseMap<Value, bool>> splitValues(FusionOp fusion, int64_t rows);
+/// A split's demand on a value: split (true) or whole (false); false when
+/// the value cannot be split so or is already demanded the other way.
+using Demand = llvm::function_ref<bool(Value, bool)>;
 
-/// splitValues for a split over the first prefix.size() >= 2 dimensions
-/// together (RowSplit::prefix): every split value's shape starts with
-/// `prefix`, and every op keeps those dimensions where they are.
+/// Which values of the fusion's body are split into row blocks (true) or
+/// needed whole by every work item (false), or nullopt when the body cannot
+/// be split so. Demands flow from the results (all split) back to the
+/// inputs; every op is visited after all its users. An op none of whose
+/// results is split needs its operands whole; a single-result op whose
+/// result is split asks `rule(op, result type, demand)` to demand its
+/// operands; `canSplit` says which values may be split at all.
+std::optional<DenseMap<Value, bool>> propagateSplit(
+    FusionOp fusion, llvm::function_ref<bool(Value)> canSplit,
+    llvm::function_ref<bool(Operation *, RankedTensorType, Demand)> rule) {
+  DenseMap<Value, bool> split;
+  auto demand = [&](Value v, bool s) {
+    if (s && !canSplit(v))
+      return false;
+    auto [it, inserted] = split.try_emplace(v, s);
+    return inserted || it->second == s;
+  };
+  Block &body = fusion.getBody().front();
+  for (Value v : body.getTerminator()->getOperands())
+    if (!demand(v, true))
+      return std::nullopt;
+  for (Operation &op : llvm::reverse(body.without_terminator())) {
+    bool anySplit = false, anyWhole = false;
+    for (Value r : op.getResults()) {
+      auto it = split.find(r);
+      if (it != split.end())
+        (it->second ? anySplit : anyWhole) = true;
+    }
+    if (!anySplit) {
+      for (Value v : op.getOperands())
+        if (!demand(v, false))
+          return std::nullopt;
+      continue;
+    }
+    if (anyWhole || op.getNumResults() != 1 ||
+        !rule(&op, tensorType(op.getResult(0)), demand))
+      return std::nullopt;
+  }
+  return split;
+}
+
+/// The split into `rows` row blocks of the leading non-unit dimension.
+std::optional<DenseMap<Value, bool>> splitValues(FusionOp fusion,
+                                                 int64_t rows) {
+  auto canSplit = [&](Value v) {
+    RankedTensorType t = tensorType(v);
+    int64_t lead = leadDim(t);
+    return lead >= 0 && t.getDimSize(lead) % rows == 0;
+  };
+  auto rule = [&](Operation *op, RankedTensorType out, Demand demand) {
+    int64_t lead = leadDim(out), size = out.getDimSize(lead);
+    // Operand `v`'s leading dimension must be `d` and hold the result's
+    // rows.
+    auto splitAt = [&](Value v, int64_t d, int64_t size) {
+      RankedTensorType t = tensorType(v);
+      return leadDim(t) == d && t.getDimSize(d) == size && demand(v, true);
+    };
+    return llvm::TypeSwitch<Operation *, bool>(op)
+        .Case(
+            [&](ConstantOp c) { return isa<SplatElementsAttr>(c.getValue()); })
+        .Case([&](IotaOp iota) {
+          return static_cast<int64_t>(iota.getDim()) != lead;
+        })
+        .Case([&](BroadcastInDimOp bc) {
+          for (auto [i, d] : llvm::enumerate(bc.getDims()))
+            if (d == lead && bc.getOperand().getType().getDimSize(i) != 1)
+              return splitAt(bc.getOperand(), static_cast<int64_t>(i), size);
+          // Broadcast along the rows: every item reads the source whole.
+          return demand(bc.getOperand(), false);
+        })
+        .Case([&](TransposeOp t) {
+          return splitAt(t.getOperand(), t.getPermutation()[lead], size);
+        })
+        .Case([&](ReduceOp red) {
+          // The input dimension that becomes the result's `lead`.
+          int64_t kept = 0;
+          for (int64_t d = 0; d < red.getOperand().getType().getRank(); ++d) {
+            if (llvm::is_contained(red.getDims(), d))
+              continue;
+            if (kept++ == lead)
+              return splitAt(red.getOperand(), d, size);
+          }
+          return false;
+        })
+        .Case([&](ReshapeOp) {
+          // Row-major order is kept: row block i of the result is row
+          // block i of the input whenever both have whole row blocks.
+          return demand(op->getOperand(0), true);
+        })
+        .Case([&](SliceOp s) {
+          return s.getStart()[lead] == 0 && s.getStrides()[lead] == 1 &&
+                 splitAt(s.getOperand(), lead, size);
+        })
+        .Case([&](PadOp p) {
+          return p.getLow()[lead] == 0 && p.getHigh()[lead] == 0 &&
+                 splitAt(p.getOperand(), lead, size);
+        })
+        .Case([&](ConcatOp c) {
+          return static_cast<int64_t>(c.getDim()) != lead &&
+                 llvm::all_of(c->getOperands(),
+                              [&](Value v) { return splitAt(v, lead, size); });
+        })
+        .Default([&](Operation *o) {
+          // Elementwise: every operand has the result's shape.
+          if (!o->hasTrait<OpTrait::Elementwise>())
+            return false;
+          return llvm::all_of(o->getOperands(), [&](Value v) {
+            return tensorType(v).getShape() == out.getShape() &&
+                   demand(v, true);
+          });
+        });
+  };
+  return propagateSplit(fusion, canSplit, rule);
+}
+
+/// The split over the first prefix.size() >= 2 dimensions together
+/// (RowSplit::prefix): every split value's shape starts with `prefix`, and
+/// every op keeps those dimensions where they are.
 std::optional<DenseMap<Value, bool>>
 splitPrefixValues(FusionOp fusion, ArrayRef<int64_t> prefix) {
   const int64_t k = static_cast<int64_t>(prefix.size());
-  DenseMap<Value, bool> split;
-  auto demand = [&](Value v, bool s) {
-    if (s) {
-      RankedTensorType t = tensorType(v);
-      if (t.getRank() < k || t.getShape().take_front(k) != prefix)
-        return false;
-    }
-    auto [it, inserted] = split.try_emplace(v, s);
-    return inserted || it->second == s;
+  auto canSplit = [&](Value v) {
+    RankedTensorType t = tensorType(v);
+    return t.getRank() >= k && t.getShape().take_front(k) == prefix;
   };
   auto untouched = [&](ArrayRef<int64_t> starts, ArrayRef<int64_t> ends) {
     for (int64_t d = 0; d < k; ++d)
@@ -737,202 +844,75 @@ splitPrefixValues(FusionOp fusion, ArrayRef<int64_t> prefix) {
         return false;
     return true;
   };
-  Block &body = fusion.getBody().front();
-  for (Value v : body.getTerminator()->getOperands())
-    if (!demand(v, true))
-      return std::nullopt;
-  for (Operation &op : llvm::reverse(body.without_terminator())) {
-    bool anySplit = false, anyWhole = false;
-    for (Value r : op.getResults()) {
-      auto it = split.find(r);
-      if (it != split.end())
-        (it->second ? anySplit : anyWhole) = true;
-    }
-    if (!anySplit) {
-      for (Value v : op.getOperands())
-        if (!demand(v, false))
-          return std::nullopt;
-      continue;
-    }
-    if (anyWhole || op.getNumResults() != 1)
-      return std::nullopt;
-    RankedTensorType out = tensorType(op.getResult(0));
-    bool ok =
-        llvm::TypeSwitch<Operation *, bool>(&op)
-            .Case([&](ConstantOp c) {
-              return isa<SplatElementsAttr>(c.getValue());
-            })
-            .Case([&](IotaOp iota) {
-              return static_cast<int64_t>(iota.getDim()) >= k;
-            })
-            .Case([&](BroadcastInDimOp bc) {
-              // Either the source holds the prefix dimensions in place
-              // (split like the result) or it has none of them (whole).
-              RankedTensorType src = bc.getOperand().getType();
-              bool inPlace = true, anyFed = false;
-              for (int64_t j = 0; j < k; ++j) {
-                bool fedInPlace = false;
-                for (auto [i, d] : llvm::enumerate(bc.getDims())) {
-                  if (static_cast<int64_t>(d) != j || src.getDimSize(i) == 1)
-                    continue;
-                  anyFed = true;
-                  fedInPlace = static_cast<int64_t>(i) == j;
-                }
-                inPlace = inPlace && fedInPlace;
-              }
-              if (inPlace)
-                return demand(bc.getOperand(), true);
-              return !anyFed && demand(bc.getOperand(), false);
-            })
-            .Case([&](TransposeOp t) {
-              for (int64_t d = 0; d < k; ++d)
-                if (static_cast<int64_t>(t.getPermutation()[d]) != d)
-                  return false;
-              return demand(t.getOperand(), true);
-            })
-            .Case([&](ReduceOp red) {
-              for (int64_t d : red.getDims())
-                if (d < k)
-                  return false;
-              return demand(red.getOperand(), true);
-            })
-            .Case([&](ReshapeOp) {
-              // Row-major order: the item's elements are one contiguous
-              // range of both, and the operand has the same prefix.
-              return demand(op.getOperand(0), true);
-            })
-            .Case([&](SliceOp sl) {
-              SmallVector<int64_t> zero(k, 0), stride(sl.getStrides());
-              for (int64_t d = 0; d < k; ++d)
-                stride[d] -= 1;
-              return untouched(sl.getStart(), zero) &&
-                     untouched(stride, zero) && demand(sl.getOperand(), true);
-            })
-            .Case([&](PadOp p) {
-              return untouched(p.getLow(), p.getHigh()) &&
-                     demand(p.getOperand(), true);
-            })
-            .Case([&](ConcatOp c) {
-              return static_cast<int64_t>(c.getDim()) >= k &&
-                     llvm::all_of(c->getOperands(),
-                                  [&](Value v) { return demand(v, true); });
-            })
-            .Default([&](Operation *o) {
-              if (!o->hasTrait<OpTrait::Elementwise>())
-                return false;
-              return llvm::all_of(o->getOperands(), [&](Value v) {
-                return tensorType(v).getShape() == out.getShape() &&
-                       demand(v, true);
-              });
-            });
-    if (!ok)
-      return std::nullopt;
-  }
-  return split;
-}
-
-std::optional<DenseMap<Value, bool>> splitValues(FusionOp fusion,
-                                                 int64_t rows) {
-  DenseMap<Value, bool> split;
-  auto demand = [&](Value v, bool s) {
-    if (s) {
-      RankedTensorType t = tensorType(v);
-      int64_t lead = leadDim(t);
-      if (lead < 0 || t.getDimSize(lead) % rows != 0)
-        return false;
-    }
-    auto [it, inserted] = split.try_emplace(v, s);
-    return inserted || it->second == s;
-  };
-  // Operand `v`'s leading dimension must be `d` and hold the result's rows.
-  auto splitAt = [&](Value v, int64_t d, int64_t size) {
-    RankedTensorType t = tensorType(v);
-    return leadDim(t) == d && t.getDimSize(d) == size && demand(v, true);
-  };
-  Block &body = fusion.getBody().front();
-  for (Value v : body.getTerminator()->getOperands())
-    if (!demand(v, true))
-      return std::nullopt;
-  for (Operation &op : llvm::reverse(body.without_terminator())) {
-    bool anySplit = false, anyWhole = false;
-    for (Value r : op.getResults()) {
-      auto it = split.find(r);
-      if (it != split.end())
-        (it->second ? anySplit : anyWhole) = true;
-    }
-    if (!anySplit) {
-      for (Value v : op.getOperands())
-        if (!demand(v, false))
-          return std::nullopt;
-      continue;
-    }
-    if (anyWhole || op.getNumResults() != 1)
-      return std::nullopt;
-    RankedTensorType out = tensorType(op.getResult(0));
-    int64_t lead = leadDim(out), size = out.getDimSize(lead);
-    bool ok =
-        llvm::TypeSwitch<Operation *, bool>(&op)
-            .Case([&](ConstantOp c) {
-              return isa<SplatElementsAttr>(c.getValue());
-            })
-            .Case([&](IotaOp iota) {
-              return static_cast<int64_t>(iota.getDim()) != lead;
-            })
-            .Case([&](BroadcastInDimOp bc) {
-              for (auto [i, d] : llvm::enumerate(bc.getDims()))
-                if (d == lead && bc.getOperand().getType().getDimSize(i) != 1)
-                  return splitAt(bc.getOperand(), static_cast<int64_t>(i),
-                                 size);
-              // Broadcast along the rows: every item reads the source whole.
-              return demand(bc.getOperand(), false);
-            })
-            .Case([&](TransposeOp t) {
-              return splitAt(t.getOperand(), t.getPermutation()[lead], size);
-            })
-            .Case([&](ReduceOp red) {
-              // The input dimension that becomes the result's `lead`.
-              int64_t kept = 0;
-              for (int64_t d = 0; d < red.getOperand().getType().getRank();
-                   ++d) {
-                if (llvm::is_contained(red.getDims(), d))
-                  continue;
-                if (kept++ == lead)
-                  return splitAt(red.getOperand(), d, size);
-              }
+  auto rule = [&](Operation *op, RankedTensorType out, Demand demand) {
+    return llvm::TypeSwitch<Operation *, bool>(op)
+        .Case(
+            [&](ConstantOp c) { return isa<SplatElementsAttr>(c.getValue()); })
+        .Case([&](IotaOp iota) {
+          return static_cast<int64_t>(iota.getDim()) >= k;
+        })
+        .Case([&](BroadcastInDimOp bc) {
+          // Either the source holds the prefix dimensions in place
+          // (split like the result) or it has none of them (whole).
+          RankedTensorType src = bc.getOperand().getType();
+          bool inPlace = true, anyFed = false;
+          for (int64_t j = 0; j < k; ++j) {
+            bool fedInPlace = false;
+            for (auto [i, d] : llvm::enumerate(bc.getDims())) {
+              if (static_cast<int64_t>(d) != j || src.getDimSize(i) == 1)
+                continue;
+              anyFed = true;
+              fedInPlace = static_cast<int64_t>(i) == j;
+            }
+            inPlace = inPlace && fedInPlace;
+          }
+          if (inPlace)
+            return demand(bc.getOperand(), true);
+          return !anyFed && demand(bc.getOperand(), false);
+        })
+        .Case([&](TransposeOp t) {
+          for (int64_t d = 0; d < k; ++d)
+            if (static_cast<int64_t>(t.getPermutation()[d]) != d)
               return false;
-            })
-            .Case([&](ReshapeOp) {
-              // Row-major order is kept: row block i of the result is row
-              // block i of the input whenever both have whole row blocks.
-              return demand(op.getOperand(0), true);
-            })
-            .Case([&](SliceOp s) {
-              return s.getStart()[lead] == 0 && s.getStrides()[lead] == 1 &&
-                     splitAt(s.getOperand(), lead, size);
-            })
-            .Case([&](PadOp p) {
-              return p.getLow()[lead] == 0 && p.getHigh()[lead] == 0 &&
-                     splitAt(p.getOperand(), lead, size);
-            })
-            .Case([&](ConcatOp c) {
-              return static_cast<int64_t>(c.getDim()) != lead &&
-                     llvm::all_of(c->getOperands(), [&](Value v) {
-                       return splitAt(v, lead, size);
-                     });
-            })
-            .Default([&](Operation *o) {
-              // Elementwise: every operand has the result's shape.
-              if (!o->hasTrait<OpTrait::Elementwise>())
-                return false;
-              return llvm::all_of(o->getOperands(), [&](Value v) {
-                return tensorType(v).getShape() == out.getShape() &&
-                       demand(v, true);
-              });
-            });
-    if (!ok)
-      return std::nullopt;
-  }
-  return split;
+          return demand(t.getOperand(), true);
+        })
+        .Case([&](ReduceOp red) {
+          for (int64_t d : red.getDims())
+            if (d < k)
+              return false;
+          return demand(red.getOperand(), true);
+        })
+        .Case([&](ReshapeOp) {
+          // Row-major order: the item's elements are one contiguous
+          // range of both, and the operand has the same prefix.
+          return demand(op->getOperand(0), true);
+        })
+        .Case([&](SliceOp sl) {
+          SmallVector<int64_t> zero(k, 0), stride(sl.getStrides());
+          for (int64_t d = 0; d < k; ++d)
+            stride[d] -= 1;
+          return untouched(sl.getStart(), zero) && untouched(stride, zero) &&
+                 demand(sl.getOperand(), true);
+        })
+        .Case([&](PadOp p) {
+          return untouched(p.getLow(), p.getHigh()) &&
+                 demand(p.getOperand(), true);
+        })
+        .Case([&](ConcatOp c) {
+          return static_cast<int64_t>(c.getDim()) >= k &&
+                 llvm::all_of(c->getOperands(),
+                              [&](Value v) { return demand(v, true); });
+        })
+        .Default([&](Operation *o) {
+          if (!o->hasTrait<OpTrait::Elementwise>())
+            return false;
+          return llvm::all_of(o->getOperands(), [&](Value v) {
+            return tensorType(v).getShape() == out.getShape() &&
+                   demand(v, true);
+          });
+        });
+  };
+  return propagateSplit(fusion, canSplit, rule);
 }
 
 /// `t` for one of `plan.grid` work items: its leading non-unit dimension

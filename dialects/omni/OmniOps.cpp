@@ -463,6 +463,28 @@ LogicalResult RmsNormOp::inferReturnTypes(MLIRContext *ctx,
   return success();
 }
 
+/// omni.attention's and omni.attention_grad's (C2) on rank-4 query, key and
+/// value: batch and heads agree, key and value have one sequence length,
+/// query and key one head size.
+static LogicalResult checkAttentionShapes(std::optional<Location> loc,
+                                          StringRef opName, RankedTensorType q,
+                                          RankedTensorType k,
+                                          RankedTensorType v) {
+  if (k.getDimSize(0) != q.getDimSize(0) ||
+      v.getDimSize(0) != q.getDimSize(0) ||
+      k.getDimSize(1) != q.getDimSize(1) || v.getDimSize(1) != q.getDimSize(1))
+    return inferError(loc, opName, "batch and head dimensions differ: query ",
+                      shapeStr(q.getShape()), ", key ", shapeStr(k.getShape()),
+                      ", value ", shapeStr(v.getShape()));
+  if (k.getDimSize(2) != v.getDimSize(2))
+    return inferError(loc, opName, "key has sequence length ", k.getDimSize(2),
+                      " but value has ", v.getDimSize(2));
+  if (k.getDimSize(3) != q.getDimSize(3))
+    return inferError(loc, opName, "query has head dimension ", q.getDimSize(3),
+                      " but key has ", k.getDimSize(3));
+  return success();
+}
+
 LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
                                             std::optional<Location> loc,
                                             Adaptor adaptor,
@@ -480,18 +502,8 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
     return inferError(loc, opName,
                       "query, key and value must have one element type");
   // C2
-  if (k.getDimSize(0) != q.getDimSize(0) ||
-      v.getDimSize(0) != q.getDimSize(0) ||
-      k.getDimSize(1) != q.getDimSize(1) || v.getDimSize(1) != q.getDimSize(1))
-    return inferError(loc, opName, "batch and head dimensions differ: query ",
-                      shapeStr(q.getShape()), ", key ", shapeStr(k.getShape()),
-                      ", value ", shapeStr(v.getShape()));
-  if (k.getDimSize(2) != v.getDimSize(2))
-    return inferError(loc, opName, "key has sequence length ", k.getDimSize(2),
-                      " but value has ", v.getDimSize(2));
-  if (k.getDimSize(3) != q.getDimSize(3))
-    return inferError(loc, opName, "query has head dimension ", q.getDimSize(3),
-                      " but key has ", k.getDimSize(3));
+  if (failed(checkAttentionShapes(loc, opName, q, k, v)))
+    return failure();
   // C3
   if (Value maskValue = adaptor.getMask()) {
     OMNI_TENSOR(mask, maskValue, "mask");
@@ -534,18 +546,8 @@ LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *,
       return inferError(loc, opName,
                         "every operand must be a rank-4 f32 tensor, found ", t);
   // C2
-  if (k.getDimSize(0) != q.getDimSize(0) ||
-      v.getDimSize(0) != q.getDimSize(0) ||
-      k.getDimSize(1) != q.getDimSize(1) || v.getDimSize(1) != q.getDimSize(1))
-    return inferError(loc, opName, "batch and head dimensions differ: query ",
-                      shapeStr(q.getShape()), ", key ", shapeStr(k.getShape()),
-                      ", value ", shapeStr(v.getShape()));
-  if (k.getDimSize(2) != v.getDimSize(2))
-    return inferError(loc, opName, "key has sequence length ", k.getDimSize(2),
-                      " but value has ", v.getDimSize(2));
-  if (k.getDimSize(3) != q.getDimSize(3))
-    return inferError(loc, opName, "query has head dimension ", q.getDimSize(3),
-                      " but key has ", k.getDimSize(3));
+  if (failed(checkAttentionShapes(loc, opName, q, k, v)))
+    return failure();
   SmallVector<int64_t> out(q.getShape());
   out[3] = v.getDimSize(3);
   if (o.getShape() != ArrayRef<int64_t>(out) || dO.getShape() != o.getShape())

@@ -240,6 +240,23 @@ absl::Status Executor::runLibraryCall(Frame &frame,
   auto ref = [&](uint32_t i) { return resolve(frame, c.operands()->Get(i)); };
   const TensorInfo &result = program_->tensor(c.results()->Get(0));
   hal::BufferRef out = resolve(frame, c.results()->Get(0));
+  // Attention and AttentionBackward: shapes from query, key and value;
+  // float_attrs: [scale] (absent: 1/sqrt(head size)).
+  auto attentionParams = [&] {
+    const TensorInfo &q = operand(0), &k = operand(1), &v = operand(2);
+    hal::AttentionParams p;
+    p.dtype = result.dtype;
+    p.batch = q.shape[0];
+    p.heads = q.shape[1];
+    p.seqQ = q.shape[2];
+    p.headDim = q.shape[3];
+    p.seqK = k.shape[2];
+    p.valueDim = v.shape[3];
+    p.scale = sizeOf(c.float_attrs())
+                  ? c.float_attrs()->Get(0)
+                  : (p.headDim > 0 ? 1.0 / std::sqrt(double(p.headDim)) : 1.0);
+    return p;
+  };
   switch (c.library()) {
   case step::Library::Matmul: {
     // Attribute order (step.fbs): transpose_lhs, transpose_rhs.
@@ -282,19 +299,8 @@ absl::Status Executor::runLibraryCall(Frame &frame,
     return stream_->conv2d(p, ref(0), ref(1), out);
   }
   case step::Library::Attention: {
-    // int_attrs: has_mask; float_attrs: [scale] (absent: 1/sqrt(head size)).
-    const TensorInfo &q = operand(0), &k = operand(1), &v = operand(2);
-    hal::AttentionParams p;
-    p.dtype = result.dtype;
-    p.batch = q.shape[0];
-    p.heads = q.shape[1];
-    p.seqQ = q.shape[2];
-    p.headDim = q.shape[3];
-    p.seqK = k.shape[2];
-    p.valueDim = v.shape[3];
-    p.scale = sizeOf(c.float_attrs())
-                  ? c.float_attrs()->Get(0)
-                  : (p.headDim > 0 ? 1.0 / std::sqrt(double(p.headDim)) : 1.0);
+    // int_attrs: has_mask.
+    hal::AttentionParams p = attentionParams();
     p.hasMask = c.int_attrs()->Get(0) != 0;
     hal::BufferRef mask;
     if (p.hasMask) {
@@ -307,19 +313,8 @@ absl::Status Executor::runLibraryCall(Frame &frame,
   }
   case step::Library::AttentionBackward: {
     // operands: query, key, value, output, d_output; results: d_query,
-    // d_key, d_value; float_attrs: [scale] as for Attention.
-    const TensorInfo &q = operand(0), &k = operand(1), &v = operand(2);
-    hal::AttentionParams p;
-    p.dtype = result.dtype;
-    p.batch = q.shape[0];
-    p.heads = q.shape[1];
-    p.seqQ = q.shape[2];
-    p.headDim = q.shape[3];
-    p.seqK = k.shape[2];
-    p.valueDim = v.shape[3];
-    p.scale = sizeOf(c.float_attrs())
-                  ? c.float_attrs()->Get(0)
-                  : (p.headDim > 0 ? 1.0 / std::sqrt(double(p.headDim)) : 1.0);
+    // d_key, d_value.
+    hal::AttentionParams p = attentionParams();
     return stream_->attentionBackward(p, ref(0), ref(1), ref(2), ref(3), ref(4),
                                       out, resolve(frame, c.results()->Get(1)),
                                       resolve(frame, c.results()->Get(2)));

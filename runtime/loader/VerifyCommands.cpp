@@ -236,6 +236,21 @@ absl::Status ProgramVerifier::checkLibraryCall(FunctionContext &ctx,
     return absl::OkStatus();
   };
 
+  // Attention's and AttentionBackward's float_attrs: [] or [scale > 0].
+  auto optionalScale = [&]() -> absl::Status {
+    if (numFloat > 1)
+      return fail(where, absl::StrCat("float_attrs has ", numFloat,
+                                      " entries but expected 0 or 1 "
+                                      "(scale)"));
+    if (numFloat == 1) {
+      double scale = c.float_attrs()->Get(0);
+      if (!(scale > 0) || !std::isfinite(scale))
+        return fail(where, absl::StrCat("float_attrs[0] (scale) = ", scale,
+                                        " but expected a finite value > 0"));
+    }
+    return absl::OkStatus();
+  };
+
   switch (library) {
   case step::Library::Matmul: {
     OMNI_RETURN_IF_ERROR(
@@ -337,16 +352,7 @@ absl::Status ProgramVerifier::checkLibraryCall(FunctionContext &ctx,
       return fail(where,
                   absl::StrCat("int_attrs[0] (has_mask) = ", intAttr(0),
                                " but there are ", numOperands, " operands"));
-    if (numFloat > 1)
-      return fail(where, absl::StrCat("float_attrs has ", numFloat,
-                                      " entries but expected 0 or 1 "
-                                      "(scale)"));
-    if (numFloat == 1) {
-      double scale = c.float_attrs()->Get(0);
-      if (!(scale > 0) || !std::isfinite(scale))
-        return fail(where, absl::StrCat("float_attrs[0] (scale) = ", scale,
-                                        " but expected a finite value > 0"));
-    }
+    OMNI_RETURN_IF_ERROR(optionalScale());
     std::vector<std::pair<std::string, uint32_t>> all = {
         {"query", c.operands()->Get(0)},
         {"key", c.operands()->Get(1)},
@@ -391,16 +397,7 @@ absl::Status ProgramVerifier::checkLibraryCall(FunctionContext &ctx,
     OMNI_RETURN_IF_ERROR(expectCount(where, "operands", sizeOf(c.operands()), 5,
                                      "query, key, value, output, d_output"));
     OMNI_RETURN_IF_ERROR(expectCount(where, "int_attrs", numInt, 0, ""));
-    if (numFloat > 1)
-      return fail(where, absl::StrCat("float_attrs has ", numFloat,
-                                      " entries but expected 0 or 1 "
-                                      "(scale)"));
-    if (numFloat == 1) {
-      double scale = c.float_attrs()->Get(0);
-      if (!(scale > 0) || !std::isfinite(scale))
-        return fail(where, absl::StrCat("float_attrs[0] (scale) = ", scale,
-                                        " but expected a finite value > 0"));
-    }
+    OMNI_RETURN_IF_ERROR(optionalScale());
     static const char *names[] = {"query", "key", "value", "output",
                                   "d_output"};
     std::vector<std::pair<std::string, uint32_t>> all;
