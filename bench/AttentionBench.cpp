@@ -9,7 +9,9 @@
 // by process CPU time (steadier on a loaded machine; with more than one
 // thread it also counts OpenBLAS's spinning workers), then the wall time
 // and GFLOP/s (4 seqQ seqK headDim flops per (batch, head)) of every copy
-// of the fused kernel the CPU runs (avx512, avx2, baseline). Each
+// of the fused kernel the CPU runs (avx512, avx2, baseline). Then the same
+// for the backward (fusedAttentionBackward against the decomposed VJP's
+// sgemms and loops). Each
 // figure is the median of several repetitions after a warm-up. Not a test:
 // nothing is asserted; docs/performance.md ("CPU speed (issue 15): fused
 // attention") records the results.
@@ -76,6 +78,57 @@ struct Shape {
   int64_t batch, heads, seq, dim;
 };
 
+/// The backward as omni.attention's decomposed VJP ran on the cpu target
+/// before AttentionBackward (and as `decompose-attention-grad` still
+/// gives it): five batched Matmul library calls (runMatmul, the device's
+/// gemm on the pool), S = q k^T then scaled, P = softmax(S) and dS = P (dP
+/// - rowsum(dP P)) scale in f32 loops over rows on the pool (std::exp; the
+/// compiled kernels used a polynomial exp), dv = P^T dO, dP = dO v^T,
+/// dq = dS k, dk = dS^T q. S, P, dP and dS are [B, H, Sq, Sk] buffers.
+void decomposedBackward(const AttentionParams &p, const float *q,
+                        const float *k, const float *v, const float *dO,
+                        float *dq, float *dk, float *dv, ThreadPool &pool,
+                        std::vector<float> &s, std::vector<float> &dp) {
+  const int64_t bh = p.batch * p.heads, sq = p.seqQ, sk = p.seqK;
+  const float scale = static_cast<float>(p.scale);
+  auto mm = [&](const float *a, const float *b, float *c, int64_t m, int64_t n,
+                int64_t kk, bool ta, bool tb) {
+    MatmulParams mp;
+    mp.batch = bh, mp.m = m, mp.n = n, mp.k = kk;
+    mp.transposeLhs = ta, mp.transposeRhs = tb;
+    (void)runMatmul(mp, a, b, c, pool);
+  };
+  s.resize(bh * sq * sk), dp.resize(bh * sq * sk);
+  mm(q, k, s.data(), sq, sk, p.headDim, false, true);
+  pool.parallelFor(bh * sq, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      float *row = s.data() + r * sk, max = -INFINITY;
+      for (int64_t j = 0; j < sk; ++j)
+        max = std::max(max, row[j] *= scale);
+      double sum = 0;
+      for (int64_t j = 0; j < sk; ++j)
+        sum += (row[j] = std::exp(row[j] - max));
+      for (int64_t j = 0; j < sk; ++j)
+        row[j] = static_cast<float>(row[j] / sum);
+    }
+  });
+  mm(s.data(), dO, dv, sk, p.valueDim, sq, true, false);
+  mm(dO, v, dp.data(), sq, sk, p.valueDim, false, true);
+  pool.parallelFor(bh * sq, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float *pr = s.data() + r * sk;
+      float *dpr = dp.data() + r * sk;
+      double dot = 0;
+      for (int64_t j = 0; j < sk; ++j)
+        dot += double(dpr[j]) * pr[j];
+      for (int64_t j = 0; j < sk; ++j)
+        dpr[j] = pr[j] * (dpr[j] - static_cast<float>(dot)) * scale;
+    }
+  });
+  mm(dp.data(), k, dq, sq, p.headDim, sk, false, false);
+  mm(dp.data(), q, dk, sk, p.headDim, sq, true, false);
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -132,6 +185,53 @@ int main(int argc, char **argv) {
     double flops = 4.0 * s.batch * s.heads * s.seq * s.seq * s.dim;
     std::printf("%-24s %10.2fms %7.2fx %9.2fx", s.name, mat * 1e3,
                 mat / fused[0].first, matCpu / fused[0].second);
+    for (auto [wall, cpu] : fused)
+      std::printf(" %13.2f %11.1f", wall * 1e3, flops / wall * 1e-9);
+    std::printf("\n");
+  }
+
+  // The backward (no mask, as omni.attention's VJP emits attention_grad):
+  // the fused AttentionBackward kernel against the decomposed path, both
+  // on the pool, GFLOP/s counting 10 seqQ seqK headDim per (batch, head)
+  // (the five products of the decomposed VJP; the fused kernel also
+  // recomputes the row statistics, 2 more).
+  // Single-threaded OpenBLAS calls on the pool, as the cpu device runs
+  // them (CpuDevice.cpp), for the decomposed path's matmuls.
+  openblas_set_num_threads(1);
+  std::printf("\nattention backward, %d threads; decomposed / fused (> 1: "
+              "fused is faster), ms and GFLOP/s (wall) of every copy\n",
+              threads);
+  std::printf("%-24s %12s %8s %10s", "shape", "decomposed", "ratio",
+              "cpu ratio");
+  for (AttentionIsa isa : isas)
+    std::printf(" %10s ms %6s GF/s", attentionIsa(isa), "");
+  std::printf("\n");
+  for (const Shape &s : shapes) {
+    if (s.dim > 128 || s.heads == 1) // the VAE's attention is not trained
+      continue;
+    AttentionParams p;
+    p.batch = s.batch, p.heads = s.heads, p.seqQ = p.seqK = s.seq;
+    p.headDim = p.valueDim = s.dim;
+    p.scale = 1.0 / std::sqrt(double(s.dim));
+    const int64_t n = s.batch * s.heads * s.seq * s.dim;
+    std::vector<float> q = values(n, 1), k = values(n, 2), v = values(n, 3);
+    std::vector<float> dO = values(n, 4), o(n), dq(n), dk(n), dv(n);
+    fusedAttention(p, q.data(), k.data(), v.data(), nullptr, o.data(), pool);
+    std::vector<float> sBuf, dpBuf;
+    auto [dec, decCpu] = medianSeconds(5, [&] {
+      decomposedBackward(p, q.data(), k.data(), v.data(), dO.data(), dq.data(),
+                         dk.data(), dv.data(), pool, sBuf, dpBuf);
+    });
+    std::vector<std::pair<double, double>> fused;
+    for (AttentionIsa isa : isas)
+      fused.push_back(medianSeconds(5, [&] {
+        fusedAttentionBackward(p, q.data(), k.data(), v.data(), o.data(),
+                               dO.data(), dq.data(), dk.data(), dv.data(), pool,
+                               isa);
+      }));
+    double flops = 10.0 * s.batch * s.heads * s.seq * s.seq * s.dim;
+    std::printf("%-24s %10.2fms %7.2fx %9.2fx", s.name, dec * 1e3,
+                dec / fused[0].first, decCpu / fused[0].second);
     for (auto [wall, cpu] : fused)
       std::printf(" %13.2f %11.1f", wall * 1e3, flops / wall * 1e-9);
     std::printf("\n");
