@@ -129,6 +129,54 @@ void decomposedBackward(const AttentionParams &p, const float *q,
   mm(dp.data(), q, dk, sk, p.headDim, sq, true, false);
 }
 
+/// The operands and results of one shape (forward: q, k, v -> o; backward:
+/// also dO -> dq, dk, dv), o holding the forward's output.
+struct Buffers {
+  std::vector<float> q, k, v, dO, o, dq, dk, dv;
+};
+
+/// One table: per shape (those `include` takes) the baseline's median time
+/// and every fused copy's, baseline / best copy by wall and CPU time, and
+/// each copy's GFLOP/s counting `products` seqQ seqK headDim flops per
+/// (batch, head).
+void printTable(
+    const char *baseline, double products, const std::vector<Shape> &shapes,
+    const std::vector<AttentionIsa> &isas, ThreadPool &pool,
+    const std::function<bool(const Shape &)> &include,
+    const std::function<void(const AttentionParams &, Buffers &)> &runBaseline,
+    const std::function<void(const AttentionParams &, Buffers &, AttentionIsa)>
+        &runFused) {
+  std::printf("%-24s %12s %8s %10s", "shape", baseline, "ratio", "cpu ratio");
+  for (AttentionIsa isa : isas)
+    std::printf(" %10s ms %6s GF/s", attentionIsa(isa), "");
+  std::printf("\n");
+  for (const Shape &s : shapes) {
+    if (!include(s))
+      continue;
+    AttentionParams p;
+    p.batch = s.batch, p.heads = s.heads, p.seqQ = p.seqK = s.seq;
+    p.headDim = p.valueDim = s.dim;
+    p.scale = 1.0 / std::sqrt(double(s.dim));
+    const int64_t n = s.batch * s.heads * s.seq * s.dim;
+    Buffers d;
+    d.q = values(n, 1), d.k = values(n, 2), d.v = values(n, 3);
+    d.dO = values(n, 4);
+    d.o.resize(n), d.dq.resize(n), d.dk.resize(n), d.dv.resize(n);
+    fusedAttention(p, d.q.data(), d.k.data(), d.v.data(), nullptr, d.o.data(),
+                   pool);
+    auto [base, baseCpu] = medianSeconds(5, [&] { runBaseline(p, d); });
+    std::vector<std::pair<double, double>> fused;
+    for (AttentionIsa isa : isas)
+      fused.push_back(medianSeconds(5, [&] { runFused(p, d, isa); }));
+    double flops = products * s.batch * s.heads * s.seq * s.seq * s.dim;
+    std::printf("%-24s %10.2fms %7.2fx %9.2fx", s.name, base * 1e3,
+                base / fused[0].first, baseCpu / fused[0].second);
+    for (auto [wall, cpu] : fused)
+      std::printf(" %13.2f %11.1f", wall * 1e3, flops / wall * 1e-9);
+    std::printf("\n");
+  }
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -137,7 +185,7 @@ int main(int argc, char **argv) {
                     : int(std::max(1u, std::thread::hardware_concurrency()));
   ThreadPool pool(threads);
   openblas_set_num_threads(threads); // as the cpu device does
-  const Shape shapes[] = {
+  const std::vector<Shape> shapes = {
       {"tiny joint (72 tokens)", 32, 4, 72, 16},
       {"tiny image-only (64)", 32, 4, 64, 16},
       {"tiny VAE mid (256)", 32, 1, 256, 32},
@@ -159,82 +207,42 @@ int main(int argc, char **argv) {
               "faster) for the fused kernel's best copy (%s); ms and GFLOP/s "
               "(wall) of every copy\n",
               threads, attentionIsa(AttentionIsa::Best));
-  std::printf("%-24s %12s %8s %10s", "shape", "materialized", "ratio",
-              "cpu ratio");
-  for (AttentionIsa isa : isas)
-    std::printf(" %10s ms %6s GF/s", attentionIsa(isa), "");
-  std::printf("\n");
-  for (const Shape &s : shapes) {
-    AttentionParams p;
-    p.batch = s.batch, p.heads = s.heads, p.seqQ = p.seqK = s.seq;
-    p.headDim = p.valueDim = s.dim;
-    p.scale = 1.0 / std::sqrt(double(s.dim));
-    const int64_t n = s.batch * s.heads * s.seq * s.dim;
-    std::vector<float> q = values(n, 1), k = values(n, 2), v = values(n, 3);
-    std::vector<float> out(static_cast<size_t>(n));
-    auto [mat, matCpu] = medianSeconds(5, [&] {
-      (void)runAttention(p, q.data(), k.data(), v.data(), nullptr, out.data(),
-                         pool, AttentionPath::Materialized);
-    });
-    std::vector<std::pair<double, double>> fused;
-    for (AttentionIsa isa : isas)
-      fused.push_back(medianSeconds(5, [&] {
-        fusedAttention(p, q.data(), k.data(), v.data(), nullptr, out.data(),
-                       pool, isa);
-      }));
-    double flops = 4.0 * s.batch * s.heads * s.seq * s.seq * s.dim;
-    std::printf("%-24s %10.2fms %7.2fx %9.2fx", s.name, mat * 1e3,
-                mat / fused[0].first, matCpu / fused[0].second);
-    for (auto [wall, cpu] : fused)
-      std::printf(" %13.2f %11.1f", wall * 1e3, flops / wall * 1e-9);
-    std::printf("\n");
-  }
+  printTable(
+      "materialized", 4, shapes, isas, pool, [](const Shape &) { return true; },
+      [&](const AttentionParams &p, Buffers &d) {
+        (void)runAttention(p, d.q.data(), d.k.data(), d.v.data(), nullptr,
+                           d.o.data(), pool, AttentionPath::Materialized);
+      },
+      [&](const AttentionParams &p, Buffers &d, AttentionIsa isa) {
+        fusedAttention(p, d.q.data(), d.k.data(), d.v.data(), nullptr,
+                       d.o.data(), pool, isa);
+      });
 
   // The backward (no mask, as omni.attention's VJP emits attention_grad):
   // the fused AttentionBackward kernel against the decomposed path, both
   // on the pool, GFLOP/s counting 10 seqQ seqK headDim per (batch, head)
   // (the five products of the decomposed VJP; the fused kernel also
-  // recomputes the row statistics, 2 more).
-  // Single-threaded OpenBLAS calls on the pool, as the cpu device runs
-  // them (CpuDevice.cpp), for the decomposed path's matmuls.
+  // recomputes the row statistics, 2 more). Single-threaded OpenBLAS calls
+  // on the pool, as the cpu device runs them (CpuDevice.cpp), for the
+  // decomposed path's matmuls.
   openblas_set_num_threads(1);
   std::printf("\nattention backward, %d threads; decomposed / fused (> 1: "
               "fused is faster), ms and GFLOP/s (wall) of every copy\n",
               threads);
-  std::printf("%-24s %12s %8s %10s", "shape", "decomposed", "ratio",
-              "cpu ratio");
-  for (AttentionIsa isa : isas)
-    std::printf(" %10s ms %6s GF/s", attentionIsa(isa), "");
-  std::printf("\n");
-  for (const Shape &s : shapes) {
-    if (s.dim > 128 || s.heads == 1) // the VAE's attention is not trained
-      continue;
-    AttentionParams p;
-    p.batch = s.batch, p.heads = s.heads, p.seqQ = p.seqK = s.seq;
-    p.headDim = p.valueDim = s.dim;
-    p.scale = 1.0 / std::sqrt(double(s.dim));
-    const int64_t n = s.batch * s.heads * s.seq * s.dim;
-    std::vector<float> q = values(n, 1), k = values(n, 2), v = values(n, 3);
-    std::vector<float> dO = values(n, 4), o(n), dq(n), dk(n), dv(n);
-    fusedAttention(p, q.data(), k.data(), v.data(), nullptr, o.data(), pool);
-    std::vector<float> sBuf, dpBuf;
-    auto [dec, decCpu] = medianSeconds(5, [&] {
-      decomposedBackward(p, q.data(), k.data(), v.data(), dO.data(), dq.data(),
-                         dk.data(), dv.data(), pool, sBuf, dpBuf);
-    });
-    std::vector<std::pair<double, double>> fused;
-    for (AttentionIsa isa : isas)
-      fused.push_back(medianSeconds(5, [&] {
-        fusedAttentionBackward(p, q.data(), k.data(), v.data(), o.data(),
-                               dO.data(), dq.data(), dk.data(), dv.data(), pool,
-                               isa);
-      }));
-    double flops = 10.0 * s.batch * s.heads * s.seq * s.seq * s.dim;
-    std::printf("%-24s %10.2fms %7.2fx %9.2fx", s.name, dec * 1e3,
-                dec / fused[0].first, decCpu / fused[0].second);
-    for (auto [wall, cpu] : fused)
-      std::printf(" %13.2f %11.1f", wall * 1e3, flops / wall * 1e-9);
-    std::printf("\n");
-  }
+  std::vector<float> sBuf, dpBuf;
+  printTable(
+      "decomposed", 10, shapes, isas, pool,
+      // The VAE's single-head attention is not trained.
+      [](const Shape &s) { return s.heads > 1; },
+      [&](const AttentionParams &p, Buffers &d) {
+        decomposedBackward(p, d.q.data(), d.k.data(), d.v.data(), d.dO.data(),
+                           d.dq.data(), d.dk.data(), d.dv.data(), pool, sBuf,
+                           dpBuf);
+      },
+      [&](const AttentionParams &p, Buffers &d, AttentionIsa isa) {
+        fusedAttentionBackward(p, d.q.data(), d.k.data(), d.v.data(),
+                               d.o.data(), d.dO.data(), d.dq.data(),
+                               d.dk.data(), d.dv.data(), pool, isa);
+      });
   return 0;
 }

@@ -87,10 +87,11 @@ const llvm::StringSet<> &elementwiseOps() {
 /// The FLOPs of `op` itself (not of its regions).
 FlopCounts ownFlops(Operation *op) {
   FlopCounts c;
-  llvm::StringRef name = op->getName().stripDialect();
-  if (op->getName().getDialectNamespace() != "omni" ||
-      (op->getNumResults() != 1 && name != "attention_grad"))
+  // Counted from the first result's elements (or, for the contractions,
+  // their operands' shapes); ops without a rule count nothing.
+  if (op->getName().getDialectNamespace() != "omni" || op->getNumResults() == 0)
     return c;
+  llvm::StringRef name = op->getName().stripDialect();
   const int64_t out = elements(op->getResult(0).getType());
   auto add = [&](FlopClass k, int64_t f) { c.flops[static_cast<int>(k)] += f; };
   if (name == "matmul") {

@@ -754,6 +754,16 @@ std::optional<DenseMap<Value, bool>> propagateSplit(
   return split;
 }
 
+/// Both splits' rule for an elementwise op (any other op: false): every
+/// operand has the result's shape and is split with it.
+bool splitElementwise(Operation *op, RankedTensorType out, Demand demand) {
+  if (!op->hasTrait<OpTrait::Elementwise>())
+    return false;
+  return llvm::all_of(op->getOperands(), [&](Value v) {
+    return tensorType(v).getShape() == out.getShape() && demand(v, true);
+  });
+}
+
 /// The split into `rows` row blocks of the leading non-unit dimension.
 std::optional<DenseMap<Value, bool>> splitValues(FusionOp fusion,
                                                  int64_t rows) {
@@ -815,15 +825,8 @@ std::optional<DenseMap<Value, bool>> splitValues(FusionOp fusion,
                  llvm::all_of(c->getOperands(),
                               [&](Value v) { return splitAt(v, lead, size); });
         })
-        .Default([&](Operation *o) {
-          // Elementwise: every operand has the result's shape.
-          if (!o->hasTrait<OpTrait::Elementwise>())
-            return false;
-          return llvm::all_of(o->getOperands(), [&](Value v) {
-            return tensorType(v).getShape() == out.getShape() &&
-                   demand(v, true);
-          });
-        });
+        .Default(
+            [&](Operation *o) { return splitElementwise(o, out, demand); });
   };
   return propagateSplit(fusion, canSplit, rule);
 }
@@ -903,14 +906,8 @@ splitPrefixValues(FusionOp fusion, ArrayRef<int64_t> prefix) {
                  llvm::all_of(c->getOperands(),
                               [&](Value v) { return demand(v, true); });
         })
-        .Default([&](Operation *o) {
-          if (!o->hasTrait<OpTrait::Elementwise>())
-            return false;
-          return llvm::all_of(o->getOperands(), [&](Value v) {
-            return tensorType(v).getShape() == out.getShape() &&
-                   demand(v, true);
-          });
-        });
+        .Default(
+            [&](Operation *o) { return splitElementwise(o, out, demand); });
   };
   return propagateSplit(fusion, canSplit, rule);
 }

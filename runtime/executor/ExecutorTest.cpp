@@ -257,6 +257,21 @@ TEST_F(ExecutorTest, UnsupportedLibraryDTypeFailsAtCreate) {
             "device has no Matmul for f16");
 }
 
+// The cpu AttentionBackward is f32 only (the VJP emits it for f32).
+TEST_F(ExecutorTest, AttentionBackwardIsF32Only) {
+  StepBuilder b;
+  uint32_t x = b.arena(sd::DType::F64, {1, 1, 2, 2});
+  b.function(
+      "g", {}, {},
+      {b.library(Library::AttentionBackward, {x, x, x, x, x}, {x, x, x}, {})});
+  auto executor = load(b.finish());
+  ASSERT_FALSE(executor.ok());
+  EXPECT_EQ(executor.status().message(),
+            "step.bin: functions[0].commands[0] (LibraryCall "
+            "AttentionBackward): the cpu device has no AttentionBackward for "
+            "f64");
+}
+
 //===----------------------------------------------------------------------===//
 // Random, Fill, HostCall
 //===----------------------------------------------------------------------===//

@@ -1032,6 +1032,47 @@ TEST(Loader, ChecksAttention) {
             "tensor<2x3x4x5xf32>");
 }
 
+std::string attentionBackward(std::vector<std::vector<int64_t>> operands,
+                              std::vector<std::vector<int64_t>> results,
+                              std::vector<double> floats) {
+  return withCommands([&](StepBuilder &b) {
+    std::vector<uint32_t> in, out;
+    for (const auto &shape : operands)
+      in.push_back(b.arena(DType::F32, shape));
+    for (const auto &shape : results)
+      out.push_back(b.arena(DType::F32, shape));
+    return std::vector{
+        b.library(Library::AttentionBackward, in, out, {}, floats)};
+  });
+}
+
+TEST(Loader, ChecksAttentionBackward) {
+  std::vector<int64_t> q = {2, 3, 4, 8}, k = {2, 3, 6, 8}, v = {2, 3, 6, 5},
+                       o = {2, 3, 4, 5};
+  const std::string at =
+      "step.bin: functions[0].commands[0] (LibraryCall AttentionBackward): ";
+  EXPECT_EQ(errorOf(attentionBackward({q, k, v, o, o}, {q, k, v}, {})), "");
+  EXPECT_EQ(errorOf(attentionBackward({q, k, v, o, o}, {q, k, v}, {0.5})), "");
+  EXPECT_EQ(errorOf(attentionBackward({q, k, v, o}, {q, k, v}, {})),
+            at + "operands has 4 entries but expected 5 (query, key, value, "
+                 "output, d_output)");
+  EXPECT_EQ(errorOf(attentionBackward({q, k, v, o, o}, {q, k}, {})),
+            at + "results has 2 entries but expected 3 (d_query, d_key, "
+                 "d_value)");
+  EXPECT_EQ(errorOf(attentionBackward({q, k, v, o, o}, {q, k, v}, {0})),
+            at + "float_attrs[0] (scale) = 0 but expected a finite value > 0");
+  EXPECT_EQ(
+      errorOf(attentionBackward({q, {2, 3, 6, 7}, v, o, o}, {q, k, v}, {})),
+      at + "query tensor<2x3x4x8xf32>, key tensor<2x3x6x7xf32> and "
+           "value tensor<2x3x6x5xf32> do not agree");
+  EXPECT_EQ(errorOf(attentionBackward({q, k, v, o, q}, {q, k, v}, {})),
+            at + "d_output is tensor<2x3x4x8xf32> but expected "
+                 "tensor<2x3x4x5xf32>");
+  EXPECT_EQ(errorOf(attentionBackward({q, k, v, o, o}, {q, v, v}, {})),
+            at + "d_key is tensor<2x3x6x5xf32> but expected "
+                 "tensor<2x3x6x8xf32>");
+}
+
 TEST(Loader, ChecksStaticCopyRanges) {
   auto copy = [](StepBuilder::CopySpec spec) {
     return withCommands([=](StepBuilder &b) mutable {
