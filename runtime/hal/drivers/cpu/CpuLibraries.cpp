@@ -105,22 +105,13 @@ void matmul(const MatmulParams &p, const T *lhs, const T *rhs, T *out,
   g.ldb = p.transposeRhs ? p.k : p.n;
   g.c = out;
   g.ldc = p.n;
-  // A weight shared by the batch (x W^T of a linear layer) is one gemm of
-  // batch * m rows when every entry starts on a whole micro-kernel row tile
-  // (m a multiple of 16, the SKYLAKEX / Haswell / Zen sgemm and dgemm row
-  // tiles being 16 or 8; gemmBlocking cuts at multiples of 16 too): each row
-  // then goes through the same full-tile kernel with the same k blocking
-  // wherever its entry is, so its bits do not depend on the entry's place
-  // in the batch (test/sample/sample.test's swap, GemmTest's
-  // AnEntryHasTheSameBitsAloneAndInABatch), and the weight is packed once
-  // per block instead of once per entry. Otherwise one gemm per entry: a
-  // folded entry's rows could fall into a partial tile depending on its
-  // index.
-  if (p.rhsShared && !p.transposeLhs && p.batch > 1 && p.m % 16 == 0) {
-    g.m = p.batch * p.m;
-    gemm(pool, g, 1, 0, 0, 0);
-    return;
-  }
+  // One gemm per batch entry, never the batch folded into the rows: a
+  // folded entry's rows would fall at other places of OpenBLAS's row tiles
+  // depending on the entry's index, and its bits with them (an image must
+  // not depend on its place in the batch: test/sample/sample.test's swap,
+  // GemmTest's EveryIndexOfABatchGivesTheSameBits). Folding when entries
+  // start on multiples of 16 rows kept the bits with the SKYLAKEX kernels
+  // but not with OpenBLAS's Haswell and Zen ones (OPENBLAS_CORETYPE).
   gemm(pool, g, p.batch, p.m * p.k, p.rhsShared ? 0 : p.k * p.n, p.m * p.n);
 }
 
