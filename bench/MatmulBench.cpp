@@ -8,13 +8,16 @@
 //   openblas-own+ the same with a shared rhs folded into one call;
 //   openblas-pool single-threaded OpenBLAS on the fixed blocks of
 //                 runtime/hal/drivers/cpu/Gemm.h, run by omni's ThreadPool
-//                 (what the cpu driver does now);
+//                 (the cpu driver's f32 gemm until 2026-12-06);
 //   blis-own      BLIS (Debian libblis4-pthread) with its own threads;
 //   blis-pool     serial BLIS (libblis4-serial) on the same blocks and pool;
 //   dnnl-own      oneDNN dnnl_sgemm with its own (OpenMP) threads;
 //   dnnl-pool     oneDNN single-threaded (omp_set_num_threads(1) on each
-//                 pool thread) on the same blocks and pool.
-// Every variant but the first folds a shared rhs. Each shape runs in rounds
+//                 pool thread) on the same blocks and pool (what the cpu
+//                 driver does now).
+// openblas-own+, blis-own and dnnl-own fold a shared rhs's batch into the
+// rows; the pool variants, like the driver, make one gemm per batch entry
+// (a fold made an entry's bits depend on its index). Each shape runs in rounds
 // of one call per variant in turn (after a warm-up call), at least 3 rounds
 // and up to 30 within ~0.3 s; a variant's time for the shape is its fastest
 // round (the least disturbed on a shared machine) times how often one
@@ -231,12 +234,12 @@ int main(int argc, char **argv) {
       {"openblas-own+", true, [&] { openblas_set_num_threads(threads); },
        [&](const Problem &p) { ownThreads(p, openblas); }, true},
       {"openblas-pool", true, [&] { openblas_set_num_threads(1); },
-       [&](const Problem &p) { onPool(pool, p, openblas); }, true},
+       [&](const Problem &p) { onPool(pool, p, openblas); }, false},
       {"blis-own", blisOwn.sgemm && blisOwn.setThreads,
        [&] { blisOwn.setThreads(threads); },
        [&](const Problem &p) { ownThreads(p, blisOwnK); }, true},
       {"blis-pool", blisSerial.sgemm != nullptr, [] {},
-       [&](const Problem &p) { onPool(pool, p, blisSerialK); }, true},
+       [&](const Problem &p) { onPool(pool, p, blisSerialK); }, false},
       {"dnnl-own", haveDnnl, [&] { omp_set_num_threads(threads); },
        [&](const Problem &p) { ownThreads(p, dnnl); }, true},
       {"dnnl-pool", haveDnnl,
@@ -244,7 +247,7 @@ int main(int argc, char **argv) {
          // The calling thread is a pool thread too (chunk 0).
          poolThreads(1);
        },
-       [&](const Problem &p) { onPool(pool, p, dnnl); }, true},
+       [&](const Problem &p) { onPool(pool, p, dnnl); }, false},
   };
 
   for (size_t v = 1; v < variants.size(); ++v)

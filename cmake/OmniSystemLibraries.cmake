@@ -1,13 +1,12 @@
-#===- cmake/OmniSystemLibraries.cmake - TurboJPEG and OpenBLAS targets ----===#
+#===- cmake/OmniSystemLibraries.cmake - the system libraries' targets -----===#
 #
 # omni_import_system_libraries(<missing-var> [GLOBAL]) defines the imported
 # targets Omni::TurboJPEG (libjpeg-turbo's TurboJPEG API, Debian
 # libturbojpeg0-dev), Omni::OpenBLAS (cblas.h and libopenblas, Debian
-# libopenblas-dev), Omni::CppHttplib (httplib.h and libcpp-httplib, Debian
-# libcpp-httplib-dev) and, optionally, Omni::DNNL (oneDNN's C API,
-# oneapi/dnnl/dnnl.h and libdnnl, Debian libdnnl-dev: only the benchmarks
-# under bench/ compare against it; it is never a missing library) from a
-# header and a library search, because none ships a CMake package on every
+# libopenblas-dev: the cpu driver's f64 gemm), Omni::DNNL (oneDNN's C API,
+# oneapi/dnnl/dnnl.h and libdnnl, Debian libdnnl-dev: the cpu driver's f32
+# gemm) and Omni::CppHttplib (httplib.h and libcpp-httplib, Debian
+# libcpp-httplib-dev) from a header and a library search, because none ships a CMake package on every
 # distribution (Debian's dnnl-config.cmake even requires OpenCL headers). Both the build (top-level
 # CMakeLists.txt, GLOBAL) and the installed omniConfig.cmake (for the link
 # interfaces of the static runtime libraries) use it, so the two find the
@@ -61,6 +60,9 @@ function(omni_import_system_libraries missing_var)
       set_target_properties(Omni::DNNL PROPERTIES
         IMPORTED_LOCATION "${DNNL_LIBRARY}"
         INTERFACE_INCLUDE_DIRECTORIES "${DNNL_INCLUDE_DIR}")
+    else()
+      list(APPEND missing
+        "oneDNN (oneapi/dnnl/dnnl.h / libdnnl; install libdnnl-dev)")
     endif()
   endif()
 

@@ -3,10 +3,33 @@
 #include "runtime/hal/drivers/cpu/Gemm.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cblas.h>
+#include <oneapi/dnnl/dnnl.h>
+
+// oneDNN runs its gemm on OpenMP threads unless the calling thread's OpenMP
+// team size is 1; Debian's libdnnl is built for OpenMP and loads libgomp,
+// which defines this (weak: no link dependency on one OpenMP runtime).
+#if DNNL_CPU_RUNTIME == DNNL_RUNTIME_OMP
+extern "C" void omp_set_num_threads(int) __attribute__((weak));
+#elif DNNL_CPU_RUNTIME != DNNL_RUNTIME_SEQ
+#error "the cpu driver needs oneDNN built for OpenMP or sequential"
+#endif
 
 namespace omni::hal::cpu {
 namespace {
+
+/// Once per thread: oneDNN calls made on this thread use this thread alone
+/// (the pool's threads are the parallelism).
+void oneDnnOnThisThread() {
+#if DNNL_CPU_RUNTIME == DNNL_RUNTIME_OMP
+  thread_local bool done = false;
+  if (!done && omp_set_num_threads) {
+    omp_set_num_threads(1);
+    done = true;
+  }
+#endif
+}
 
 int64_t roundUp(int64_t value, int64_t multiple) {
   return (value + multiple - 1) / multiple * multiple;
@@ -60,17 +83,20 @@ GemmBlocking gemmBlocking(int64_t m, int64_t n, int64_t k, int64_t batch) {
 void serialGemm(const GemmArgs<float> &g) {
   if (degenerate(g))
     return;
-  // OpenBLAS, single-threaded (CpuDevice sets it): its k blocking does not
-  // depend on m, so a row of C has the same bits in every block and at every
-  // batch position (an image must not depend on its place in the batch:
-  // test/sample/sample.test's swap). oneDNN's dnnl_sgemm was 0-30% faster
-  // on one core but chooses its blocking by the problem's size, so a row's
-  // bits changed with the block it fell in (docs/performance.md, "CPU speed
-  // (issue 15): matmul library and one thread pool").
-  cblas_sgemm(CblasRowMajor, trans(g.transA), trans(g.transB),
-              static_cast<int>(g.m), static_cast<int>(g.n),
-              static_cast<int>(g.k), g.alpha, g.a, ld(g.lda), g.b, ld(g.ldb),
-              0.0f, g.c, ld(g.ldc));
+  // oneDNN's sgemm on one thread: 10-20% faster than OpenBLAS's on the
+  // recipes' shapes, with AVX-512 and with AVX2 (docs/performance.md, "CPU
+  // speed (issue 15): third pass"). Like OpenBLAS it picks its kernels by
+  // the call's shape, so a row's bits depend on the block it falls in; the
+  // blocking is fixed by the shape, so they never depend on the thread
+  // count or on the entry's index in its batch.
+  oneDnnOnThisThread();
+  const dnnl_status_t status = dnnl_sgemm(
+      g.transA ? 'T' : 'N', g.transB ? 'T' : 'N', g.m, g.n, g.k, g.alpha, g.a,
+      std::max<int64_t>(g.lda, 1), g.b, std::max<int64_t>(g.ldb, 1), 0.0f, g.c,
+      std::max<int64_t>(g.ldc, 1));
+  // Only invalid arguments fail, and the callers' shape checks exclude them.
+  assert(status == dnnl_success && "dnnl_sgemm rejected checked arguments");
+  (void)status;
 }
 
 void serialGemm(const GemmArgs<double> &g) {

@@ -4,14 +4,16 @@
 // attention) runs here: C is cut into blocks of rows or of columns whose
 // size depends on the shape alone, never on the number of threads, and the
 // pool's threads run a single-threaded library gemm on contiguous runs of
-// those blocks: OpenBLAS (cblas_sgemm / cblas_dgemm, single-threaded).
-// One thread pool therefore serves the compiled kernels and the library
-// calls (OpenBLAS's threads are switched off in CpuDevice), and a gemm
-// gives the same bits for any thread count and a row of C the same bits in
-// any block (docs/backend.md, "The cpu driver's libraries"; the
-// measurement behind the choice is
-// docs/performance.md, "CPU speed (issue 15): matmul library and one thread
-// pool", and bench/MatmulBench.cpp).
+// those blocks: oneDNN's dnnl_sgemm for f32, OpenBLAS's cblas_dgemm for
+// f64. One thread pool therefore serves the compiled kernels and the
+// library calls (OpenBLAS's threads are switched off in CpuDevice, oneDNN's
+// OpenMP team is one thread on every thread that calls it), and a gemm
+// gives the same bits for any thread count, and a batch entry the same bits
+// at any index of its batch. Not across blockings: both libraries pick their
+// kernels for a row by the call's shape (docs/backend.md, "The cpu driver's
+// libraries", which says what was measured; the choice of library:
+// docs/performance.md, "CPU speed (issue 15): third pass", and
+// bench/MatmulBench.cpp).
 //
 // Thread safety: gemm() may be called from any thread (the pool runs one
 // loop at a time; a call from inside a pool chunk runs inline).
@@ -44,9 +46,11 @@ template <typename T> struct GemmArgs {
 
 /// How C is cut: `count` blocks of `size` rows (splitRows) or columns (the
 /// last may be smaller; none for an empty C). A function of (m, n, k) and
-/// the batch alone, never of the thread count; since OpenBLAS's k blocking
-/// does not depend on m or n, a row (column) of C has the same bits in any
-/// block, so the blocking changes the speed, not the numbers.
+/// the batch alone, never of the thread count, so the thread count never
+/// changes the bits. The blocking itself may: OpenBLAS picks its
+/// micro-kernel for a row (column) by the row's place in the call and the
+/// call's size, so a batch entry computed alone (up to 16 blocks) and in a
+/// batch of 16 or more (one block) can differ in the last bits.
 struct GemmBlocking {
   bool splitRows = true;
   int64_t size = 0;
@@ -71,8 +75,9 @@ GemmArgs<T> gemmBlock(const GemmArgs<T> &args, bool splitRows, int64_t begin,
   return block;
 }
 
-/// One single-threaded OpenBLAS gemm on the calling thread; handles the sizes
-/// BLAS rejects (nothing for an empty C, zeros for k = 0).
+/// One single-threaded library gemm on the calling thread (oneDNN for f32,
+/// OpenBLAS for f64); handles the sizes BLAS rejects (nothing for an empty
+/// C, zeros for k = 0).
 void serialGemm(const GemmArgs<float> &args);
 void serialGemm(const GemmArgs<double> &args);
 

@@ -12,10 +12,15 @@
 
 #include "gtest/gtest.h"
 
+#include <cblas.h>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <oneapi/dnnl/dnnl.h>
 #include <random>
+#include <string>
+#include <tuple>
 #include <vector>
 
 namespace omni::hal::cpu {
@@ -155,55 +160,51 @@ TEST(Gemm, ABatchCutsEachEntryIntoFewerBlocks) {
   EXPECT_EQ(gemmBlocking(8192, 256, 256, 4).count, 4);
 }
 
-// An entry's bits do not depend on the batch it is computed in, though the
-// blocking does (whole entries in a batch of 32, blocks of 64 rows or 48
-// columns alone): a row of C has the same bits in every block. With 256 or
-// 96 rows (multiples of 16) the batch is one gemm of 32 * m rows, with 72
-// one gemm per entry (CpuLibraries.cpp matmul).
-TEST(Gemm, AnEntryHasTheSameBitsAloneAndInABatch) {
-  for (bool tb : {false, true})
-    for (auto [m, n] :
-         {std::pair<int64_t, int64_t>{256, 96}, {96, 256}, {72, 96}}) {
-      MatmulParams batched = shape(32, m, n, 200, false, tb, true);
-      Operands<float> o = operandsFor<float>(batched);
-      std::vector<float> all = run(batched, o, 2);
-      MatmulParams alone = batched;
-      alone.batch = 1;
-      for (int64_t b : {0, 17, 31}) {
-        Operands<float> one;
-        one.lhs.assign(o.lhs.begin() + b * m * 200,
-                       o.lhs.begin() + (b + 1) * m * 200);
-        one.rhs = o.rhs;
-        std::vector<float> got = run(alone, one, 2);
-        EXPECT_EQ(std::memcmp(got.data(), all.data() + b * m * n,
-                              got.size() * sizeof(float)),
-                  0)
-            << "entry " << b << " of " << m << "x" << n << (tb ? " nt" : " nn");
-      }
-    }
-}
-
-// The invariant the batch blocking and the folding of a shared weight must
-// keep on every OpenBLAS kernel: an entry's bits do not depend on its index
-// in the batch (the same lhs at every index gives the same C at every
-// index; test/sample/sample.test's swap relies on it). Folded (256, 96
-// rows) and not (72 rows).
+// The invariant the blocking must keep with every library kernel: an
+// entry's bits do not depend on its index in the batch (the same lhs at
+// every index gives the same C at every index; test/sample/sample.test's
+// swap relies on it). Entries of 256, 96 and 72 rows, and 7 x 13 ones whose
+// starts fall at every 4-byte offset of a cache line. Not checked, because
+// it does not hold: an entry's bits alone and in a batch (the blocking
+// differs, and both libraries pick kernels by the call's shape; Gemm.h).
 TEST(Gemm, EveryIndexOfABatchGivesTheSameBits) {
   for (bool tb : {false, true})
-    for (auto [m, n] :
-         {std::pair<int64_t, int64_t>{256, 96}, {96, 256}, {72, 96}}) {
-      MatmulParams p = shape(32, m, n, 200, false, tb, true);
+    for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{256, 96, 200},
+                           {96, 256, 200},
+                           {72, 96, 200},
+                           {7, 300, 13}}) {
+      MatmulParams p = shape(32, m, n, k, false, tb, true);
       Operands<float> o = operandsFor<float>(p);
       for (int64_t b = 1; b < p.batch; ++b)
-        std::copy(o.lhs.begin(), o.lhs.begin() + m * 200,
-                  o.lhs.begin() + b * m * 200);
+        std::copy(o.lhs.begin(), o.lhs.begin() + m * k,
+                  o.lhs.begin() + b * m * k);
       std::vector<float> all = run(p, o, 2);
-      for (int64_t b : {1, 17, 31})
+      for (int64_t b : {1, 2, 3, 17, 31})
         EXPECT_EQ(std::memcmp(all.data(), all.data() + b * m * n,
                               m * n * sizeof(float)),
                   0)
-            << "entry " << b << " of " << m << "x" << n << (tb ? " nt" : " nn");
+            << "entry " << b << " of " << m << "x" << n << "x" << k
+            << (tb ? " nt" : " nn");
     }
+}
+
+// CMakeLists.txt (beside this file) registers the Gemm and CpuConv tests again
+// with the libraries held to their AVX2 kernels (DNNL_MAX_CPU_ISA=AVX2,
+// OPENBLAS_CORETYPE=Haswell: what an AVX2-only or AMD Zen host runs), so
+// that the properties above are checked for those kernels on any machine.
+// This test fails when such a setting did not take effect.
+TEST(Gemm, TheLibrariesRunTheKernelsTheEnvironmentAsks) {
+  const char *isa = std::getenv("DNNL_MAX_CPU_ISA");
+  const char *core = std::getenv("OPENBLAS_CORETYPE");
+  if (!isa && !core)
+    GTEST_SKIP() << "neither DNNL_MAX_CPU_ISA nor OPENBLAS_CORETYPE is set";
+  if (isa) {
+    ASSERT_EQ(std::string(isa), "AVX2") << "only AVX2 is checked here";
+    EXPECT_EQ(dnnl_get_effective_cpu_isa(), dnnl_cpu_isa_avx2);
+  }
+  if (core) {
+    EXPECT_STRCASEEQ(openblas_get_corename(), core);
+  }
 }
 
 TEST(Gemm, EmptyContractionWritesZeros) {
