@@ -34,8 +34,14 @@ PHASES = ("rollout", "decode", "reward", "loss", "update")
 
 OMNIGEN_FLAGS = {
     "tiny": ["--model=sd3", "--config=tiny"],
+    # small: every activation saved (no recomputed forward in the loss),
+    # the loss accumulated over 4 micro-batches of 8 so that what is saved
+    # is a quarter of the batch's (docs/recipes.md, `recompute`;
+    # docs/performance.md "CPU speed (issue 15): third pass"). The same
+    # loss and gradient as the whole batch's, summed in another order.
     "small": ["--model=sd3", "--config=small",
-              "--decoder-set=latent_size=32"],
+              "--decoder-set=latent_size=32", "--opt=recompute=none",
+              "--opt=micro_batch_size=8"],
     # bench/compile-scale.sh's default program
     "sd3.5-medium": ["--model=sd3", "--config=sd3.5-medium",
                      "--set=latent_size=64", "--decoder=autoencoder_kl",
