@@ -61,16 +61,24 @@ GemmBlocking gemmBlocking(int64_t m, int64_t n, int64_t k, int64_t batch) {
   // every block does once, a few percent of its multiply-adds. Multiples of
   // 16 match the micro-kernels' tiles (Haswell/Zen sgemm: 16 x 4 or 8 x 6).
   constexpr int64_t kTargetBlocks = 16, kMinBlock = 64, kTile = 16;
+  // Every block packs the whole other operand (other x k) again and streams
+  // it from beyond L2 once it is 1 MiB or more: then 4 blocks, not 16.
+  // The weight gradients' 256 x 1024 x 2048 `tn` gemm: 16 blocks 4.8 ms, 4
+  // blocks 3.4 ms on 2 threads (docs/performance.md, "CPU speed (issue
+  // 15): third pass"); more than 4 threads share such a gemm less evenly.
+  constexpr int64_t kLargeOther = int64_t(1) << 18, kLargeOtherBlocks = 4;
   GemmBlocking b;
   b.splitRows = m >= n;
   const int64_t dim = b.splitRows ? m : n, other = b.splitRows ? n : m;
   const int64_t perLine = std::max<int64_t>(other * k, 1);
+  const int64_t wanted =
+      perLine >= kLargeOther ? kLargeOtherBlocks : kTargetBlocks;
   // The batch entries are items of the same pool loop: with a batch, each
   // entry is cut into fewer blocks (none when the batch alone gives 16
   // items), so the shared operand (a weight) is packed once per entry
   // rather than once per block.
   const int64_t targetBlocks =
-      std::max<int64_t>(1, (kTargetBlocks + std::max<int64_t>(batch, 1) - 1) /
+      std::max<int64_t>(1, (wanted + std::max<int64_t>(batch, 1) - 1) /
                                std::max<int64_t>(batch, 1));
   int64_t size = roundUp((dim + targetBlocks - 1) / targetBlocks, kTile);
   size = std::max({size, kMinBlock,

@@ -150,6 +150,18 @@ TEST(Gemm, BlockingDependsOnTheShapeAlone) {
   EXPECT_EQ(gemmBlocking(0, 64, 32).count, 0);
 }
 
+TEST(Gemm, ALargeRepackedOperandMeansFewerLargerBlocks) {
+  // 256 x 1024 x 2048 (a weight gradient): column blocks, each packing the
+  // 256 x 2048 lhs (512 Ki elements): 4 blocks of 256, not 16 of 64.
+  GemmBlocking g = gemmBlocking(256, 1024, 2048);
+  EXPECT_FALSE(g.splitRows);
+  EXPECT_EQ(g.count, 4);
+  EXPECT_EQ(g.size, 256);
+  // Just below 1 MiB of other operand: still 16.
+  EXPECT_EQ(gemmBlocking(4096, 255, 1024).count, 16);
+  EXPECT_EQ(gemmBlocking(4096, 256, 1024).count, 4);
+}
+
 TEST(Gemm, ABatchCutsEachEntryIntoFewerBlocks) {
   // 256 x 256 x 256: 4 blocks of 64 rows alone, whole in a batch of 16+.
   EXPECT_EQ(gemmBlocking(256, 256, 256).count, 4);
