@@ -8,16 +8,23 @@ program at micro_batch_size = batch and at MICRO. The loss phase's live bytes
 at the peak (the line `phase loss: N bytes` under `arena peak
 (@train_step)`) hold one micro-batch's forward and backward intermediates,
 which scale with the micro-batch, plus what does not: the gradient sums the
-loop over micro-batches carries (one per trainable parameter) and the
-micro-batch-major copy of the rollout's xs stack it slices. So
+loop over micro-batches carries (one per trainable parameter), the
+micro-batch-major copy of the rollout's xs stack it slices, and the slices
+of @loss's other inputs (prompt and pooled embeddings, old
+log-probabilities, advantages), which are the step's inputs (outside the
+arena) in the whole-batch program but copies in the arena with
+micro-batches. So
 
   loss(MICRO) <= loss(BATCH) * MICRO / BATCH + trainable bytes + xs bytes
-                 + 63 * (values live at MICRO's peak)
+                 + slices bytes + 63 * (values live at MICRO's peak)
 
 with the trainable parameters (@velocity's `transformer.*` arguments, the
-tiny recipe trains them all) and xs ([steps + 1, BATCH, ...], @loss's `xs`
-argument at the micro-batch times BATCH / MICRO) read from MICRO.mlir, each
-rounded up to 64 bytes as omni-plan-memory allocates (docs/fusion.md). The
+recipes train them all), xs ([steps + 1, BATCH, ...], @loss's `xs`
+argument at the micro-batch times BATCH / MICRO) and the slices (@loss's
+other f32 arguments, at the micro-batch) read from MICRO.mlir, each
+rounded up to 64 bytes as omni-plan-memory allocates (docs/fusion.md).
+(The slices term was found missing on the small recipe, 2026-12-06: its
+[8, 32, 256] prompt slice is 256 KiB, beyond the rounding term.) The
 last term is that rounding for the part that scales: a buffer of MICRO / BATCH
 of the elements takes at most 63 bytes more than MICRO / BATCH of the rounded
 bytes (it mattered once the attention backward stopped materializing its
@@ -61,12 +68,18 @@ def main():
         re.search(r'tensor<([0-9x]+)xf32> \{omni.name = "xs"\}', loss).group(1))
     xs[1] = xs[1] * batch // micro
     xs_bytes = tensor_bytes(xs)
+    slices = sum(
+        tensor_bytes(dims_of(m.group(1))) for m in re.finditer(
+            r'tensor<([0-9x]+)xf32> \{omni.name = "(?!transformer\.|xs")',
+            loss.split(") -> ")[0]))
     whole, _ = peak_loss(whole_txt)
     part, values = peak_loss(micro_txt)
-    bound = whole * micro // batch + trainable + xs_bytes + 63 * values
+    bound = (whole * micro // batch + trainable + xs_bytes + slices +
+             63 * values)
     print(f"loss at the peak: {whole} bytes at micro-batch {batch}, {part} "
           f"at {micro}; bound {bound} ({whole} * {micro} / {batch} + "
-          f"{trainable} trainable + {xs_bytes} xs + 63 * {values} values)")
+          f"{trainable} trainable + {xs_bytes} xs + {slices} slices + 63 * "
+          f"{values} values)")
     if part > bound:
         print(f"FAIL: {part} > {bound}")
         return 1
