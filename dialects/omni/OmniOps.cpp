@@ -485,6 +485,15 @@ static LogicalResult checkAttentionShapes(std::optional<Location> loc,
   return success();
 }
 
+/// omni.attention's and omni.attention_grad's scale rule: absent, or > 0.
+static LogicalResult checkAttentionScale(std::optional<Location> loc,
+                                         StringRef opName, FloatAttr scale) {
+  if (scale && !(scale.getValueAsDouble() > 0))
+    return inferError(loc, opName, "scale must be > 0, found ",
+                      scale.getValueAsDouble());
+  return success();
+}
+
 LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
                                             std::optional<Location> loc,
                                             Adaptor adaptor,
@@ -520,10 +529,8 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
                         k.getDimSize(2), "] of ", q.getElementType());
   }
   // C4
-  if (auto scale = adaptor.getScaleAttr())
-    if (!(scale.getValueAsDouble() > 0))
-      return inferError(loc, opName, "scale must be > 0, found ",
-                        scale.getValueAsDouble());
+  if (failed(checkAttentionScale(loc, opName, adaptor.getScaleAttr())))
+    return failure();
   SmallVector<int64_t> shape(q.getShape());
   shape[3] = v.getDimSize(3);
   types.push_back(q.clone(shape));
@@ -555,10 +562,8 @@ LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *,
                       shapeStr(out), ", found ", shapeStr(o.getShape()),
                       " and ", shapeStr(dO.getShape()));
   // C3
-  if (auto scale = adaptor.getScaleAttr())
-    if (!(scale.getValueAsDouble() > 0))
-      return inferError(loc, opName, "scale must be > 0, found ",
-                        scale.getValueAsDouble());
+  if (failed(checkAttentionScale(loc, opName, adaptor.getScaleAttr())))
+    return failure();
   types.append({q, k, v});
   return success();
 }

@@ -632,6 +632,16 @@ func.func @attention_grad_bf16(%q: tensor<1x2x4x8xbf16>) -> tensor<1x2x4x8xbf16>
 
 // -----
 
+// Tests that attention_grad rejects a non-positive scale (C3).
+func.func @attention_grad_scale(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x6x8xf32>) -> tensor<1x2x4x8xf32> {
+  // expected-error @+2 {{'omni.attention_grad' op scale must be > 0, found -1.250000e-01}}
+  // expected-error @+1 {{'omni.attention_grad' op failed to infer returned types}}
+  %g:3 = omni.attention_grad %q, %k, %k, %q, %q {scale = -0.125} : (tensor<1x2x4x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>)
+  return %g#0 : tensor<1x2x4x8xf32>
+}
+
+// -----
+
 // Tests that attention_grad rejects an output of the wrong shape (C2).
 func.func @attention_grad_output(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x6x8xf32>, %o: tensor<1x2x6x8xf32>) -> tensor<1x2x4x8xf32> {
   // expected-error @+2 {{'omni.attention_grad' op output and d_output must have shape 1x2x4x8, found 1x2x6x8 and 1x2x6x8}}

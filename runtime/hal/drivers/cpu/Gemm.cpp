@@ -59,7 +59,7 @@ GemmBlocking gemmBlocking(int64_t m, int64_t n, int64_t k, int64_t batch) {
   // Up to 16 blocks balance 2..16 threads within a block; a block of at
   // least 64 rows (columns) keeps the re-packing of the other operand, which
   // every block does once, a few percent of its multiply-adds. Multiples of
-  // 16 match the micro-kernels' tiles (Haswell/Zen sgemm: 16 x 4 or 8 x 6).
+  // 16 are whole micro-kernel tiles for both libraries (16 x 4, 8 x 6, ...).
   constexpr int64_t kTargetBlocks = 16, kMinBlock = 64, kTile = 16;
   // Every block packs the whole other operand (other x k) again and streams
   // it from beyond L2 once it is 1 MiB or more: then 4 blocks, not 16.
