@@ -25,6 +25,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/hal/drivers/cpu/CpuAttention.h"
+#include "runtime/hal/drivers/cpu/Gemm.h"
 
 #include <algorithm>
 #include <cmath>
@@ -150,6 +151,18 @@ OMNI_ALWAYS_INLINE double pairwise(double *x, int n) {
   return x[0];
 }
 
+/// c = alpha op(a) op(b), one single-threaded oneDNN sgemm (Gemm.h).
+OMNI_ALWAYS_INLINE void sgemm(bool transA, bool transB, int64_t m, int64_t n,
+                              int64_t k, float alpha, const float *a,
+                              int64_t lda, const float *b, int64_t ldb,
+                              float *c, int64_t ldc) {
+  GemmArgs<float> g;
+  g.transA = transA, g.transB = transB, g.m = m, g.n = n, g.k = k;
+  g.alpha = alpha, g.a = a, g.lda = lda, g.b = b, g.ldb = ldb;
+  g.c = c, g.ldc = ldc;
+  serialGemm(g);
+}
+
 struct Job {
   const float *q, *k, *v, *mask;
   float *out;
@@ -163,6 +176,7 @@ struct Job {
   int64_t tile;  // query rows per work item, a multiple of kGroup
   int64_t tiles; // work items per (batch, head)
   int64_t maskBatchStride, maskHeadStride; // elements; 0 when broadcast
+  int64_t ldS = 0; // a score tile's row stride: seqK rounded up to 16
   float scale;
 };
 
@@ -174,6 +188,24 @@ struct Scratch {
       : kT(j.d * j.block), vb(j.block * j.dvPad), qt(j.tile * j.d),
         s(kGroup * j.block), m(j.tile), o(j.tile * j.dvPad), l(j.tile * 8) {
   } // 8 >= W / 2 lanes per row
+};
+
+/// One thread's buffers for the forward on materialized score tiles.
+struct GemmScratch {
+  std::vector<float> s, part;
+  std::vector<double> o, l;
+  explicit GemmScratch(const Job &j)
+      : s(j.tile * j.ldS), part(j.tile * j.dv), o(j.tile * j.dv), l(j.tile) {}
+};
+
+/// One thread's buffers for the backward on materialized tiles.
+struct BackwardGemmScratch {
+  std::vector<float> s, dp, part;
+  std::vector<double> dK, dV, dq;
+  explicit BackwardGemmScratch(const Job &j)
+      : s(j.tile * j.ldS), dp(j.tile * j.ldS),
+        part(std::max({j.seqK * j.d, j.seqK * j.dv, j.tile * j.d})),
+        dK(j.seqK * j.d), dV(j.seqK * j.dv), dq(j.tile * j.d) {}
 };
 
 /// One thread's buffers for the backward of one (batch, head).
@@ -389,6 +421,152 @@ template <int W> struct Kernel {
     }
   }
 
+  /// Row `row` of a score tile (sk scores, stride ldS, a multiple of 16):
+  /// adds the mask row (if any), replaces each score s by exp(s - the row's
+  /// max) and the padding past sk by 0, and returns the sum of those
+  /// numerators (each key block's in W f32 lanes, at most block / W terms
+  /// each, added in f64). A row whose every score is -inf gets 0
+  /// everywhere and the sum 0, or NaN through a NaN score.
+  static OMNI_ALWAYS_INLINE double expRow(float *row, const float *maskRow,
+                                          int64_t sk, int64_t ldS,
+                                          int64_t block) {
+    if (maskRow)
+      for (int64_t jj = 0; jj < sk; ++jj)
+        row[jj] += maskRow[jj];
+    std::fill(row + sk, row + ldS, -kInf);
+    F mx = S::splat(-kInf);
+    for (int64_t jj = 0; jj < ldS; jj += W) {
+      const F x = S::load(row + jj);
+      mx = x > mx ? x : mx;
+    }
+    const float rowMax = maxLane(mx);
+    if (rowMax == -kInf) { // nothing but -inf, and NaN, which max skips
+      double l = 0.0;
+      for (int64_t jj = 0; jj < sk; ++jj)
+        if (std::isnan(row[jj]))
+          l = std::numeric_limits<double>::quiet_NaN();
+      std::fill(row, row + ldS, 0.0f);
+      return l;
+    }
+    const F m = S::splat(rowMax);
+    D acc{};
+    for (int64_t j0 = 0; j0 < ldS; j0 += block) {
+      const int64_t end = std::min(ldS, j0 + block);
+      F sum{};
+      for (int64_t jj = j0; jj < end; jj += W) {
+        const F p = S::exp(S::load(row + jj) - m);
+        S::store(row + jj, p);
+        sum += p;
+      }
+      acc += S::widen(sum, 0) + S::widen(sum, 1);
+    }
+    double lanes[W / 2];
+    std::memcpy(lanes, &acc, sizeof lanes);
+    return pairwise(lanes, W / 2);
+  }
+
+  /// o[0, n) (+)= x[0, n) in f64: `first` stores instead of adding.
+  static OMNI_ALWAYS_INLINE void accumulate(double *o, const float *x,
+                                            int64_t n, bool first) {
+    if (first)
+      for (int64_t i = 0; i < n; ++i)
+        o[i] = x[i];
+    else
+      for (int64_t i = 0; i < n; ++i)
+        o[i] += x[i];
+  }
+
+  /// One work item on a materialized tile of scores: S = scale q k^T for
+  /// the tile's rows (one sgemm), each row's softmax numerators in place
+  /// (expRow), then per key block the f32 product P v (one sgemm of at
+  /// most kAttentionMaxKeyBlock keys) added to the f64 output; one
+  /// division per row at the end.
+  static OMNI_ALWAYS_INLINE void runTileGemm(const Job &j, GemmScratch &sc,
+                                             int64_t item) {
+    const int64_t bh = item / j.tiles, r0 = (item % j.tiles) * j.tile;
+    const int64_t rows = std::min(j.tile, j.seqQ - r0);
+    const int64_t b = bh / j.heads, h = bh % j.heads;
+    const int64_t d = j.d, dv = j.dv, sk = j.seqK, ldS = j.ldS;
+    const float *q = j.q + (bh * j.seqQ + r0) * d;
+    const float *k = j.k + bh * sk * d;
+    const float *v = j.v + bh * sk * dv;
+    const float *mask =
+        j.mask ? j.mask + b * j.maskBatchStride + h * j.maskHeadStride + r0 * sk
+               : nullptr;
+    float *out = j.out + (bh * j.seqQ + r0) * dv;
+    float *s = sc.s.data(), *part = sc.part.data();
+    double *o = sc.o.data(), *l = sc.l.data();
+
+    sgemm(false, true, rows, sk, d, j.scale, q, d, k, d, s, ldS);
+    for (int64_t r = 0; r < rows; ++r)
+      l[r] =
+          expRow(s + r * ldS, mask ? mask + r * sk : nullptr, sk, ldS, j.block);
+    for (int64_t j0 = 0; j0 < sk; j0 += j.block) {
+      sgemm(false, false, rows, dv, std::min(j.block, sk - j0), 1.0f, s + j0,
+            ldS, v + j0 * dv, dv, part, dv);
+      accumulate(o, part, rows * dv, j0 == 0);
+    }
+    for (int64_t i = 0; i < rows; ++i) {
+      const double inv = 1.0 / l[i];
+      for (int64_t c = 0; c < dv; ++c)
+        out[i * dv + c] = static_cast<float>(o[i * dv + c] * inv);
+    }
+  }
+
+  /// One (batch, head) of the backward on materialized tiles (the head
+  /// size is at least kAttentionGemmMinHeadDim): per tile of query rows,
+  /// S = scale q k^T and P = exp(S - max) / sum as the forward computes
+  /// them, dP = dO v^T, dS = P (dP - D) with D = rowsum(dO o) in f64;
+  /// dv += P^T dO and dk += dS^T q (f32 over the tile's rows, f64 across
+  /// tiles); dq = dS k per key block (f32 over at most
+  /// kAttentionMaxKeyBlock keys, f64 across blocks), each product one
+  /// sgemm.
+  static OMNI_ALWAYS_INLINE void
+  runBackwardGemm(const Job &j, BackwardGemmScratch &sc, int64_t bh) {
+    const int64_t d = j.d, dv = j.dv, sq = j.seqQ, sk = j.seqK, ldS = j.ldS;
+    const float *q = j.q + bh * sq * d, *k = j.k + bh * sk * d;
+    const float *v = j.v + bh * sk * dv, *o = j.o + bh * sq * dv;
+    const float *dO = j.dO + bh * sq * dv;
+    float *s = sc.s.data(), *dp = sc.dp.data(), *part = sc.part.data();
+    double *dK = sc.dK.data(), *dV = sc.dV.data(), *dq = sc.dq.data();
+
+    for (int64_t r0 = 0; r0 < sq; r0 += j.tile) {
+      const int64_t rows = std::min(j.tile, sq - r0);
+      const float *qt = q + r0 * d, *dOt = dO + r0 * dv;
+      sgemm(false, true, rows, sk, d, j.scale, qt, d, k, d, s, ldS);
+      sgemm(false, true, rows, sk, dv, 1.0f, dOt, dv, v, dv, dp, ldS);
+      for (int64_t r = 0; r < rows; ++r) {
+        float *pr = s + r * ldS, *dpr = dp + r * ldS;
+        const float invL =
+            static_cast<float>(1.0 / expRow(pr, nullptr, sk, ldS, j.block));
+        double acc = 0;
+        for (int64_t c = 0; c < dv; ++c)
+          acc += double(dOt[r * dv + c]) * o[(r0 + r) * dv + c];
+        const F lr = S::splat(invL), dr = S::splat(static_cast<float>(acc));
+        for (int64_t jj = 0; jj < ldS; jj += W) {
+          const F p = S::load(pr + jj) * lr;
+          S::store(pr + jj, p);
+          S::store(dpr + jj, p * (S::load(dpr + jj) - dr));
+        }
+      }
+      sgemm(true, false, sk, dv, rows, 1.0f, s, ldS, dOt, dv, part, dv);
+      accumulate(dV, part, sk * dv, r0 == 0);
+      sgemm(true, false, sk, d, rows, 1.0f, dp, ldS, qt, d, part, d);
+      accumulate(dK, part, sk * d, r0 == 0);
+      for (int64_t j0 = 0; j0 < sk; j0 += j.block) {
+        sgemm(false, false, rows, d, std::min(j.block, sk - j0), 1.0f, dp + j0,
+              ldS, k + j0 * d, d, part, d);
+        accumulate(dq, part, rows * d, j0 == 0);
+      }
+      for (int64_t i = 0; i < rows * d; ++i)
+        j.dq[(bh * sq + r0) * d + i] = static_cast<float>(dq[i] * j.scale);
+    }
+    for (int64_t i = 0; i < sk * d; ++i)
+      j.dk[bh * sk * d + i] = static_cast<float>(dK[i] * j.scale);
+    for (int64_t i = 0; i < sk * dv; ++i)
+      j.dvOut[bh * sk * dv + i] = static_cast<float>(dV[i]);
+  }
+
   static OMNI_ALWAYS_INLINE void runTile(const Job &j, Scratch &sc,
                                          int64_t item) {
     const int64_t bh = item / j.tiles, r0 = (item % j.tiles) * j.tile;
@@ -588,6 +766,12 @@ template <int W> struct Kernel {
 
   static OMNI_ALWAYS_INLINE void runBackwardRange(const Job &j, int64_t i0,
                                                   int64_t i1) {
+    if (j.ldS) {
+      BackwardGemmScratch sc(j);
+      for (int64_t bh = i0; bh < i1; ++bh)
+        runBackwardGemm(j, sc, bh);
+      return;
+    }
     BackwardScratch sc(j);
     for (int64_t bh = i0; bh < i1; ++bh)
       runBackward(j, sc, bh);
@@ -595,6 +779,12 @@ template <int W> struct Kernel {
 
   static OMNI_ALWAYS_INLINE void runRange(const Job &j, int64_t i0,
                                           int64_t i1) {
+    if (j.ldS) {
+      GemmScratch sc(j);
+      for (int64_t item = i0; item < i1; ++item)
+        runTileGemm(j, sc, item);
+      return;
+    }
     Scratch sc(j);
     for (int64_t item = i0; item < i1; ++item)
       runTile(j, sc, item);
@@ -703,6 +893,21 @@ const IsaCopy &runnable(AttentionIsa isa) {
   return c ? *c : kBaseline;
 }
 
+/// The sgemm path's query tiles: at most kAttentionScoreTileFloats scores
+/// and kAttentionGemmMaxQueryTile rows per tile, as equal as whole groups
+/// allow. A function of the shape alone: the sgemm's bits may depend on
+/// its row count, so the thread count must not choose it. Sets j.ldS and
+/// j.tile; returns the tile count.
+int64_t gemmTiles(const AttentionParams &p, Job &j) {
+  j.ldS = roundUp(p.seqK, 16);
+  const int64_t cap =
+      std::clamp<int64_t>(kAttentionScoreTileFloats / j.ldS / 16 * 16, 16,
+                          kAttentionGemmMaxQueryTile);
+  const int64_t tiles = (p.seqQ + cap - 1) / cap;
+  j.tile = roundUp((p.seqQ + tiles - 1) / tiles, kGroup);
+  return tiles;
+}
+
 } // namespace
 
 int64_t attentionKeyBlock(int64_t seqK) {
@@ -735,15 +940,21 @@ void fusedAttention(const AttentionParams &p, const float *q, const float *k,
   j.heads = p.heads, j.seqQ = p.seqQ, j.seqK = p.seqK, j.d = p.headDim;
   j.dv = p.valueDim, j.dvPad = roundUp(p.valueDim, copy.width);
   j.block = attentionKeyBlock(p.seqK);
-  // Query tiles: as few per (batch, head) as still give every thread about
-  // four work items (each tile transposes every key block once), at most
-  // kAttentionMaxQueryTile rows, as equal as whole groups allow. A row's
-  // bits do not depend on its tile, so the thread count may choose them.
   const int64_t bhCount = p.batch * p.heads;
-  const int64_t wanted = (4 * pool.size() + bhCount - 1) / bhCount;
-  const int64_t tiles = std::max(
-      {wanted, (p.seqQ + kAttentionMaxQueryTile - 1) / kAttentionMaxQueryTile,
-       int64_t(1)});
+  int64_t tiles;
+  if (p.headDim >= kAttentionGemmMinHeadDim) {
+    tiles = gemmTiles(p, j);
+  } else {
+    // Query tiles in registers: as few per (batch, head) as still give
+    // every thread about four work items (each tile transposes every key
+    // block once), at most kAttentionMaxQueryTile rows, as equal as whole
+    // groups allow. A row's bits do not depend on its tile, so the thread
+    // count may choose them.
+    const int64_t wanted = (4 * pool.size() + bhCount - 1) / bhCount;
+    tiles = std::max(
+        {wanted, (p.seqQ + kAttentionMaxQueryTile - 1) / kAttentionMaxQueryTile,
+         int64_t(1)});
+  }
   j.tile = roundUp((p.seqQ + tiles - 1) / tiles, kGroup);
   j.tiles = (p.seqQ + j.tile - 1) / j.tile;
   const int64_t plane = p.seqQ * p.seqK;
@@ -777,6 +988,8 @@ void fusedAttentionBackward(const AttentionParams &p, const float *q,
   j.dPad = roundUp(p.headDim, copy.width);
   j.block = attentionKeyBlock(p.seqK);
   j.tile = j.tiles = 1;
+  if (p.headDim >= kAttentionGemmMinHeadDim)
+    gemmTiles(p, j); // the tiles run in turn within a (batch, head)
   j.maskBatchStride = j.maskHeadStride = 0;
   j.scale = static_cast<float>(p.scale);
   pool.parallelFor(bh,

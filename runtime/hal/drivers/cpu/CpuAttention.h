@@ -45,6 +45,15 @@ inline constexpr int64_t kAttentionMaxKeyBlock = 128;
 /// tiles when there are enough (batch, head) pairs for the threads: every
 /// tile transposes each key block once).
 inline constexpr int64_t kAttentionMaxQueryTile = 512;
+/// From this head size on, a work item computes its tile of scores and its
+/// products p v with oneDNN's sgemm (Gemm.h serialGemm) instead of in
+/// registers: faster from 32 on (small's [32, 8, 288, 32] 16.8 -> 15.2 ms
+/// on 2 threads), slower below (tiny's [32, 4, 72, 16] 0.49 -> 1.04 ms).
+inline constexpr int64_t kAttentionGemmMinHeadDim = 32;
+/// Those tiles: at most this many query rows, and at most this many scores
+/// (160 KiB, well inside a core's L2 with the sgemm's packed operands).
+inline constexpr int64_t kAttentionGemmMaxQueryTile = 160;
+inline constexpr int64_t kAttentionScoreTileFloats = 40960;
 
 /// The key block for `seqK` keys: the fewest blocks of at most
 /// kAttentionMaxKeyBlock keys, made equal and rounded up to 16 (72 keys:

@@ -258,6 +258,12 @@ std::vector<Case> shapes() {
   // Large logits (|s| up to ~1e3): the online max must keep exp in range.
   cases.push_back(makeCase(2, 2, 40, 200, 16, 16, 4.0, 0, 4));
   cases.push_back(makeCase(1, 2, 35, 129, 16, 8, 30.0, 1, 2));
+  // The sgemm path (head size >= kAttentionGemmMinHeadDim): several query
+  // tiles, the masks, large logits.
+  cases.push_back(makeCase(1, 2, 300, 150, 32, 24, 0.3, 0));
+  for (int kind = 1; kind <= 4; ++kind)
+    cases.push_back(makeCase(2, 2, 170, 150, 32, 9, 0.4, kind, 1, 20 + kind));
+  cases.push_back(makeCase(1, 2, 40, 200, 32, 16, 4.0, 0, 4));
   return cases;
 }
 
@@ -309,31 +315,35 @@ TEST(FusedAttention, SameBitsForAnyThreadCount) {
 }
 
 TEST(FusedAttention, FullyMaskedRowsAreNaNAsInTheMaterializedPath) {
-  const int64_t n = 200, block = attentionKeyBlock(n);
-  ASSERT_LT(block, n); // two key blocks
-  Case c = makeCase(1, 1, 3, n, 4, 5, 0.5, 1);
-  for (int64_t j = 0; j < n; ++j)
-    c.mask[1 * n + j] = -kInf; // row 1: nothing to attend to
-  c.mask[2 * n + 10] = std::numeric_limits<float>::quiet_NaN();
-  for (int64_t j = 0; j < block; ++j) // row 0: its first block fully masked
-    c.mask[j] = -kInf;
-  std::vector<float> fused = runFused(c, 2, AttentionIsa::Best);
-  std::vector<float> mat = runMaterialized(c, 2);
-  for (int64_t e = 0; e < 5; ++e) {
-    EXPECT_TRUE(std::isfinite(fused[e])) << fused[e];
-    EXPECT_NEAR(fused[e], mat[e], 1e-5);
-    EXPECT_TRUE(std::isnan(fused[5 + e])) << fused[5 + e];
-    EXPECT_TRUE(std::isnan(mat[5 + e])) << mat[5 + e];
-    EXPECT_TRUE(std::isnan(fused[10 + e])) << fused[10 + e]; // NaN score
-    EXPECT_TRUE(std::isnan(mat[10 + e])) << mat[10 + e];
+  // In registers (head size 4) and on the sgemm path (32).
+  for (int64_t d : {int64_t(4), kAttentionGemmMinHeadDim}) {
+    SCOPED_TRACE(::testing::Message() << "head size " << d);
+    const int64_t n = 200, block = attentionKeyBlock(n);
+    ASSERT_LT(block, n); // two key blocks
+    Case c = makeCase(1, 1, 3, n, d, 5, 0.5, 1);
+    for (int64_t j = 0; j < n; ++j)
+      c.mask[1 * n + j] = -kInf; // row 1: nothing to attend to
+    c.mask[2 * n + 10] = std::numeric_limits<float>::quiet_NaN();
+    for (int64_t j = 0; j < block; ++j) // row 0: its first block fully masked
+      c.mask[j] = -kInf;
+    std::vector<float> fused = runFused(c, 2, AttentionIsa::Best);
+    std::vector<float> mat = runMaterialized(c, 2);
+    for (int64_t e = 0; e < 5; ++e) {
+      EXPECT_TRUE(std::isfinite(fused[e])) << fused[e];
+      EXPECT_NEAR(fused[e], mat[e], 1e-5);
+      EXPECT_TRUE(std::isnan(fused[5 + e])) << fused[5 + e];
+      EXPECT_TRUE(std::isnan(mat[5 + e])) << mat[5 + e];
+      EXPECT_TRUE(std::isnan(fused[10 + e])) << fused[10 + e]; // NaN score
+      EXPECT_TRUE(std::isnan(mat[10 + e])) << mat[10 + e];
+    }
+    // A NaN in a block whose other scores are all -inf still poisons the row.
+    Case e = makeCase(1, 1, 1, n, d, 5, 0.5, 1);
+    for (int64_t j = 0; j < block; ++j)
+      e.mask[j] = -kInf;
+    e.mask[3] = std::numeric_limits<float>::quiet_NaN();
+    for (float x : runFused(e, 1, AttentionIsa::Best))
+      EXPECT_TRUE(std::isnan(x)) << x;
   }
-  // A NaN in a block whose other scores are all -inf still poisons the row.
-  Case d = makeCase(1, 1, 1, n, 4, 5, 0.5, 1);
-  for (int64_t j = 0; j < block; ++j)
-    d.mask[j] = -kInf;
-  d.mask[3] = std::numeric_limits<float>::quiet_NaN();
-  for (float x : runFused(d, 1, AttentionIsa::Best))
-    EXPECT_TRUE(std::isnan(x)) << x;
 }
 
 TEST(FusedAttention, KeyBlocksAreEqualAndAtMostTheMaximum) {
@@ -493,6 +503,9 @@ std::vector<Case> backwardShapes() {
   cases.push_back(makeCase(1, 1, 5, 70, 1, 1, 1.0, 0));
   cases.push_back(makeCase(1, 1, 9, 300, 128, 128, 1 / std::sqrt(128.0), 0));
   cases.push_back(makeCase(2, 2, 40, 200, 16, 16, 4.0, 0, 4)); // large logits
+  // The sgemm path: several query tiles, large logits.
+  cases.push_back(makeCase(1, 2, 300, 150, 32, 24, 0.3, 0));
+  cases.push_back(makeCase(1, 2, 40, 200, 32, 16, 4.0, 0, 4));
   return cases;
 }
 
