@@ -36,6 +36,8 @@
 #include "llvm/Bitcode/BitcodeReader.h"
 #include "llvm/Bitcode/BitcodeWriter.h"
 #include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/InstIterator.h"
+#include "llvm/IR/IntrinsicInst.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
@@ -261,6 +263,24 @@ LogicalResult lowerToLLVMDialect(ModuleOp kernels) {
 /// amortize the call, small enough to spread a 1M-element tensor over many
 /// threads.
 constexpr int64_t kFlatChunk = 16384;
+
+/// Whether `impl` computes enough per element to be vectorized with the
+/// widest vectors the target has (LLVM keeps 256-bit vectors on AVX-512
+/// CPUs unless told otherwise): an expanded exp (its llvm.floor) or a
+/// division. Such loops are bound by their arithmetic; copies, transposes
+/// and light elementwise kernels are bound by memory and ran slower with
+/// 512-bit vectors (docs/performance.md, "CPU speed (issue 15): fourth
+/// pass").
+bool preferWideVectors(llvm::Function &impl) {
+  for (llvm::Instruction &inst : llvm::instructions(impl)) {
+    if (inst.getOpcode() == llvm::Instruction::FDiv)
+      return true;
+    if (auto *call = llvm::dyn_cast<llvm::IntrinsicInst>(&inst))
+      if (call->getIntrinsicID() == llvm::Intrinsic::floor)
+        return true;
+  }
+  return false;
+}
 
 /// Step 3: `void name(i64 begin, i64 end, ptr buffers, ptr scalars)` calls
 /// `name_impl` with one expanded memref descriptor per buffer
@@ -550,8 +570,12 @@ mlir::omni::lowerKernelSetForCpu(KernelSet &set, const CodegenOptions &options,
     SmallVector<RankedTensorType> buffers(def.operands.begin(),
                                           def.operands.end());
     buffers.append(def.results.begin(), def.results.end());
+    bool wide = preferWideVectors(*module->getFunction(def.symbol + "_impl"));
     addAbiWrapper(*module, def.symbol, buffers, def.operands.size(), def.flat,
                   def.rows, def.overwrites);
+    if (wide)
+      for (const std::string &name : {def.symbol + "_impl", def.symbol})
+        module->getFunction(name)->addFnAttr("prefer-vector-width", "512");
   }
   // The in-place wrappers' impls are inlined here, before the module is
   // split into partitions: SplitModule may put an impl and its wrapper in
