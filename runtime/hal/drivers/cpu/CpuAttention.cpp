@@ -1,6 +1,9 @@
 //===- CpuAttention.cpp - Fused flash-style attention on the CPU ----------===//
 //
-// The kernel of CpuAttention.h. One work item = one (batch, head, tile of
+// The kernels of CpuAttention.h. From head size kAttentionGemmMinHeadDim on
+// (runTileGemm, runBackwardGemm) the products are sgemms on a materialized
+// tile of scores and the rest is below: expRow. Below it, in registers:
+// one work item = one (batch, head, tile of
 // query rows); the tiles are as large as the thread count allows (one per
 // (batch, head) when there are enough of those), so each key block is
 // transposed once per tile. Per key block (attentionKeyBlock) it transposes

@@ -1,22 +1,27 @@
 //===- CpuAttention.h - Fused flash-style attention on the CPU --*- C++ -*-===//
 //
-// softmax(q k^T * scale + mask) v in f32 without materializing the score
-// matrix: each work item is one (batch, head, tile of query rows); it walks
-// the keys in blocks, computes a block of scores in registers, and keeps a
-// running row max and sum (online softmax), rescaling its output
-// accumulator when the max grows. The exp is a polynomial that vectorizes
-// (attentionExp below; accuracy in docs/performance.md, "CPU speed (issue
-// 15): fused attention").
+// softmax(q k^T * scale + mask) v in f32 without materializing the whole
+// score matrix: each work item is one (batch, head, tile of query rows).
+// Below head size kAttentionGemmMinHeadDim it walks the keys in blocks,
+// computes a block of scores in registers, and keeps a running row max and
+// sum (online softmax), rescaling its output accumulator when the max
+// grows. From that head size on it computes its tile of scores (at most
+// kAttentionScoreTileFloats, in L2) and each key block's p v with oneDNN's
+// single-threaded sgemm (Gemm.h serialGemm) and the softmax over whole rows
+// in between. The exp is a polynomial that vectorizes (attentionExp below;
+// accuracy in docs/performance.md, "CPU speed (issue 15): fused
+// attention").
 //
 // Arithmetic (docs/backend.md, "Reductions"): dot products q.k and the
 // products p v of one key block (at most kAttentionMaxKeyBlock keys) in f32,
 // as the sgemm of the materialized path does; the probability sum of one
 // key block in W f32 lanes (at most block / W terms each, W the vector
 // width), then in f64 across lanes and blocks, as is the output
-// accumulator across key blocks; one division per row at the end. A row's
-// result depends only on its own inputs, the fixed key blocking and the
-// ISA copy, never on the tile it falls in or on the thread that runs it,
-// so the bits are the same for any thread count.
+// accumulator across key blocks; one division per row at the end. In
+// registers a row's result depends only on its own inputs, the fixed key
+// blocking and the ISA copy, never on the tile it falls in; the sgemm path
+// fixes its tiles by the shape alone (an sgemm's bits may depend on its
+// row count). Either way the bits are the same for any thread count.
 //
 // Vectorized with GCC/Clang vector extensions; on x86-64 a copy compiled
 // for AVX-512 (16 lanes) or for AVX2+FMA (8 lanes) is chosen at run time
@@ -91,12 +96,16 @@ void fusedAttention(const AttentionParams &p, const float *q, const float *k,
 /// The cotangents of fusedAttention without a mask (p.hasMask must be
 /// false): given q, k, v, the forward's output o and its cotangent dO,
 /// dq = scale dS k, dk = scale dS^T q, dv = P^T dO with P the softmax and
-/// dS = P (dO v^T - rowsum(dO o)), flash-attention-2 style: per (batch,
-/// head) one pass over the keys recomputes each row's max and sum, a
-/// second recomputes P block by block and accumulates dq (f64 across key
-/// blocks, as the forward's output), dk and dv (f32 over the rows, as
-/// sgemm sums) without materializing any seqQ x seqK matrix. One work item
-/// per (batch, head); the bits are the same for any thread count.
+/// dS = P (dO v^T - rowsum(dO o)). One work item per (batch, head); the
+/// bits are the same for any thread count. Below kAttentionGemmMinHeadDim,
+/// flash-attention-2 style: one pass over the keys recomputes each row's
+/// max and sum, a second recomputes P block by block and accumulates dq
+/// (f64 across key blocks, as the forward's output), dk and dv (f32 over
+/// the rows, as sgemm sums) without materializing any seqQ x seqK matrix.
+/// From that head size on, per query tile of the forward's size: S and
+/// dP = dO v^T materialized, P and dS in place, then dv, dk (f32 over the
+/// tile's rows, f64 across tiles) and dq (f32 per key block, f64 across
+/// blocks), each product one sgemm.
 void fusedAttentionBackward(const AttentionParams &p, const float *q,
                             const float *k, const float *v, const float *o,
                             const float *dO, float *dq, float *dk, float *dv,
