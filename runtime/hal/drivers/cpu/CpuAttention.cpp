@@ -122,27 +122,11 @@ template <int W> struct Simd : SimdTypes<W> {
   /// NaN stays NaN (every comparison with it is false, and NaN times
   /// anything is NaN).
   static OMNI_ALWAYS_INLINE F exp(F x) {
-    const float lo = -87.3365447505531f; // ln(2^-126)
-    const float hi = 88.0f;
-    const I under = x<lo, over = x> hi;
-    x = under ? splat(lo) : x;
-    x = over ? splat(hi) : x;
-    const float magic = 12582912.0f; // 1.5 * 2^23
-    F t = x * 1.44269504088896341f + magic;
-    F n = t - magic;
-    I ni = reinterpret_cast<I>(t) - reinterpret_cast<I>(splat(magic));
-    F r = x - n * 0.693359375f;
-    r = r - n * -2.12194440e-4f;
-    F p = splat(1.9875691500e-4f);
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    F y = p * (r * r) + r + 1.0f;
-    y = y * reinterpret_cast<F>((ni + 127) << 23);
-    y = under ? splat(0.0f) : y;
-    return over ? splat(kInf) : y;
+    const I under = x<kExpLo, over = x> kExpHi;
+    x = under ? splat(kExpLo) : x;
+    x = over ? splat(kExpHi) : x;
+    const F y = expInRange(x);
+    return over ? splat(kInf) : under ? splat(0.0f) : y;
   }
 
   /// exp(x) for x <= 0 (a score minus its row's max), bit for bit what
@@ -151,8 +135,16 @@ template <int W> struct Simd : SimdTypes<W> {
   /// of clamping x before it (-inf makes the polynomial NaN, which the
   /// same select replaces by 0). NaN stays NaN.
   static OMNI_ALWAYS_INLINE F expNonPositive(F x) {
-    const float lo = -87.3365447505531f; // ln(2^-126)
-    const I under = x < lo;
+    const I under = x < kExpLo;
+    const F y = expInRange(x);
+    return under ? splat(0.0f) : y;
+  }
+
+  static constexpr float kExpLo = -87.3365447505531f; // ln(2^-126)
+  static constexpr float kExpHi = 88.0f;
+
+  /// exp's reduction and polynomial, right for x in [kExpLo, kExpHi].
+  static OMNI_ALWAYS_INLINE F expInRange(F x) {
     const float magic = 12582912.0f; // 1.5 * 2^23
     F t = x * 1.44269504088896341f + magic;
     F n = t - magic;
@@ -166,8 +158,7 @@ template <int W> struct Simd : SimdTypes<W> {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     F y = p * (r * r) + r + 1.0f;
-    y = y * reinterpret_cast<F>((ni + 127) << 23);
-    return under ? splat(0.0f) : y;
+    return y * reinterpret_cast<F>((ni + 127) << 23);
   }
 };
 
