@@ -419,7 +419,7 @@ template <int W> struct Kernel {
       if (!adds[r])
         mOld[r] = mNew[r] = 0.0f; // alpha = 1, p = 0 (zeroed above)
     }
-    const F a = S::exp(S::load(mOld) - S::load(mNew));
+    const F a = S::expNonPositive(S::load(mOld) - S::load(mNew));
     for (int64_t r = 0; r < kGroup; ++r)
       alpha[r] = a[r];
     for (int64_t r = 0; r < kGroup; ++r) {
@@ -428,7 +428,7 @@ template <int W> struct Kernel {
       float *row = s + r * block;
       F sum{};
       for (int64_t jj = 0; jj < nbPad; jj += W) {
-        const F p = S::exp(S::load(row + jj) - mNew[r]);
+        const F p = S::expNonPositive(S::load(row + jj) - mNew[r]);
         S::store(row + jj, p);
         sum += p;
       }
@@ -755,7 +755,7 @@ template <int W> struct Kernel {
           const F mr = S::splat(m[g + r]), lr = S::splat(invL[g + r]);
           const F dr = S::splat(dsum[g + r]);
           for (int64_t jj = 0; jj < nbPad; jj += W) {
-            const F p = S::exp(S::load(pr + jj) - mr) * lr;
+            const F p = S::expNonPositive(S::load(pr + jj) - mr) * lr;
             S::store(pr + jj, p);
             S::store(dpr + jj, p * (S::load(dpr + jj) - dr));
           }
