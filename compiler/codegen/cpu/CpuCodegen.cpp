@@ -250,6 +250,8 @@ LogicalResult lowerToLLVMDialect(ModuleOp kernels) {
   static std::once_flag registered;
   std::call_once(registered, [] { registerAllPasses(); });
   MLIRContext *ctx = kernels.getContext();
+  // The upstream pass below still runs for its other patterns (reshape
+  // folding, constant folding); what fuseElementwise fused, it leaves.
   if (failed(fuseElementwise(kernels)))
     return failure();
   PassManager bufferize(ctx, ModuleOp::getOperationName());
@@ -314,8 +316,8 @@ constexpr int64_t kFlatChunk = 16384;
 /// CPUs unless told otherwise): an expanded exp (its llvm.floor) or a
 /// division. Such loops are bound by their arithmetic; copies, transposes
 /// and light elementwise kernels are bound by memory and ran slower with
-/// 512-bit vectors (docs/performance.md, "CPU speed (issue 15): fourth
-/// pass").
+/// 512-bit vectors (docs/performance.md, "CPU speed (issue 15): third
+/// pass"; the gain: "fourth pass").
 bool preferWideVectors(llvm::Function &impl) {
   for (llvm::Instruction &inst : llvm::instructions(impl)) {
     if (inst.getOpcode() == llvm::Instruction::FDiv)

@@ -916,15 +916,14 @@ const IsaCopy &runnable(AttentionIsa isa) {
 /// and kAttentionGemmMaxQueryTile rows per tile, as equal as whole groups
 /// allow. A function of the shape alone: the sgemm's bits may depend on
 /// its row count, so the thread count must not choose it. Sets j.ldS and
-/// j.tile; returns the tile count.
-int64_t gemmTiles(const AttentionParams &p, Job &j) {
+/// j.tile.
+void gemmTiles(const AttentionParams &p, Job &j) {
   j.ldS = roundUp(p.seqK, 16);
   const int64_t cap =
       std::clamp<int64_t>(kAttentionScoreTileFloats / j.ldS / 16 * 16, 16,
                           kAttentionGemmMaxQueryTile);
   const int64_t tiles = (p.seqQ + cap - 1) / cap;
   j.tile = roundUp((p.seqQ + tiles - 1) / tiles, kGroup);
-  return tiles;
 }
 
 } // namespace
@@ -960,9 +959,8 @@ void fusedAttention(const AttentionParams &p, const float *q, const float *k,
   j.dv = p.valueDim, j.dvPad = roundUp(p.valueDim, copy.width);
   j.block = attentionKeyBlock(p.seqK);
   const int64_t bhCount = p.batch * p.heads;
-  int64_t tiles;
   if (p.headDim >= kAttentionGemmMinHeadDim) {
-    tiles = gemmTiles(p, j);
+    gemmTiles(p, j);
   } else {
     // Query tiles in registers: as few per (batch, head) as still give
     // every thread about four work items (each tile transposes every key
@@ -970,11 +968,11 @@ void fusedAttention(const AttentionParams &p, const float *q, const float *k,
     // groups allow. A row's bits do not depend on its tile, so the thread
     // count may choose them.
     const int64_t wanted = (4 * pool.size() + bhCount - 1) / bhCount;
-    tiles = std::max(
+    const int64_t tiles = std::max(
         {wanted, (p.seqQ + kAttentionMaxQueryTile - 1) / kAttentionMaxQueryTile,
          int64_t(1)});
+    j.tile = roundUp((p.seqQ + tiles - 1) / tiles, kGroup);
   }
-  j.tile = roundUp((p.seqQ + tiles - 1) / tiles, kGroup);
   j.tiles = (p.seqQ + j.tile - 1) / j.tile;
   const int64_t plane = p.seqQ * p.seqK;
   j.maskHeadStride = p.maskHeadShared ? 0 : plane;
