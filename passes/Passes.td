@@ -201,6 +201,45 @@ def OmniShardPass : Pass<"omni-shard", "::mlir::ModuleOp"> {
   ];
 }
 
+def OmniSplitReductionsPass
+    : Pass<"omni-split-reductions", "::mlir::func::FuncOp"> {
+  let summary = "sum large reductions over the leading dimensions in two "
+                "stages, so their kernels split over threads";
+  let description = [{
+    A kernel runs as several work items only where every value can be cut
+    along its leading dimension (docs/backend.md, "Kernel ABI"); a sum over
+    that dimension cannot be, so the kernel it joins runs on one thread.
+    This pass rewrites a float `omni.reduce sum` of at least 2^17 elements
+    whose reduced dimensions include the leading one(s), and whose result
+    is not a scalar, into:
+
+    1. the operand's rows as G groups (G <= 64, fixed by the shape: the
+       leading dimension itself when it is 8..64 and the sum has other
+       dimensions to reduce, else the largest divisor of the leading rows
+       up to rows / 128, the operand reshaped to [G, rows / G, ...]),
+       widened to f64 and summed per group: [G, kept...] f64;
+    2. the G partial sums summed in f64 and cast back.
+
+    Stage 1 keeps G as its leading dimension, so omni-fuse's kernel around
+    it splits over threads; omni-fuse never puts stage 2 in the same
+    kernel (a reduction of a reduced value, rule 2). The sum is the same in
+    another fixed order and the partial sums stay f64, so the accumulation
+    rule of float sums holds (docs/backend.md, "Reductions").
+
+    ```mlir
+    %s = omni.reduce sum %g dims = [0] : tensor<2048x256xf32> -> tensor<256xf32>
+    ```
+    becomes
+    ```mlir
+    %r = omni.reshape %g : tensor<2048x256xf32> -> tensor<16x128x256xf32>
+    %w = omni.cast %r : tensor<16x128x256xf32> -> tensor<16x128x256xf64>
+    %p = omni.reduce sum %w dims = [1] : tensor<16x128x256xf64> -> tensor<16x256xf64>
+    %t = omni.reduce sum %p dims = [0] : tensor<16x256xf64> -> tensor<256xf64>
+    %s = omni.cast %t : tensor<256xf64> -> tensor<256xf32>
+    ```
+  }];
+}
+
 def OmniFusePass : Pass<"omni-fuse", "::mlir::func::FuncOp"> {
   let summary = "group elementwise, broadcast, movement and reduction ops "
                 "into omni.fusion regions";

@@ -63,8 +63,10 @@ void addShardStage(OpPassManager &pm, const StageOptions &) {
   addCleanup(pm);
 }
 
-// 5. Kernel boundaries.
+// 5. Kernel boundaries (large sums over the leading rows first become two
+//    sums, so the kernels around them split over threads).
 void addFuseStage(OpPassManager &pm, const StageOptions &) {
+  pm.addNestedPass<func::FuncOp>(createOmniSplitReductionsPass());
   pm.addNestedPass<func::FuncOp>(createOmniFusePass());
   pm.addPass(createCSEPass());
 }

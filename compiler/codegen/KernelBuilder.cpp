@@ -282,6 +282,15 @@ FailureOr<Value> scalarBody(Operation *op, OpBuilder &b, Location loc,
   return r;
 }
 
+/// Whether `v` is an omni.cast of f32, f16 or bf16 values to f64.
+bool isWidenedFloat(Value v) {
+  auto cast = v.getDefiningOp<CastOp>();
+  if (!cast)
+    return false;
+  Type from = cast.getOperand().getType().getElementType();
+  return isFloat(from) && from.getIntOrFloatBitWidth() < 64;
+}
+
 /// omni.reduce as a linalg.generic with reduction iterators over the input's
 /// dims in order (the loops run sequentially inside one work item, so the
 /// result never depends on the runtime's thread count).
@@ -297,7 +306,8 @@ FailureOr<Value> scalarBody(Operation *op, OpBuilder &b, Location loc,
 ///   The order is fixed by the compiled code, so the bits still do not
 ///   depend on the thread count; the error stays below n * 2^-53 relative
 ///   to sum |x| in any order, far under f32's own rounding for any tensor
-///   that fits in memory.
+///   that fits in memory. So do f64 values widened from those types in the
+///   kernel (omni-split-reductions' partial sums, isWidenedFloat).
 /// - f64: Neumaier's compensated summation (a second accumulator holds the
 ///   rounding error of every addition), whose error bound does not grow
 ///   with n (2 ulp + O(n^2 2^-106)). Non-finite compensations (an infinite
@@ -353,8 +363,11 @@ FailureOr<SmallVector<Value>> lowerReduce(ReduceOp red, OpBuilder &b,
   }
 
   // Float sum or mean: accumulate in f64 (compensated for f64 inputs).
+  // f64 values widened from a narrower float in this kernel (omni-split-
+  // reductions' first stage) take the narrow types' rule: their partial
+  // sums go on in f64 (compensated) and are rounded once after that.
   Type f64 = b.getF64Type();
-  bool compensated = t.isF64();
+  bool compensated = t.isF64() && !isWidenedFloat(red.getOperand());
   auto accType = RankedTensorType::get(out.getShape(), f64);
   Value zero = floatConst(b, loc, f64, 0.0);
   SmallVector<Value> inits = {filled(accType, zero)};
