@@ -386,7 +386,9 @@ FailureOr<SmallVector<Value>> lowerReduce(ReduceOp red, OpBuilder &b,
           // reassoc: the widened sum may keep several f64 partial sums
           // (LLVM's vector lanes and interleaved accumulators) instead of
           // one dependency chain of 4-cycle adds.
-          Value x = arith::ExtFOp::create(nb, nl, f64, a[0]);
+          Value x = a[0];
+          if (x.getType() != f64) // widened already (isWidenedFloat)
+            x = arith::ExtFOp::create(nb, nl, f64, x);
           linalg::YieldOp::create(
               nb, nl,
               arith::AddFOp::create(nb, nl, s, x, arith::FastMathFlags::reassoc)

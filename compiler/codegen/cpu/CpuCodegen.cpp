@@ -29,6 +29,7 @@
 #include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/InitAllPasses.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -250,6 +251,11 @@ LogicalResult lowerToLLVMDialect(ModuleOp kernels) {
   static std::once_flag registered;
   std::call_once(registered, [] { registerAllPasses(); });
   MLIRContext *ctx = kernels.getContext();
+  // The kernel builders' output is checked before anything folds it: an op
+  // they built wrong (an f64 -> f64 arith.extf once) would otherwise be
+  // folded away or lowered silently.
+  if (failed(verify(kernels)))
+    return failure();
   // The upstream pass below still runs for its other patterns (reshape
   // folding, constant folding); what fuseElementwise fused, it leaves.
   if (failed(fuseElementwise(kernels)))
