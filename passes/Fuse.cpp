@@ -204,6 +204,7 @@ public:
 
   void duplicateBroadcasts();
   void formGroups();
+  void sinkBroadcasts();
   void materialize();
 
   /// Ops whose users the merge legality check walked (a pass statistic: it
@@ -593,6 +594,84 @@ void BlockFuser::formGroups() {
   }
 }
 
+/// Moves a broadcast whose readers are all in one later group H into H,
+/// together with an elementwise op of it and splats (the `1 + scale` of an
+/// adaLN modulation): H then reads the broadcast's small source instead of
+/// a materialized copy (docs/fusion.md, "Broadcasts go to their readers").
+/// duplicateBroadcasts gave every reader its own copy, but a copy joins
+/// the group of its source before its reader's group exists; when the
+/// reader cannot join that group (a matmul or attention lies between), the
+/// copy became a result: written whole by one kernel, read by the next.
+/// Runs once every merge is done (the order keys are not kept current).
+void BlockFuser::sinkBroadcasts() {
+  // The one group other than `from` that reads all of `op`'s results, if
+  // any; every reader must be a member of it.
+  auto readerGroup = [&](Operation *op, Group *from) -> Group * {
+    Group *to = nullptr;
+    for (Operation *user : op->getUsers()) {
+      Group *g = user->getBlock() == &block ? groupOf(user) : nullptr;
+      if (!g || g == from || (to && g != to))
+        return nullptr;
+      to = g;
+    }
+    return to;
+  };
+  auto isBroadcast = [](Operation *op) {
+    return kindOf(op) == FusionKind::Broadcast;
+  };
+  // Moves `ops` (in block order) from `from` to just before the first
+  // reader of the last of them in `to`.
+  auto move = [&](ArrayRef<Operation *> ops, Group *from, Group *to) {
+    Operation *reader = nullptr;
+    for (Operation *user : ops.back()->getUsers())
+      if (!reader || user->isBeforeInBlock(reader))
+        reader = user;
+    auto at = llvm::find(to->ops, reader);
+    for (Operation *op : ops) {
+      op->moveBefore(reader);
+      llvm::erase(from->ops, op);
+      owner[op] = to;
+    }
+    to->ops.insert(at, ops.begin(), ops.end());
+  };
+  for (Group &g : groups) {
+    for (Operation *op : llvm::reverse(SmallVector<Operation *>(g.ops))) {
+      if (groupOf(op) != &g || op->getNumResults() != 1)
+        continue;
+      Group *to = readerGroup(op, &g);
+      if (!to)
+        continue;
+      if (isBroadcast(op)) {
+        move({op}, &g, to);
+        continue;
+      }
+      // An elementwise op of broadcasts (each read only by it) and splats.
+      if (kindOf(op) != FusionKind::Elementwise)
+        continue;
+      SmallVector<Operation *> run;
+      bool cheap = true;
+      for (Value v : op->getOperands()) {
+        if (splatValue(v))
+          continue;
+        Operation *def = v.getDefiningOp();
+        if (!def || groupOf(def) != &g || !isBroadcast(def) ||
+            !def->hasOneUse() || llvm::is_contained(run, def)) {
+          cheap = false;
+          break;
+        }
+        run.push_back(def);
+      }
+      if (!cheap || run.empty())
+        continue;
+      llvm::sort(run, [](Operation *x, Operation *y) {
+        return x->isBeforeInBlock(y);
+      });
+      run.push_back(op);
+      move(run, &g, to);
+    }
+  }
+}
+
 /// Replaces `group` by an omni.fusion at its place: inputs are the values
 /// read from outside (splat constants are cloned instead), results the
 /// values used outside.
@@ -678,6 +757,7 @@ struct OmniFusePass : omni::impl::OmniFusePassBase<OmniFusePass> {
       BlockFuser fuser(*block);
       fuser.duplicateBroadcasts();
       fuser.formGroups();
+      fuser.sinkBroadcasts();
       fuser.materialize();
       numLegalityVisits += fuser.visited;
       numKeysRenumbered += fuser.renumbered();

@@ -397,3 +397,29 @@ func.func @mean_then_scalar_ops(%x: tensor<4x8xf32>) -> tensor<f32> {
   %n = omni.neg %m : tensor<f32>
   return %n : tensor<f32>
 }
+
+// -----
+
+// Tests that a broadcast read only after a matmul moves into its reader's
+// region (with the `+ 1` of it), so the first region exports the [4, 8]
+// modulation, not a [4, 16, 8] broadcast of it.
+// CHECK-LABEL: func.func @broadcast_to_reader
+// CHECK: %[[G:.*]]:2 = omni.fusion(%{{.*}}, %{{.*}}) : (tensor<4x8xf32>, tensor<4x16x8xf32>) -> (tensor<4x8xf32>, tensor<4x16x8xf32>)
+// CHECK: %[[Z:.*]] = omni.matmul %[[G]]#1
+// CHECK: omni.fusion(%[[G]]#0, %[[Z]]) : (tensor<4x8xf32>, tensor<4x16x8xf32>) -> tensor<4x16x8xf32>
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: omni.constant dense<1.000000e+00>
+// CHECK-NEXT: omni.broadcast_in_dim
+// CHECK-NEXT: omni.add
+// CHECK-NEXT: omni.mul
+func.func @broadcast_to_reader(%m: tensor<4x8xf32>, %x: tensor<4x16x8xf32>, %w: tensor<4x8x8xf32>) -> tensor<4x16x8xf32> {
+  %mod = omni.add %m, %m : tensor<4x8xf32>
+  %b1 = omni.broadcast_in_dim %mod, dims = [0, 2] : tensor<4x8xf32> -> tensor<4x16x8xf32>
+  %y = omni.mul %x, %b1 : tensor<4x16x8xf32>
+  %z = omni.matmul %y, %w : tensor<4x16x8xf32>, tensor<4x8x8xf32> -> tensor<4x16x8xf32>
+  %b2 = omni.broadcast_in_dim %mod, dims = [0, 2] : tensor<4x8xf32> -> tensor<4x16x8xf32>
+  %one = omni.constant dense<1.0> : tensor<4x16x8xf32>
+  %p = omni.add %b2, %one : tensor<4x16x8xf32>
+  %r = omni.mul %z, %p : tensor<4x16x8xf32>
+  return %r : tensor<4x16x8xf32>
+}
