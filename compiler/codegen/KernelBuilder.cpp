@@ -291,6 +291,17 @@ bool isWidenedFloat(Value v) {
   return isFloat(from) && from.getIntOrFloatBitWidth() < 64;
 }
 
+/// Whether every element of the f64 value `v` is exactly a value of a
+/// narrower float type or a product of two such (the grad norm's squares of
+/// widened f32 gradients): at most 48 significant bits, within f64's
+/// exponent range, so the product is exact.
+bool isExactNarrowFloat(Value v) {
+  if (isWidenedFloat(v))
+    return true;
+  auto mul = v.getDefiningOp<MulOp>();
+  return mul && isWidenedFloat(mul.getLhs()) && isWidenedFloat(mul.getRhs());
+}
+
 /// omni.reduce as a linalg.generic with reduction iterators over the input's
 /// dims in order (the loops run sequentially inside one work item, so the
 /// result never depends on the runtime's thread count).
@@ -307,7 +318,8 @@ bool isWidenedFloat(Value v) {
 ///   depend on the thread count; the error stays below n * 2^-53 relative
 ///   to sum |x| in any order, far under f32's own rounding for any tensor
 ///   that fits in memory. So do f64 values widened from those types in the
-///   kernel (omni-split-reductions' partial sums, isWidenedFloat).
+///   kernel (omni-split-reductions' partial sums) and exact products of two
+///   such (the grad norm's squares): isExactNarrowFloat.
 /// - f64: Neumaier's compensated summation (a second accumulator holds the
 ///   rounding error of every addition), whose error bound does not grow
 ///   with n (2 ulp + O(n^2 2^-106)). Non-finite compensations (an infinite
@@ -367,7 +379,7 @@ FailureOr<SmallVector<Value>> lowerReduce(ReduceOp red, OpBuilder &b,
   // reductions' first stage) take the narrow types' rule: their partial
   // sums go on in f64 (compensated) and are rounded once after that.
   Type f64 = b.getF64Type();
-  bool compensated = t.isF64() && !isWidenedFloat(red.getOperand());
+  bool compensated = t.isF64() && !isExactNarrowFloat(red.getOperand());
   auto accType = RankedTensorType::get(out.getShape(), f64);
   Value zero = floatConst(b, loc, f64, 0.0);
   SmallVector<Value> inits = {filled(accType, zero)};
@@ -387,7 +399,7 @@ FailureOr<SmallVector<Value>> lowerReduce(ReduceOp red, OpBuilder &b,
           // (LLVM's vector lanes and interleaved accumulators) instead of
           // one dependency chain of 4-cycle adds.
           Value x = a[0];
-          if (x.getType() != f64) // widened already (isWidenedFloat)
+          if (x.getType() != f64) // f64 already (isExactNarrowFloat)
             x = arith::ExtFOp::create(nb, nl, f64, x);
           linalg::YieldOp::create(
               nb, nl,
