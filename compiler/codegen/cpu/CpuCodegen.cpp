@@ -28,6 +28,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/InitAllPasses.h"
@@ -237,6 +238,40 @@ LogicalResult fuseElementwise(ModuleOp kernels) {
   return applyPatternsGreedily(kernels, std::move(patterns));
 }
 
+/// Makes a part of a concatenation compute straight into its slice of the
+/// result: `insert_slice (linalg op with an empty init) into %dest` becomes
+/// `insert_slice (linalg op into extract_slice %dest) into %dest`, which
+/// one-shot bufferization writes in place. Otherwise each part is computed
+/// into a temporary (malloc per work item) and copied: the joint
+/// attention's [B, H, S, D] heads of the text and image tokens. MLIR's
+/// eliminate-empty-tensors would do this, but MLIR 22 crashes after it on
+/// these kernels (docs/performance.md, "fourth pass"). Runs after
+/// linalg-fuse-elementwise-ops, which turns every init a payload does not
+/// read back into a tensor.empty.
+void writePartsInPlace(ModuleOp kernels) {
+  kernels.walk([](tensor::InsertSliceOp insert) {
+    auto part = insert.getSource().getDefiningOp<linalg::LinalgOp>();
+    if (!part || part->getNumResults() != 1 || part.getNumDpsInits() != 1 ||
+        !insert.getSource().hasOneUse() ||
+        part->getBlock() != insert->getBlock())
+      return;
+    OpOperand *init = part.getDpsInitOperand(0);
+    auto empty = init->get().getDefiningOp<tensor::EmptyOp>();
+    if (!empty || !empty->hasOneUse() || part.payloadUsesValueFromOperand(init))
+      return;
+    // The part moves down to just before the insert (its operands are
+    // above it already, its one reader is the insert), below %dest.
+    OpBuilder b(insert);
+    auto slice = tensor::ExtractSliceOp::create(
+        b, insert.getLoc(), insert.getSourceType(), insert.getDest(),
+        insert.getMixedOffsets(), insert.getMixedSizes(),
+        insert.getMixedStrides());
+    part->moveBefore(insert);
+    init->set(slice);
+    empty->erase();
+  });
+}
+
 /// Steps 2 of the file comment, split where memref.copy becomes linalg.copy
 /// (so nothing needs MLIR's C runner utilities at run time).
 ///
@@ -260,9 +295,14 @@ LogicalResult lowerToLLVMDialect(ModuleOp kernels) {
   // folding, constant folding); what fuseElementwise fused, it leaves.
   if (failed(fuseElementwise(kernels)))
     return failure();
+  PassManager upstreamFusion(ctx, ModuleOp::getOperationName());
+  if (failed(parsePassPipeline("func.func(linalg-fuse-elementwise-ops)",
+                               upstreamFusion)) ||
+      failed(upstreamFusion.run(kernels)))
+    return failure();
+  writePartsInPlace(kernels);
   PassManager bufferize(ctx, ModuleOp::getOperationName());
   if (failed(parsePassPipeline(
-          "func.func(linalg-fuse-elementwise-ops),"
           "one-shot-bufferize{bufferize-function-boundaries "
           "function-boundary-type-conversion=identity-layout-map},"
           "buffer-results-to-out-params{hoist-static-allocs "
