@@ -25,6 +25,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialects/omni/OmniEmitter.h"
 #include "dialects/omni/OmniOps.h"
 #include "passes/Passes.h"
 
@@ -79,7 +80,7 @@ bool splitReduction(ReduceOp red) {
     return false;
   // A full reduction (to one element) is left alone: its result has no
   // rows to split either way, and omni-fuse groups the grad norm's sums by
-  // their scalar results (docs/fusion.md, rule 5).
+  // their scalar results (docs/fusion.md, rule 7).
   if (out.getNumElements() <= 1)
     return false;
   // The leading run of dimensions that are reduced or of size 1: the rows
@@ -141,12 +142,9 @@ bool splitReduction(ReduceOp red) {
   auto xType = cast<RankedTensorType>(x.getType());
   if (elt != f64)
     x = CastOp::create(b, loc, xType.clone(f64), x);
-  Value partial = ReduceOp::create(
-      b, loc, ReduceKindAttr::get(b.getContext(), ReduceKind::sum), x,
-      b.getDenseI64ArrayAttr(stage1Dims));
-  Value total = ReduceOp::create(
-      b, loc, ReduceKindAttr::get(b.getContext(), ReduceKind::sum), partial,
-      b.getDenseI64ArrayAttr({0}));
+  Emitter e(b, loc);
+  Value partial = e.reduce(ReduceKind::sum, x, stage1Dims);
+  Value total = e.reduce(ReduceKind::sum, partial, {0});
   auto totalType = cast<RankedTensorType>(total.getType());
   if (elt != f64)
     total = CastOp::create(b, loc, totalType.clone(elt), total);

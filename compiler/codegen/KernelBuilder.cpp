@@ -375,9 +375,8 @@ FailureOr<SmallVector<Value>> lowerReduce(ReduceOp red, OpBuilder &b,
   }
 
   // Float sum or mean: accumulate in f64 (compensated for f64 inputs).
-  // f64 values widened from a narrower float in this kernel (omni-split-
-  // reductions' first stage) take the narrow types' rule: their partial
-  // sums go on in f64 (compensated) and are rounded once after that.
+  // f64 values that are exact narrow floats (widened in this kernel, or a
+  // product of two such: isExactNarrowFloat) take the narrow types' rule.
   Type f64 = b.getF64Type();
   bool compensated = t.isF64() && !isExactNarrowFloat(red.getOperand());
   auto accType = RankedTensorType::get(out.getShape(), f64);
