@@ -36,6 +36,11 @@ namespace mlir::omni {
 /// into chunks of elements that the runtime spreads over its threads.
 struct CpuLaunch {
   int64_t grid = 1;
+  /// Per buffer (operands, then results): work item w touches bytes
+  /// [w * b, (w + 1) * b) of it (a flat kernel's last item may stop at the
+  /// end); 0: every item may touch the whole buffer (step.fbs
+  /// KernelSignature.item_bytes).
+  std::vector<int64_t> itemBytes;
 };
 
 /// One GPU launch of a cuda kernel (step.fbs GpuLaunch): `args` index the
@@ -62,6 +67,14 @@ using KernelLaunch = std::variant<CpuLaunch, GpuLaunches>;
 /// The work-item count step.bin's Dispatch and KernelSignature record.
 inline int64_t dispatchGrid(const KernelLaunch &launch) {
   return std::visit([](const auto &l) { return l.grid; }, launch);
+}
+
+/// The launch's per-buffer item bytes (CpuLaunch::itemBytes); empty for a
+/// launch that does not record them.
+inline const std::vector<int64_t> &itemBytesOf(const KernelLaunch &launch) {
+  static const std::vector<int64_t> none;
+  const auto *cpu = std::get_if<CpuLaunch>(&launch);
+  return cpu ? cpu->itemBytes : none;
 }
 
 /// One exported kernel of an executable.

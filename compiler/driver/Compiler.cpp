@@ -212,7 +212,8 @@ int mlir::omni::runCompiler(const CompileOptions &options,
   Phase writing(options.phases, emitJson ? "writing step.bin as JSON"
                                          : "writing " + options.output);
   FailureOr<std::vector<uint8_t>> bytes =
-      writeStepBin(*module, *codegen, "omnic (omni 0.1)");
+      writeStepBin(*module, *codegen, "omnic (omni 0.1)",
+                   StepWriterOptions{options.matmulEpilogues});
   if (failed(bytes) ||
       failed(checkStepBinLoads(*bytes, emitJson ? "step.bin" : options.output,
                                errs)))

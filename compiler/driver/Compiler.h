@@ -39,6 +39,8 @@ struct CompileOptions {
   std::string cudaArch = "sm_90a";
   /// Print the memory plan's arena size.
   bool reportArena = false;
+  /// Mark matmul epilogues in step.bin (StepWriterOptions).
+  bool matmulEpilogues = true;
   /// Print each public function's FLOPs, per phase and outermost loop,
   /// after the pipeline (passes/FlopCount.h).
   bool reportFlops = false;

@@ -602,10 +602,12 @@ Writer::executables() {
       if (failed(buffers(k.operands, operands)) ||
           failed(buffers(k.results, results)))
         return failure();
+      const std::vector<int64_t> &itemBytes = itemBytesOf(k.launch);
       signatures.push_back(st::CreateKernelSignature(
           fbb, fbb.CreateVectorOfStructs(operands),
           fbb.CreateVectorOfStructs(results), dispatchGrid(k.launch),
-          /*num_scalars=*/0));
+          /*num_scalars=*/0,
+          itemBytes.empty() ? 0 : fbb.CreateVector(itemBytes)));
     }
     // GPU code: each kernel's launches and scratch buffers, and the PTX
     // beside a cubin (step.fbs GpuKernel, Executable.ptx).
@@ -652,7 +654,8 @@ Writer::executables() {
 
 mlir::FailureOr<std::vector<uint8_t>>
 mlir::omni::writeStepBin(mlir::ModuleOp module, const CodegenResult &codegen,
-                         mlir::StringRef producer) {
-  stepbin::Writer writer(module, codegen);
+                         mlir::StringRef producer,
+                         const StepWriterOptions &options) {
+  stepbin::Writer writer(module, codegen, options);
   return writer.write(producer);
 }

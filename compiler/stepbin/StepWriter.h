@@ -24,11 +24,19 @@
 
 namespace mlir::omni {
 
+struct StepWriterOptions {
+  /// Mark a fusion that reads the matmul right before it by slices as the
+  /// matmul's epilogue (step.fbs LibraryCall.epilogue; docs/backend.md,
+  /// "Matmul epilogues"). Off: the same commands, unmarked.
+  bool matmulEpilogues = true;
+};
+
 /// Serializes `module` with the executables of `codegen` (compileFusions
 /// on this module) as step.bin. Emits an error at the offending op and
 /// fails for IR the runtime cannot execute.
 FailureOr<std::vector<uint8_t>>
-writeStepBin(ModuleOp module, const CodegenResult &codegen, StringRef producer);
+writeStepBin(ModuleOp module, const CodegenResult &codegen, StringRef producer,
+             const StepWriterOptions &options = {});
 
 } // namespace mlir::omni
 

@@ -251,9 +251,11 @@ LogicalResult Writer::emitLibraryCall(Operation *op, Commands &out) {
   std::vector<int64_t> ints;
   std::vector<double> floats;
   st::Library lib;
+  bool epilogue = false;
   if (auto m = dyn_cast<MatmulOp>(op)) {
     lib = st::Library::Matmul;
     ints = {m.getTransposeLhs(), m.getTransposeRhs()};
+    epilogue = options.matmulEpilogues && hasEpilogue(op);
   } else if (auto c = dyn_cast<Conv2dOp>(op)) {
     lib = st::Library::Conv2d;
     ints = {c.getStrides()[0], c.getStrides()[1],  c.getPadding()[0],
@@ -269,11 +271,50 @@ LogicalResult Writer::emitLibraryCall(Operation *op, Commands &out) {
     if (g.getScale())
       floats.push_back(g.getScale()->convertToDouble());
   }
-  auto body =
-      st::CreateLibraryCall(fbb, lib, operands, fbb.CreateVector(results),
-                            fbb.CreateVector(ints), fbb.CreateVector(floats));
+  auto body = st::CreateLibraryCall(
+      fbb, lib, operands, fbb.CreateVector(results), fbb.CreateVector(ints),
+      fbb.CreateVector(floats), epilogue);
   out.push_back(command(op, st::CommandKind::LibraryCall, body.Union()));
   return success();
+}
+
+bool Writer::hasEpilogue(Operation *op) const {
+  // The fusion must be the next op after reshapes of the result (aliases
+  // of its bytes, which write no command): its Dispatch is then the next
+  // command (emitDispatch writes one), in the same list.
+  llvm::SmallPtrSet<Value, 4> result{op->getResult(0)};
+  Operation *next = op->getNextNode();
+  while (isa_and_nonnull<ReshapeOp>(next) &&
+         result.contains(next->getOperand(0))) {
+    result.insert(next->getResult(0));
+    next = next->getNextNode();
+  }
+  auto fusion = dyn_cast_or_null<FusionOp>(next);
+  if (!fusion)
+    return false;
+  auto ref = codegen.kernelOf.find(fusion);
+  if (ref == codegen.kernelOf.end())
+    return false;
+  const CompiledKernel &kernel = codegen.kernel(ref->second);
+  const std::vector<int64_t> &itemBytes = itemBytesOf(kernel.launch);
+  if (itemBytes.size() != kernel.operands.size() + kernel.results.size())
+    return false;
+  // Every input that is the matmul's result is read by slices, and the
+  // slices tile it (the loader checks the same, step.fbs).
+  auto type = cast<RankedTensorType>(op->getResult(0).getType());
+  const int64_t bytes =
+      type.getNumElements() * (type.getElementTypeBitWidth() / 8);
+  const int64_t grid = dispatchGrid(kernel.launch);
+  bool reads = false;
+  for (auto [i, input] : llvm::enumerate(fusion.getInputs())) {
+    if (!result.contains(input))
+      continue;
+    const int64_t b = itemBytes[i];
+    if (b <= 0 || b > bytes || (bytes + b - 1) / b != grid)
+      return false;
+    reads = true;
+  }
+  return reads;
 }
 
 LogicalResult Writer::emitRandom(Operation *op, Commands &out) {

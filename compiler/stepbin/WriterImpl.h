@@ -15,6 +15,7 @@
 #define OMNI_COMPILER_STEPBIN_WRITERIMPL_H
 
 #include "compiler/codegen/CodegenResult.h"
+#include "compiler/stepbin/StepWriter.h"
 
 #include "runtime/schema/step_generated.h"
 
@@ -86,8 +87,9 @@ using Commands = std::vector<fb::Offset<st::Command>>;
 /// The state of one step.bin being written.
 class Writer {
 public:
-  Writer(ModuleOp module, const CodegenResult &codegen)
-      : module(module), codegen(codegen) {}
+  Writer(ModuleOp module, const CodegenResult &codegen,
+         const StepWriterOptions &options)
+      : module(module), codegen(codegen), options(options) {}
   FailureOr<std::vector<uint8_t>> write(StringRef producer);
 
   /// An emitter turns one op into zero or more commands appended to `out`
@@ -147,6 +149,10 @@ private:
   LogicalResult emitAxisIndex(Operation *op, Commands &out);
   LogicalResult emitEmpty(Operation *op, Commands &out);
   LogicalResult emitNothing(Operation *op, Commands &out);
+  /// Whether the op after matmul `op` is a fusion whose kernel reads the
+  /// matmul's result by slices, so that its Dispatch can be the
+  /// LibraryCall's epilogue (step.fbs LibraryCall.epilogue).
+  bool hasEpilogue(Operation *op) const;
 
   // Values to slots and registers (WriterValues.cpp).
   FailureOr<uint32_t> newTensor(Value v, st::Storage storage, int64_t index,
@@ -169,6 +175,7 @@ private:
 
   ModuleOp module;
   const CodegenResult &codegen;
+  StepWriterOptions options;
   fb::FlatBufferBuilder fbb{1 << 16};
   std::vector<TensorEntry> tensors;
   std::vector<std::string> scalarNames;

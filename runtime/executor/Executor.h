@@ -178,13 +178,19 @@ private:
       Frame &frame,
       const flatbuffers::Vector<flatbuffers::Offset<step::Command>> *commands,
       const Path &parent, const char *field, bool timePhases = false);
+  /// `epilogue`: the Dispatch command after a LibraryCall marked epilogue
+  /// (step.fbs), run with it (null: none).
   absl::Status runCommand(Frame &frame, const step::Command &command,
-                          const Path &path);
-  /// runCommand for a leaf command, timed into profile_ (Profile.cpp).
+                          const Path &path,
+                          const step::Command *epilogue = nullptr);
+  /// runCommand for a leaf command, timed into profile_ (Profile.cpp); a
+  /// matmul and its epilogue are one row.
   absl::Status runProfiled(Frame &frame, const step::Command &command,
-                           const Path &path);
+                           const Path &path,
+                           const step::Command *epilogue = nullptr);
   absl::Status runDispatch(Frame &frame, const step::Dispatch &d);
-  absl::Status runLibraryCall(Frame &frame, const step::LibraryCall &c);
+  absl::Status runLibraryCall(Frame &frame, const step::LibraryCall &c,
+                              const step::Dispatch *epilogue = nullptr);
   absl::Status runCopy(Frame &frame, const step::Copy &c);
   absl::Status runRandom(Frame &frame, const step::Random &r);
   absl::Status runHostCall(Frame &frame, const step::Command &command,

@@ -108,12 +108,17 @@ Executor::runCommands(Frame &frame,
   for (uint32_t i = 0; i < sizeOf(commands); ++i) {
     Path path{&parent, field, i};
     const step::Command &command = *commands->Get(i);
+    // A matmul's epilogue runs with it (the loader checked that it is the
+    // next command, a Dispatch).
+    const step::LibraryCall *call = command.kind_as_LibraryCall();
+    const step::Command *epilogue =
+        call && call->epilogue() ? commands->Get(++i) : nullptr;
     auto begin = timePhases ? std::chrono::steady_clock::now()
                             : std::chrono::steady_clock::time_point();
     if (profile_) {
-      OMNI_RETURN_IF_ERROR(runProfiled(frame, command, path));
+      OMNI_RETURN_IF_ERROR(runProfiled(frame, command, path, epilogue));
     } else {
-      OMNI_RETURN_IF_ERROR(runCommand(frame, command, path));
+      OMNI_RETURN_IF_ERROR(runCommand(frame, command, path, epilogue));
     }
     if (!timePhases)
       continue;
@@ -135,8 +140,10 @@ Executor::runCommands(Frame &frame,
 }
 
 absl::Status Executor::runCommand(Frame &frame, const step::Command &command,
-                                  const Path &path) {
+                                  const Path &path,
+                                  const step::Command *epilogue) {
   const step::CommandKind kind = command.kind_type();
+  commandsRun_ += epilogue ? 1 : 0;
   if (options_.commandBudget > 0 && ++commandsRun_ > options_.commandBudget) {
     absl::Status exceeded = absl::ResourceExhaustedError(absl::StrCat(
         program_->name(), ": ", path.render(), " (",
@@ -147,12 +154,14 @@ absl::Status Executor::runCommand(Frame &frame, const step::Command &command,
   }
   if (pending_ && kind != step::CommandKind::Loop &&
       kind != step::CommandKind::Call)
-    if (absl::Status waited = waitForHostCallBefore(frame, command);
-        !waited.ok()) {
-      // The error is the host call's, with its place.
-      abortChannels(waited);
-      return waited;
-    }
+    for (const step::Command *c : {&command, epilogue})
+      if (c)
+        if (absl::Status waited = waitForHostCallBefore(frame, *c);
+            !waited.ok()) {
+          // The error is the host call's, with its place.
+          abortChannels(waited);
+          return waited;
+        }
   TraceScope trace(step::EnumNameCommandKind(kind));
   absl::Status status;
   switch (kind) {
@@ -165,7 +174,8 @@ absl::Status Executor::runCommand(Frame &frame, const step::Command &command,
     status = runDispatch(frame, *command.kind_as_Dispatch());
     break;
   case step::CommandKind::LibraryCall:
-    status = runLibraryCall(frame, *command.kind_as_LibraryCall());
+    status = runLibraryCall(frame, *command.kind_as_LibraryCall(),
+                            epilogue ? epilogue->kind_as_Dispatch() : nullptr);
     break;
   case step::CommandKind::Copy:
     status = runCopy(frame, *command.kind_as_Copy());
@@ -232,8 +242,8 @@ absl::Status Executor::runDispatch(Frame &frame, const step::Dispatch &d) {
                            buffers, scalars);
 }
 
-absl::Status Executor::runLibraryCall(Frame &frame,
-                                      const step::LibraryCall &c) {
+absl::Status Executor::runLibraryCall(Frame &frame, const step::LibraryCall &c,
+                                      const step::Dispatch *epilogue) {
   auto operand = [&](uint32_t i) -> const TensorInfo & {
     return program_->tensor(c.operands()->Get(i));
   };
@@ -273,7 +283,38 @@ absl::Status Executor::runLibraryCall(Frame &frame,
     for (size_t d = 0; d + 2 < rank; ++d)
       p.batch *= lhs.shape[d];
     p.rhsShared = rhs.shape.size() == 2;
-    return stream_->matmul(p, ref(0), ref(1), out);
+    if (!epilogue)
+      return stream_->matmul(p, ref(0), ref(1), out);
+    // The loader checked the epilogue (checkEpilogue): its kernel's
+    // signature has item_bytes, and it reads the result by slices.
+    const step::KernelSignature &sig = *program_->step()
+                                            .executables()
+                                            ->Get(epilogue->executable())
+                                            ->signatures()
+                                            ->Get(epilogue->kernel());
+    std::vector<hal::BufferRef> buffers;
+    std::vector<int64_t> itemBytes(sig.item_bytes()->begin(),
+                                   sig.item_bytes()->end());
+    hal::Stream::Epilogue e;
+    for (uint32_t i = 0; i < sizeOf(epilogue->operands()); ++i) {
+      buffers.push_back(resolve(frame, epilogue->operands()->Get(i)));
+      if (program_->sameBuffer(epilogue->operands()->Get(i),
+                               c.results()->Get(0)))
+        e.resultItemBytes = itemBytes[i];
+    }
+    for (uint32_t i = 0; i < sizeOf(epilogue->results()); ++i)
+      buffers.push_back(resolve(frame, epilogue->results()->Get(i)));
+    std::vector<int64_t> scalars;
+    for (uint32_t i = 0; i < sizeOf(epilogue->scalars()); ++i)
+      scalars.push_back(frame.scalars[epilogue->scalars()->Get(i)]);
+    e.executable = executables_[epilogue->executable()].get();
+    e.kernel = epilogue->kernel();
+    e.grid = epilogue->grid();
+    e.buffers = buffers;
+    e.numOperands = sizeOf(epilogue->operands());
+    e.scalars = scalars;
+    e.itemBytes = itemBytes;
+    return stream_->matmulWithEpilogue(p, ref(0), ref(1), out, e);
   }
   case step::Library::Conv2d: {
     // Attribute order (step.fbs): stride_h, stride_w, padding_h, padding_w,

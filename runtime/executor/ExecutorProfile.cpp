@@ -102,7 +102,8 @@ Described describeLibraryCall(const loader::Program &program,
 } // namespace
 
 absl::Status Executor::runProfiled(Frame &frame, const step::Command &command,
-                                   const Path &path) {
+                                   const Path &path,
+                                   const step::Command *epilogue) {
   using Clock = std::chrono::steady_clock;
   auto since = [](Clock::time_point begin) {
     return std::chrono::duration<double>(Clock::now() - begin).count();
@@ -140,7 +141,7 @@ absl::Status Executor::runProfiled(Frame &frame, const step::Command &command,
   }
 
   const Clock::time_point begin = Clock::now();
-  OMNI_RETURN_IF_ERROR(runCommand(frame, command, path));
+  OMNI_RETURN_IF_ERROR(runCommand(frame, command, path, epilogue));
   OMNI_RETURN_IF_ERROR(stream_->synchronize());
   const double seconds = since(begin);
 
@@ -150,17 +151,20 @@ absl::Status Executor::runProfiled(Frame &frame, const step::Command &command,
       bytes += program_->tensor(v->Get(i)).bytes;
     return bytes;
   };
+  auto kernelName = [&](const step::Dispatch &x) {
+    return program_->step()
+        .executables()
+        ->Get(x.executable())
+        ->kernels()
+        ->Get(x.kernel())
+        ->str();
+  };
   Described d;
   switch (kind) {
   case step::CommandKind::Dispatch: {
     const step::Dispatch *x = command.kind_as_Dispatch();
     d.kind = "fused kernel";
-    d.symbol = program_->step()
-                   .executables()
-                   ->Get(x->executable())
-                   ->kernels()
-                   ->Get(x->kernel())
-                   ->str();
+    d.symbol = kernelName(*x);
     d.bytes = tensorBytes(x->operands()) + tensorBytes(x->results());
     break;
   }
@@ -168,6 +172,12 @@ absl::Status Executor::runProfiled(Frame &frame, const step::Command &command,
     const step::LibraryCall *x = command.kind_as_LibraryCall();
     d = describeLibraryCall(*program_, *x);
     d.bytes = tensorBytes(x->operands()) + tensorBytes(x->results());
+    if (epilogue) {
+      // "matmul ... + omni_kernel_7": the epilogue's time is in the row.
+      const step::Dispatch *e = epilogue->kind_as_Dispatch();
+      absl::StrAppend(&d.symbol, " + ", kernelName(*e));
+      d.bytes += tensorBytes(e->operands()) + tensorBytes(e->results());
+    }
     break;
   }
   case step::CommandKind::Copy: {

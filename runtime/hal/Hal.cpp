@@ -20,6 +20,16 @@ absl::Status Stream::matmul(const MatmulParams &, BufferRef, BufferRef,
   return absl::UnimplementedError("this stream has no Matmul routine");
 }
 
+absl::Status Stream::matmulWithEpilogue(const MatmulParams &params,
+                                        BufferRef lhs, BufferRef rhs,
+                                        BufferRef result,
+                                        const Epilogue &epilogue) {
+  if (absl::Status done = matmul(params, lhs, rhs, result); !done.ok())
+    return done;
+  return dispatch(*epilogue.executable, epilogue.kernel, epilogue.grid,
+                  epilogue.buffers, epilogue.scalars);
+}
+
 absl::Status Stream::conv2d(const Conv2dParams &, BufferRef, BufferRef,
                             BufferRef) {
   return absl::UnimplementedError("this stream has no Conv2d routine");

@@ -87,6 +87,29 @@ public:
   /// routines of Library.h. Default: Unimplemented.
   virtual absl::Status matmul(const MatmulParams &params, BufferRef lhs,
                               BufferRef rhs, BufferRef result);
+
+  /// A kernel launch that reads a matmul's result by slices: work item w
+  /// reads bytes [w * resultItemBytes, (w + 1) * resultItemBytes) of it
+  /// (the last item may stop at its end); `itemBytes` has the same for
+  /// every buffer (0: the whole buffer), `numOperands` of `buffers` are
+  /// read and the rest written (step.fbs LibraryCall.epilogue).
+  struct Epilogue {
+    const Executable *executable = nullptr;
+    int64_t kernel = 0;
+    int64_t grid = 0;
+    absl::Span<const BufferRef> buffers;
+    size_t numOperands = 0;
+    absl::Span<const int64_t> scalars;
+    absl::Span<const int64_t> itemBytes;
+    int64_t resultItemBytes = 0;
+  };
+  /// matmul() then dispatch() of the epilogue, with the same effect as the
+  /// two calls; a driver may run each work item of the epilogue as soon as
+  /// the rows it reads are computed. Default: the two calls.
+  virtual absl::Status matmulWithEpilogue(const MatmulParams &params,
+                                          BufferRef lhs, BufferRef rhs,
+                                          BufferRef result,
+                                          const Epilogue &epilogue);
   virtual absl::Status conv2d(const Conv2dParams &params, BufferRef input,
                               BufferRef filter, BufferRef result);
   /// `mask` has a null buffer when params.hasMask is false.

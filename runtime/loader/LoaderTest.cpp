@@ -778,6 +778,101 @@ TEST(Loader, ChecksDispatchesAgainstKernelSignatures) {
             ">= 0 (or -1: never run)");
 }
 
+/// A Matmul of tensors 0 x 1 -> 2 (f32[2, 2]) marked `epilogue`, then
+/// `commands`; kernel 'add' reads two 16-byte buffers and writes one over
+/// grid 2, item w touching 8 bytes (a row) of its first operand and result
+/// and all of its second. Tensors 3 and 4 are f32[2, 2], 5..7 the input,
+/// filter and result of a 1x1 conv2d.
+std::string withEpilogue(
+    const std::function<std::vector<omni::testing::CommandRef>(StepBuilder &)>
+        &commands,
+    const std::function<void(StepBuilder::SignatureSpec &)> &edit = nullptr) {
+  return withCommands([&](StepBuilder &b) {
+    StepBuilder::ExecutableSpec e;
+    e.name = "kernels";
+    e.data = {0x7f, 'E', 'L', 'F'};
+    e.kernels = {"add"};
+    StepBuilder::SignatureSpec add;
+    add.operands = {{DType::F32, 16}, {DType::F32, 16}};
+    add.results = {{DType::F32, 16}};
+    add.grid = 2;
+    add.itemBytes = std::vector<int64_t>{8, 0, 8};
+    if (edit)
+      edit(add);
+    e.signatures = {add};
+    b.executable(e);
+    for (int i = 0; i < 5; ++i)
+      b.arena(DType::F32, {2, 2});
+    b.arena(DType::F32, {1, 1, 2, 2});
+    b.arena(DType::F32, {1, 1, 1, 1});
+    b.arena(DType::F32, {1, 1, 2, 2});
+    return commands(b);
+  });
+}
+
+TEST(Loader, ChecksMatmulEpilogues) {
+  using Commands = std::vector<omni::testing::CommandRef>;
+  auto matmul = [](StepBuilder &b) {
+    return b.library(Library::Matmul, {0, 1}, {2}, {0, 0}, {},
+                     /*epilogue=*/true);
+  };
+  auto pair = [&](std::vector<uint32_t> operands) {
+    return [=](StepBuilder &b) {
+      return Commands{matmul(b), b.dispatch(0, 0, 2, operands, {4})};
+    };
+  };
+  EXPECT_EQ(errorOf(withEpilogue(pair({2, 3}))), "");
+  // In place over the result is the same slices.
+  EXPECT_EQ(errorOf(withEpilogue([&](StepBuilder &b) {
+              return Commands{matmul(b), b.dispatch(0, 0, 2, {2, 3}, {2})};
+            })),
+            "");
+  EXPECT_EQ(errorOf(withEpilogue([&](StepBuilder &b) {
+              return Commands{b.library(Library::Conv2d, {5, 6}, {7},
+                                        {1, 1, 0, 0, 1, 1}, {}, true),
+                              b.dispatch(0, 0, 2, {2, 3}, {4})};
+            })),
+            "step.bin: functions[0].commands[0] (LibraryCall): has an "
+            "epilogue but is Conv2d; only a Matmul takes one");
+  EXPECT_EQ(errorOf(withEpilogue(
+                [&](StepBuilder &b) { return Commands{matmul(b)}; })),
+            "step.bin: functions[0].commands[0] (LibraryCall): has an "
+            "epilogue but the next command of its list is not a Dispatch");
+  EXPECT_EQ(errorOf(withEpilogue([&](StepBuilder &b) {
+              return Commands{matmul(b), b.fill(4, {0}),
+                              b.dispatch(0, 0, 2, {2, 3}, {4})};
+            })),
+            "step.bin: functions[0].commands[0] (LibraryCall): has an "
+            "epilogue but the next command of its list is not a Dispatch");
+  const std::string at =
+      "step.bin: functions[0].commands[1] (Dispatch) in 'f': is the epilogue "
+      "of the Matmul before it but ";
+  EXPECT_EQ(errorOf(withEpilogue(pair({3, 3}))),
+            at + "does not read its result (tensors[2] (tensor<2x2xf32>, 16 "
+                 "bytes))");
+  EXPECT_EQ(errorOf(withEpilogue(pair({3, 2}))),
+            at + "reads its result (tensors[2] (tensor<2x2xf32>, 16 bytes)) "
+                 "as operands[1] with item_bytes 0 over grid 2, which are not "
+                 "slices that tile it");
+  EXPECT_EQ(errorOf(withEpilogue(pair({2, 3}),
+                                 [](auto &sig) { sig.itemBytes->at(0) = 4; })),
+            at + "reads its result (tensors[2] (tensor<2x2xf32>, 16 bytes)) "
+                 "as operands[0] with item_bytes 4 over grid 2, which are not "
+                 "slices that tile it");
+  EXPECT_EQ(errorOf(withEpilogue(pair({2, 3}),
+                                 [](auto &sig) { sig.itemBytes.reset(); })),
+            at + "kernel 'add' has no item_bytes");
+  // The signature's own item_bytes.
+  EXPECT_EQ(errorOf(withEpilogue(pair({2, 3}),
+                                 [](auto &sig) { sig.itemBytes->pop_back(); })),
+            "step.bin: executables[0].signatures[0].item_bytes: has 2 entries "
+            "but expected 3 (one per operand and result)");
+  EXPECT_EQ(errorOf(withEpilogue(pair({2, 3}),
+                                 [](auto &sig) { sig.itemBytes->at(1) = -8; })),
+            "step.bin: executables[0].signatures[0].item_bytes[1]: = -8 but it "
+            "must be >= 0");
+}
+
 // GPU code (step.fbs GpuKernel): one launch list per kernel, present
 // exactly for Ptx/Cubin executables, every launch well formed.
 TEST(Loader, ChecksGpuKernels) {

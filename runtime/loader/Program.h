@@ -185,6 +185,13 @@ public:
   const std::string &name() const { return name_; }
 
   absl::Span<const TensorInfo> tensors() const { return tensors_; }
+  /// Whether tensors a and b are the same bytes (an alias such as a
+  /// reshape has its own entry over the same storage).
+  bool sameBuffer(uint32_t a, uint32_t b) const {
+    const TensorInfo &x = tensors_[a], &y = tensors_[b];
+    return a == b ||
+           (x.storage == y.storage && x.index == y.index && x.bytes == y.bytes);
+  }
   const TensorInfo &tensor(uint32_t index) const { return tensors_[index]; }
   absl::Span<const StateInfo> state() const { return state_; }
   /// The meshes Collective commands refer to; empty for a single-rank

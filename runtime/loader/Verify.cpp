@@ -309,6 +309,20 @@ absl::Status ProgramVerifier::checkExecutables() {
                 absl::StrCat(at, ".", field, "[", b, "].bytes"),
                 absl::StrCat("= ", buffer->bytes(), " but it must be >= 0"));
         }
+      if (const Vector<int64_t> *items = sig->item_bytes()) {
+        const uint32_t buffers =
+            sizeOf(sig->operands()) + sizeOf(sig->results());
+        if (items->size() != buffers)
+          return fail(at + ".item_bytes",
+                      absl::StrCat("has ", items->size(),
+                                   " entries but expected ", buffers,
+                                   " (one per operand and result)"));
+        for (uint32_t b = 0; b < items->size(); ++b)
+          if (items->Get(b) < 0)
+            return fail(
+                absl::StrCat(at, ".item_bytes[", b, "]"),
+                absl::StrCat("= ", items->Get(b), " but it must be >= 0"));
+      }
     }
     if (absl::Status status = checkGpuKernels(exe, path); !status.ok())
       return status;

@@ -42,11 +42,28 @@ ProgramVerifier::checkCommands(FunctionContext &ctx,
     case step::CommandKind::Dispatch:
       OMNI_RETURN_IF_ERROR(
           checkDispatch(ctx, where, *command->kind_as_Dispatch()));
+      if (i > 0)
+        if (const step::LibraryCall *call =
+                commands->Get(i - 1)->kind_as_LibraryCall();
+            call && call->epilogue())
+          OMNI_RETURN_IF_ERROR(
+              checkEpilogue(ctx, where, *call, *command->kind_as_Dispatch()));
       break;
-    case step::CommandKind::LibraryCall:
-      OMNI_RETURN_IF_ERROR(
-          checkLibraryCall(ctx, at, *command->kind_as_LibraryCall()));
+    case step::CommandKind::LibraryCall: {
+      const step::LibraryCall &call = *command->kind_as_LibraryCall();
+      OMNI_RETURN_IF_ERROR(checkLibraryCall(ctx, at, call));
+      if (!call.epilogue())
+        break;
+      if (call.library() != step::Library::Matmul)
+        return fail(where, absl::StrCat("has an epilogue but is ",
+                                        step::EnumNameLibrary(call.library()),
+                                        "; only a Matmul takes one"));
+      if (i + 1 >= sizeOf(commands) ||
+          commands->Get(i + 1)->kind_type() != step::CommandKind::Dispatch)
+        return fail(where, "has an epilogue but the next command of its list "
+                           "is not a Dispatch");
       break;
+    }
     case step::CommandKind::Copy:
       OMNI_RETURN_IF_ERROR(checkCopy(ctx, where, *command->kind_as_Copy()));
       break;
@@ -145,6 +162,45 @@ absl::Status ProgramVerifier::checkDispatch(FunctionContext &ctx,
     return fail(at, absl::StrCat("scalars has ", sizeOf(d.scalars()),
                                  " entries but ", kernel, " reads ",
                                  sig.num_scalars(), " index registers"));
+  return absl::OkStatus();
+}
+
+absl::Status ProgramVerifier::checkEpilogue(FunctionContext &ctx,
+                                            const std::string &where,
+                                            const step::LibraryCall &call,
+                                            const step::Dispatch &d) {
+  // checkDispatch has checked the indices and the signature.
+  const step::Executable *exe = step_.executables()->Get(d.executable());
+  const step::KernelSignature &sig = *exe->signatures()->Get(d.kernel());
+  std::string at = absl::StrCat(where, " in '", ctx.name, "'");
+  std::string kernel =
+      absl::StrCat("kernel '", str(exe->kernels()->Get(d.kernel())), "'");
+  if (!sig.item_bytes())
+    return fail(at, absl::StrCat("is the epilogue of the Matmul before it but ",
+                                 kernel, " has no item_bytes"));
+  const uint32_t result = call.results()->Get(0);
+  const int64_t bytes = program_.tensors_[result].bytes;
+  bool reads = false;
+  for (uint32_t i = 0; i < sizeOf(d.operands()); ++i) {
+    // The result or a view of it (a reshape: the same bytes).
+    if (!program_.sameBuffer(d.operands()->Get(i), result))
+      continue;
+    reads = true;
+    // Item w reads bytes [w b, (w + 1) b) of the result: the items must
+    // tile it, the last one ending in it.
+    const int64_t b = sig.item_bytes()->Get(i);
+    if (b == 0 || b > bytes || (bytes + b - 1) / b != d.grid())
+      return fail(at,
+                  absl::StrCat("is the epilogue of the Matmul before it "
+                               "but reads its result (",
+                               describe(result), ") as operands[", i,
+                               "] with item_bytes ", b, " over grid ", d.grid(),
+                               ", which are not slices that tile it"));
+  }
+  if (!reads)
+    return fail(at, absl::StrCat("is the epilogue of the Matmul before it but "
+                                 "does not read its result (",
+                                 describe(result), ")"));
   return absl::OkStatus();
 }
 

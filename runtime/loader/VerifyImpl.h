@@ -158,6 +158,11 @@ private:
   absl::Status expectResult(const std::string &where, const TensorInfo &result,
                             const std::vector<int64_t> &shape,
                             absl::string_view how) const;
+  /// A Dispatch that follows a LibraryCall marked `epilogue`: it reads
+  /// the call's result by slices that tile it (step.fbs).
+  absl::Status checkEpilogue(FunctionContext &ctx, const std::string &where,
+                             const step::LibraryCall &call,
+                             const step::Dispatch &d);
   absl::Status checkLibraryCall(FunctionContext &ctx, const std::string &at,
                                 const step::LibraryCall &c);
   const LoopFrame *enclosingLoop(const FunctionContext &ctx,

@@ -58,6 +58,13 @@ int main(int argc, char **argv) {
   cl::opt<bool> report("report-arena",
                        cl::desc("print each function's arena size"),
                        cl::cat(category));
+  cl::opt<bool> matmulEpilogues(
+      "matmul-epilogues",
+      cl::desc("let the runtime run the kernel after a matmul that reads its "
+               "result by rows on each block of rows as soon as it is "
+               "computed (default true; the results are the same either "
+               "way)"),
+      cl::init(true), cl::cat(category));
   cl::opt<bool> reportFlops(
       "report-flops",
       cl::desc("print each public function's FLOPs (matmul 2MNK, attention, "
@@ -83,6 +90,7 @@ int main(int argc, char **argv) {
   options.cudaArch = cudaArch;
   options.reportArena = report;
   options.reportFlops = reportFlops;
+  options.matmulEpilogues = matmulEpilogues;
   absl::StatusOr<std::optional<int64_t>> afterMs =
       omni::progressAfterMsFromEnvironment();
   if (!afterMs.ok()) {

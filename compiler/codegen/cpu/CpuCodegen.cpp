@@ -357,6 +357,12 @@ LogicalResult lowerToLLVMDialect(ModuleOp kernels) {
 /// threads.
 constexpr int64_t kFlatChunk = 16384;
 
+/// Bytes of one element of a flat kernel's buffer (i1 takes one byte).
+int64_t flatElementBytes(RankedTensorType t) {
+  Type e = t.getElementType();
+  return e.isInteger(1) ? 1 : e.getIntOrFloatBitWidth() / 8;
+}
+
 /// Whether `impl` computes enough per element to be vectorized with the
 /// widest vectors the target has (LLVM keeps 256-bit vectors on AVX-512
 /// CPUs unless told otherwise): an expanded exp (its llvm.floor) or a
@@ -441,11 +447,10 @@ void addAbiWrapper(llvm::Module &module, StringRef name,
       llvm::Value *count = b.CreateSub(stop, start);
       for (auto [i, t] : llvm::enumerate(buffers)) {
         // Identity-layout memrefs have a static zero offset: advance the
-        // pointer instead (i1 elements take one byte).
-        Type e = t.getElementType();
-        int64_t bytes = e.isInteger(1) ? 1 : e.getIntOrFloatBitWidth() / 8;
-        llvm::Value *q = b.CreateGEP(b.getInt8Ty(), bufs[i],
-                                     b.CreateMul(start, b.getInt64(bytes)));
+        // pointer instead.
+        llvm::Value *q =
+            b.CreateGEP(b.getInt8Ty(), bufs[i],
+                        b.CreateMul(start, b.getInt64(flatElementBytes(t))));
         args.append({q, q, b.getInt64(0), count, b.getInt64(1)});
       }
       b.CreateCall(impl, args);
@@ -643,10 +648,21 @@ mlir::omni::lowerKernelSetForCpu(KernelSet &set, const CodegenOptions &options,
     k.symbol = def.symbol;
     k.operands = def.operands;
     k.results = def.results;
-    int64_t grid = def.rows.grid;
-    if (def.flat)
-      grid = std::max<int64_t>(1, (def.elements + kFlatChunk - 1) / kFlatChunk);
-    k.launch = CpuLaunch{grid};
+    CpuLaunch launch{def.rows.grid, {}};
+    if (def.flat) {
+      // Every buffer has the same elements: item w is the chunk w of each.
+      launch.grid =
+          std::max<int64_t>(1, (def.elements + kFlatChunk - 1) / kFlatChunk);
+      for (const auto &list : {def.operands, def.results})
+        for (RankedTensorType t : list)
+          launch.itemBytes.push_back(
+              launch.grid > 1 ? kFlatChunk * flatElementBytes(t) : 0);
+    } else if (!def.rows.itemBytes.empty()) {
+      launch.itemBytes = def.rows.itemBytes;
+    } else {
+      launch.itemBytes.assign(def.operands.size() + def.results.size(), 0);
+    }
+    k.launch = std::move(launch);
   }
   if (failed(lowerToLLVMDialect(kernels)))
     return emitError(loc, "lowering the kernels to LLVM failed");

@@ -101,6 +101,8 @@ public:
     std::vector<std::pair<step::DType, int64_t>> operands, results;
     int64_t grid = -1;
     uint32_t numScalars = 0;
+    /// KernelSignature.item_bytes, written when set.
+    std::optional<std::vector<int64_t>> itemBytes;
   };
   /// One GPU launch (step.fbs GpuLaunch) and kernel (GpuKernel).
   struct GpuLaunchSpec {
@@ -236,9 +238,9 @@ public:
   }
   CommandRef library(step::Library library, std::vector<uint32_t> operands,
                      std::vector<uint32_t> results, std::vector<int64_t> ints,
-                     std::vector<double> floats = {}) {
+                     std::vector<double> floats = {}, bool epilogue = false) {
     auto c = step::CreateLibraryCallDirect(fbb, library, &operands, &results,
-                                           &ints, &floats);
+                                           &ints, &floats, epilogue);
     return command(step::CommandKind::LibraryCall, c.Union());
   }
   struct CopySpec {
@@ -397,7 +399,8 @@ public:
         std::vector<step::KernelBuffer> ops = buffers(sig.operands),
                                         res = buffers(sig.results);
         sigTables.push_back(step::CreateKernelSignatureDirect(
-            fbb, &ops, &res, sig.grid, sig.numScalars));
+            fbb, &ops, &res, sig.grid, sig.numScalars,
+            sig.itemBytes ? &*sig.itemBytes : nullptr));
       }
       std::vector<flatbuffers::Offset<step::GpuKernel>> gpuTables;
       for (const GpuKernelSpec &k :

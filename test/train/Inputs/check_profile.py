@@ -16,7 +16,9 @@ Checks, independently of the executor's arithmetic:
     between commands, and a loaded machine's preemptions in those gaps);
   - matmul rows: FLOPs = count x 2 B M N K and bytes = count x 4 (B M K +
     K N [x B] + B M N) for the shapes in the symbol (f32; the rhs is shared
-    when its bytes say so);
+    when its bytes say so); a matmul with an epilogue ("matmul ... +
+    omni_kernel_N", docs/backend.md "Matmul epilogues") has the same FLOPs
+    and more bytes (the kernel's buffers, its read of the result at least);
   - share = seconds / the phase's seconds;
   - with FLOPS.txt (omnic --report-flops of the program) and the step
     FUNCTION: each phase's matmul, attention and conv2d FLOPs in the
@@ -75,18 +77,20 @@ for p in d["phases"]:
         s = sums.setdefault(r["kind"], [0, 0.0, 0, 0])
         for i, k in enumerate(("count", "seconds", "bytes", "flops")):
             s[i] += r[k]
-        m = re.fullmatch(r"matmul (\d+)x(\d+)x(\d+)x(\d+) [nt][nt]",
-                         r["symbol"])
+        m = re.fullmatch(r"matmul (\d+)x(\d+)x(\d+)x(\d+) [nt][nt]"
+                         r"( \+ omni_kernel_\d+)?", r["symbol"])
         if r["kind"] == "matmul":
             if not m:
                 fail(f"{name}: matmul symbol {r['symbol']!r}")
-            b, mm, n, k = map(int, m.groups())
+            b, mm, n, k = map(int, m.groups()[:4])
             if r["flops"] != r["count"] * 2 * b * mm * n * k:
                 fail(f"{name}: {r['symbol']}: flops {r['flops']}, expected "
                      f"{r['count']} x 2 x {b} x {mm} x {n} x {k}")
             each = r["bytes"] // r["count"]
-            if each not in (4 * (b * mm * k + k * n + b * mm * n),
-                            4 * (b * mm * k + b * k * n + b * mm * n)):
+            plain = (4 * (b * mm * k + k * n + b * mm * n),
+                     4 * (b * mm * k + b * k * n + b * mm * n))
+            if (each <= min(plain) + 4 * b * mm * n - 1 if m.group(5)
+                    else each not in plain):
                 fail(f"{name}: {r['symbol']}: {each} bytes per call")
     for kind in p["kinds"]:
         if tuple(kind) != KIND:

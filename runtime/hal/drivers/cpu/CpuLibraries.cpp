@@ -89,10 +89,12 @@ void safeGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha,
     serialGemm(g);
 }
 
-/// The batched matmul as one pool loop over (batch entry, block of C).
+/// The batched matmul as one pool loop over (batch entry, block of C),
+/// with the epilogue's items after the blocks that compute their rows when
+/// `epilogue` is set (epilogueRunsPerBlock holds).
 template <typename T>
 void matmul(const MatmulParams &p, const T *lhs, const T *rhs, T *out,
-            ThreadPool &pool) {
+            ThreadPool &pool, const MatmulEpilogue *epilogue = nullptr) {
   GemmArgs<T> g;
   g.transA = p.transposeLhs;
   g.transB = p.transposeRhs;
@@ -112,7 +114,24 @@ void matmul(const MatmulParams &p, const T *lhs, const T *rhs, T *out,
   // GemmTest's EveryIndexOfABatchGivesTheSameBits). Folding when entries
   // start on multiples of 16 rows kept the bits with the SKYLAKEX kernels
   // but not with OpenBLAS's Haswell and Zen ones (OPENBLAS_CORETYPE).
-  gemm(pool, g, p.batch, p.m * p.k, p.rhsShared ? 0 : p.k * p.n, p.m * p.n);
+  const int64_t strideB = p.rhsShared ? 0 : p.k * p.n;
+  if (!epilogue) {
+    gemm(pool, g, p.batch, p.m * p.k, strideB, p.m * p.n);
+    return;
+  }
+  // Rows [begin, end) of C are bytes [begin, end) * rowBytes: the items
+  // whose slices they cover (epilogueRunsPerBlock checked that the bounds
+  // fall on item bounds; the end of C is the end of the last item).
+  const int64_t rowBytes = p.n * static_cast<int64_t>(sizeof(T));
+  const int64_t total = p.batch * p.m * rowBytes;
+  auto item = [&](int64_t row) {
+    const int64_t bytes = row * rowBytes;
+    return bytes >= total ? epilogue->grid : bytes / epilogue->resultItemBytes;
+  };
+  gemmThen(pool, g, p.batch, p.m * p.k, strideB, p.m * p.n,
+           [&](int64_t begin, int64_t end) {
+             epilogue->run(item(begin), item(end));
+           });
 }
 
 /// The im2col path: every stride and dilation, f32 and f64; an unpadded 1x1
@@ -314,8 +333,11 @@ void narrowToBf16(const std::vector<float> &values, void *out) {
 
 } // namespace
 
-absl::Status runMatmul(const MatmulParams &p, const void *lhs, const void *rhs,
-                       void *result, ThreadPool &pool) {
+namespace {
+
+/// runMatmul without an epilogue.
+absl::Status plainMatmul(const MatmulParams &p, const void *lhs,
+                         const void *rhs, void *result, ThreadPool &pool) {
   absl::Status fits = fitsBlas("Matmul", {{"m", p.m}, {"n", p.n}, {"k", p.k}});
   if (!fits.ok())
     return fits;
@@ -334,6 +356,72 @@ absl::Status runMatmul(const MatmulParams &p, const void *lhs, const void *rhs,
            static_cast<const double *>(rhs), static_cast<double *>(result),
            pool);
   return absl::OkStatus();
+}
+
+} // namespace
+
+bool epilogueMayRunPerBlock(ByteRange lhs, ByteRange rhs, ByteRange result,
+                            const std::vector<ByteRange> &buffers,
+                            size_t numOperands,
+                            const std::vector<int64_t> &itemBytes,
+                            int64_t resultItemBytes) {
+  auto overlaps = [](ByteRange x, ByteRange y) {
+    const auto *p = static_cast<const uint8_t *>(x.data);
+    const auto *q = static_cast<const uint8_t *>(y.data);
+    return x.length > 0 && y.length > 0 && p < q + y.length && q < p + x.length;
+  };
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    if (i >= numOperands &&
+        (overlaps(buffers[i], lhs) || overlaps(buffers[i], rhs)))
+      return false;
+    if (overlaps(buffers[i], result) &&
+        (buffers[i].data != result.data || buffers[i].length != result.length ||
+         i >= itemBytes.size() || itemBytes[i] != resultItemBytes))
+      return false;
+  }
+  return true;
+}
+
+bool epilogueRunsPerBlock(const MatmulParams &p,
+                          const MatmulEpilogue &epilogue) {
+  if (!epilogue.perBlock || epilogue.resultItemBytes <= 0 ||
+      (p.dtype != DType::F32 && p.dtype != DType::F64))
+    return false;
+  const GemmBlocking blocking = gemmBlocking(p.m, p.n, p.k, p.batch);
+  // Blocks of whole rows: a split of rows, or one block per entry.
+  if (blocking.count == 0 || (!blocking.splitRows && blocking.count != 1))
+    return false;
+  // Block bounds are i * m + j * size rows: the bytes of an entry and of a
+  // block of rows must be whole items where there is more than one.
+  const int64_t rowBytes = p.n * (p.dtype == DType::F32 ? 4 : 8);
+  const int64_t item = epilogue.resultItemBytes;
+  return (p.batch == 1 || p.m * rowBytes % item == 0) &&
+         (blocking.count == 1 || blocking.size * rowBytes % item == 0);
+}
+
+absl::Status runMatmul(const MatmulParams &p, const void *lhs, const void *rhs,
+                       void *result, ThreadPool &pool,
+                       const MatmulEpilogue *epilogue) {
+  absl::Status fits = fitsBlas("Matmul", {{"m", p.m}, {"n", p.n}, {"k", p.k}});
+  if (!fits.ok())
+    return fits;
+  if (epilogue && epilogueRunsPerBlock(p, *epilogue)) {
+    if (p.dtype == DType::F32)
+      matmul(p, static_cast<const float *>(lhs),
+             static_cast<const float *>(rhs), static_cast<float *>(result),
+             pool, epilogue);
+    else
+      matmul(p, static_cast<const double *>(lhs),
+             static_cast<const double *>(rhs), static_cast<double *>(result),
+             pool, epilogue);
+    return absl::OkStatus();
+  }
+  absl::Status done = plainMatmul(p, lhs, rhs, result, pool);
+  if (done.ok() && epilogue)
+    pool.parallelFor(epilogue->grid, [&](int64_t begin, int64_t end) {
+      epilogue->run(begin, end);
+    });
+  return done;
 }
 
 absl::Status runConv2d(const Conv2dParams &p, const void *input,

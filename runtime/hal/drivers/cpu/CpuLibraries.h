@@ -19,10 +19,56 @@
 
 #include "absl/status/status.h"
 
+#include <functional>
+#include <vector>
+
 namespace omni::hal::cpu {
 
+/// The kernel that runs after a matmul on its result (Stream::Epilogue on
+/// host pointers): `run(begin, end)` runs its work items [begin, end) of
+/// [0, grid); item w reads bytes [w * resultItemBytes, (w + 1) *
+/// resultItemBytes) of the result and nothing else of it. `perBlock`: the
+/// caller has checked that no item writes what a gemm block still reads
+/// (CpuStream::matmulWithEpilogue); false runs it after the whole matmul.
+struct MatmulEpilogue {
+  std::function<void(int64_t, int64_t)> run;
+  int64_t grid = 0;
+  int64_t resultItemBytes = 0;
+  bool perBlock = false;
+};
+
+/// With an epilogue, its items run right after the gemm block that computes
+/// the rows they read, on the same thread, while those rows are in cache,
+/// where the blocking allows (f32 and f64, blocks of rows whose bounds fall
+/// on item bounds); else after the whole matmul. The results are the same
+/// either way: each item computes what it would in a separate dispatch.
 absl::Status runMatmul(const MatmulParams &p, const void *lhs, const void *rhs,
-                       void *result, ThreadPool &pool);
+                       void *result, ThreadPool &pool,
+                       const MatmulEpilogue *epilogue = nullptr);
+
+/// Bytes [data, data + length) of host memory.
+struct ByteRange {
+  const void *data = nullptr;
+  int64_t length = 0;
+};
+
+/// Whether an epilogue over `buffers` (the first `numOperands` read, the
+/// rest written; item w touching bytes [w * itemBytes[i], ...) of buffer i,
+/// 0: all of it) may run per gemm block of a matmul of lhs, rhs -> result:
+/// no buffer it writes overlaps lhs or rhs, and every buffer that overlaps
+/// the result is the result itself, touched by the same slices as
+/// `resultItemBytes`. Else an item could read rows a block has not
+/// computed yet, or write over what a block still reads.
+bool epilogueMayRunPerBlock(ByteRange lhs, ByteRange rhs, ByteRange result,
+                            const std::vector<ByteRange> &buffers,
+                            size_t numOperands,
+                            const std::vector<int64_t> &itemBytes,
+                            int64_t resultItemBytes);
+
+/// Whether runMatmul runs `epilogue`'s items per gemm block for `p` (a
+/// function of the shapes alone).
+bool epilogueRunsPerBlock(const MatmulParams &p,
+                          const MatmulEpilogue &epilogue);
 
 absl::Status runConv2d(const Conv2dParams &p, const void *input,
                        const void *filter, void *result, ThreadPool &pool);

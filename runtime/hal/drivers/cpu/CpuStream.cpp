@@ -196,8 +196,9 @@ absl::Status CpuStream::random(Distribution distribution, DType dtype,
   return absl::OkStatus();
 }
 
-absl::Status CpuStream::matmul(const MatmulParams &p, BufferRef lhs,
-                               BufferRef rhs, BufferRef result) {
+absl::StatusOr<CpuStream::MatmulBuffers>
+CpuStream::resolveMatmul(const MatmulParams &p, BufferRef lhs, BufferRef rhs,
+                         BufferRef result) const {
   if (!device_.supportsLibrary(Library::Matmul, p.dtype))
     return absl::UnimplementedError(absl::StrCat(
         "the cpu Matmul supports f32, f64 and bf16, not ", dtypeName(p.dtype)));
@@ -205,18 +206,71 @@ absl::Status CpuStream::matmul(const MatmulParams &p, BufferRef lhs,
           lhsCols = p.transposeLhs ? p.m : p.k;
   int64_t rhsRows = p.transposeRhs ? p.n : p.k,
           rhsCols = p.transposeRhs ? p.k : p.n;
+  MatmulBuffers m;
   OMNI_ASSIGN_OR_RETURN(
-      uint8_t *a,
+      m.a,
       resolveSized(lhs, bytesOf({p.batch, lhsRows, lhsCols}, p.dtype), "lhs"));
   OMNI_ASSIGN_OR_RETURN(
-      uint8_t *b,
+      m.b,
       resolveSized(
           rhs, bytesOf({p.rhsShared ? 1 : p.batch, rhsRows, rhsCols}, p.dtype),
           "rhs"));
   OMNI_ASSIGN_OR_RETURN(
-      uint8_t *c,
+      m.c,
       resolveSized(result, bytesOf({p.batch, p.m, p.n}, p.dtype), "result"));
-  return runMatmul(p, a, b, c, device_.pool());
+  return m;
+}
+
+absl::Status CpuStream::matmul(const MatmulParams &p, BufferRef lhs,
+                               BufferRef rhs, BufferRef result) {
+  OMNI_ASSIGN_OR_RETURN(MatmulBuffers m, resolveMatmul(p, lhs, rhs, result));
+  return runMatmul(p, m.a, m.b, m.c, device_.pool());
+}
+
+absl::Status CpuStream::matmulWithEpilogue(const MatmulParams &p, BufferRef lhs,
+                                           BufferRef rhs, BufferRef result,
+                                           const Epilogue &e) {
+  OMNI_ASSIGN_OR_RETURN(MatmulBuffers m, resolveMatmul(p, lhs, rhs, result));
+  // As dispatch() checks its arguments.
+  const auto &exe = static_cast<const CpuExecutable &>(*e.executable);
+  if (e.kernel < 0 || e.kernel >= exe.numKernels())
+    return absl::InvalidArgumentError(
+        absl::StrCat("kernel ", e.kernel, " of executable '", exe.name(),
+                     "', which has ", exe.numKernels()));
+  if (e.grid < 0)
+    return absl::InvalidArgumentError(absl::StrCat("grid = ", e.grid));
+  if (e.itemBytes.size() != e.buffers.size() ||
+      e.numOperands > e.buffers.size())
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the epilogue has ", e.buffers.size(), " buffers, ", e.numOperands,
+        " operands and ", e.itemBytes.size(), " item sizes"));
+  std::vector<void *> pointers;
+  pointers.reserve(e.buffers.size());
+  for (const BufferRef &ref : e.buffers) {
+    OMNI_ASSIGN_OR_RETURN(uint8_t *q, resolve(ref, "epilogue buffer"));
+    pointers.push_back(q);
+  }
+  std::vector<ByteRange> ranges;
+  for (size_t i = 0; i < e.buffers.size(); ++i)
+    ranges.push_back({pointers[i], e.buffers[i].length});
+  const bool perBlock = epilogueMayRunPerBlock(
+      {m.a, lhs.length}, {m.b, rhs.length}, {m.c, result.length}, ranges,
+      e.numOperands,
+      std::vector<int64_t>(e.itemBytes.begin(), e.itemBytes.end()),
+      e.resultItemBytes);
+  KernelFn fn = exe.kernel(e.kernel);
+  std::vector<int64_t> scalars(e.scalars.begin(), e.scalars.end());
+  void **args = pointers.data();
+  const int64_t *scalarArgs = scalars.data();
+  MatmulEpilogue epilogue;
+  epilogue.run = [&](int64_t begin, int64_t end) {
+    if (begin < end)
+      fn(begin, end, args, scalarArgs);
+  };
+  epilogue.grid = e.grid;
+  epilogue.resultItemBytes = e.resultItemBytes;
+  epilogue.perBlock = perBlock;
+  return runMatmul(p, m.a, m.b, m.c, device_.pool(), &epilogue);
 }
 
 absl::Status CpuStream::conv2d(const Conv2dParams &p, BufferRef input,

@@ -37,6 +37,13 @@ public:
                       BufferRef result) override;
   absl::Status matmul(const MatmulParams &params, BufferRef lhs, BufferRef rhs,
                       BufferRef result) override;
+  /// The epilogue's items run after the gemm blocks that compute their
+  /// rows (runMatmul) unless a buffer it writes overlaps lhs or rhs, or a
+  /// buffer overlaps the result other than as the result itself read or
+  /// written by the same slices: then after the whole matmul.
+  absl::Status matmulWithEpilogue(const MatmulParams &params, BufferRef lhs,
+                                  BufferRef rhs, BufferRef result,
+                                  const Epilogue &epilogue) override;
   absl::Status conv2d(const Conv2dParams &params, BufferRef input,
                       BufferRef filter, BufferRef result) override;
   absl::Status attention(const AttentionParams &params, BufferRef q,
@@ -56,6 +63,14 @@ private:
   /// resolve() plus a check that ref.length == bytes.
   absl::StatusOr<uint8_t *> resolveSized(BufferRef ref, int64_t bytes,
                                          const char *what) const;
+
+  struct MatmulBuffers {
+    uint8_t *a = nullptr, *b = nullptr, *c = nullptr;
+  };
+  /// The host addresses of a matmul's buffers after checking their sizes.
+  absl::StatusOr<MatmulBuffers> resolveMatmul(const MatmulParams &params,
+                                              BufferRef lhs, BufferRef rhs,
+                                              BufferRef result) const;
 
   CpuDevice &device_;
 };

@@ -116,15 +116,21 @@ void serialGemm(const GemmArgs<double> &g) {
               0.0, g.c, ld(g.ldc));
 }
 
+namespace {
+
+/// gemm() and gemmThen(): `rowsDone` null for gemm().
 template <typename T>
-void gemm(ThreadPool &pool, const GemmArgs<T> &args, int64_t batch,
-          int64_t strideA, int64_t strideB, int64_t strideC) {
+void blockedGemm(ThreadPool &pool, const GemmArgs<T> &args, int64_t batch,
+                 int64_t strideA, int64_t strideB, int64_t strideC,
+                 const std::function<void(int64_t, int64_t)> *rowsDone) {
   if (batch <= 0)
     return;
   const GemmBlocking blocking = gemmBlocking(args.m, args.n, args.k, batch);
   const int64_t dim = blocking.splitRows ? args.m : args.n;
   if (blocking.count == 0) // an empty C: nothing to write
     return;
+  assert((!rowsDone || blocking.splitRows || blocking.count == 1) &&
+         "gemmThen needs blocks of whole rows");
   pool.parallelFor(batch * blocking.count, [&](int64_t begin, int64_t end) {
     for (int64_t item = begin; item < end; ++item) {
       const int64_t i = item / blocking.count, block = item % blocking.count;
@@ -133,15 +139,40 @@ void gemm(ThreadPool &pool, const GemmArgs<T> &args, int64_t batch,
       one.b += i * strideB;
       one.c += i * strideC;
       const int64_t lo = block * blocking.size;
-      serialGemm(gemmBlock(one, blocking.splitRows, lo,
-                           std::min(dim, lo + blocking.size)));
+      const int64_t hi = std::min(dim, lo + blocking.size);
+      serialGemm(gemmBlock(one, blocking.splitRows, lo, hi));
+      if (rowsDone && blocking.splitRows)
+        (*rowsDone)(i *args.m + lo, i * args.m + hi);
+      else if (rowsDone) // one block: the whole entry
+        (*rowsDone)(i *args.m, (i + 1) * args.m);
     }
   });
+}
+
+} // namespace
+
+template <typename T>
+void gemm(ThreadPool &pool, const GemmArgs<T> &args, int64_t batch,
+          int64_t strideA, int64_t strideB, int64_t strideC) {
+  blockedGemm(pool, args, batch, strideA, strideB, strideC, nullptr);
+}
+
+template <typename T>
+void gemmThen(ThreadPool &pool, const GemmArgs<T> &args, int64_t batch,
+              int64_t strideA, int64_t strideB, int64_t strideC,
+              const std::function<void(int64_t, int64_t)> &rowsDone) {
+  blockedGemm(pool, args, batch, strideA, strideB, strideC, &rowsDone);
 }
 
 template void gemm<float>(ThreadPool &, const GemmArgs<float> &, int64_t,
                           int64_t, int64_t, int64_t);
 template void gemm<double>(ThreadPool &, const GemmArgs<double> &, int64_t,
                            int64_t, int64_t, int64_t);
+template void gemmThen<float>(ThreadPool &, const GemmArgs<float> &, int64_t,
+                              int64_t, int64_t, int64_t,
+                              const std::function<void(int64_t, int64_t)> &);
+template void gemmThen<double>(ThreadPool &, const GemmArgs<double> &, int64_t,
+                               int64_t, int64_t, int64_t,
+                               const std::function<void(int64_t, int64_t)> &);
 
 } // namespace omni::hal::cpu

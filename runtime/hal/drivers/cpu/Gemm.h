@@ -26,6 +26,7 @@
 #include "runtime/hal/drivers/cpu/ThreadPool.h"
 
 #include <cstdint>
+#include <functional>
 
 namespace omni::hal::cpu {
 
@@ -87,6 +88,17 @@ void serialGemm(const GemmArgs<double> &args);
 template <typename T>
 void gemm(ThreadPool &pool, const GemmArgs<T> &args, int64_t batch = 1,
           int64_t strideA = 0, int64_t strideB = 0, int64_t strideC = 0);
+
+/// As gemm(), and right after each block of rows of C is computed, on the
+/// same thread, `rowsDone(begin, end)` with the block's rows counted over
+/// the batch (row r of entry i is i * args.m + r): the matmul epilogue
+/// (CpuLibraries.h). Only for blocks of whole rows (gemmBlocking(m, n, k,
+/// batch): splitRows, or a single block per entry): a block of some
+/// columns leaves its rows unfinished.
+template <typename T>
+void gemmThen(ThreadPool &pool, const GemmArgs<T> &args, int64_t batch,
+              int64_t strideA, int64_t strideB, int64_t strideC,
+              const std::function<void(int64_t, int64_t)> &rowsDone);
 
 } // namespace omni::hal::cpu
 

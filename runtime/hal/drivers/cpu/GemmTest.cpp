@@ -12,6 +12,7 @@
 
 #include "gtest/gtest.h"
 
+#include <atomic>
 #include <cblas.h>
 #include <cmath>
 #include <cstdlib>
@@ -226,6 +227,119 @@ TEST(Gemm, EmptyContractionWritesZeros) {
   ASSERT_TRUE(runMatmul(p, nullptr, nullptr, out.data(), pool).ok());
   for (float x : out)
     EXPECT_EQ(x, 0.0f);
+}
+
+/// A matmul with an epilogue whose item w reads `itemRows` rows of C: every
+/// item runs once, and sees its rows final (the bits of the plain matmul).
+/// Returns whether some item ran while other rows of C were not computed
+/// yet (C starts as NaN), i.e. per block rather than after the matmul.
+bool checkEpilogue(const MatmulParams &p, int64_t itemRows, int threads) {
+  Operands<float> o = operandsFor<float>(p);
+  const std::vector<float> want = run(p, o, 1);
+  const int64_t rows = p.batch * p.m;
+  const int64_t grid = (rows + itemRows - 1) / itemRows;
+  std::vector<float> c(want.size(), std::numeric_limits<float>::quiet_NaN());
+  std::vector<std::atomic<int>> runs(static_cast<size_t>(grid));
+  std::atomic<bool> early{false}, stale{false};
+  MatmulEpilogue e;
+  e.grid = grid;
+  e.resultItemBytes = itemRows * p.n * 4;
+  e.perBlock = true;
+  e.run = [&](int64_t begin, int64_t end) {
+    for (int64_t w = begin; w < end; ++w) {
+      ++runs[static_cast<size_t>(w)];
+      const int64_t lo = w * itemRows * p.n,
+                    hi = std::min(rows, (w + 1) * itemRows) * p.n;
+      if (std::memcmp(c.data() + lo, want.data() + lo, (hi - lo) * 4) != 0)
+        stale = true;
+      if (std::isnan(c.back()) || std::isnan(c.front()))
+        early = true;
+    }
+  };
+  ThreadPool pool(threads);
+  EXPECT_TRUE(
+      runMatmul(p, o.lhs.data(), o.rhs.data(), c.data(), pool, &e).ok());
+  EXPECT_FALSE(stale) << "an item read rows that were not final";
+  for (int64_t w = 0; w < grid; ++w)
+    EXPECT_EQ(runs[static_cast<size_t>(w)].load(), 1) << "item " << w;
+  EXPECT_EQ(std::memcmp(c.data(), want.data(), want.size() * 4), 0);
+  return early;
+}
+
+TEST(Gemm, AnEpilogueRunsEachItemOnceOnFinalRows) {
+  // Blocks of rows (2048 x 256 splits rows into 16-row multiples), one
+  // block per entry of a batch (a split of columns that is whole), and
+  // items of 1, 16 and 64 rows: per block, on 1 and 2 threads.
+  for (auto [p, itemRows] :
+       {std::pair{shape(1, 2048, 256, 256, false, true, true), int64_t(16)},
+        std::pair{shape(1, 2048, 256, 256, false, true, true), int64_t(64)},
+        std::pair{shape(32, 64, 512, 64, false, true, true), int64_t(1)},
+        std::pair{shape(32, 64, 512, 64, false, true, true), int64_t(64)}}) {
+    MatmulEpilogue e;
+    e.perBlock = true;
+    e.resultItemBytes = itemRows * p.n * 4;
+    ASSERT_TRUE(epilogueRunsPerBlock(p, e)) << p.m << " " << itemRows;
+    for (int threads : {1, 2})
+      EXPECT_TRUE(checkEpilogue(p, itemRows, threads))
+          << p.batch << "x" << p.m << " items of " << itemRows;
+  }
+}
+
+TEST(Gemm, AnEpilogueRunsAfterTheMatmulWhereBlocksDoNotFitItems) {
+  // 3 rows per item: the 16-row multiples of a block of 2048 x 256, and
+  // entries of 64 rows, do not fall on item bounds; a split of columns in
+  // several blocks leaves rows unfinished; bf16 narrows after the whole
+  // matmul. Each still runs every item once, after the matmul.
+  const MatmulParams rowsSplit = shape(1, 2048, 256, 256, false, true, true);
+  const MatmulParams batched = shape(32, 64, 512, 64, false, true, true);
+  const MatmulParams columns = shape(1, 64, 4096, 256, false, true, true);
+  ASSERT_FALSE(gemmBlocking(columns.m, columns.n, columns.k).splitRows);
+  ASSERT_GT(gemmBlocking(columns.m, columns.n, columns.k).count, 1);
+  for (auto [p, itemRows] :
+       {std::pair{rowsSplit, int64_t(3)}, std::pair{batched, int64_t(3)},
+        std::pair{columns, int64_t(1)}}) {
+    MatmulEpilogue e;
+    e.perBlock = true;
+    e.resultItemBytes = itemRows * p.n * 4;
+    EXPECT_FALSE(epilogueRunsPerBlock(p, e)) << p.m << " " << itemRows;
+    EXPECT_FALSE(checkEpilogue(p, itemRows, 2))
+        << p.batch << "x" << p.m << " items of " << itemRows;
+  }
+  MatmulEpilogue e;
+  e.perBlock = false; // the buffers forbid it (epilogueMayRunPerBlock)
+  e.resultItemBytes = 16 * rowsSplit.n * 4;
+  EXPECT_FALSE(epilogueRunsPerBlock(rowsSplit, e));
+  MatmulParams bf16 = rowsSplit;
+  bf16.dtype = DType::BF16;
+  e.perBlock = true;
+  EXPECT_FALSE(epilogueRunsPerBlock(bf16, e));
+}
+
+TEST(Gemm, AnEpilogueThatWritesWhatABlockReadsRunsAfterTheMatmul) {
+  std::vector<uint8_t> memory(1000);
+  auto at = [&](int64_t offset, int64_t length) {
+    return ByteRange{memory.data() + offset, length};
+  };
+  const ByteRange lhs = at(0, 100), rhs = at(100, 100), c = at(200, 100);
+  // Reads C by 20-byte slices, a bias whole, writes elsewhere: per block.
+  EXPECT_TRUE(epilogueMayRunPerBlock(
+      lhs, rhs, c, {c, at(300, 10), at(400, 100)}, 2, {20, 0, 20}, 20));
+  // In place over C by the same slices: per block.
+  EXPECT_TRUE(epilogueMayRunPerBlock(lhs, rhs, c, {c, at(300, 10), c}, 2,
+                                     {20, 0, 20}, 20));
+  // Reading lhs is fine; writing over it or over rhs is not.
+  EXPECT_TRUE(epilogueMayRunPerBlock(lhs, rhs, c, {c, lhs, at(400, 100)}, 2,
+                                     {20, 0, 20}, 20));
+  EXPECT_FALSE(
+      epilogueMayRunPerBlock(lhs, rhs, c, {c, at(0, 100)}, 1, {20, 20}, 20));
+  EXPECT_FALSE(
+      epilogueMayRunPerBlock(lhs, rhs, c, {c, at(150, 20)}, 1, {20, 20}, 20));
+  // C read whole, written by other slices, or partly overlapped.
+  EXPECT_FALSE(epilogueMayRunPerBlock(lhs, rhs, c, {c, c, at(400, 100)}, 2,
+                                      {20, 0, 20}, 20));
+  EXPECT_FALSE(epilogueMayRunPerBlock(lhs, rhs, c, {c, c}, 1, {20, 40}, 20));
+  EXPECT_FALSE(
+      epilogueMayRunPerBlock(lhs, rhs, c, {c, at(250, 100)}, 1, {20, 20}, 20));
 }
 
 } // namespace
