@@ -32,12 +32,16 @@ config.environment["OMNI_PROGRESS_AFTER_MS"] = "1000000000"
 
 # `mpirun -np N omnirun` tests (REQUIRES: mpi): OpenMPI refuses root
 # without the two variables and more ranks than cores without
-# --oversubscribe (docs/backend.md, "MPI").
+# --oversubscribe; and two mpirun starting at once race to create their
+# shared session directory under /tmp (OpenMPI 4, open-mpi/ompi#8510),
+# so each test's jobs get their own (%t.ompi: lit expands %t after this
+# substitution) (docs/backend.md, "MPI").
 if getattr(config, "omni_mpiexec", ""):
     config.available_features.add("mpi")
     config.substitutions.append(
         ("%mpirun",
          "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+         "OMPI_MCA_orte_tmpdir_base=%t.ompi "
          + config.omni_mpiexec + " --oversubscribe"))
 
 # Tests that run ptxas (omnic --target=cuda assembles every kernel; REQUIRES:
