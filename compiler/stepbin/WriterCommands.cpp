@@ -290,7 +290,9 @@ bool Writer::hasEpilogue(Operation *op) const {
     next = next->getNextNode();
   }
   auto fusion = dyn_cast_or_null<FusionOp>(next);
-  if (!fusion)
+  // The pair runs as one command, timed in the matmul's phase: only pairs
+  // within one phase.
+  if (!fusion || phaseOf(fusion->getLoc()) != phaseOf(op->getLoc()))
     return false;
   auto ref = codegen.kernelOf.find(fusion);
   if (ref == codegen.kernelOf.end())
