@@ -334,6 +334,69 @@ TEST_P(HalExecutableTest, ManyExecutablesLoadAndUnload) {
   }
 }
 
+// Stream::matmulWithEpilogue has the effect of matmul() then dispatch()
+// (step.fbs LibraryCall.epilogue), bit for bit: the epilogue c + b
+// (omni_test_add_f32: item i is element i, 4 bytes of every buffer) into
+// its own buffer, in place over the result, and over the matmul's lhs,
+// which no block may see changed before it has read it (a driver that runs
+// the epilogue per block must notice and run it after the matmul). The lhs
+// is transposed, [k, m]: every block of rows of the result reads all of it,
+// and the first block's items write over all of it.
+TEST_P(HalExecutableTest, MatmulWithEpilogueEqualsTheTwoCalls) {
+  if (!device_->supportsLibrary(Library::Matmul, DType::F32))
+    GTEST_SKIP() << "no Matmul for f32";
+  auto exe = load({"omni_test_add_f32"});
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  MatmulParams p;
+  p.m = 256, p.n = 64, p.k = 64; // lhs and result: the same size
+  p.transposeLhs = true;
+  p.transposeRhs = true;
+  p.rhsShared = true;
+  const int64_t n = p.batch * p.m * p.n;
+  const std::vector<float> lhs = randomFloats(n, 5);
+  const std::vector<float> rhs = randomFloats(p.n * p.k, 6);
+  const std::vector<float> bias = randomFloats(n, 7);
+  const int64_t itemBytes[] = {4, 4, 4};
+  enum class Out { Own, Result, Lhs };
+  for (Out where : {Out::Own, Out::Result, Out::Lhs}) {
+    std::vector<std::vector<float>> got;
+    for (bool fused : {false, true}) {
+      auto bl = upload(lhs), br = upload(rhs), bb = upload(bias);
+      auto bc = zeros<float>(n), bo = zeros<float>(n);
+      Buffer &out = where == Out::Own ? *bo : where == Out::Result ? *bc : *bl;
+      BufferRef buffers[] = {BufferRef::all(*bc), BufferRef::all(*bb),
+                             BufferRef::all(out)};
+      if (fused) {
+        Stream::Epilogue e;
+        e.executable = exe->get();
+        e.kernel = 0;
+        e.grid = n;
+        e.buffers = buffers;
+        e.numOperands = 2;
+        e.itemBytes = itemBytes;
+        e.resultItemBytes = 4;
+        ASSERT_TRUE(stream_
+                        ->matmulWithEpilogue(p, BufferRef::all(*bl),
+                                             BufferRef::all(*br),
+                                             BufferRef::all(*bc), e)
+                        .ok());
+      } else {
+        ASSERT_TRUE(stream_
+                        ->matmul(p, BufferRef::all(*bl), BufferRef::all(*br),
+                                 BufferRef::all(*bc))
+                        .ok());
+        ASSERT_TRUE(stream_->dispatch(**exe, 0, n, buffers, {}).ok());
+      }
+      got.push_back(download<float>(out));
+      got.push_back(download<float>(*bc));
+    }
+    EXPECT_EQ(got[0], got[2])
+        << "the epilogue's output, case " << static_cast<int>(where);
+    EXPECT_EQ(got[1], got[3])
+        << "the matmul's result, case " << static_cast<int>(where);
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Library routines against naive loops
 //===----------------------------------------------------------------------===//
