@@ -188,6 +188,10 @@ private:
   absl::Status runProfiled(Frame &frame, const step::Command &command,
                            const Path &path,
                            const step::Command *epilogue = nullptr);
+  /// A Dispatch's buffers (operands, then results) and index registers.
+  void dispatchArgs(const Frame &frame, const step::Dispatch &d,
+                    std::vector<hal::BufferRef> &buffers,
+                    std::vector<int64_t> &scalars) const;
   absl::Status runDispatch(Frame &frame, const step::Dispatch &d);
   absl::Status runLibraryCall(Frame &frame, const step::LibraryCall &c,
                               const step::Dispatch *epilogue = nullptr);

@@ -229,15 +229,21 @@ std::string Executor::describeCommand(const Frame &frame,
   return where;
 }
 
-absl::Status Executor::runDispatch(Frame &frame, const step::Dispatch &d) {
-  std::vector<hal::BufferRef> buffers;
+void Executor::dispatchArgs(const Frame &frame, const step::Dispatch &d,
+                            std::vector<hal::BufferRef> &buffers,
+                            std::vector<int64_t> &scalars) const {
   for (uint32_t i = 0; i < sizeOf(d.operands()); ++i)
     buffers.push_back(resolve(frame, d.operands()->Get(i)));
   for (uint32_t i = 0; i < sizeOf(d.results()); ++i)
     buffers.push_back(resolve(frame, d.results()->Get(i)));
-  std::vector<int64_t> scalars;
   for (uint32_t i = 0; i < sizeOf(d.scalars()); ++i)
     scalars.push_back(frame.scalars[d.scalars()->Get(i)]);
+}
+
+absl::Status Executor::runDispatch(Frame &frame, const step::Dispatch &d) {
+  std::vector<hal::BufferRef> buffers;
+  std::vector<int64_t> scalars;
+  dispatchArgs(frame, d, buffers, scalars);
   return stream_->dispatch(*executables_[d.executable()], d.kernel(), d.grid(),
                            buffers, scalars);
 }
@@ -293,20 +299,15 @@ absl::Status Executor::runLibraryCall(Frame &frame, const step::LibraryCall &c,
                                             ->signatures()
                                             ->Get(epilogue->kernel());
     std::vector<hal::BufferRef> buffers;
+    std::vector<int64_t> scalars;
+    dispatchArgs(frame, *epilogue, buffers, scalars);
     std::vector<int64_t> itemBytes(sig.item_bytes()->begin(),
                                    sig.item_bytes()->end());
     hal::Stream::Epilogue e;
-    for (uint32_t i = 0; i < sizeOf(epilogue->operands()); ++i) {
-      buffers.push_back(resolve(frame, epilogue->operands()->Get(i)));
+    for (uint32_t i = 0; i < sizeOf(epilogue->operands()); ++i)
       if (program_->sameBuffer(epilogue->operands()->Get(i),
                                c.results()->Get(0)))
         e.resultItemBytes = itemBytes[i];
-    }
-    for (uint32_t i = 0; i < sizeOf(epilogue->results()); ++i)
-      buffers.push_back(resolve(frame, epilogue->results()->Get(i)));
-    std::vector<int64_t> scalars;
-    for (uint32_t i = 0; i < sizeOf(epilogue->scalars()); ++i)
-      scalars.push_back(frame.scalars[epilogue->scalars()->Get(i)]);
     e.executable = executables_[epilogue->executable()].get();
     e.kernel = epilogue->kernel();
     e.grid = epilogue->grid();

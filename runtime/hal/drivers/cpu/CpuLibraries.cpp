@@ -361,9 +361,9 @@ absl::Status plainMatmul(const MatmulParams &p, const void *lhs,
 } // namespace
 
 bool epilogueMayRunPerBlock(ByteRange lhs, ByteRange rhs, ByteRange result,
-                            const std::vector<ByteRange> &buffers,
+                            absl::Span<const ByteRange> buffers,
                             size_t numOperands,
-                            const std::vector<int64_t> &itemBytes,
+                            absl::Span<const int64_t> itemBytes,
                             int64_t resultItemBytes) {
   auto overlaps = [](ByteRange x, ByteRange y) {
     const auto *p = static_cast<const uint8_t *>(x.data);
@@ -402,26 +402,25 @@ bool epilogueRunsPerBlock(const MatmulParams &p,
 absl::Status runMatmul(const MatmulParams &p, const void *lhs, const void *rhs,
                        void *result, ThreadPool &pool,
                        const MatmulEpilogue *epilogue) {
+  if (!epilogue || !epilogueRunsPerBlock(p, *epilogue)) {
+    absl::Status done = plainMatmul(p, lhs, rhs, result, pool);
+    if (done.ok() && epilogue)
+      pool.parallelFor(epilogue->grid, [&](int64_t begin, int64_t end) {
+        epilogue->run(begin, end);
+      });
+    return done;
+  }
   absl::Status fits = fitsBlas("Matmul", {{"m", p.m}, {"n", p.n}, {"k", p.k}});
   if (!fits.ok())
     return fits;
-  if (epilogue && epilogueRunsPerBlock(p, *epilogue)) {
-    if (p.dtype == DType::F32)
-      matmul(p, static_cast<const float *>(lhs),
-             static_cast<const float *>(rhs), static_cast<float *>(result),
-             pool, epilogue);
-    else
-      matmul(p, static_cast<const double *>(lhs),
-             static_cast<const double *>(rhs), static_cast<double *>(result),
-             pool, epilogue);
-    return absl::OkStatus();
-  }
-  absl::Status done = plainMatmul(p, lhs, rhs, result, pool);
-  if (done.ok() && epilogue)
-    pool.parallelFor(epilogue->grid, [&](int64_t begin, int64_t end) {
-      epilogue->run(begin, end);
-    });
-  return done;
+  if (p.dtype == DType::F32)
+    matmul(p, static_cast<const float *>(lhs), static_cast<const float *>(rhs),
+           static_cast<float *>(result), pool, epilogue);
+  else
+    matmul(p, static_cast<const double *>(lhs),
+           static_cast<const double *>(rhs), static_cast<double *>(result),
+           pool, epilogue);
+  return absl::OkStatus();
 }
 
 absl::Status runConv2d(const Conv2dParams &p, const void *input,

@@ -18,9 +18,9 @@
 #include "runtime/hal/drivers/cpu/ThreadPool.h"
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 
 #include <functional>
-#include <vector>
 
 namespace omni::hal::cpu {
 
@@ -60,9 +60,9 @@ struct ByteRange {
 /// `resultItemBytes`. Else an item could read rows a block has not
 /// computed yet, or write over what a block still reads.
 bool epilogueMayRunPerBlock(ByteRange lhs, ByteRange rhs, ByteRange result,
-                            const std::vector<ByteRange> &buffers,
+                            absl::Span<const ByteRange> buffers,
                             size_t numOperands,
-                            const std::vector<int64_t> &itemBytes,
+                            absl::Span<const int64_t> itemBytes,
                             int64_t resultItemBytes);
 
 /// Whether runMatmul runs `epilogue`'s items per gemm block for `p` (a

@@ -111,10 +111,10 @@ absl::Status CpuStream::fill(BufferRef dst, absl::Span<const uint8_t> pattern) {
   return absl::OkStatus();
 }
 
-absl::Status CpuStream::dispatch(const Executable &executable, int64_t kernel,
-                                 int64_t grid,
-                                 absl::Span<const BufferRef> buffers,
-                                 absl::Span<const int64_t> scalars) {
+absl::StatusOr<CpuStream::KernelCall>
+CpuStream::prepareKernel(const Executable &executable, int64_t kernel,
+                         int64_t grid, absl::Span<const BufferRef> buffers,
+                         absl::Span<const int64_t> scalars) const {
   // Executables of this device are CpuExecutables.
   const auto &exe = static_cast<const CpuExecutable &>(executable);
   if (kernel < 0 || kernel >= exe.numKernels())
@@ -123,19 +123,25 @@ absl::Status CpuStream::dispatch(const Executable &executable, int64_t kernel,
                      "', which has ", exe.numKernels()));
   if (grid < 0)
     return absl::InvalidArgumentError(absl::StrCat("grid = ", grid));
-  std::vector<void *> pointers;
-  pointers.reserve(buffers.size());
+  KernelCall call;
+  call.fn = exe.kernel(kernel);
+  call.pointers.reserve(buffers.size());
   for (const BufferRef &ref : buffers) {
     OMNI_ASSIGN_OR_RETURN(uint8_t *p, resolve(ref, "dispatch buffer"));
-    pointers.push_back(p);
+    call.pointers.push_back(p);
   }
-  std::vector<int64_t> values(scalars.begin(), scalars.end());
-  KernelFn fn = exe.kernel(kernel);
-  void **args = pointers.data();
-  const int64_t *scalarArgs = values.data();
-  device_.pool().parallelFor(grid, [&](int64_t begin, int64_t end) {
-    fn(begin, end, args, scalarArgs);
-  });
+  call.scalars.assign(scalars.begin(), scalars.end());
+  return call;
+}
+
+absl::Status CpuStream::dispatch(const Executable &executable, int64_t kernel,
+                                 int64_t grid,
+                                 absl::Span<const BufferRef> buffers,
+                                 absl::Span<const int64_t> scalars) {
+  OMNI_ASSIGN_OR_RETURN(KernelCall call, prepareKernel(executable, kernel, grid,
+                                                       buffers, scalars));
+  device_.pool().parallelFor(
+      grid, [&](int64_t begin, int64_t end) { call.run(begin, end); });
   return absl::OkStatus();
 }
 
@@ -231,45 +237,27 @@ absl::Status CpuStream::matmulWithEpilogue(const MatmulParams &p, BufferRef lhs,
                                            BufferRef rhs, BufferRef result,
                                            const Epilogue &e) {
   OMNI_ASSIGN_OR_RETURN(MatmulBuffers m, resolveMatmul(p, lhs, rhs, result));
-  // As dispatch() checks its arguments.
-  const auto &exe = static_cast<const CpuExecutable &>(*e.executable);
-  if (e.kernel < 0 || e.kernel >= exe.numKernels())
-    return absl::InvalidArgumentError(
-        absl::StrCat("kernel ", e.kernel, " of executable '", exe.name(),
-                     "', which has ", exe.numKernels()));
-  if (e.grid < 0)
-    return absl::InvalidArgumentError(absl::StrCat("grid = ", e.grid));
   if (e.itemBytes.size() != e.buffers.size() ||
       e.numOperands > e.buffers.size())
     return absl::InvalidArgumentError(absl::StrCat(
         "the epilogue has ", e.buffers.size(), " buffers, ", e.numOperands,
         " operands and ", e.itemBytes.size(), " item sizes"));
-  std::vector<void *> pointers;
-  pointers.reserve(e.buffers.size());
-  for (const BufferRef &ref : e.buffers) {
-    OMNI_ASSIGN_OR_RETURN(uint8_t *q, resolve(ref, "epilogue buffer"));
-    pointers.push_back(q);
-  }
+  OMNI_ASSIGN_OR_RETURN(
+      KernelCall call,
+      prepareKernel(*e.executable, e.kernel, e.grid, e.buffers, e.scalars));
   std::vector<ByteRange> ranges;
   for (size_t i = 0; i < e.buffers.size(); ++i)
-    ranges.push_back({pointers[i], e.buffers[i].length});
-  const bool perBlock = epilogueMayRunPerBlock(
-      {m.a, lhs.length}, {m.b, rhs.length}, {m.c, result.length}, ranges,
-      e.numOperands,
-      std::vector<int64_t>(e.itemBytes.begin(), e.itemBytes.end()),
-      e.resultItemBytes);
-  KernelFn fn = exe.kernel(e.kernel);
-  std::vector<int64_t> scalars(e.scalars.begin(), e.scalars.end());
-  void **args = pointers.data();
-  const int64_t *scalarArgs = scalars.data();
+    ranges.push_back({call.pointers[i], e.buffers[i].length});
   MatmulEpilogue epilogue;
   epilogue.run = [&](int64_t begin, int64_t end) {
     if (begin < end)
-      fn(begin, end, args, scalarArgs);
+      call.run(begin, end);
   };
   epilogue.grid = e.grid;
   epilogue.resultItemBytes = e.resultItemBytes;
-  epilogue.perBlock = perBlock;
+  epilogue.perBlock = epilogueMayRunPerBlock(
+      {m.a, lhs.length}, {m.b, rhs.length}, {m.c, result.length}, ranges,
+      e.numOperands, e.itemBytes, e.resultItemBytes);
   return runMatmul(p, m.a, m.b, m.c, device_.pool(), &epilogue);
 }
 

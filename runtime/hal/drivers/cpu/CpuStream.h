@@ -16,6 +16,9 @@
 #define OMNI_RUNTIME_HAL_DRIVERS_CPU_CPUSTREAM_H
 
 #include "runtime/hal/Stream.h"
+#include "runtime/hal/drivers/cpu/CpuExecutable.h"
+
+#include <vector>
 
 namespace omni::hal::cpu {
 
@@ -64,6 +67,22 @@ private:
   absl::StatusOr<uint8_t *> resolveSized(BufferRef ref, int64_t bytes,
                                          const char *what) const;
 
+  /// A kernel of a CpuExecutable with its arguments resolved: what
+  /// dispatch() and a matmul's epilogue run.
+  struct KernelCall {
+    KernelFn fn = nullptr;
+    std::vector<void *> pointers;
+    std::vector<int64_t> scalars;
+    void run(int64_t begin, int64_t end) {
+      fn(begin, end, pointers.data(), scalars.data());
+    }
+  };
+  /// Checks a kernel launch's kernel index and grid and resolves its
+  /// buffers.
+  absl::StatusOr<KernelCall>
+  prepareKernel(const Executable &executable, int64_t kernel, int64_t grid,
+                absl::Span<const BufferRef> buffers,
+                absl::Span<const int64_t> scalars) const;
   struct MatmulBuffers {
     uint8_t *a = nullptr, *b = nullptr, *c = nullptr;
   };
