@@ -53,6 +53,7 @@ import ctypes
 import ctypes.util
 import io
 import os
+import shutil
 import re
 import subprocess
 import sys
@@ -156,6 +157,7 @@ def run_omni(args, work, state_names):
     # The initial weights as omnirun writes them: `--steps 0 --out DIR`
     # saves the state after @init_state as DIR/step-0.safetensors.
     init_dir = os.path.join(work, "init")
+    shutil.rmtree(init_dir, ignore_errors=True)  # a kept --work's last run
     run([omnirun, step, "--steps=0", f"--seed={args.seed}",
          f"--out={init_dir}"])
     initial = load_file(os.path.join(init_dir, "step-0.safetensors"))

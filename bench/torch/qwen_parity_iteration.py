@@ -32,6 +32,7 @@ parameters. Error = max |omni - torch| / max |torch|; exits 1 above
 
 import argparse
 import os
+import shutil
 import re
 import subprocess
 import sys
@@ -141,6 +142,7 @@ def run_omni(args, work, state_names):
     omnirun = os.path.join(args.build, "bin", "omnirun")
     step = os.path.join(work, "step.bin")
     init_dir = os.path.join(work, "init")
+    shutil.rmtree(init_dir, ignore_errors=True)  # a kept --work's last run
     run([omnirun, step, "--steps=0", f"--seed={args.seed}",
          f"--out={init_dir}"])
     init = os.path.join(init_dir, "step-0.safetensors")

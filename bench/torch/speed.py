@@ -22,6 +22,7 @@ Run with the venv of setup.sh (the torch script runs with the same python):
 import argparse
 import json
 import os
+import shutil
 import re
 import statistics
 import subprocess
@@ -112,6 +113,7 @@ def omnic(bindir, name, work):
 
 def omnirun(bindir, name, step, args, work):
     out = os.path.join(work, f"{name}.run")
+    shutil.rmtree(out, ignore_errors=True)  # a kept --keep folder's last run
     wall, kib = timed([os.path.join(bindir, "omnirun"), step, "--steps",
                        str(args.iterations), "--seed", "7", "--out", out,
                        f"--threads={args.threads}"],

@@ -632,6 +632,7 @@ TEST_F(DataTrainerTest, RewardRebindingChangesTheReward) {
   EXPECT_GT(jpeg[0]["reward_time_s"], 0.0);
 
   // Unknown rewards and steps without a reward are refused.
+  options.outDir = (dir / "refused").string();
   options.rewards = {"nope"};
   absl::Status s = train(options, log);
   EXPECT_EQ(s.message(),
@@ -1003,6 +1004,54 @@ TEST_F(DataTrainerTest, OptionErrors) {
   EXPECT_EQ(train(options, log).message(),
             "cannot open " + options.metricsPath +
                 " for appending: No such file or directory");
+}
+
+TEST_F(DataTrainerTest, ANewRunRefusesAFolderWithCheckpoints) {
+  TrainOptions options;
+  options.steps = 2;
+  options.seed = 3;
+  options.outDir = (dir / "run").string();
+  std::string log;
+  ASSERT_TRUE(train(options, log).ok()) << log;
+  std::string before =
+      readText(fs::path(options.outDir) / "step-2.safetensors");
+  // Started again without --resume, the run would write over step-2 and
+  // append to metrics.jsonl: refused, with nothing touched.
+  options.seed = 4;
+  absl::Status s = train(options, log);
+  EXPECT_TRUE(absl::IsAlreadyExists(s)) << s;
+  EXPECT_EQ(s.message(), "--out " + options.outDir +
+                             ": the folder already holds a run (checkpoints "
+                             "up to step-2.safetensors), expected a new or "
+                             "empty folder; --resume " +
+                             options.outDir + " continues that run");
+  EXPECT_EQ(readText(fs::path(options.outDir) / "step-2.safetensors"), before);
+  EXPECT_EQ(readMetrics(fs::path(options.outDir) / "metrics.jsonl").size(), 2u);
+  // Resuming from another folder into this one is refused the same way.
+  options.seed.reset();
+  options.resume = true;
+  options.resumeDir = options.outDir;
+  options.outDir = (dir / "other").string();
+  options.steps = 3;
+  s = train(options, log);
+  ASSERT_TRUE(s.ok()) << s << log;
+  options.steps = 4;
+  options.resumeDir = options.outDir;
+  options.outDir = (dir / "run").string();
+  EXPECT_TRUE(absl::IsAlreadyExists(train(options, log)));
+
+  // A folder with metrics but no checkpoint (a run killed before its
+  // first save) starts over: its lines are not mixed with the new run's.
+  TrainOptions fresh;
+  fresh.steps = 1;
+  fresh.outDir = (dir / "killed").string();
+  fs::create_directories(fresh.outDir);
+  std::ofstream(fs::path(fresh.outDir) / "metrics.jsonl")
+      << "{\"iteration\": 0, \"loss\": 1}\n{\"iteration\": 1, \"loss\": 2}\n";
+  ASSERT_TRUE(train(fresh, log).ok()) << log;
+  auto metrics = readMetrics(fs::path(fresh.outDir) / "metrics.jsonl");
+  ASSERT_EQ(metrics.size(), 1u);
+  EXPECT_NE(metrics[0]["loss"], 1.0);
 }
 
 TEST_F(DataTrainerTest, ProgressLineOrderAndContents) {

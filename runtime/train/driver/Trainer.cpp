@@ -41,6 +41,7 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace omni::train {
@@ -80,6 +81,25 @@ absl::StatusOr<RunPaths> checkOptions(const TrainOptions &options) {
   p.sampleEvery = options.sampleEvery > 0 ? options.sampleEvery
                   : options.saveEvery > 0 ? options.saveEvery
                                           : 10;
+  // A run that does not continue the checkpoints in its --out would write
+  // its own over them and append its metrics to theirs: refuse, before any
+  // work (every rank reads the folder, as a resume does).
+  struct stat st;
+  if (!p.out.empty() && !(p.resume && p.resumeFrom == p.out) &&
+      ::stat(p.out.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    absl::StatusOr<std::vector<int64_t>> steps =
+        checkpoint::listCheckpoints(p.out);
+    if (!steps.ok())
+      return steps.status();
+    if (!steps->empty())
+      return absl::AlreadyExistsError(absl::StrCat(
+          "--out ", p.out,
+          ": the folder already holds a run (checkpoints up to step-",
+          steps->back(),
+          ".safetensors), expected a new or empty folder; "
+          "--resume ",
+          p.out, " continues that run"));
+  }
   return p;
 }
 
@@ -325,8 +345,10 @@ absl::Status openOutputs(const RunPaths &paths, int64_t start,
   if (paths.metricsPath.empty())
     return absl::OkStatus();
   // A resumed run redoes the iterations after its checkpoint (all of them
-  // when there was none).
-  if (paths.resume)
+  // when there was none); a new run in its own folder starts the file over
+  // (lines left by a run that died before its first checkpoint).
+  if (paths.resume ||
+      (!paths.out.empty() && paths.metricsPath == paths.out + "/metrics.jsonl"))
     if (absl::Status s = cutMetrics(paths.metricsPath, start, log); !s.ok())
       return s;
   return metrics.open(paths.metricsPath);
