@@ -6,6 +6,7 @@
 #include <cassert>
 #include <cblas.h>
 #include <oneapi/dnnl/dnnl.h>
+#include <vector>
 
 // oneDNN runs its gemm on OpenMP threads unless the calling thread's OpenMP
 // team size is 1; Debian's libdnnl is built for OpenMP and loads libgomp,
@@ -88,9 +89,64 @@ GemmBlocking gemmBlocking(int64_t m, int64_t n, int64_t k, int64_t batch) {
   return b;
 }
 
+namespace {
+
+/// The fewest rows and columns a call to oneDNN's sgemm gets. Below 16 rows
+/// (or columns) it takes other kernels than its main one (a small-m path for
+/// `nt` calls, a gemv for one row or column, half-width column tails with
+/// AVX2), and their bits differ from the main kernel's: a row computed in a
+/// call of 8 rows differed in the last bits from the same row in a call of
+/// 32, so a sample's per-sample linears (the timestep and pooled-text
+/// embedders, adaLN) gave other bits on a rank that holds 8 samples than on
+/// one that holds 32 (docs/sharding.md, section 7). A smaller call runs
+/// padded to 16 x 16 in scratch, which gives the main kernel's bits.
+constexpr int64_t kMinGemmRows = 16, kMinGemmCols = 16;
+
+/// `g` (m < 16 or n < 16) computed as a call of at least 16 x 16: A's rows
+/// and B's columns copied into zero-padded scratch, C's rows copied out.
+void paddedSgemm(const GemmArgs<float> &g) {
+  const int64_t m = std::max(g.m, kMinGemmRows),
+                n = std::max(g.n, kMinGemmCols);
+  thread_local std::vector<float> a, b, c;
+  const float *pa = g.a, *pb = g.b;
+  int64_t lda = g.lda, ldb = g.ldb;
+  if (m != g.m) {
+    // op(A) is m x k: stored m x k (lda >= k) or, transposed, k x m.
+    const int64_t rows = g.transA ? g.k : m, cols = g.transA ? m : g.k;
+    a.assign(static_cast<size_t>(rows * cols), 0.0f);
+    for (int64_t r = 0; r < (g.transA ? g.k : g.m); ++r)
+      std::copy_n(g.a + r * g.lda, g.transA ? g.m : g.k, a.data() + r * cols);
+    pa = a.data();
+    lda = cols;
+  }
+  if (n != g.n) {
+    // op(B) is k x n: stored k x n or, transposed, n x k (ldb >= k).
+    const int64_t rows = g.transB ? n : g.k, cols = g.transB ? g.k : n;
+    b.assign(static_cast<size_t>(rows * cols), 0.0f);
+    for (int64_t r = 0; r < (g.transB ? g.n : g.k); ++r)
+      std::copy_n(g.b + r * g.ldb, g.transB ? g.k : g.n, b.data() + r * cols);
+    pb = b.data();
+    ldb = cols;
+  }
+  c.resize(static_cast<size_t>(m * n));
+  oneDnnOnThisThread();
+  const dnnl_status_t status =
+      dnnl_sgemm(g.transA ? 'T' : 'N', g.transB ? 'T' : 'N', m, n, g.k, g.alpha,
+                 pa, std::max<int64_t>(lda, 1), pb, std::max<int64_t>(ldb, 1),
+                 0.0f, c.data(), n);
+  assert(status == dnnl_success && "dnnl_sgemm rejected checked arguments");
+  (void)status;
+  for (int64_t i = 0; i < g.m; ++i)
+    std::copy_n(c.data() + i * n, g.n, g.c + i * g.ldc);
+}
+
+} // namespace
+
 void serialGemm(const GemmArgs<float> &g) {
   if (degenerate(g))
     return;
+  if (g.m < kMinGemmRows || g.n < kMinGemmCols)
+    return paddedSgemm(g);
   // oneDNN's sgemm on one thread: 10-20% faster than OpenBLAS's on the
   // recipes' shapes, with AVX-512 and with AVX2 (docs/performance.md, "CPU
   // speed (issue 15): third pass"). Like OpenBLAS it picks its kernels by

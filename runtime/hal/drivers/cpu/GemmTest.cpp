@@ -201,6 +201,65 @@ TEST(Gemm, EveryIndexOfABatchGivesTheSameBits) {
     }
 }
 
+/// A call of fewer than 16 rows (or columns) gives each of its rows
+/// (columns) the bits that row has in a call of 64 x 64, where it lies in
+/// the library's main kernel: a sample's per-sample linears then come out
+/// the same whether its rank holds 8 samples or 32 (docs/sharding.md,
+/// section 7). Both operand layouts, contractions of one library block.
+TEST(Gemm, ACallOfFewerThan16RowsOrColumnsGivesTheMainKernelsBits) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  constexpr int64_t kBig = 64;
+  for (int64_t k : {16, 64, 256})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        // op(A) is kBig x k, op(B) is k x kBig, both dense.
+        std::vector<float> a(kBig * k), b(k * kBig), want(kBig * kBig);
+        for (float &x : a)
+          x = dist(rng);
+        for (float &x : b)
+          x = dist(rng);
+        GemmArgs<float> big;
+        big.transA = ta;
+        big.transB = tb;
+        big.m = big.n = kBig;
+        big.k = k;
+        big.a = a.data();
+        big.lda = ta ? kBig : k;
+        big.b = b.data();
+        big.ldb = tb ? k : kBig;
+        big.c = want.data();
+        big.ldc = kBig;
+        serialGemm(big);
+        for (int64_t small = 1; small < 16; ++small) {
+          // The first `small` rows of C, then its first `small` columns.
+          std::vector<float> rows(small * kBig, -7.0f), cols(kBig * small);
+          GemmArgs<float> g = big;
+          g.m = small;
+          g.c = rows.data();
+          serialGemm(g);
+          for (int64_t i = 0; i < small; ++i)
+            EXPECT_EQ(std::memcmp(rows.data() + i * kBig,
+                                  want.data() + i * kBig, kBig * sizeof(float)),
+                      0)
+                << "row " << i << " of " << small << " rows, k " << k
+                << (ta ? " t" : " n") << (tb ? "t" : "n");
+          g = big;
+          g.n = small;
+          g.c = cols.data();
+          g.ldc = small;
+          serialGemm(g);
+          for (int64_t i = 0; i < kBig; ++i)
+            EXPECT_EQ(std::memcmp(cols.data() + i * small,
+                                  want.data() + i * kBig,
+                                  small * sizeof(float)),
+                      0)
+                << "row " << i << " of " << small << " columns, k " << k
+                << (ta ? " t" : " n") << (tb ? "t" : "n");
+        }
+      }
+}
+
 // CMakeLists.txt (beside this file) registers the Gemm and CpuConv tests again
 // with the libraries held to their AVX2 kernels (DNNL_MAX_CPU_ISA=AVX2,
 // OPENBLAS_CORETYPE=Haswell: what an AVX2-only or AMD Zen host runs), so
