@@ -53,15 +53,25 @@ template <typename T> bool degenerate(const GemmArgs<T> &g) {
 
 } // namespace
 
+const GemmRowTiles &gemmRowTiles() {
+  static const GemmRowTiles tiles =
+      (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) ==
+              dnnl_cpu_isa_avx512_core
+          ? GemmRowTiles{16, 16, 16}
+          : GemmRowTiles{48, 6, 18};
+  return tiles;
+}
+
 GemmBlocking gemmBlocking(int64_t m, int64_t n, int64_t k, int64_t batch) {
   // Below ~2^17 multiply-adds (tens of microseconds on one core) a second
   // thread costs more than it saves: one block.
   constexpr int64_t kMinBlockWork = int64_t(1) << 17;
   // Up to 16 blocks balance 2..16 threads within a block; a block of at
   // least 64 rows (columns) keeps the re-packing of the other operand, which
-  // every block does once, a few percent of its multiply-adds. Multiples of
-  // 16 are whole micro-kernel tiles for both libraries (16 x 4, 8 x 6, ...).
-  constexpr int64_t kTargetBlocks = 16, kMinBlock = 64, kTile = 16;
+  // every block does once, a few percent of its multiply-adds. Blocks are
+  // whole tiles of serialGemm's calls (Gemm.h), so only the last block has
+  // a remainder to pad.
+  constexpr int64_t kTargetBlocks = 16, kMinBlock = 64;
   // Every block packs the whole other operand (other x k) again and streams
   // it from beyond L2 once it is 1 MiB or more: then 4 blocks, not 16.
   // The weight gradients' 256 x 1024 x 2048 `tn` gemm: 16 blocks 4.8 ms, 4
@@ -70,6 +80,7 @@ GemmBlocking gemmBlocking(int64_t m, int64_t n, int64_t k, int64_t batch) {
   constexpr int64_t kLargeOther = int64_t(1) << 18, kLargeOtherBlocks = 4;
   GemmBlocking b;
   b.splitRows = m >= n;
+  const int64_t kTile = b.splitRows ? gemmRowTiles().rows : kGemmColTile;
   const int64_t dim = b.splitRows ? m : n, other = b.splitRows ? n : m;
   const int64_t perLine = std::max<int64_t>(other * k, 1);
   const int64_t wanted =
@@ -82,7 +93,7 @@ GemmBlocking gemmBlocking(int64_t m, int64_t n, int64_t k, int64_t batch) {
       std::max<int64_t>(1, (wanted + std::max<int64_t>(batch, 1) - 1) /
                                std::max<int64_t>(batch, 1));
   int64_t size = roundUp((dim + targetBlocks - 1) / targetBlocks, kTile);
-  size = std::max({size, kMinBlock,
+  size = std::max({size, roundUp(kMinBlock, kTile),
                    roundUp((kMinBlockWork + perLine - 1) / perLine, kTile)});
   b.size = std::max<int64_t>(std::min(size, dim), 1);
   b.count = m == 0 || n == 0 ? 0 : (dim + b.size - 1) / b.size;
@@ -91,22 +102,10 @@ GemmBlocking gemmBlocking(int64_t m, int64_t n, int64_t k, int64_t batch) {
 
 namespace {
 
-/// The fewest rows and columns a call to oneDNN's sgemm gets. Below 16 rows
-/// (or columns) it takes other kernels than its main one (a small-m path for
-/// `nt` calls, a gemv for one row or column, half-width column tails with
-/// AVX2), and their bits differ from the main kernel's: a row computed in a
-/// call of 8 rows differed in the last bits from the same row in a call of
-/// 32, so a sample's per-sample linears (the timestep and pooled-text
-/// embedders, adaLN) gave other bits on a rank that holds 8 samples than on
-/// one that holds 32 (docs/sharding.md, section 7). A smaller call runs
-/// padded to 16 x 16 in scratch, which gives the main kernel's bits.
-constexpr int64_t kMinGemmRows = 16, kMinGemmCols = 16;
-
-/// `g` (m < 16 or n < 16) computed as a call of at least 16 x 16: A's rows
-/// and B's columns copied into zero-padded scratch, C's rows copied out.
-void paddedSgemm(const GemmArgs<float> &g) {
-  const int64_t m = std::max(g.m, kMinGemmRows),
-                n = std::max(g.n, kMinGemmCols);
+/// op(A) x op(B) of `g` computed as a call of `m` x `n` (>= g.m x g.n):
+/// A's rows and B's columns copied into zero-padded scratch where the call
+/// is larger, C's rows copied out.
+void paddedSgemm(const GemmArgs<float> &g, int64_t m, int64_t n) {
   thread_local std::vector<float> a, b, c;
   const float *pa = g.a, *pb = g.b;
   int64_t lda = g.lda, ldb = g.ldb;
@@ -129,7 +128,6 @@ void paddedSgemm(const GemmArgs<float> &g) {
     ldb = cols;
   }
   c.resize(static_cast<size_t>(m * n));
-  oneDnnOnThisThread();
   const dnnl_status_t status =
       dnnl_sgemm(g.transA ? 'T' : 'N', g.transB ? 'T' : 'N', m, n, g.k, g.alpha,
                  pa, std::max<int64_t>(lda, 1), pb, std::max<int64_t>(ldb, 1),
@@ -145,22 +143,31 @@ void paddedSgemm(const GemmArgs<float> &g) {
 void serialGemm(const GemmArgs<float> &g) {
   if (degenerate(g))
     return;
-  if (g.m < kMinGemmRows || g.n < kMinGemmCols)
-    return paddedSgemm(g);
   // oneDNN's sgemm on one thread: 10-20% faster than OpenBLAS's on the
   // recipes' shapes, with AVX-512 and with AVX2 (docs/performance.md, "CPU
-  // speed (issue 15): third pass"). Like OpenBLAS it picks its kernels by
-  // the call's shape, so a row's bits depend on the block it falls in; the
-  // blocking is fixed by the shape, so they never depend on the thread
-  // count or on the entry's index in its batch.
+  // speed (issue 15): third pass"). Cut as gemmRowTiles() says (Gemm.h),
+  // so that a row gets the same bits in calls of any size.
   oneDnnOnThisThread();
-  const dnnl_status_t status = dnnl_sgemm(
-      g.transA ? 'T' : 'N', g.transB ? 'T' : 'N', g.m, g.n, g.k, g.alpha, g.a,
-      std::max<int64_t>(g.lda, 1), g.b, std::max<int64_t>(g.ldb, 1), 0.0f, g.c,
-      std::max<int64_t>(g.ldc, 1));
-  // Only invalid arguments fail, and the callers' shape checks exclude them.
-  assert(status == dnnl_success && "dnnl_sgemm rejected checked arguments");
-  (void)status;
+  const GemmRowTiles &tiles = gemmRowTiles();
+  const int64_t m = g.m - g.m % tiles.rows, n = g.n - g.n % kGemmColTile;
+  if (m > 0 && n > 0) {
+    const dnnl_status_t status = dnnl_sgemm(
+        g.transA ? 'T' : 'N', g.transB ? 'T' : 'N', m, n, g.k, g.alpha, g.a,
+        std::max<int64_t>(g.lda, 1), g.b, std::max<int64_t>(g.ldb, 1), 0.0f,
+        g.c, std::max<int64_t>(g.ldc, 1));
+    // Only invalid arguments fail, and the callers' shape checks exclude
+    // them.
+    assert(status == dnnl_success && "dnnl_sgemm rejected checked arguments");
+    (void)status;
+  }
+  // The columns right of the main part, then the rows below it, padded.
+  if (m > 0 && n < g.n)
+    paddedSgemm(gemmBlock(gemmBlock(g, true, 0, m), false, n, g.n), m,
+                kGemmColTile);
+  if (m < g.m)
+    paddedSgemm(gemmBlock(g, true, m, g.m),
+                std::max(tiles.tailMin, roundUp(g.m - m, tiles.tailStep)),
+                roundUp(g.n, kGemmColTile));
 }
 
 void serialGemm(const GemmArgs<double> &g) {

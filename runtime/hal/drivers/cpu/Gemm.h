@@ -45,13 +45,37 @@ template <typename T> struct GemmArgs {
   int64_t ldc = 0;
 };
 
+/// How serialGemm cuts every f32 call to oneDNN's sgemm so that a row of C
+/// gets the same bits in a call of any size. oneDNN picks other kernels for
+/// what is left beside whole tiles of its main kernel (a small-m path for
+/// `nt` calls under 16 rows and a gemv for one row or column with AVX-512;
+/// with AVX2, 6-row tiles that compute a remainder of 1 to 3 rows
+/// differently, an `nn` path whose bits change unless the rows are a
+/// multiple of 48, and half-width column tails), and their last bits differ
+/// from the main kernel's. So a row's bits depended on how many rows its
+/// call had: a sample's per-sample linears (the timestep and pooled-text
+/// embedders, adaLN) came out other on a rank that holds 8 samples than on
+/// one that holds 32 (docs/sharding.md, section 7). A call is therefore a
+/// main part of whole multiples of `rows` rows and kGemmColTile columns,
+/// the columns right of it padded to kGemmColTile, and the rows below it
+/// padded to a multiple of `tailStep`, at least `tailMin`. With AVX-512:
+/// 16, 16, 16; otherwise 48, 6, 18 (measured: GemmTest
+/// ARowGetsTheSameBitsInCallsOfAnySize; padding the tail to 48 rows too
+/// cost 23% of the tiny recipe's iteration with AVX2, docs/performance.md).
+struct GemmRowTiles {
+  int64_t rows, tailStep, tailMin;
+};
+const GemmRowTiles &gemmRowTiles();
+constexpr int64_t kGemmColTile = 16;
+
 /// How C is cut: `count` blocks of `size` rows (splitRows) or columns (the
-/// last may be smaller; none for an empty C). A function of (m, n, k) and
-/// the batch alone, never of the thread count, so the thread count never
-/// changes the bits. The blocking itself may: OpenBLAS picks its
-/// micro-kernel for a row (column) by the row's place in the call and the
-/// call's size, so a batch entry computed alone (up to 16 blocks) and in a
-/// batch of 16 or more (one block) can differ in the last bits.
+/// last may be smaller; none for an empty C), whole tiles but the last. A
+/// function of (m, n, k) and the batch alone, never of the thread count, so
+/// the thread count never changes the bits. With whole tiles the blocking
+/// does not change them either, as long as the library keeps its blocking
+/// of the contraction: oneDNN changes it with the call's size once B has
+/// about a million elements (a 1024 x 1024 weight), and then a row's bits
+/// depend on the block it falls in.
 struct GemmBlocking {
   bool splitRows = true;
   int64_t size = 0;

@@ -137,15 +137,16 @@ TEST(Gemm, F64MatmulIsTheSameForAnyThreadCountAndWithinTheErrorBound) {
 }
 
 TEST(Gemm, BlockingDependsOnTheShapeAlone) {
-  // Large C: many blocks along its longer side, multiples of 16.
+  // Large C: many blocks along its longer side, whole tiles of rows.
   GemmBlocking rows = gemmBlocking(8192, 256, 256);
   EXPECT_TRUE(rows.splitRows);
-  EXPECT_EQ(rows.size % 16, 0);
+  EXPECT_EQ(rows.size % gemmRowTiles().rows, 0);
   EXPECT_EQ(rows.count, (8192 + rows.size - 1) / rows.size);
   EXPECT_GE(rows.count, 8);
   GemmBlocking cols = gemmBlocking(32, 2304, 256);
   EXPECT_FALSE(cols.splitRows);
   EXPECT_GE(cols.count, 2);
+  EXPECT_EQ(cols.size % kGemmColTile, 0);
   // Too little work to share: one block.
   EXPECT_EQ(gemmBlocking(32, 64, 32).count, 1);
   EXPECT_EQ(gemmBlocking(0, 64, 32).count, 0);
@@ -158,18 +159,22 @@ TEST(Gemm, ALargeRepackedOperandMeansFewerLargerBlocks) {
   EXPECT_FALSE(g.splitRows);
   EXPECT_EQ(g.count, 4);
   EXPECT_EQ(g.size, 256);
-  // Just below 1 MiB of other operand: still 16.
-  EXPECT_EQ(gemmBlocking(4096, 255, 1024).count, 16);
+  // Just below 1 MiB of other operand: still 16 wanted (16 blocks of 256
+  // rows, or 15 of 288 with 48-row tiles).
+  EXPECT_EQ(gemmBlocking(4096, 255, 1024).count,
+            gemmRowTiles().rows == 16 ? 16 : 15);
   EXPECT_EQ(gemmBlocking(4096, 256, 1024).count, 4);
 }
 
 TEST(Gemm, ABatchCutsEachEntryIntoFewerBlocks) {
-  // 256 x 256 x 256: 4 blocks of 64 rows alone, whole in a batch of 16+.
-  EXPECT_EQ(gemmBlocking(256, 256, 256).count, 4);
-  EXPECT_EQ(gemmBlocking(256, 256, 256, 2).count, 4);
+  // 256 x 256 x 256: 4 blocks of 64 rows alone (3 of 96 with 48-row
+  // tiles), whole in a batch of 16+.
+  const int64_t alone = gemmRowTiles().rows == 16 ? 4 : 3;
+  EXPECT_EQ(gemmBlocking(256, 256, 256).count, alone);
+  EXPECT_EQ(gemmBlocking(256, 256, 256, 2).count, alone);
   EXPECT_EQ(gemmBlocking(256, 256, 256, 16).count, 1);
   EXPECT_EQ(gemmBlocking(256, 256, 256, 32).count, 1);
-  EXPECT_EQ(gemmBlocking(8192, 256, 256, 4).size % 16, 0);
+  EXPECT_EQ(gemmBlocking(8192, 256, 256, 4).size % gemmRowTiles().rows, 0);
   EXPECT_EQ(gemmBlocking(8192, 256, 256, 4).count, 4);
 }
 
@@ -201,15 +206,17 @@ TEST(Gemm, EveryIndexOfABatchGivesTheSameBits) {
     }
 }
 
-/// A call of fewer than 16 rows (or columns) gives each of its rows
-/// (columns) the bits that row has in a call of 64 x 64, where it lies in
-/// the library's main kernel: a sample's per-sample linears then come out
-/// the same whether its rank holds 8 samples or 32 (docs/sharding.md,
-/// section 7). Both operand layouts, contractions of one library block.
-TEST(Gemm, ACallOfFewerThan16RowsOrColumnsGivesTheMainKernelsBits) {
+/// A row (column) of C gets the same bits in a call of any number of rows
+/// (columns), wherever it lies in the call: a sample's per-sample linears
+/// come out the same whether its rank holds 8 samples or 32 (Gemm.h,
+/// gemmRowTiles(); docs/sharding.md, section 7). Checked against one call of
+/// 200 x 200 for calls of 1 to 60 rows (columns) at several offsets, both
+/// operand layouts, contractions the library does not block by the call's
+/// size.
+TEST(Gemm, ARowGetsTheSameBitsInCallsOfAnySize) {
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> dist(-1, 1);
-  constexpr int64_t kBig = 64;
+  constexpr int64_t kBig = 200;
   for (int64_t k : {16, 64, 256})
     for (bool ta : {false, true})
       for (bool tb : {false, true}) {
@@ -231,32 +238,33 @@ TEST(Gemm, ACallOfFewerThan16RowsOrColumnsGivesTheMainKernelsBits) {
         big.c = want.data();
         big.ldc = kBig;
         serialGemm(big);
-        for (int64_t small = 1; small < 16; ++small) {
-          // The first `small` rows of C, then its first `small` columns.
-          std::vector<float> rows(small * kBig, -7.0f), cols(kBig * small);
-          GemmArgs<float> g = big;
-          g.m = small;
-          g.c = rows.data();
-          serialGemm(g);
-          for (int64_t i = 0; i < small; ++i)
-            EXPECT_EQ(std::memcmp(rows.data() + i * kBig,
-                                  want.data() + i * kBig, kBig * sizeof(float)),
-                      0)
-                << "row " << i << " of " << small << " rows, k " << k
-                << (ta ? " t" : " n") << (tb ? "t" : "n");
-          g = big;
-          g.n = small;
-          g.c = cols.data();
-          g.ldc = small;
-          serialGemm(g);
-          for (int64_t i = 0; i < kBig; ++i)
-            EXPECT_EQ(std::memcmp(cols.data() + i * small,
-                                  want.data() + i * kBig,
-                                  small * sizeof(float)),
-                      0)
-                << "row " << i << " of " << small << " columns, k " << k
-                << (ta ? " t" : " n") << (tb ? "t" : "n");
-        }
+        const std::string what = " of k " + std::to_string(k) +
+                                 (ta ? " t" : " n") + (tb ? "t" : "n");
+        for (int64_t size = 1; size <= 60; ++size)
+          for (int64_t at :
+               {int64_t(0), int64_t(5), int64_t(48), kBig - size}) {
+            std::vector<float> c(kBig * kBig, -7.0f);
+            GemmArgs<float> rows = gemmBlock(big, true, at, at + size);
+            rows.c = c.data();
+            serialGemm(rows);
+            for (int64_t i = 0; i < size; ++i)
+              ASSERT_EQ(std::memcmp(c.data() + i * kBig,
+                                    want.data() + (at + i) * kBig,
+                                    kBig * sizeof(float)),
+                        0)
+                  << "row " << at + i << " in a call of rows [" << at << ", "
+                  << at + size << ")" << what;
+            GemmArgs<float> cols = gemmBlock(big, false, at, at + size);
+            cols.c = c.data();
+            serialGemm(cols);
+            for (int64_t i = 0; i < kBig; ++i)
+              ASSERT_EQ(std::memcmp(c.data() + i * kBig,
+                                    want.data() + i * kBig + at,
+                                    size * sizeof(float)),
+                        0)
+                  << "row " << i << " in a call of columns [" << at << ", "
+                  << at + size << ")" << what;
+          }
       }
 }
 
@@ -326,12 +334,13 @@ bool checkEpilogue(const MatmulParams &p, int64_t itemRows, int threads) {
 }
 
 TEST(Gemm, AnEpilogueRunsEachItemOnceOnFinalRows) {
-  // Blocks of rows (2048 x 256 splits rows into 16-row multiples), one
+  // Blocks of rows (2048 x 256 splits rows into whole row tiles), one
   // block per entry of a batch (a split of columns that is whole), and
-  // items of 1, 16 and 64 rows: per block, on 1 and 2 threads.
+  // items of 1, 16, a row tile and 64 rows: per block, on 1 and 2 threads.
   for (auto [p, itemRows] :
        {std::pair{shape(1, 2048, 256, 256, false, true, true), int64_t(16)},
-        std::pair{shape(1, 2048, 256, 256, false, true, true), int64_t(64)},
+        std::pair{shape(1, 2048, 256, 256, false, true, true),
+                  gemmRowTiles().rows},
         std::pair{shape(32, 64, 512, 64, false, true, true), int64_t(1)},
         std::pair{shape(32, 64, 512, 64, false, true, true), int64_t(64)}}) {
     MatmulEpilogue e;
@@ -345,17 +354,17 @@ TEST(Gemm, AnEpilogueRunsEachItemOnceOnFinalRows) {
 }
 
 TEST(Gemm, AnEpilogueRunsAfterTheMatmulWhereBlocksDoNotFitItems) {
-  // 3 rows per item: the 16-row multiples of a block of 2048 x 256, and
-  // entries of 64 rows, do not fall on item bounds; a split of columns in
-  // several blocks leaves rows unfinished; bf16 narrows after the whole
-  // matmul. Each still runs every item once, after the matmul.
+  // 5 rows per item: the blocks of 2048 x 256, whole row tiles, do not
+  // fall on item bounds, nor do 3-row items on entries of 64 rows; a split
+  // of columns in several blocks leaves rows unfinished; bf16 narrows after
+  // the whole matmul. Each still runs every item once, after the matmul.
   const MatmulParams rowsSplit = shape(1, 2048, 256, 256, false, true, true);
   const MatmulParams batched = shape(32, 64, 512, 64, false, true, true);
   const MatmulParams columns = shape(1, 64, 4096, 256, false, true, true);
   ASSERT_FALSE(gemmBlocking(columns.m, columns.n, columns.k).splitRows);
   ASSERT_GT(gemmBlocking(columns.m, columns.n, columns.k).count, 1);
   for (auto [p, itemRows] :
-       {std::pair{rowsSplit, int64_t(3)}, std::pair{batched, int64_t(3)},
+       {std::pair{rowsSplit, int64_t(5)}, std::pair{batched, int64_t(3)},
         std::pair{columns, int64_t(1)}}) {
     MatmulEpilogue e;
     e.perBlock = true;
