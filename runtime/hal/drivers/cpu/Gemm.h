@@ -72,10 +72,10 @@ constexpr int64_t kGemmColTile = 16;
 /// last may be smaller; none for an empty C), whole tiles but the last. A
 /// function of (m, n, k) and the batch alone, never of the thread count, so
 /// the thread count never changes the bits. With whole tiles the blocking
-/// does not change them either, as long as the library keeps its blocking
-/// of the contraction: oneDNN changes it with the call's size once B has
-/// about a million elements (a 1024 x 1024 weight), and then a row's bits
-/// depend on the block it falls in.
+/// does not change them either, as long as the library does not block the
+/// operands by the call's size; for some layouts of larger operands
+/// (docs/backend.md, "Matmul") oneDNN does, and then a row's bits depend
+/// on the block it falls in.
 struct GemmBlocking {
   bool splitRows = true;
   int64_t size = 0;
