@@ -1027,15 +1027,23 @@ TEST_F(DataTrainerTest, ANewRunRefusesAFolderWithCheckpoints) {
                              options.outDir + " continues that run");
   EXPECT_EQ(readText(fs::path(options.outDir) / "step-2.safetensors"), before);
   EXPECT_EQ(readMetrics(fs::path(options.outDir) / "metrics.jsonl").size(), 2u);
+  // The same folder spelled otherwise continues it.
+  TrainOptions same = options;
+  same.steps = 3;
+  same.seed.reset();
+  same.resume = true;
+  same.resumeDir = options.outDir + "/";
+  ASSERT_TRUE(train(same, log).ok()) << log;
+  EXPECT_EQ(readText(fs::path(options.outDir) / "latest"), "3\n");
   // Resuming from another folder into this one is refused the same way.
   options.seed.reset();
   options.resume = true;
   options.resumeDir = options.outDir;
   options.outDir = (dir / "other").string();
-  options.steps = 3;
+  options.steps = 4;
   s = train(options, log);
   ASSERT_TRUE(s.ok()) << s << log;
-  options.steps = 4;
+  options.steps = 5;
   options.resumeDir = options.outDir;
   options.outDir = (dir / "run").string();
   EXPECT_TRUE(absl::IsAlreadyExists(train(options, log)));

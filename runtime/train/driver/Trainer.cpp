@@ -49,9 +49,19 @@ namespace {
 
 using namespace detail;
 
+/// Whether paths `a` and `b` name the same folder ("run", "run/", "./run").
+bool sameFolder(const std::string &a, const std::string &b) {
+  struct stat sa, sb;
+  return a == b ||
+         (::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 &&
+          sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino);
+}
+
 /// Options after their checks, with the defaults resolved.
 struct RunPaths {
   bool resume = false;
+  /// Resuming from the --out folder itself (its checkpoints continue).
+  bool resumesInOut = false;
   std::string out, resumeFrom, metricsPath;
   int64_t sampleEvery = 10;
 };
@@ -84,9 +94,10 @@ absl::StatusOr<RunPaths> checkOptions(const TrainOptions &options) {
   // A run that does not continue the checkpoints in its --out would write
   // its own over them and append its metrics to theirs: refuse, before any
   // work (every rank reads the folder, as a resume does).
+  p.resumesInOut = p.resume && sameFolder(p.resumeFrom, p.out);
   struct stat st;
-  if (!p.out.empty() && !(p.resume && p.resumeFrom == p.out) &&
-      ::stat(p.out.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+  if (!p.out.empty() && !p.resumesInOut && ::stat(p.out.c_str(), &st) == 0 &&
+      S_ISDIR(st.st_mode)) {
     absl::StatusOr<std::vector<int64_t>> steps =
         checkpoint::listCheckpoints(p.out);
     if (!steps.ok())
@@ -559,7 +570,7 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
       return s;
   Checkpointer checkpoints(
       executor, **sharded, *sig, options, *hparams, paths.out, start->seed,
-      start->resumed && paths.resumeFrom == paths.out ? start->iteration : -1);
+      start->resumed && paths.resumesInOut ? start->iteration : -1);
 
   executor.takePhaseTimes(); // not @init_state's
   // --profile: the iterations' commands, timed (rank 0 only).
