@@ -34,6 +34,7 @@ asserted here.
 """
 
 import argparse
+import json
 import os
 import random
 import shutil
@@ -74,7 +75,6 @@ def perturb(src_dir, step, dst_dir, seed):
     with open(path, "rb") as f:
         data = bytearray(f.read())
     (n,) = struct.unpack("<Q", data[:8])
-    import json
     header = json.loads(data[8:8 + n])
     rng = random.Random(seed)
     body = 8 + n

@@ -102,21 +102,33 @@ GemmBlocking gemmBlocking(int64_t m, int64_t n, int64_t k, int64_t batch) {
 
 namespace {
 
+/// One call to oneDNN's sgemm as `g` says, on this thread.
+void callSgemm(const GemmArgs<float> &g) {
+  const dnnl_status_t status = dnnl_sgemm(
+      g.transA ? 'T' : 'N', g.transB ? 'T' : 'N', g.m, g.n, g.k, g.alpha, g.a,
+      std::max<int64_t>(g.lda, 1), g.b, std::max<int64_t>(g.ldb, 1), 0.0f, g.c,
+      std::max<int64_t>(g.ldc, 1));
+  // Only invalid arguments fail, and the callers' shape checks exclude them.
+  assert(status == dnnl_success && "dnnl_sgemm rejected checked arguments");
+  (void)status;
+}
+
 /// op(A) x op(B) of `g` computed as a call of `m` x `n` (>= g.m x g.n):
 /// A's rows and B's columns copied into zero-padded scratch where the call
 /// is larger, C's rows copied out.
 void paddedSgemm(const GemmArgs<float> &g, int64_t m, int64_t n) {
   thread_local std::vector<float> a, b, c;
-  const float *pa = g.a, *pb = g.b;
-  int64_t lda = g.lda, ldb = g.ldb;
+  GemmArgs<float> padded = g;
+  padded.m = m;
+  padded.n = n;
   if (m != g.m) {
     // op(A) is m x k: stored m x k (lda >= k) or, transposed, k x m.
     const int64_t rows = g.transA ? g.k : m, cols = g.transA ? m : g.k;
     a.assign(static_cast<size_t>(rows * cols), 0.0f);
     for (int64_t r = 0; r < (g.transA ? g.k : g.m); ++r)
       std::copy_n(g.a + r * g.lda, g.transA ? g.m : g.k, a.data() + r * cols);
-    pa = a.data();
-    lda = cols;
+    padded.a = a.data();
+    padded.lda = cols;
   }
   if (n != g.n) {
     // op(B) is k x n: stored k x n or, transposed, n x k (ldb >= k).
@@ -124,16 +136,13 @@ void paddedSgemm(const GemmArgs<float> &g, int64_t m, int64_t n) {
     b.assign(static_cast<size_t>(rows * cols), 0.0f);
     for (int64_t r = 0; r < (g.transB ? g.n : g.k); ++r)
       std::copy_n(g.b + r * g.ldb, g.transB ? g.k : g.n, b.data() + r * cols);
-    pb = b.data();
-    ldb = cols;
+    padded.b = b.data();
+    padded.ldb = cols;
   }
   c.resize(static_cast<size_t>(m * n));
-  const dnnl_status_t status =
-      dnnl_sgemm(g.transA ? 'T' : 'N', g.transB ? 'T' : 'N', m, n, g.k, g.alpha,
-                 pa, std::max<int64_t>(lda, 1), pb, std::max<int64_t>(ldb, 1),
-                 0.0f, c.data(), n);
-  assert(status == dnnl_success && "dnnl_sgemm rejected checked arguments");
-  (void)status;
+  padded.c = c.data();
+  padded.ldc = n;
+  callSgemm(padded);
   for (int64_t i = 0; i < g.m; ++i)
     std::copy_n(c.data() + i * n, g.n, g.c + i * g.ldc);
 }
@@ -150,20 +159,12 @@ void serialGemm(const GemmArgs<float> &g) {
   oneDnnOnThisThread();
   const GemmRowTiles &tiles = gemmRowTiles();
   const int64_t m = g.m - g.m % tiles.rows, n = g.n - g.n % kGemmColTile;
-  if (m > 0 && n > 0) {
-    const dnnl_status_t status = dnnl_sgemm(
-        g.transA ? 'T' : 'N', g.transB ? 'T' : 'N', m, n, g.k, g.alpha, g.a,
-        std::max<int64_t>(g.lda, 1), g.b, std::max<int64_t>(g.ldb, 1), 0.0f,
-        g.c, std::max<int64_t>(g.ldc, 1));
-    // Only invalid arguments fail, and the callers' shape checks exclude
-    // them.
-    assert(status == dnnl_success && "dnnl_sgemm rejected checked arguments");
-    (void)status;
-  }
+  const GemmArgs<float> mainRows = gemmBlock(g, true, 0, m);
+  if (m > 0 && n > 0)
+    callSgemm(gemmBlock(mainRows, false, 0, n));
   // The columns right of the main part, then the rows below it, padded.
   if (m > 0 && n < g.n)
-    paddedSgemm(gemmBlock(gemmBlock(g, true, 0, m), false, n, g.n), m,
-                kGemmColTile);
+    paddedSgemm(gemmBlock(mainRows, false, n, g.n), m, kGemmColTile);
   if (m < g.m)
     paddedSgemm(gemmBlock(g, true, m, g.m),
                 std::max(tiles.tailMin, roundUp(g.m - m, tiles.tailStep)),
