@@ -96,6 +96,9 @@ absl::Status Executor::prepare() {
                        "' but the device is ", device_.description()));
   }
   OMNI_ASSIGN_OR_RETURN(stream_, device_.createStream());
+  graphs_ = options_.graphs == ExecutorOptions::Graphs::On ||
+            (options_.graphs == ExecutorOptions::Graphs::Auto &&
+             device_.prefersGraphs());
   OMNI_RETURN_IF_ERROR(prepareCollectives());
 
   for (uint32_t e = 0; e < sizeOf(s.executables()); ++e) {
@@ -261,8 +264,6 @@ Executor::run(uint32_t function, absl::Span<const TypedTensor> inputs) {
     return absl::InvalidArgumentError(
         absl::StrCat("@", name, " takes ", numInputs, " inputs but ",
                      inputs.size(), " were given"));
-  std::vector<std::unique_ptr<hal::Buffer>> buffers;
-  std::vector<hal::BufferRef> refs;
   for (uint32_t i = 0; i < numInputs; ++i) {
     const TensorInfo &info = program_->tensor(fn->inputs()->Get(i));
     const TypedTensor &input = inputs[i];
@@ -271,18 +272,12 @@ Executor::run(uint32_t function, absl::Span<const TypedTensor> inputs) {
           absl::StrCat("input ", i, " of @", name, " is ", info.typeString(),
                        " but the argument is ",
                        loader::tensorTypeString(input.dtype(), input.shape())));
-    OMNI_ASSIGN_OR_RETURN(auto buffer, device_.allocate(info.bytes));
-    OMNI_RETURN_IF_ERROR(
-        toDevice(input.bytes().data(), hal::BufferRef::all(*buffer)));
-    refs.push_back(hal::BufferRef::all(*buffer));
-    buffers.push_back(std::move(buffer));
   }
-  for (uint32_t k = 0; k < numOutputs; ++k) {
-    const TensorInfo &info = program_->tensor(fn->outputs()->Get(k));
-    OMNI_ASSIGN_OR_RETURN(auto buffer, device_.allocate(info.bytes));
-    refs.push_back(hal::BufferRef::all(*buffer));
-    buffers.push_back(std::move(buffer));
-  }
+  std::vector<std::unique_ptr<hal::Buffer>> buffers;
+  OMNI_ASSIGN_OR_RETURN(std::vector<hal::BufferRef> refs,
+                        runBuffers(function, buffers));
+  for (uint32_t i = 0; i < numInputs; ++i)
+    OMNI_RETURN_IF_ERROR(toDevice(inputs[i].bytes().data(), refs[i]));
   notePeakDeviceBytes();
   commandsRun_ = 0;
   OMNI_RETURN_IF_ERROR(runTopLevel(function, refs));

@@ -86,6 +86,28 @@ struct ExecutorOptions {
   /// Run the HostCalls of concurrent host functions asynchronously (see the
   /// file comment); false runs every HostCall where it stands.
   bool asyncHostCalls = true;
+  /// Loop capture (docs/backend.md, "Graphs"): a Loop whose body only
+  /// enqueues device work is captured into a hal::Graph the first time it
+  /// runs and replayed as one submission afterwards. Auto: where the device
+  /// prefers graphs (hal::Device::prefersGraphs, the cuda driver); On:
+  /// wherever the stream can capture (the cpu driver too, for tests); Off:
+  /// never.
+  enum class Graphs { Auto, On, Off };
+  Graphs graphs = Graphs::Auto;
+};
+
+/// What loop capture did since the executor was created.
+struct GraphStats {
+  /// Graphs captured, and graph launches (each capture is launched too).
+  int64_t captures = 0;
+  int64_t launches = 0;
+  /// Loops run command by command although capture is on: refused ones,
+  /// those with a host call in flight, those over the per-loop graph limit.
+  int64_t uncaptured = 0;
+  /// One line per loop that is never captured, with the reason:
+  /// "functions[2].commands[363] (Loop): body[5] is a ScalarOp FromTensor
+  /// (it reads the device)".
+  std::vector<std::string> refused;
 };
 
 /// Bytes moved between the host and the device by an executor since it was
@@ -134,6 +156,11 @@ public:
   /// omnirun --profile). With phase timing on, the profile also sums each
   /// phase's top-level seconds.
   void setProfile(Profile *profile) { profile_ = profile; }
+
+  /// Whether this executor captures loops (ExecutorOptions::graphs), and
+  /// what that did so far.
+  bool graphsEnabled() const { return graphs_; }
+  const GraphStats &graphStats() const { return graphStats_; }
 
   /// Host<->device bytes so far (see the file comment).
   TransferStats transfers() const { return transfers_; }
@@ -203,6 +230,8 @@ private:
   absl::Status writeHostResults(const step::HostCall &h,
                                 std::vector<HostTensor> &values,
                                 absl::Span<const hal::BufferRef> buffers);
+  /// Every tensor a leaf command reads or writes (none for Loop and Call).
+  static std::vector<uint32_t> commandTensors(const step::Command &command);
   /// Waits for the pending host call if `command` touches its results or
   /// is a concurrent HostCall itself.
   absl::Status waitForHostCallBefore(const Frame &frame,
@@ -221,6 +250,27 @@ private:
                               const Path &path) const;
   absl::Status runScalarOp(Frame &frame, const step::ScalarOp &op);
   absl::Status runLoop(Frame &frame, const step::Loop &loop, const Path &path);
+  /// The iterations of `loop`, command by command.
+  absl::Status runLoopIterations(Frame &frame, const step::Loop &loop,
+                                 const Path &path);
+  // Graphs (ExecutorGraphs.cpp).
+  struct LoopGraph;
+  struct LoopGraphs;
+  /// Runs `loop` by launching its graph, capturing it first if this frame
+  /// has none yet; false when it must run command by command instead.
+  absl::StatusOr<bool> runLoopAsGraph(Frame &frame, const step::Loop &loop,
+                                      const Path &path);
+  /// Whether a command under `body` (nested loops included) touches the
+  /// pending host call's results.
+  bool bodyTouchesPendingHostCall(
+      const Frame &frame,
+      const flatbuffers::Vector<flatbuffers::Offset<step::Command>> *body)
+      const;
+  /// The input and output buffers of run(function): reused from the last
+  /// run of the function when graphs are on, since a graph names buffers.
+  absl::StatusOr<std::vector<hal::BufferRef>>
+  runBuffers(uint32_t function,
+             std::vector<std::unique_ptr<hal::Buffer>> &owned);
   absl::Status runCall(Frame &frame, const step::Call &call, const Path &path);
   // Collectives (ExecutorCommands.cpp).
   absl::Status prepareCollectives();
@@ -264,7 +314,23 @@ private:
   int64_t peakDeviceBytes_ = -1;
   /// The asynchronous host call in flight, or null.
   std::unique_ptr<PendingHostCall> pending_;
+  bool graphs_ = false;
+  /// True while a loop is being captured.
+  bool capturing_ = false;
+  GraphStats graphStats_;
+  /// run()'s buffers per function, kept when graphs are on.
+  std::unordered_map<uint32_t, std::vector<std::unique_ptr<hal::Buffer>>>
+      runBuffers_;
+  /// The graphs of each captured loop. Last: destroyed before the buffers
+  /// and executables their commands name.
+  std::unordered_map<const step::Loop *, std::unique_ptr<LoopGraphs>>
+      loopGraphs_;
 };
+
+/// One line for logs: "graphs: 1 captured, 3 launches; not captured:
+/// functions[2].commands[363] (Loop): body[5] is a ScalarOp FromTensor
+/// (it reads the device)".
+std::string describeGraphs(const GraphStats &stats);
 
 /// Executor::run for callers that speak HostTensor (omnirun --function,
 /// the differential tests against the reference evaluator): converts the

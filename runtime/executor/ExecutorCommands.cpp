@@ -494,10 +494,9 @@ bool Executor::touchesPendingHostCall(const hal::BufferRef &ref) const {
   return false;
 }
 
-absl::Status Executor::waitForHostCallBefore(const Frame &frame,
-                                             const step::Command &command) {
-  // Every tensor a command reads or writes (whole tensors: a Copy's range
-  // computed from index registers lies inside its tensors).
+std::vector<uint32_t> Executor::commandTensors(const step::Command &command) {
+  // Whole tensors: a Copy's range computed from index registers lies inside
+  // its tensors.
   std::vector<uint32_t> tensors;
   auto add = [&](const Vector<uint32_t> *v) {
     for (uint32_t i = 0; i < sizeOf(v); ++i)
@@ -524,17 +523,10 @@ absl::Status Executor::waitForHostCallBefore(const Frame &frame,
     tensors = {r->key(), r->counter(), r->offset(), r->result()};
     break;
   }
-  case step::CommandKind::HostCall: {
-    const step::HostCall *h = command.kind_as_HostCall();
-    // One concurrent call in flight at a time: the next one waits (a mix
-    // of rewards scores one batch at a time, RewardMix.h).
-    if (options_.asyncHostCalls &&
-        hostFunctions_.isConcurrent(h->name()->str()))
-      return finishHostCall();
-    add(h->operands());
-    add(h->results());
+  case step::CommandKind::HostCall:
+    add(command.kind_as_HostCall()->operands());
+    add(command.kind_as_HostCall()->results());
     break;
-  }
   case step::CommandKind::ScalarOp: {
     const step::ScalarOp *op = command.kind_as_ScalarOp();
     if (op->kind() == step::ScalarOpKind::FromTensor)
@@ -554,7 +546,18 @@ absl::Status Executor::waitForHostCallBefore(const Frame &frame,
     // Loop and Call: their bodies' commands are checked one by one.
     break;
   }
-  for (uint32_t t : tensors)
+  return tensors;
+}
+
+absl::Status Executor::waitForHostCallBefore(const Frame &frame,
+                                             const step::Command &command) {
+  // One concurrent call in flight at a time: the next one waits (a mix of
+  // rewards scores one batch at a time, RewardMix.h).
+  if (const step::HostCall *h = command.kind_as_HostCall())
+    if (options_.asyncHostCalls &&
+        hostFunctions_.isConcurrent(h->name()->str()))
+      return finishHostCall();
+  for (uint32_t t : commandTensors(command))
     if (touchesPendingHostCall(resolve(frame, t)))
       return finishHostCall();
   return absl::OkStatus();
@@ -624,6 +627,16 @@ absl::Status Executor::runScalarOp(Frame &frame, const step::ScalarOp &op) {
 
 absl::Status Executor::runLoop(Frame &frame, const step::Loop &loop,
                                const Path &path) {
+  if (graphs_ && !capturing_ && !profile_) {
+    OMNI_ASSIGN_OR_RETURN(bool launched, runLoopAsGraph(frame, loop, path));
+    if (launched)
+      return absl::OkStatus();
+  }
+  return runLoopIterations(frame, loop, path);
+}
+
+absl::Status Executor::runLoopIterations(Frame &frame, const step::Loop &loop,
+                                         const Path &path) {
   for (__int128 iv = loop.lower(); iv < loop.upper(); iv += loop.step()) {
     // An iteration counts against the budget even if its body is empty.
     if (options_.commandBudget > 0 && ++commandsRun_ > options_.commandBudget) {

@@ -65,6 +65,22 @@ struct Executor::PendingHostCall {
   std::thread worker;
 };
 
+/// One capture of a loop (ExecutorGraphs.cpp): what it was captured for,
+/// and what it leaves.
+struct Executor::LoopGraph {
+  std::vector<hal::BufferRef> args;
+  std::vector<int64_t> scalarsIn, scalarsOut;
+  /// Commands (and iterations) it counts against the command budget.
+  int64_t commands = 0;
+  std::unique_ptr<hal::Graph> graph;
+};
+
+struct Executor::LoopGraphs {
+  /// Non-empty: the loop is never captured, for this reason.
+  std::string refused;
+  std::vector<LoopGraph> graphs;
+};
+
 } // namespace omni::executor
 
 #endif // OMNI_RUNTIME_EXECUTOR_EXECUTORIMPL_H

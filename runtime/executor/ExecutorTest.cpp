@@ -713,6 +713,226 @@ TEST_F(ExecutorTest, ProfileCountsEveryCommandAndChangesNothing) {
   EXPECT_EQ(count, 10 + 4 + 4 + 4);
 }
 
+//===----------------------------------------------------------------------===//
+// Graphs (ExecutorGraphs.cpp): loops captured on the cpu driver
+//===----------------------------------------------------------------------===//
+
+ExecutorOptions withGraphs(ExecutorOptions::Graphs graphs) {
+  ExecutorOptions options;
+  options.graphs = graphs;
+  return options;
+}
+
+/// A captured loop replays with the arguments' contents at each run: three
+/// runs with two keys give what runs without graphs give, from one capture.
+TEST_F(ExecutorTest, LoopsReplayAsGraphsWithTheSameResults) {
+  auto executor =
+      load(trajectoryProgram(), withGraphs(ExecutorOptions::Graphs::On));
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  ASSERT_TRUE((*executor)->graphsEnabled());
+  for (int64_t seed : {1234, 99, 1234}) {
+    const std::vector<HostTensor> inputs = {
+        HostTensor::scalarInt(DType::I64, seed)};
+    auto plain = run(trajectoryProgram(), "steps", inputs);
+    auto results = (*executor)->run("steps", toTyped(inputs));
+    ASSERT_TRUE(results.ok()) << results.status();
+    auto replayed = toHost(*results);
+    ASSERT_EQ(replayed.size(), plain.size());
+    for (size_t k = 0; k < plain.size(); ++k)
+      EXPECT_EQ(replayed[k].floats(), plain[k].floats()) << "seed " << seed;
+  }
+  const GraphStats &stats = (*executor)->graphStats();
+  EXPECT_EQ(stats.captures, 1);
+  EXPECT_EQ(stats.launches, 3);
+  EXPECT_EQ(stats.uncaptured, 0);
+  EXPECT_TRUE(stats.refused.empty());
+  EXPECT_EQ(describeGraphs(stats), "graphs: 1 captured, 3 launches");
+}
+
+/// The cpu driver does not prefer graphs: auto leaves them off there, and
+/// a profile times the commands one by one.
+TEST_F(ExecutorTest, GraphsAreOffOnTheCpuByDefaultAndWhileProfiling) {
+  auto automatic = load(trajectoryProgram());
+  ASSERT_TRUE(automatic.ok()) << automatic.status();
+  EXPECT_FALSE((*automatic)->graphsEnabled());
+
+  auto executor =
+      load(trajectoryProgram(), withGraphs(ExecutorOptions::Graphs::On));
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  Profile profile;
+  (*executor)->setProfile(&profile);
+  ASSERT_TRUE((*executor)->run("steps", {TypedTensor::scalarI64(5)}).ok());
+  EXPECT_EQ((*executor)->graphStats().captures, 0);
+  EXPECT_EQ((*executor)->graphStats().launches, 0);
+}
+
+/// The registers at a loop's entry fix its copies' offsets, so each set of
+/// them has its own graph.
+TEST_F(ExecutorTest, EachEntryRegisterSetHasItsOwnGraph) {
+  StepBuilder b;
+  uint32_t n = b.argument(sd::DType::I64, {}, 0, "n");
+  uint32_t x = b.constant(sd::DType::F32, {2},
+                          omni::testing::bytesOf<float>({1.5f, -2}));
+  uint32_t stack = b.arena(sd::DType::F32, {2, 2});
+  uint32_t row = b.scalar("row"), i = b.scalar("i");
+  StepBuilder::CopySpec store;
+  store.source = x;
+  store.dest = stack;
+  store.destScalar = static_cast<int32_t>(row);
+  store.destStride = 8;
+  b.function("store", {n}, {stack},
+             {b.scalarOp(ScalarOpKind::FromTensor, row, n),
+              b.fill(stack, omni::testing::bytesOf<float>({0})),
+              b.loop(i, 0, 2, 1, {b.copy(store)})},
+             2);
+  const std::string bytes = b.finish();
+  auto executor = load(bytes, withGraphs(ExecutorOptions::Graphs::On));
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  for (int64_t r : {0, 1, 0, 1}) {
+    auto results = (*executor)->run("store", {TypedTensor::scalarI64(r)});
+    ASSERT_TRUE(results.ok()) << results.status();
+    std::vector<double> want = {0, 0, 0, 0};
+    want[2 * r] = 1.5;
+    want[2 * r + 1] = -2;
+    std::vector<HostTensor> host = toHost(*results);
+    EXPECT_EQ(
+        std::vector<double>(host[0].floats().begin(), host[0].floats().end()),
+        want)
+        << "row " << r;
+  }
+  EXPECT_EQ((*executor)->graphStats().captures, 2);
+  EXPECT_EQ((*executor)->graphStats().launches, 4);
+}
+
+/// A loop that needs the host in its body runs command by command, and
+/// says why once.
+TEST_F(ExecutorTest, LoopsThatNeedTheHostAreNotCaptured) {
+  StepBuilder b;
+  uint32_t n = b.argument(sd::DType::I64, {}, 0, "n");
+  uint32_t out = b.arena(sd::DType::I64, {});
+  uint32_t r = b.scalar("r"), i = b.scalar("i");
+  b.function("f", {n}, {out},
+             {b.loop(i, 0, 3, 1,
+                     {b.scalarOp(ScalarOpKind::FromTensor, r, n),
+                      b.scalarOp(ScalarOpKind::Add, r, r, i),
+                      b.scalarOp(ScalarOpKind::ToTensor, out, r)})},
+             2);
+  auto executor = load(b.finish(), withGraphs(ExecutorOptions::Graphs::On));
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  for (int run = 0; run < 2; ++run) {
+    auto results = (*executor)->run("f", {TypedTensor::scalarI64(40)});
+    ASSERT_TRUE(results.ok()) << results.status();
+    EXPECT_EQ(toHost(*results)[0].ints()[0], 42);
+  }
+  const GraphStats &stats = (*executor)->graphStats();
+  EXPECT_EQ(stats.captures, 0);
+  EXPECT_EQ(stats.uncaptured, 2);
+  ASSERT_EQ(stats.refused.size(), 1u);
+  EXPECT_EQ(stats.refused[0],
+            "functions[0].commands[0] (Loop): body[0] is a ScalarOp "
+            "FromTensor (it reads the device)");
+}
+
+/// A loop whose capture fails (here a copy out of range in its last trip)
+/// runs again command by command, from the same registers, and reports the
+/// error as a run without graphs does.
+TEST_F(ExecutorTest, AFailedCaptureRunsTheLoopCommandByCommand) {
+  // row = n + i: only the executor can check it (the loader checks offsets
+  // of a loop's own induction variable).
+  StepBuilder b;
+  uint32_t n = b.argument(sd::DType::I64, {}, 0, "n");
+  uint32_t x =
+      b.constant(sd::DType::F32, {2}, omni::testing::bytesOf<float>({1, 2}));
+  uint32_t stack = b.arena(sd::DType::F32, {3, 2});
+  uint32_t base = b.scalar("base"), row = b.scalar("row"), i = b.scalar("i");
+  StepBuilder::CopySpec store;
+  store.source = x;
+  store.dest = stack;
+  store.destScalar = static_cast<int32_t>(row);
+  store.destStride = 8;
+  b.function(
+      "store", {n}, {stack},
+      {b.scalarOp(ScalarOpKind::FromTensor, base, n),
+       b.loop(i, 0, 3, 1,
+              {b.scalarOp(ScalarOpKind::Add, row, base, i), b.copy(store)})},
+      3);
+  const std::string bytes = b.finish();
+  auto plain = load(bytes);
+  auto graphed = load(bytes, withGraphs(ExecutorOptions::Graphs::On));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  ASSERT_TRUE(graphed.ok()) << graphed.status();
+  const std::vector<TypedTensor> one = {TypedTensor::scalarI64(1)};
+  auto want = (*plain)->run("store", one);
+  auto got = (*graphed)->run("store", one);
+  ASSERT_FALSE(want.ok());
+  EXPECT_EQ(got.status(), want.status());
+  EXPECT_EQ(want.status().message(),
+            "step.bin: functions[0].commands[1].body[1] (Copy): dest range "
+            "[24, 32) is outside tensors[2] (tensor<3x2xf32>, 24 bytes) "
+            "(scalar 1 = 3)");
+  const GraphStats &stats = (*graphed)->graphStats();
+  EXPECT_EQ(stats.captures, 0);
+  ASSERT_EQ(stats.refused.size(), 1u);
+  EXPECT_EQ(stats.refused[0],
+            "functions[0].commands[1] (Loop): the capture failed: step.bin: "
+            "functions[0].commands[1].body[1] (Copy): dest range [24, 32) is "
+            "outside tensors[2] (tensor<3x2xf32>, 24 bytes) (scalar 1 = 3)");
+  // Refused for good: a run that fits runs command by command.
+  auto zero = (*graphed)->run("store", {TypedTensor::scalarI64(0)});
+  ASSERT_TRUE(zero.ok()) << zero.status();
+  EXPECT_EQ(stats.captures, 0);
+  EXPECT_EQ(stats.uncaptured, 2);
+}
+
+/// A captured loop runs beside a host call in flight when its body does
+/// not touch the call's results (the `slow` call waits for the `release`
+/// that comes after the first loop), and after the call when it does (the
+/// second loop reads r).
+TEST_F(ExecutorTest, GraphsRunBesideAHostCallUnlessTheyTouchItsResults) {
+  const int64_t n = 16;
+  StepBuilder b;
+  uint32_t exe = b.executable(testKernels());
+  uint32_t x = b.argument(sd::DType::F32, {n}, 0, "x");
+  uint32_t y = b.argument(sd::DType::F32, {n}, 1, "y");
+  uint32_t r = b.arena(sd::DType::F32, {n}, "r");
+  uint32_t z = b.arena(sd::DType::F32, {n}, "z");
+  uint32_t out = b.arena(sd::DType::F32, {n}, "out");
+  uint32_t i = b.scalar("i"), j = b.scalar("j");
+  b.function("f", {x, y}, {out},
+             {b.hostCall("slow", {x}, {r}),
+              b.loop(i, 0, 1, 1, {b.dispatch(exe, 0, n, {x, y}, {z})}),
+              b.hostCall("release", {z}, {}),
+              b.loop(j, 0, 1, 1, {b.dispatch(exe, 0, n, {r, z}, {out})})},
+             2);
+  HostTensor hx = f32({n}, 3), hy = f32({n}, 4);
+  Gate gate;
+  ExecutorOptions options = withGraphs(ExecutorOptions::Graphs::On);
+  options.hostFunctions.add("slow", doubling(&gate), /*concurrent=*/true);
+  options.hostFunctions.add("release",
+                            [&](absl::Span<const HostTensor>)
+                                -> absl::StatusOr<std::vector<HostTensor>> {
+                              gate.release();
+                              return std::vector<HostTensor>{};
+                            });
+  auto executor = load(b.finish(), std::move(options));
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  for (int repeat = 0; repeat < 2; ++repeat) {
+    {
+      std::lock_guard<std::mutex> lock(gate.mutex);
+      gate.open = false;
+    }
+    auto results = runHostTensors(**executor, "f", {hx, hy});
+    ASSERT_TRUE(results.ok()) << results.status();
+    for (int64_t k = 0; k < n; ++k)
+      ASSERT_EQ(results->at(0).floats()[k],
+                double(float(2 * hx.floats()[k]) +
+                       (float(hx.floats()[k]) + float(hy.floats()[k]))))
+          << k;
+  }
+  EXPECT_EQ((*executor)->graphStats().captures, 2);
+  EXPECT_EQ((*executor)->graphStats().launches, 4);
+}
+
 TEST_F(ExecutorTest, CopyOffsetsAreCheckedAtRunTime) {
   // The offset register comes from a tensor, so only the executor can check.
   StepBuilder b;

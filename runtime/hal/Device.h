@@ -55,6 +55,13 @@ public:
   /// Default: false.
   virtual bool supportsLibrary(Library library, DType dtype) const;
 
+  /// Optional: whether replaying a captured Graph (Stream::beginCapture)
+  /// is worth its capture on this device, because submitting commands one
+  /// by one costs more than running them (a GPU's launch latency). The
+  /// executor captures loops by default only where this is true.
+  /// Default: false.
+  virtual bool prefersGraphs() const;
+
   /// Optional: the bytes of this device's buffers that are allocated and
   /// not yet freed (what `allocate` counts against its limit), for
   /// reporting (omnirun --stats). Default: -1, not counted.

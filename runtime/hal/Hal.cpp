@@ -48,7 +48,21 @@ absl::Status Stream::attentionBackward(const AttentionParams &, BufferRef,
       "this stream has no AttentionBackward routine");
 }
 
+absl::Status Stream::beginCapture() {
+  return absl::UnimplementedError("this stream cannot capture graphs");
+}
+
+absl::StatusOr<std::unique_ptr<Graph>> Stream::endCapture() {
+  return absl::UnimplementedError("this stream cannot capture graphs");
+}
+
+absl::Status Stream::launchGraph(const Graph &) {
+  return absl::UnimplementedError("this stream cannot launch graphs");
+}
+
 bool Device::supportsLibrary(Library, DType) const { return false; }
+
+bool Device::prefersGraphs() const { return false; }
 
 int64_t Device::bytesInUse() const { return -1; }
 

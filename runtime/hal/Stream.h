@@ -26,6 +26,7 @@
 #include "runtime/hal/Buffer.h"
 #include "runtime/hal/Event.h"
 #include "runtime/hal/Executable.h"
+#include "runtime/hal/Graph.h"
 #include "runtime/hal/Library.h"
 
 #include "absl/status/status.h"
@@ -136,6 +137,29 @@ public:
   /// Blocks until every submitted command has finished; returns the first
   /// asynchronous error, if any.
   virtual absl::Status synchronize() = 0;
+
+  //===--- Graphs (optional, Graph.h) -------------------------------------===//
+
+  /// Starts capturing: until endCapture(), the commands submitted to this
+  /// stream are recorded into a graph and do not run. While capturing,
+  /// readBuffer, recordEvent, waitEvent and synchronize fail with
+  /// FailedPrecondition; writeBuffer records the bytes it is given now (a
+  /// driver may refuse large ones with Unimplemented). A command that fails
+  /// while capturing makes endCapture fail. Fails with FailedPrecondition
+  /// when already capturing. Default: Unimplemented (no graphs).
+  virtual absl::Status beginCapture();
+
+  /// Ends the capture begun by beginCapture() and returns its graph; the
+  /// stream runs commands again. Fails, discarding what was captured, when
+  /// a command failed during the capture (the first such error, in the
+  /// message) or when the stream was not capturing.
+  virtual absl::StatusOr<std::unique_ptr<Graph>> endCapture();
+
+  /// Runs `graph`'s commands, in their order, after every command
+  /// submitted before, as one submission. `graph` comes from a capture on
+  /// a stream of this stream's device and must stay alive until the launch
+  /// completes.
+  virtual absl::Status launchGraph(const Graph &graph);
 };
 
 } // namespace omni::hal

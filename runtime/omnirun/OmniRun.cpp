@@ -321,6 +321,25 @@ const Flag kFlags[] = {
                              ", found '", *v, "'");
        return std::nullopt;
      }},
+    {"--graphs", Arg::Value, Mode::General, "auto|on|off",
+     "capture each loop that only runs device work (the rollout's denoise "
+     "loop) into a graph the first time and replay it as one launch "
+     "(docs/backend.md, Graphs); auto (default): on GPUs only; the results "
+     "are the same either way",
+     [](Options &o, const std::string &name,
+        const std::optional<std::string> &v) -> std::optional<std::string> {
+       using Graphs = executor::ExecutorOptions::Graphs;
+       if (*v == "auto")
+         o.training.graphs = Graphs::Auto;
+       else if (*v == "on")
+         o.training.graphs = Graphs::On;
+       else if (*v == "off")
+         o.training.graphs = Graphs::Off;
+       else
+         return absl::StrCat(name, " expects auto, on or off, found '", *v,
+                             "'");
+       return std::nullopt;
+     }},
     {"--serve", Arg::Value, Mode::General, "<host>:<port>",
      "serve the program's @sample over HTTP on this address until SIGINT or "
      "SIGTERM (docs/serving.md; port 0 picks a free one)",
@@ -1020,6 +1039,7 @@ int serveProgram(const std::shared_ptr<const loader::Program> &program,
   args.file = options.file;
   args.device = options.device;
   args.threads = options.threads;
+  args.graphs = options.training.graphs;
   args.promptsPath = options.training.promptsPath;
   args.weights = samplingWeights(options.sampling, options.training);
   args.hparamSets = options.training.hparamSets;
@@ -1306,6 +1326,7 @@ int run(const std::vector<std::string> &args, std::ostream &out,
   if (!device.ok())
     return fail(device.status().message());
   executor::ExecutorOptions executorOptions;
+  executorOptions.graphs = options.training.graphs;
   rewards::registerRewards(executorOptions.hostFunctions);
   loading.start(&phases, "loading the kernels");
   absl::StatusOr<std::unique_ptr<executor::Executor>> executor =

@@ -220,7 +220,8 @@ int runSample(std::shared_ptr<const loader::Program> program,
 
   absl::StatusOr<std::unique_ptr<train::sample::Sampler>> made =
       train::sample::Sampler::create(program, device,
-                                     samplingWeights(flags, training), out);
+                                     samplingWeights(flags, training), out,
+                                     training.graphs);
   if (!made.ok())
     return fail(made.status().message());
   train::sample::Sampler &sampler = **made;

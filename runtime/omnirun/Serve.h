@@ -44,6 +44,9 @@ struct ServeArgs {
   std::string device = "cpu";
   int threads = 0;
   std::string promptsPath;
+  /// --graphs.
+  executor::ExecutorOptions::Graphs graphs =
+      executor::ExecutorOptions::Graphs::Auto;
   /// The weights (--checkpoint, --ema, --init, --init-skip; Sample.h's
   /// samplingWeights) and the --set values (guidance_scale: the default
   /// of requests that give none).

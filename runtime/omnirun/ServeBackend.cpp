@@ -125,7 +125,7 @@ makeSamplerBackend(const std::shared_ptr<const loader::Program> &program,
   std::ostream &log = args.log ? *args.log : discard;
   absl::StatusOr<std::unique_ptr<train::sample::Sampler>> sampler =
       train::sample::Sampler::create(program, *backend->device_, args.weights,
-                                     log);
+                                     log, args.graphs);
   if (!sampler.ok())
     return sampler.status();
   backend->sampler_ = std::move(*sampler);

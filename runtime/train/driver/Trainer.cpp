@@ -383,6 +383,7 @@ makeExecutor(std::shared_ptr<const loader::Program> program,
   executor::ExecutorOptions executorOptions;
   executorOptions.hostFunctions = std::move(*hostFunctions);
   executorOptions.channel = options.channel;
+  executorOptions.graphs = options.graphs;
   absl::StatusOr<std::unique_ptr<executor::Executor>> created =
       executor::Executor::create(program, device, std::move(executorOptions));
   if (created.ok())
@@ -685,6 +686,9 @@ absl::Status train(std::shared_ptr<const loader::Program> program,
       if (absl::Status s = checkpoints.save(it + 1); !s.ok())
         return s;
   }
+  // What loop capture did (omnirun --graphs), once the iterations ran.
+  if (lead && executor.graphsEnabled() && start->iteration < options.steps)
+    log << executor::describeGraphs(executor.graphStats()) << "\n";
   if (profile) {
     executor.setProfile(nullptr);
     if (absl::Status s = writeProfile(); !s.ok())

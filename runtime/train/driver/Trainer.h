@@ -56,6 +56,7 @@
 #ifndef OMNI_RUNTIME_TRAIN_DRIVER_TRAINER_H
 #define OMNI_RUNTIME_TRAIN_DRIVER_TRAINER_H
 
+#include "runtime/executor/Executor.h"
 #include "runtime/hal/Device.h"
 #include "runtime/loader/Program.h"
 
@@ -159,6 +160,10 @@ struct TrainOptions {
   /// (progress line and metrics.jsonl: host_to_device_bytes,
   /// device_to_host_bytes, device_bytes).
   bool stats = false;
+  /// Loop capture into graphs (omnirun --graphs; ExecutorOptions::graphs):
+  /// auto captures the rollout's loop where the device prefers graphs.
+  executor::ExecutorOptions::Graphs graphs =
+      executor::ExecutorOptions::Graphs::Auto;
   /// Where rank 0 writes the per-kind, per-kernel profile of the
   /// iterations (runtime/executor/Profile.h, docs/performance.md), with a
   /// short table on stderr at the end; empty: no profile (no cost). An

@@ -62,7 +62,7 @@ bool Sampler::isSamplingProgram(const loader::Program &program) {
 absl::StatusOr<std::unique_ptr<Sampler>>
 Sampler::create(std::shared_ptr<const loader::Program> program,
                 hal::Device &device, const WeightSource &weights,
-                std::ostream &log) {
+                std::ostream &log, executor::ExecutorOptions::Graphs graphs) {
   const loader::Program &p = *program;
   std::optional<uint32_t> f = p.findFunction(kSample);
   if (!f)
@@ -134,6 +134,7 @@ Sampler::create(std::shared_ptr<const loader::Program> program,
     s->logProbSteps_ = out(1).shape[1];
   }
   executor::ExecutorOptions options;
+  options.graphs = graphs;
   absl::StatusOr<std::unique_ptr<executor::Executor>> executor =
       executor::Executor::create(program, device, std::move(options));
   if (!executor.ok())

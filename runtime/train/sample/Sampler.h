@@ -77,10 +77,13 @@ class Sampler {
 public:
   /// Checks that `program` is a sampling program, makes the executor on
   /// `device` (which must outlive the Sampler) and loads the weights,
-  /// saying what it loaded on `log`. One-line errors.
+  /// saying what it loaded on `log`. One-line errors. `graphs`: the
+  /// executor's loop capture (omnirun --graphs).
   static absl::StatusOr<std::unique_ptr<Sampler>>
   create(std::shared_ptr<const loader::Program> program, hal::Device &device,
-         const WeightSource &weights, std::ostream &log);
+         const WeightSource &weights, std::ostream &log,
+         executor::ExecutorOptions::Graphs graphs =
+             executor::ExecutorOptions::Graphs::Auto);
 
   /// Whether `program` is a sampling program: it has @sample and no
   /// @train_step.

@@ -14,7 +14,9 @@
 
 #include "absl/strings/str_cat.h"
 
+#include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 namespace omni::hal::cpu {
@@ -26,6 +28,29 @@ public:
   bool isComplete() const override { return true; }
 };
 
+} // namespace
+
+/// The commands of one capture, in order.
+struct CpuStream::Capture {
+  std::vector<Recorded> commands;
+  /// The first command that could not be captured.
+  absl::Status failure;
+};
+
+namespace {
+
+class CpuGraph final : public Graph {
+public:
+  CpuGraph(const CpuDevice &device,
+           std::vector<std::function<absl::Status(CpuStream &)>> commands)
+      : device(device), commands(std::move(commands)) {}
+  int64_t numCommands() const override {
+    return static_cast<int64_t>(commands.size());
+  }
+  const CpuDevice &device;
+  const std::vector<std::function<absl::Status(CpuStream &)>> commands;
+};
+
 /// Bytes of `count` elements, or -1 on overflow / negative counts.
 int64_t bytesOf(std::initializer_list<int64_t> dims, DType dtype) {
   std::optional<int64_t> n = checkedNumElements(std::vector<int64_t>(dims));
@@ -35,6 +60,10 @@ int64_t bytesOf(std::initializer_list<int64_t> dims, DType dtype) {
 }
 
 } // namespace
+
+CpuStream::CpuStream(CpuDevice &device) : device_(device) {}
+
+CpuStream::~CpuStream() = default;
 
 absl::StatusOr<uint8_t *> CpuStream::resolve(BufferRef ref,
                                              const char *what) const {
@@ -61,6 +90,16 @@ absl::StatusOr<uint8_t *> CpuStream::resolveSized(BufferRef ref, int64_t bytes,
 }
 
 absl::Status CpuStream::writeBuffer(const void *host, BufferRef dst) {
+  if (capture_) {
+    // The bytes are taken now: every launch writes these.
+    const auto *h = static_cast<const uint8_t *>(host);
+    std::vector<uint8_t> bytes(h, h + std::max<int64_t>(dst.length, 0));
+    return record(
+        [bytes = std::move(bytes), dst](CpuStream &s) {
+          return s.writeBuffer(bytes.data(), dst);
+        },
+        {dst});
+  }
   OMNI_ASSIGN_OR_RETURN(uint8_t *d, resolve(dst, "writeBuffer destination"));
   if (dst.length)
     std::memcpy(d, host, static_cast<size_t>(dst.length));
@@ -68,6 +107,8 @@ absl::Status CpuStream::writeBuffer(const void *host, BufferRef dst) {
 }
 
 absl::Status CpuStream::readBuffer(BufferRef src, void *host) {
+  if (capture_)
+    return refuseWhileCapturing("readBuffer");
   OMNI_ASSIGN_OR_RETURN(uint8_t *s, resolve(src, "readBuffer source"));
   if (src.length)
     std::memcpy(host, s, static_cast<size_t>(src.length));
@@ -75,6 +116,8 @@ absl::Status CpuStream::readBuffer(BufferRef src, void *host) {
 }
 
 absl::Status CpuStream::copy(BufferRef src, BufferRef dst) {
+  if (capture_)
+    return record([=](CpuStream &s) { return s.copy(src, dst); }, {src, dst});
   OMNI_ASSIGN_OR_RETURN(uint8_t *s, resolve(src, "copy source"));
   OMNI_ASSIGN_OR_RETURN(uint8_t *d, resolve(dst, "copy destination"));
   if (src.length != dst.length)
@@ -86,6 +129,11 @@ absl::Status CpuStream::copy(BufferRef src, BufferRef dst) {
 }
 
 absl::Status CpuStream::fill(BufferRef dst, absl::Span<const uint8_t> pattern) {
+  if (capture_)
+    return record(
+        [dst, p = std::vector<uint8_t>(pattern.begin(), pattern.end())](
+            CpuStream &s) { return s.fill(dst, p); },
+        {dst});
   OMNI_ASSIGN_OR_RETURN(uint8_t *d, resolve(dst, "fill destination"));
   const int64_t size = static_cast<int64_t>(pattern.size());
   if (size == 0 || dst.length % size != 0)
@@ -138,6 +186,15 @@ absl::Status CpuStream::dispatch(const Executable &executable, int64_t kernel,
                                  int64_t grid,
                                  absl::Span<const BufferRef> buffers,
                                  absl::Span<const int64_t> scalars) {
+  if (capture_)
+    return record(
+        [&executable, kernel, grid,
+         b = std::vector<BufferRef>(buffers.begin(), buffers.end()),
+         sc = std::vector<int64_t>(scalars.begin(), scalars.end())](
+            CpuStream &s) {
+          return s.dispatch(executable, kernel, grid, b, sc);
+        },
+        {}, buffers);
   OMNI_ASSIGN_OR_RETURN(KernelCall call, prepareKernel(executable, kernel, grid,
                                                        buffers, scalars));
   device_.pool().parallelFor(
@@ -148,6 +205,13 @@ absl::Status CpuStream::dispatch(const Executable &executable, int64_t kernel,
 absl::Status CpuStream::random(Distribution distribution, DType dtype,
                                int64_t count, BufferRef key, BufferRef counter,
                                BufferRef offset, BufferRef result) {
+  if (capture_)
+    return record(
+        [=](CpuStream &s) {
+          return s.random(distribution, dtype, count, key, counter, offset,
+                          result);
+        },
+        {key, counter, offset, result});
   if (!isFloatDType(dtype))
     return absl::InvalidArgumentError(absl::StrCat(
         "random numbers of ", dtypeName(dtype), " (expected a float type)"));
@@ -229,6 +293,9 @@ CpuStream::resolveMatmul(const MatmulParams &p, BufferRef lhs, BufferRef rhs,
 
 absl::Status CpuStream::matmul(const MatmulParams &p, BufferRef lhs,
                                BufferRef rhs, BufferRef result) {
+  if (capture_)
+    return record([=](CpuStream &s) { return s.matmul(p, lhs, rhs, result); },
+                  {lhs, rhs, result});
   OMNI_ASSIGN_OR_RETURN(MatmulBuffers m, resolveMatmul(p, lhs, rhs, result));
   return runMatmul(p, m.a, m.b, m.c, device_.pool());
 }
@@ -236,6 +303,29 @@ absl::Status CpuStream::matmul(const MatmulParams &p, BufferRef lhs,
 absl::Status CpuStream::matmulWithEpilogue(const MatmulParams &p, BufferRef lhs,
                                            BufferRef rhs, BufferRef result,
                                            const Epilogue &e) {
+  if (capture_) {
+    // The epilogue's spans are copied; the closure points a copy of it at
+    // them when it runs.
+    struct Saved {
+      Epilogue e;
+      std::vector<BufferRef> buffers;
+      std::vector<int64_t> scalars, itemBytes;
+    };
+    auto saved = std::make_shared<Saved>(
+        Saved{e,
+              {e.buffers.begin(), e.buffers.end()},
+              {e.scalars.begin(), e.scalars.end()},
+              {e.itemBytes.begin(), e.itemBytes.end()}});
+    return record(
+        [=](CpuStream &s) {
+          Epilogue copy = saved->e;
+          copy.buffers = saved->buffers;
+          copy.scalars = saved->scalars;
+          copy.itemBytes = saved->itemBytes;
+          return s.matmulWithEpilogue(p, lhs, rhs, result, copy);
+        },
+        {lhs, rhs, result}, e.buffers);
+  }
   OMNI_ASSIGN_OR_RETURN(MatmulBuffers m, resolveMatmul(p, lhs, rhs, result));
   if (e.itemBytes.size() != e.buffers.size() ||
       e.numOperands > e.buffers.size())
@@ -263,6 +353,10 @@ absl::Status CpuStream::matmulWithEpilogue(const MatmulParams &p, BufferRef lhs,
 
 absl::Status CpuStream::conv2d(const Conv2dParams &p, BufferRef input,
                                BufferRef filter, BufferRef result) {
+  if (capture_)
+    return record(
+        [=](CpuStream &s) { return s.conv2d(p, input, filter, result); },
+        {input, filter, result});
   if (!device_.supportsLibrary(Library::Conv2d, p.dtype))
     return absl::UnimplementedError(absl::StrCat(
         "the cpu Conv2d supports f32, f64 and bf16, not ", dtypeName(p.dtype)));
@@ -282,6 +376,10 @@ absl::Status CpuStream::conv2d(const Conv2dParams &p, BufferRef input,
 absl::Status CpuStream::attention(const AttentionParams &p, BufferRef q,
                                   BufferRef k, BufferRef v, BufferRef mask,
                                   BufferRef result) {
+  if (capture_)
+    return record(
+        [=](CpuStream &s) { return s.attention(p, q, k, v, mask, result); },
+        {q, k, v, mask, result});
   if (!device_.supportsLibrary(Library::Attention, p.dtype))
     return absl::UnimplementedError(
         absl::StrCat("the cpu Attention supports f32, f64 and bf16, not ",
@@ -320,6 +418,12 @@ absl::Status CpuStream::attentionBackward(const AttentionParams &p, BufferRef q,
                                           BufferRef k, BufferRef v, BufferRef o,
                                           BufferRef dO, BufferRef dq,
                                           BufferRef dk, BufferRef dv) {
+  if (capture_)
+    return record(
+        [=](CpuStream &s) {
+          return s.attentionBackward(p, q, k, v, o, dO, dq, dk, dv);
+        },
+        {q, k, v, o, dO, dq, dk, dv});
   if (!device_.supportsLibrary(Library::AttentionBackward, p.dtype) ||
       p.hasMask)
     return absl::UnimplementedError(absl::StrCat(
@@ -344,13 +448,89 @@ absl::Status CpuStream::attentionBackward(const AttentionParams &p, BufferRef q,
 }
 
 absl::StatusOr<std::shared_ptr<Event>> CpuStream::recordEvent() {
+  if (capture_)
+    return refuseWhileCapturing("recordEvent");
   return std::shared_ptr<Event>(std::make_shared<CompleteEvent>());
 }
 
 absl::Status CpuStream::waitEvent(const std::shared_ptr<Event> &event) {
+  if (capture_)
+    return refuseWhileCapturing("waitEvent");
   // Another stream of this device ran its commands eagerly too; waiting only
   // collects its status.
   return event ? event->wait() : absl::OkStatus();
+}
+
+absl::Status CpuStream::synchronize() {
+  if (capture_)
+    return refuseWhileCapturing("synchronize");
+  return absl::OkStatus();
+}
+
+//===----------------------------------------------------------------------===//
+// Graphs
+//===----------------------------------------------------------------------===//
+
+absl::Status CpuStream::record(Recorded command,
+                               std::initializer_list<BufferRef> refs,
+                               absl::Span<const BufferRef> more) {
+  if (!capture_->failure.ok())
+    return capture_->failure;
+  const absl::Span<const BufferRef> lists[] = {
+      absl::MakeConstSpan(refs.begin(), refs.size()), more};
+  for (absl::Span<const BufferRef> list : lists)
+    for (const BufferRef &ref : list) {
+      if (!ref.buffer)
+        continue;
+      if (absl::StatusOr<uint8_t *> p = resolve(ref, "captured buffer");
+          !p.ok()) {
+        capture_->failure = p.status();
+        return p.status();
+      }
+    }
+  capture_->commands.push_back(std::move(command));
+  return absl::OkStatus();
+}
+
+absl::Status CpuStream::refuseWhileCapturing(const char *what) {
+  absl::Status refused = absl::FailedPreconditionError(
+      absl::StrCat(what, " while the stream captures a graph"));
+  if (capture_->failure.ok())
+    capture_->failure = refused;
+  return refused;
+}
+
+absl::Status CpuStream::beginCapture() {
+  if (capture_)
+    return absl::FailedPreconditionError("the stream is already capturing");
+  capture_ = std::make_unique<Capture>();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Graph>> CpuStream::endCapture() {
+  if (!capture_)
+    return absl::FailedPreconditionError("the stream is not capturing");
+  std::unique_ptr<Capture> capture = std::move(capture_);
+  if (!capture->failure.ok())
+    return absl::FailedPreconditionError(
+        absl::StrCat("the capture failed: ", capture->failure.message()));
+  return std::unique_ptr<Graph>(
+      std::make_unique<CpuGraph>(device_, std::move(capture->commands)));
+}
+
+absl::Status CpuStream::launchGraph(const Graph &graph) {
+  if (capture_)
+    return refuseWhileCapturing("launchGraph");
+  const auto *g = dynamic_cast<const CpuGraph *>(&graph);
+  if (!g || &g->device != &device_)
+    return absl::InvalidArgumentError(
+        "launchGraph: the graph was not captured on this device");
+  for (size_t i = 0; i < g->commands.size(); ++i)
+    if (absl::Status done = g->commands[i](*this); !done.ok())
+      return absl::Status(done.code(), absl::StrCat("graph command ", i, " of ",
+                                                    g->commands.size(), ": ",
+                                                    done.message()));
+  return absl::OkStatus();
 }
 
 } // namespace omni::hal::cpu

@@ -7,6 +7,14 @@
 // same for every driver. Every BufferRef is checked (this device's buffer,
 // range inside it) before any byte is touched.
 //
+// Graphs: while capturing, each command is checked (its buffer ranges) and
+// recorded as a call to make again; launchGraph makes the calls in order.
+// That saves nothing on the host, which is why the device does not prefer
+// graphs, but it gives the cpu driver the capture semantics of Graph.h, so
+// the executor's capture and replay are tested on every machine. A captured
+// command's other errors (a kernel index, a library's dtype) are reported
+// by launchGraph.
+//
 // Ownership: created by CpuDevice::createStream; the device must outlive it.
 // Thread safety: one thread at a time (hal::Stream).
 //
@@ -18,6 +26,7 @@
 #include "runtime/hal/Stream.h"
 #include "runtime/hal/drivers/cpu/CpuExecutable.h"
 
+#include <functional>
 #include <vector>
 
 namespace omni::hal::cpu {
@@ -26,7 +35,8 @@ class CpuDevice;
 
 class CpuStream final : public Stream {
 public:
-  explicit CpuStream(CpuDevice &device) : device_(device) {}
+  explicit CpuStream(CpuDevice &device);
+  ~CpuStream() override;
 
   absl::Status writeBuffer(const void *host, BufferRef dst) override;
   absl::Status readBuffer(BufferRef src, void *host) override;
@@ -58,9 +68,22 @@ public:
                                  BufferRef dv) override;
   absl::StatusOr<std::shared_ptr<Event>> recordEvent() override;
   absl::Status waitEvent(const std::shared_ptr<Event> &event) override;
-  absl::Status synchronize() override { return absl::OkStatus(); }
+  absl::Status synchronize() override;
+  absl::Status beginCapture() override;
+  absl::StatusOr<std::unique_ptr<Graph>> endCapture() override;
+  absl::Status launchGraph(const Graph &graph) override;
 
 private:
+  /// A captured command: the call to make again on the launching stream.
+  using Recorded = std::function<absl::Status(CpuStream &)>;
+  struct Capture;
+  /// While capturing: checks `refs` (null buffers are skipped) and appends
+  /// `command`; the first error fails the capture.
+  absl::Status record(Recorded command, std::initializer_list<BufferRef> refs,
+                      absl::Span<const BufferRef> more = {});
+  /// While capturing: a call that cannot be captured (`what`) fails it.
+  absl::Status refuseWhileCapturing(const char *what);
+
   /// The host address of `ref` after checking it; `what` names it in errors.
   absl::StatusOr<uint8_t *> resolve(BufferRef ref, const char *what) const;
   /// resolve() plus a check that ref.length == bytes.
@@ -92,6 +115,8 @@ private:
                                               BufferRef result) const;
 
   CpuDevice &device_;
+  /// Non-null between beginCapture and endCapture.
+  std::unique_ptr<Capture> capture_;
 };
 
 } // namespace omni::hal::cpu
