@@ -204,8 +204,10 @@ absl::StatusOr<bool> Executor::runLoopAsGraph(Frame &frame,
     frame.scalars = g.scalarsIn;
     commandsRun_ = commandsBefore;
     transfers_ = transfersBefore;
-    loopGraphs.refused = absl::StrCat(
-        "the capture failed: ", (ran.ok() ? graph.status() : ran).message());
+    // endCapture's error says that the capture failed itself.
+    loopGraphs.refused =
+        ran.ok() ? std::string(graph.status().message())
+                 : absl::StrCat("the capture failed: ", ran.message());
     graphStats_.refused.push_back(
         absl::StrCat(path.render(), " (Loop): ", loopGraphs.refused));
     logMessage(LogLevel::Info, graphStats_.refused.back());

@@ -142,9 +142,12 @@ public:
 
   /// Starts capturing: until endCapture(), the commands submitted to this
   /// stream are recorded into a graph and do not run. While capturing,
-  /// readBuffer, recordEvent, waitEvent and synchronize fail with
-  /// FailedPrecondition; writeBuffer records the bytes it is given now (a
-  /// driver may refuse large ones with Unimplemented). A command that fails
+  /// readBuffer, recordEvent, waitEvent, synchronize and launchGraph fail
+  /// with FailedPrecondition; writeBuffer records the bytes it is given now
+  /// (a driver may refuse large ones with Unimplemented). A Channel's
+  /// collectives are not commands of the stream: do not run them on a
+  /// device whose stream captures (the cuda driver refuses them, the cpu
+  /// driver's run at once and are not captured). A command that fails
   /// while capturing makes endCapture fail. Fails with FailedPrecondition
   /// when already capturing. Default: Unimplemented (no graphs).
   virtual absl::Status beginCapture();

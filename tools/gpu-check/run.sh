@@ -3,9 +3,11 @@
 # writes ONE results file (README.md says what each section means):
 #   1. the machine (nvidia-smi); without a GPU: says so and exits 2
 #   2. every per-op program on the GPU against the cpu driver's outputs
-#   3. 3 tiny FlowGRPO iterations on the GPU against the cpu checkpoints
+#   3. 3 tiny FlowGRPO iterations on the GPU against the cpu checkpoints,
+#      and again without graphs (the same bits, the rollout's time)
 #   4. the SD3.5-Medium-shape iteration: time per phase, train-phase MFU
 #   5. the same iteration in PyTorch eager and torch.compile, the ratio
+#   6. with what is left: the SD3.5-Medium iteration under --profile
 # Each stage has its share of an overall budget (default 470 s, under the
 # device tool's 8 minutes); a stage that runs out is cut and reported.
 #
@@ -137,7 +139,7 @@ out ""
 if [ ! -f "$BUNDLE/tiny/$TINY" ]; then
   out "SKIPPED: the bundle has no tiny-cuda.bin"
   FAILED=1
-elif within 120 "${OMNIRUN[@]}" "$BUNDLE/tiny/$TINY" "${RUNFLAGS[@]}" --steps 3 --seed 7 --save-every 1 --sample-every 1000 --out "$TMP/tiny" > "$TMP/tiny.log" 2>&1; then
+elif within 120 "${OMNIRUN[@]}" "$BUNDLE/tiny/$TINY" "${RUNFLAGS[@]}" --graphs on --steps 3 --seed 7 --save-every 1 --sample-every 1000 --out "$TMP/tiny" > "$TMP/tiny.log" 2>&1; then
   for s in 1 3; do
     "$PY" "$HERE/compare.py" --tolerance 1e-5 "$BUNDLE/tiny/expected/step-$s.safetensors" "$TMP/tiny/step-$s.safetensors" > "$TMP/cmp$s.txt"
     rc=$?
@@ -152,6 +154,32 @@ elif within 120 "${OMNIRUN[@]}" "$BUNDLE/tiny/$TINY" "${RUNFLAGS[@]}" --steps 3 
   out "- cpu metrics: $(tail -1 "$BUNDLE/tiny/expected/metrics.jsonl" | cut -c1-300)"
 else
   out "FAIL: $(tail -2 "$TMP/tiny.log" | tr '\n' ' ')"
+  FAILED=1
+fi
+
+# --- 3b. Graphs: the same 3 iterations without them ------------------------
+# The run above captured the rollout loop into a graph (--graphs on, the
+# default on a GPU); without graphs the training must be the same bit for
+# bit, and the rollout phase's time shows what the graph saves.
+out ""
+out "## Graphs (tiny, --graphs on vs off)"
+out ""
+rollout_s() {
+  "$PY" -c "import json,sys,statistics
+rows=[json.loads(l) for l in open(sys.argv[1]) if l.strip()][1:]
+print('%.4f' % statistics.median(r['phase_time_s'].get('rollout', 0) for r in rows))" "$1" 2>/dev/null
+}
+if [ ! -f "$TMP/tiny/step-3.safetensors" ]; then
+  out "SKIPPED: the run with graphs did not finish"
+elif within 120 "${OMNIRUN[@]}" "$BUNDLE/tiny/$TINY" "${RUNFLAGS[@]}" --graphs off --steps 3 --seed 7 --sample-every 1000 --out "$TMP/tiny-off" > "$TMP/tiny-off.log" 2>&1; then
+  out "- $(grep -h '^graphs:' "$TMP/tiny.log" | head -1)"
+  "$PY" "$HERE/compare.py" --tolerance 0 "$TMP/tiny-off/step-3.safetensors" "$TMP/tiny/step-3.safetensors" > "$TMP/cmp-graphs.txt"
+  rc=$?
+  out "- after 3 iterations, graphs on vs off (must be identical): $(tail -1 "$TMP/cmp-graphs.txt")"
+  [ $rc = 0 ] || FAILED=1
+  out "- rollout phase, median of iterations 2-3: $(rollout_s "$TMP/tiny/metrics.jsonl") s with graphs, $(rollout_s "$TMP/tiny-off/metrics.jsonl") s without"
+else
+  out "FAIL: $(tail -2 "$TMP/tiny-off.log" | tr '\n' ' ')"
   FAILED=1
 fi
 
@@ -205,6 +233,31 @@ else
       out "- omni / torch.compile iteration time: $("$PY" -c "import json,sys; print('%.3f (target <= 0.75)' % (float(sys.argv[1]) / json.load(open(sys.argv[2]))['median_s']))" "$OMNI_TIME" "$TMP/torch-compile.json")"
     fi
   fi
+fi
+
+# --- 6. Where the SD3.5-Medium iteration's time goes -----------------------
+# Last, with what is left of the budget: 2 iterations under --profile (the
+# stream synchronized after each command, so launch latency is in each
+# row; graphs are off while profiling). The JSON comes back beside the
+# results (docs/performance.md has its schema), the kind table goes here.
+out ""
+out "## SD3.5-Medium shape, profiled (--profile, 2 iterations)"
+out ""
+PROFILE="$(dirname "$RESULTS")/sd35m-profile.json"
+if [ "$DRY" = 1 ] || [ ! -f "$TMP/sd35m.bin" ]; then
+  out "SKIPPED: $([ "$DRY" = 1 ] && echo "dry run" || echo "no sd35m program")"
+elif within 120 "${OMNIRUN[@]}" "$TMP/sd35m.bin" --gpus 1 --steps 2 --seed 7 --sample-every 1000 --profile "$PROFILE" --out "$TMP/sdp" > "$TMP/sdp.log" 2> "$TMP/sdp.err"; then
+  out '```'
+  sed -n '/^profile of/,$p' "$TMP/sdp.err" >> "$RESULTS"
+  out '```'
+  "$PY" -c "import json,sys
+p=json.load(open(sys.argv[1]))
+rows=sorted(((r['seconds'],ph['phase'],r['kind'],r['symbol'],r['count']) for ph in p['phases'] for r in ph['symbols']), reverse=True)
+print('- the 15 slowest symbols (phase, kind, symbol, count, seconds):')
+for s,ph,k,sym,c in rows[:15]: print('  - %s, %s, %s, %d x, %.4f s' % (ph, k, sym, c, s))" "$PROFILE" >> "$RESULTS" 2>/dev/null || true
+  out "- the whole profile: $PROFILE"
+else
+  out "not run (out of time or failed): $(tail -1 "$TMP/sdp.err")"
 fi
 
 out ""

@@ -1,9 +1,9 @@
 //===- HalConformanceTest.cpp - Every driver against hal/*.h ----*- C++ -*-===//
 //
 // One suite per hal interface (Buffer, Stream, Executable, Library
-// routines, Random), instantiated for every driver of the built-in
+// routines, Random, Graph), instantiated for every driver of the built-in
 // registry. A capability a driver lacks (an executable format, a library
-// dtype, mappable buffers) skips, never fails. Library routines
+// dtype, mappable buffers, graphs) skips, never fails. Library routines
 // are checked against naive double-precision loops, Random bit for bit
 // against runtime/flowgrpo's Philox. Channels: ChannelConformanceTest.cpp.
 //
@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <limits>
 #include <random>
@@ -647,6 +648,255 @@ TEST_P(HalTest, AttentionWithLongKeysWorksInRowBlocks) {
   expectNear(download<float>(*out), want, 1e-5);
 }
 
+//===----------------------------------------------------------------------===//
+// Graphs (hal/Graph.h), on every driver whose streams capture
+//===----------------------------------------------------------------------===//
+
+/// An empty capture: OK, Unimplemented (no graphs) or the driver's error.
+absl::Status probeCapture(Stream &stream) {
+  if (absl::Status begun = stream.beginCapture(); !begun.ok())
+    return begun;
+  return stream.endCapture().status();
+}
+
+bool mentions(const absl::Status &status, const std::string &text) {
+  return std::string(status.message()).find(text) != std::string::npos;
+}
+
+class HalGraphTest : public HalTest {
+protected:
+  void SetUp() override {
+    HalTest::SetUp();
+    if (IsSkipped() || HasFatalFailure())
+      return;
+    absl::Status probe = probeCapture(*stream_);
+    if (probe.code() == absl::StatusCode::kUnimplemented)
+      GTEST_SKIP() << "the " << GetParam()
+                   << " driver cannot capture graphs: " << probe.message();
+    ASSERT_TRUE(probe.ok()) << probe;
+  }
+  /// Ends the capture, expecting a graph.
+  std::unique_ptr<Graph> end() {
+    absl::StatusOr<std::unique_ptr<Graph>> graph = stream_->endCapture();
+    EXPECT_TRUE(graph.ok()) << graph.status();
+    return graph.ok() ? std::move(*graph) : nullptr;
+  }
+  /// Launches `graph` and waits for it.
+  void launch(const Graph &graph) {
+    ASSERT_TRUE(stream_->launchGraph(graph).ok());
+    ASSERT_TRUE(stream_->synchronize().ok());
+  }
+};
+
+TEST_P(HalGraphTest, CapturedCommandsRunOnlyAtLaunch) {
+  auto buffer = upload<uint32_t>({1, 2, 3, 4});
+  ASSERT_TRUE(stream_->beginCapture().ok());
+  const uint8_t sevens[] = {7, 0, 0, 0};
+  ASSERT_TRUE(stream_->fill(BufferRef::all(*buffer), sevens).ok());
+  std::unique_ptr<Graph> graph = end();
+  ASSERT_NE(graph, nullptr);
+  EXPECT_EQ(graph->numCommands(), 1);
+  // Ending the capture ran nothing.
+  EXPECT_EQ(download<uint32_t>(*buffer), (std::vector<uint32_t>{1, 2, 3, 4}));
+  launch(*graph);
+  EXPECT_EQ(download<uint32_t>(*buffer), std::vector<uint32_t>(4, 7));
+}
+
+TEST_P(HalGraphTest, EachLaunchRepeatsTheCommands) {
+  // A memmove one byte to the right: each launch shifts once more.
+  auto buffer = upload<uint8_t>({1, 2, 3, 4, 5, 6, 7, 8});
+  Buffer *b = buffer.get();
+  ASSERT_TRUE(stream_->beginCapture().ok());
+  ASSERT_TRUE(stream_->copy({b, 0, 7}, {b, 1, 7}).ok());
+  std::unique_ptr<Graph> graph = end();
+  ASSERT_NE(graph, nullptr);
+  launch(*graph);
+  EXPECT_EQ(download<uint8_t>(*b),
+            (std::vector<uint8_t>{1, 1, 2, 3, 4, 5, 6, 7}));
+  launch(*graph);
+  EXPECT_EQ(download<uint8_t>(*b),
+            (std::vector<uint8_t>{1, 1, 1, 2, 3, 4, 5, 6}));
+  // On another stream of the device too.
+  auto other = device_->createStream();
+  ASSERT_TRUE(other.ok());
+  ASSERT_TRUE((*other)->launchGraph(*graph).ok());
+  ASSERT_TRUE((*other)->synchronize().ok());
+  EXPECT_EQ(download<uint8_t>(*b),
+            (std::vector<uint8_t>{1, 1, 1, 1, 2, 3, 4, 5}));
+}
+
+TEST_P(HalGraphTest, WriteBufferTakesTheBytesAtCapture) {
+  auto buffer = zeros<int64_t>(2);
+  Buffer *b = buffer.get();
+  int64_t index = 7;
+  ASSERT_TRUE(stream_->beginCapture().ok());
+  ASSERT_TRUE(stream_->writeBuffer(&index, {b, 8, 8}).ok());
+  index = 9; // too late for the graph
+  std::unique_ptr<Graph> graph = end();
+  ASSERT_NE(graph, nullptr);
+  EXPECT_EQ(download<int64_t>(*b), (std::vector<int64_t>{0, 0}));
+  for (int run = 0; run < 2; ++run) {
+    const int64_t zero[] = {0, 0};
+    ASSERT_TRUE(stream_->writeBuffer(zero, BufferRef::all(*b)).ok());
+    launch(*graph);
+    EXPECT_EQ(download<int64_t>(*b), (std::vector<int64_t>{0, 7})) << run;
+  }
+}
+
+TEST_P(HalGraphTest, HostWaitsAndReadsAreRefusedWhileCapturing) {
+  auto buffer = upload<float>({1, 2});
+  auto before = stream_->recordEvent();
+  ASSERT_TRUE(before.ok());
+  const std::string refused = " while the stream captures a graph";
+  std::vector<float> out(2);
+  const std::pair<const char *, std::function<absl::Status()>> calls[] = {
+      {"readBuffer",
+       [&] {
+         return stream_->readBuffer(BufferRef::all(*buffer), out.data());
+       }},
+      {"recordEvent", [&] { return stream_->recordEvent().status(); }},
+      {"waitEvent", [&] { return stream_->waitEvent(*before); }},
+      {"synchronize", [&] { return stream_->synchronize(); }},
+  };
+  for (const auto &[what, call] : calls) {
+    ASSERT_TRUE(stream_->beginCapture().ok()) << what;
+    absl::Status s = call();
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << what;
+    EXPECT_EQ(s.message(), std::string(what) + refused);
+    // The refusal fails the capture, and the stream leaves capture mode.
+    absl::StatusOr<std::unique_ptr<Graph>> graph = stream_->endCapture();
+    ASSERT_FALSE(graph.ok()) << what;
+    EXPECT_TRUE(mentions(graph.status(), std::string(what) + refused))
+        << graph.status();
+    EXPECT_EQ(download<float>(*buffer), (std::vector<float>{1, 2})) << what;
+  }
+}
+
+TEST_P(HalGraphTest, AFailedCommandFailsTheCapture) {
+  auto buffer = zeros<uint8_t>(8);
+  ASSERT_TRUE(stream_->beginCapture().ok());
+  const uint8_t pattern[] = {1};
+  absl::Status s = stream_->fill({buffer.get(), 0, 100}, pattern);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<std::unique_ptr<Graph>> graph = stream_->endCapture();
+  ASSERT_FALSE(graph.ok());
+  EXPECT_TRUE(mentions(graph.status(), "the capture failed: "))
+      << graph.status();
+  EXPECT_TRUE(mentions(graph.status(), std::string(s.message())))
+      << graph.status();
+  // The stream works again.
+  ASSERT_TRUE(stream_->fill(BufferRef::all(*buffer), pattern).ok());
+  EXPECT_EQ(download<uint8_t>(*buffer), std::vector<uint8_t>(8, 1));
+}
+
+TEST_P(HalGraphTest, CaptureStatesAreChecked) {
+  EXPECT_EQ(stream_->endCapture().status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(stream_->beginCapture().ok());
+  EXPECT_EQ(stream_->beginCapture().code(),
+            absl::StatusCode::kFailedPrecondition);
+  // The first capture goes on.
+  EXPECT_NE(end(), nullptr);
+  EXPECT_EQ(stream_->endCapture().status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_P(HalGraphTest, GraphsOfAnotherDeviceAreRefused) {
+  auto other = builtinDrivers().createDevice(GetParam(), {});
+  ASSERT_TRUE(other.ok());
+  auto otherStream = (*other)->createStream();
+  ASSERT_TRUE(otherStream.ok());
+  ASSERT_TRUE((*otherStream)->beginCapture().ok());
+  auto graph = (*otherStream)->endCapture();
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  EXPECT_EQ(stream_->launchGraph(**graph).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_P(HalGraphTest, AStreamDestroyedWhileCapturingLetsGo) {
+  auto buffer = upload<uint8_t>({1, 2, 3, 4});
+  {
+    auto doomed = device_->createStream();
+    ASSERT_TRUE(doomed.ok());
+    ASSERT_TRUE((*doomed)->beginCapture().ok());
+    const uint8_t nines[] = {9};
+    ASSERT_TRUE((*doomed)->fill(BufferRef::all(*buffer), nines).ok());
+  }
+  EXPECT_EQ(download<uint8_t>(*buffer), (std::vector<uint8_t>{1, 2, 3, 4}));
+}
+
+TEST_P(HalGraphTest, CapturedMatmulReadsItsOperandsAtLaunch) {
+  if (!device_->supportsLibrary(Library::Matmul, DType::F32))
+    GTEST_SKIP() << "no Matmul for f32";
+  MatmulParams p;
+  p.m = 2, p.n = 3, p.k = 4;
+  auto lhs = zeros<float>(p.m * p.k), rhs = zeros<float>(p.k * p.n);
+  auto result = zeros<float>(p.m * p.n);
+  ASSERT_TRUE(stream_->beginCapture().ok());
+  ASSERT_TRUE(stream_
+                  ->matmul(p, BufferRef::all(*lhs), BufferRef::all(*rhs),
+                           BufferRef::all(*result))
+                  .ok());
+  std::unique_ptr<Graph> graph = end();
+  ASSERT_NE(graph, nullptr);
+  for (float scale : {1.0f, -2.0f}) {
+    // Small integers: every product and sum is exact.
+    std::vector<float> l(p.m * p.k), r(p.k * p.n);
+    for (size_t i = 0; i < l.size(); ++i)
+      l[i] = scale * float(int(i % 5) - 2);
+    for (size_t i = 0; i < r.size(); ++i)
+      r[i] = float(int(i % 3) - 1);
+    ASSERT_TRUE(stream_->writeBuffer(l.data(), BufferRef::all(*lhs)).ok());
+    ASSERT_TRUE(stream_->writeBuffer(r.data(), BufferRef::all(*rhs)).ok());
+    launch(*graph);
+    std::vector<float> want(p.m * p.n);
+    for (int64_t i = 0; i < p.m; ++i)
+      for (int64_t j = 0; j < p.n; ++j)
+        for (int64_t k = 0; k < p.k; ++k)
+          want[i * p.n + j] += l[i * p.k + k] * r[k * p.n + j];
+    EXPECT_EQ(download<float>(*result), want) << "scale " << scale;
+  }
+}
+
+/// Dispatch in a graph: the cpu test kernels (ELF shared objects).
+class HalGraphExecutableTest : public HalExecutableTest {
+protected:
+  void SetUp() override {
+    HalExecutableTest::SetUp();
+    if (IsSkipped() || HasFatalFailure())
+      return;
+    absl::Status probe = probeCapture(*stream_);
+    if (probe.code() == absl::StatusCode::kUnimplemented)
+      GTEST_SKIP() << "the " << GetParam()
+                   << " driver cannot capture graphs: " << probe.message();
+    ASSERT_TRUE(probe.ok()) << probe;
+  }
+};
+
+TEST_P(HalGraphExecutableTest, CapturedDispatchReadsItsBuffersAtLaunch) {
+  auto exe = load({"omni_test_add_f32"});
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  const int64_t n = 257;
+  auto ba = zeros<float>(n), bb = zeros<float>(n), bc = zeros<float>(n);
+  BufferRef buffers[] = {BufferRef::all(*ba), BufferRef::all(*bb),
+                         BufferRef::all(*bc)};
+  ASSERT_TRUE(stream_->beginCapture().ok());
+  ASSERT_TRUE(stream_->dispatch(**exe, 0, n, buffers, {}).ok());
+  auto graph = stream_->endCapture();
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  EXPECT_EQ(download<float>(*bc), std::vector<float>(n, 0));
+  for (uint32_t seed : {1u, 3u}) {
+    // Inputs written after the capture: the launch reads them.
+    std::vector<float> a = randomFloats(n, seed), b = randomFloats(n, seed + 1);
+    ASSERT_TRUE(stream_->writeBuffer(a.data(), BufferRef::all(*ba)).ok());
+    ASSERT_TRUE(stream_->writeBuffer(b.data(), BufferRef::all(*bb)).ok());
+    ASSERT_TRUE(stream_->launchGraph(**graph).ok());
+    std::vector<float> c = download<float>(*bc);
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(c[i], a[i] + b[i]) << "seed " << seed << ", element " << i;
+  }
+}
+
 std::string driverName(const ::testing::TestParamInfo<std::string> &info) {
   return info.param;
 }
@@ -655,6 +905,12 @@ INSTANTIATE_TEST_SUITE_P(Drivers, HalTest,
                          ::testing::ValuesIn(builtinDrivers().names()),
                          driverName);
 INSTANTIATE_TEST_SUITE_P(Drivers, HalExecutableTest,
+                         ::testing::ValuesIn(builtinDrivers().names()),
+                         driverName);
+INSTANTIATE_TEST_SUITE_P(Drivers, HalGraphTest,
+                         ::testing::ValuesIn(builtinDrivers().names()),
+                         driverName);
+INSTANTIATE_TEST_SUITE_P(Drivers, HalGraphExecutableTest,
                          ::testing::ValuesIn(builtinDrivers().names()),
                          driverName);
 

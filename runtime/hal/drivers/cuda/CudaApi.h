@@ -41,7 +41,10 @@ namespace omni::hal::cuda {
 
 // The driver entry points, by the names cuGetProcAddress knows (cuda.h maps
 // some names to their _v2 versions with macros; the member and the call
-// sites go through the same macro, the string does not).
+// sites go through the same macro, the string does not). At the 12.0 ABI:
+// cuStreamBeginCapture is cuStreamBeginCapture_v2 (with a capture mode,
+// since 10.1), cuGraphInstantiateWithFlags exists since 11.4, the other
+// graph entries since 10.0, all unchanged up to 13.0 (cuda.h).
 #define OMNI_CUDA_DRIVER_ENTRIES(X)                                            \
   X(cuGetErrorName)                                                            \
   X(cuGetErrorString)                                                          \
@@ -80,7 +83,13 @@ namespace omni::hal::cuda {
   X(cuModuleUnload)                                                            \
   X(cuModuleGetFunction)                                                       \
   X(cuFuncSetAttribute)                                                        \
-  X(cuLaunchKernel)
+  X(cuLaunchKernel)                                                            \
+  X(cuStreamBeginCapture)                                                      \
+  X(cuStreamEndCapture)                                                        \
+  X(cuGraphInstantiateWithFlags)                                               \
+  X(cuGraphLaunch)                                                             \
+  X(cuGraphExecDestroy)                                                        \
+  X(cuGraphDestroy)
 
 #define OMNI_CUBLASLT_ENTRIES(X)                                               \
   X(cublasLtCreate)                                                            \

@@ -97,6 +97,9 @@ public:
   absl::StatusOr<std::unique_ptr<Stream>> createStream() override;
   /// Matmul, Conv2d and Attention of f32, f64, f16 and bf16.
   bool supportsLibrary(Library library, DType dtype) const override;
+  /// True: a launch costs microseconds of host time, a graph launch one
+  /// for all its nodes (CudaStream.h, Graphs).
+  bool prefersGraphs() const override { return true; }
   int64_t bytesInUse() const override {
     return allocated_.load(std::memory_order_relaxed);
   }

@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
@@ -172,6 +173,15 @@ TEST(CudaApi, LoadsTheFake) {
   EXPECT_EQ((*api)->driverVersion(), 12080);
   EXPECT_EQ((*api)->deviceCount(), 4);
   EXPECT_TRUE((*api)->checkOrdinal(3).ok());
+  // The fake finds base names only, as libcuda's cuGetProcAddress: every
+  // entry, the graph ones included, is asked for by its base name
+  // ("cuStreamBeginCapture", not cuda.h's cuStreamBeginCapture_v2).
+  EXPECT_NE((*api)->cuStreamBeginCapture, nullptr);
+  EXPECT_NE((*api)->cuStreamEndCapture, nullptr);
+  EXPECT_NE((*api)->cuGraphInstantiateWithFlags, nullptr);
+  EXPECT_NE((*api)->cuGraphLaunch, nullptr);
+  EXPECT_NE((*api)->cuGraphExecDestroy, nullptr);
+  EXPECT_NE((*api)->cuGraphDestroy, nullptr);
   // The fake cannot name errors; the built-in table can.
   EXPECT_EQ((*api)->errorName(CUDA_ERROR_ILLEGAL_ADDRESS),
             "CUDA_ERROR_ILLEGAL_ADDRESS");
@@ -574,6 +584,241 @@ TEST_F(CudaGpuTest, Bf16MatmulAccumulatesInF32) {
   ASSERT_TRUE(stream->readBuffer(BufferRef::all(*bo), &out).ok());
   ASSERT_TRUE(stream->synchronize().ok());
   EXPECT_EQ(out, 0x4400); // 512.0 in bf16
+}
+
+//===----------------------------------------------------------------------===//
+// Graphs, with a GPU (the driver-neutral contract: HalGraphTest in the cts)
+//===----------------------------------------------------------------------===//
+
+/// Reads `buffer` (floats) on `stream` and waits.
+std::vector<float> readFloats(Stream &stream, Buffer &buffer) {
+  std::vector<float> out(static_cast<size_t>(buffer.size() / 4));
+  EXPECT_TRUE(stream.readBuffer(BufferRef::all(buffer), out.data()).ok());
+  EXPECT_TRUE(stream.synchronize().ok());
+  return out;
+}
+
+TEST_F(CudaGpuTest, PrefersGraphs) { EXPECT_TRUE(device_->prefersGraphs()); }
+
+TEST_F(CudaGpuTest, CapturedFillCopyAndDispatchRunAtEachLaunch) {
+  auto exe = device_->loadExecutable(addSpec({0, 1, 2}));
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  auto stream = *device_->createStream();
+  auto ba = *device_->allocate(16), bb = *device_->allocate(16),
+       bo = *device_->allocate(16), bc = *device_->allocate(16);
+  std::vector<float> a = {1, 2, 3, 4};
+  ASSERT_TRUE(stream->writeBuffer(a.data(), BufferRef::all(*ba)).ok());
+  ASSERT_TRUE(stream->synchronize().ok());
+
+  ASSERT_TRUE(stream->beginCapture().ok());
+  const float ten = 10;
+  ASSERT_TRUE(stream
+                  ->fill(BufferRef::all(*bb),
+                         absl::MakeConstSpan(
+                             reinterpret_cast<const uint8_t *>(&ten), 4))
+                  .ok()); // cuMemsetD32Async
+  const BufferRef buffers[] = {BufferRef::all(*ba), BufferRef::all(*bb),
+                               BufferRef::all(*bo)};
+  const int64_t scalars[] = {100};
+  ASSERT_TRUE(stream->dispatch(**exe, 0, 1, buffers, scalars).ok());
+  ASSERT_TRUE(stream->copy(BufferRef::all(*bo), BufferRef::all(*bc)).ok());
+  auto graph = stream->endCapture();
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  EXPECT_EQ((*graph)->numCommands(), 3);
+  // Nothing ran before the launch.
+  EXPECT_EQ(readFloats(*stream, *bb), std::vector<float>(4, 0));
+  EXPECT_EQ(readFloats(*stream, *bc), std::vector<float>(4, 0));
+
+  ASSERT_TRUE(stream->launchGraph(**graph).ok());
+  EXPECT_EQ(readFloats(*stream, *bc), (std::vector<float>{111, 112, 113, 114}));
+  // The second launch reads the inputs as they are then, and fills again.
+  a = {5, 6, 7, 8};
+  const std::vector<float> zeros(4, 0);
+  ASSERT_TRUE(stream->writeBuffer(a.data(), BufferRef::all(*ba)).ok());
+  ASSERT_TRUE(stream->writeBuffer(zeros.data(), BufferRef::all(*bb)).ok());
+  ASSERT_TRUE(stream->launchGraph(**graph).ok());
+  EXPECT_EQ(readFloats(*stream, *bc), (std::vector<float>{115, 116, 117, 118}));
+  EXPECT_EQ(readFloats(*stream, *bb), std::vector<float>(4, 10));
+}
+
+TEST_F(CudaGpuTest, CapturedWritesAreFillsOfAtMost16Bytes) {
+  auto stream = *device_->createStream();
+  auto buffer = *device_->allocate(64);
+  std::vector<uint8_t> host(64);
+  for (int i = 0; i < 64; ++i)
+    host[i] = uint8_t(200 + i);
+  ASSERT_TRUE(stream->beginCapture().ok());
+  // Every fill path: 8 bytes (the kernel), 16 (the kernel), 3 at an odd
+  // offset (the kernel), 2 aligned (D16), 4 uniform (D8).
+  const std::pair<int64_t, int64_t> writes[] = {
+      {0, 8}, {16, 16}, {33, 3}, {40, 2}, {44, 4}};
+  std::fill(host.begin() + 44, host.begin() + 48, uint8_t(5));
+  for (const auto &[offset, length] : writes)
+    ASSERT_TRUE(
+        stream
+            ->writeBuffer(host.data() + offset, {buffer.get(), offset, length})
+            .ok())
+        << offset;
+  const std::vector<uint8_t> captured = host;
+  std::fill(host.begin(), host.end(), uint8_t(0)); // too late for the graph
+  auto graph = stream->endCapture();
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  for (int launch = 0; launch < 2; ++launch) {
+    ASSERT_TRUE(stream->writeBuffer(host.data(), BufferRef::all(*buffer)).ok());
+    ASSERT_TRUE(stream->launchGraph(**graph).ok());
+    std::vector<uint8_t> got(64);
+    ASSERT_TRUE(stream->readBuffer(BufferRef::all(*buffer), got.data()).ok());
+    ASSERT_TRUE(stream->synchronize().ok());
+    std::vector<uint8_t> want(64, 0);
+    for (const auto &[offset, length] : writes)
+      std::copy(captured.begin() + offset, captured.begin() + offset + length,
+                want.begin() + offset);
+    EXPECT_EQ(got, want) << "launch " << launch;
+  }
+
+  // 17 bytes: refused, and the capture with it; later commands return the
+  // same failure until endCapture.
+  ASSERT_TRUE(stream->beginCapture().ok());
+  absl::Status big = stream->writeBuffer(host.data(), {buffer.get(), 0, 17});
+  EXPECT_EQ(big.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(big.message(),
+            "writeBuffer of 17 bytes cannot be captured (at most 16)");
+  const uint8_t one[] = {1};
+  EXPECT_EQ(stream->fill(BufferRef::all(*buffer), one), big);
+  auto failed = stream->endCapture();
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(failed.status().message(),
+            "the capture failed: writeBuffer of 17 bytes cannot be captured "
+            "(at most 16)");
+  // The stream is not failed: 17 bytes outside a capture are staged.
+  ASSERT_TRUE(stream->writeBuffer(host.data(), {buffer.get(), 0, 17}).ok());
+  EXPECT_TRUE(stream->synchronize().ok());
+}
+
+TEST_F(CudaGpuTest, CapturedLibraryCallsOwnTheirMemory) {
+  // A 24-byte fill (written in pieces), an overlapping copy, a matmul, an
+  // attention and a conv2d captured on a stream that is then destroyed:
+  // the graph's temporaries and cuBLASLt workspace are its own memory
+  // nodes, so it launches on another stream and matches eager results.
+  auto eager = *device_->createStream();
+  MatmulParams mp;
+  mp.batch = 2, mp.m = 33, mp.n = 17, mp.k = 9;
+  AttentionParams ap;
+  ap.batch = 2, ap.heads = 2, ap.seqQ = 5, ap.seqK = 7, ap.headDim = 4,
+  ap.valueDim = 3, ap.scale = 0.5;
+  Conv2dParams cp;
+  cp.n = 2, cp.c = 3, cp.h = 8, cp.w = 7, cp.o = 4, cp.kh = 3, cp.kw = 3;
+  cp.padH = 1, cp.padW = 1, cp.outH = 8, cp.outW = 7;
+  auto sized = [&](int64_t floats, uint32_t seed) {
+    auto buffer = *device_->allocate(floats * 4);
+    std::vector<float> v(static_cast<size_t>(floats));
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = float(int((i * 7 + seed) % 11) - 5) / 4;
+    EXPECT_TRUE(eager->writeBuffer(v.data(), BufferRef::all(*buffer)).ok());
+    return buffer;
+  };
+  auto lhs = sized(mp.batch * mp.m * mp.k, 1),
+       rhs = sized(mp.batch * mp.k * mp.n, 2);
+  auto q = sized(ap.batch * ap.heads * ap.seqQ * ap.headDim, 3),
+       k = sized(ap.batch * ap.heads * ap.seqK * ap.headDim, 4),
+       v = sized(ap.batch * ap.heads * ap.seqK * ap.valueDim, 5);
+  auto x = sized(cp.n * cp.c * cp.h * cp.w, 6),
+       w = sized(cp.o * cp.c * cp.kh * cp.kw, 7);
+  const int64_t mOut = mp.batch * mp.m * mp.n,
+                aOut = ap.batch * ap.heads * ap.seqQ * ap.valueDim,
+                cOut = cp.n * cp.o * cp.outH * cp.outW;
+  uint8_t pattern[24];
+  for (int i = 0; i < 24; ++i)
+    pattern[i] = uint8_t(3 * i + 1);
+  struct Outputs {
+    std::unique_ptr<Buffer> fill, shifted, matmul, attention, conv;
+  };
+  auto submit = [&](Stream &s, Outputs &o) {
+    o.fill = *device_->allocate(96);
+    o.shifted = sized(24, 8);
+    o.matmul = *device_->allocate(mOut * 4);
+    o.attention = *device_->allocate(aOut * 4);
+    o.conv = *device_->allocate(cOut * 4);
+    ASSERT_TRUE(eager->synchronize().ok());
+    ASSERT_TRUE(s.fill(BufferRef::all(*o.fill), pattern).ok());
+    ASSERT_TRUE(
+        s.copy({o.shifted.get(), 0, 80}, {o.shifted.get(), 16, 80}).ok());
+    ASSERT_TRUE(s.matmul(mp, BufferRef::all(*lhs), BufferRef::all(*rhs),
+                         BufferRef::all(*o.matmul))
+                    .ok());
+    ASSERT_TRUE(s.attention(ap, BufferRef::all(*q), BufferRef::all(*k),
+                            BufferRef::all(*v), BufferRef{},
+                            BufferRef::all(*o.attention))
+                    .ok());
+    ASSERT_TRUE(s.conv2d(cp, BufferRef::all(*x), BufferRef::all(*w),
+                         BufferRef::all(*o.conv))
+                    .ok());
+  };
+  Outputs want, got;
+  submit(*eager, want);
+  ASSERT_TRUE(eager->synchronize().ok());
+  std::unique_ptr<Graph> graph;
+  {
+    auto capturing = *device_->createStream();
+    ASSERT_TRUE(capturing->beginCapture().ok());
+    submit(*capturing, got);
+    if (HasFatalFailure())
+      return;
+    auto ended = capturing->endCapture();
+    ASSERT_TRUE(ended.ok()) << ended.status();
+    graph = std::move(*ended);
+    EXPECT_EQ(graph->numCommands(), 5);
+  }
+  for (int launch = 0; launch < 2; ++launch) {
+    ASSERT_TRUE(eager->launchGraph(*graph).ok());
+    if (launch == 1) { // the overlapping copy shifts once per launch
+      ASSERT_TRUE(
+          eager->copy({want.shifted.get(), 0, 80}, {want.shifted.get(), 16, 80})
+              .ok());
+    }
+    for (auto [a, b] : {std::pair{&want.fill, &got.fill},
+                        std::pair{&want.shifted, &got.shifted},
+                        std::pair{&want.matmul, &got.matmul},
+                        std::pair{&want.attention, &got.attention},
+                        std::pair{&want.conv, &got.conv}}) {
+      std::vector<float> expected = readFloats(*eager, **a);
+      std::vector<float> actual = readFloats(*eager, **b);
+      ASSERT_EQ(actual.size(), expected.size());
+      for (size_t i = 0; i < actual.size(); ++i)
+        ASSERT_NEAR(actual[i], expected[i], 1e-5 * (1 + std::abs(expected[i])))
+            << "launch " << launch << ", element " << i;
+    }
+  }
+}
+
+TEST_F(CudaGpuTest, HostWaitsFailTheCaptureAndForeignGraphsAreRefused) {
+  auto stream = *device_->createStream();
+  auto buffer = *device_->allocate(16);
+  std::vector<float> out(4);
+  ASSERT_TRUE(stream->beginCapture().ok());
+  absl::Status read = stream->readBuffer(BufferRef::all(*buffer), out.data());
+  EXPECT_EQ(read.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(read.message(), "readBuffer while the stream captures a graph");
+  EXPECT_EQ(stream->synchronize().code(),
+            absl::StatusCode::kFailedPrecondition);
+  auto failed = stream->endCapture();
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().message(),
+            "the capture failed: readBuffer while the stream captures a graph");
+  EXPECT_EQ(readFloats(*stream, *buffer), std::vector<float>(4, 0));
+
+  // A cpu graph on a cuda stream.
+  auto cpu = builtinDrivers().createDevice("cpu", {});
+  ASSERT_TRUE(cpu.ok());
+  auto cpuStream = *(*cpu)->createStream();
+  ASSERT_TRUE(cpuStream->beginCapture().ok());
+  auto cpuGraph = cpuStream->endCapture();
+  ASSERT_TRUE(cpuGraph.ok());
+  absl::Status foreign = stream->launchGraph(**cpuGraph);
+  EXPECT_EQ(foreign.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(foreign.message(),
+            "launchGraph: the graph was not captured on cuda:0");
 }
 
 } // namespace

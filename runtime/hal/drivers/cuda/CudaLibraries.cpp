@@ -21,6 +21,11 @@
 //    the second matmul, as fused attention kernels do.
 // The row-major matrices are handed to column-major cuBLASLt as their
 // transposes: C^T = op(B)^T op(A)^T, so "A" is rhs and "B" is lhs.
+// While the stream captures a graph, every temporary is an allocation and
+// a free node of the graph and the gemms use the capture's own workspace
+// (gemmWorkspace). The cuBLASLt and cuDNN handles are created at their
+// first use even inside a capture: relaxed capture mode (CudaStream.cpp)
+// lets their synchronous setup run, outside the graph.
 //
 //===----------------------------------------------------------------------===//
 
@@ -147,10 +152,26 @@ absl::Status CudaStream::ensureCublasLt() {
         absl::StrCat(device_.label(),
                      ": cublasLtCreate: ", lt_->cublasLtGetStatusString(s)));
   }
-  OMNI_ASSIGN_OR_RETURN(workspace_,
-                        allocTemp(static_cast<int64_t>(kWorkspaceBytes)));
-  workspaceBytes_ = kWorkspaceBytes;
   return absl::OkStatus();
+}
+
+absl::StatusOr<CUdeviceptr> CudaStream::gemmWorkspace() {
+  if (capture_) {
+    // The stream's workspace would tie the graph to this stream (freed
+    // with it, shared with its later gemms while a launch on another
+    // stream runs, and, allocated inside a capture, owned by the graph):
+    // the graph allocates its own, endCapture frees it as the last node.
+    if (!capture_->workspace) {
+      OMNI_ASSIGN_OR_RETURN(capture_->workspace,
+                            allocTemp(static_cast<int64_t>(kWorkspaceBytes)));
+    }
+    return capture_->workspace;
+  }
+  if (!workspace_) {
+    OMNI_ASSIGN_OR_RETURN(workspace_,
+                          allocTemp(static_cast<int64_t>(kWorkspaceBytes)));
+  }
+  return workspace_;
 }
 
 absl::Status CudaStream::gemm(DType inType, DType outType, int64_t batch,
@@ -186,6 +207,7 @@ absl::Status CudaStream::gemm(DType inType, DType outType, int64_t batch,
     return absl::OkStatus();
   }
   OMNI_RETURN_IF_ERROR(ensureCublasLt());
+  OMNI_ASSIGN_OR_RETURN(CUdeviceptr workspacePointer, gemmWorkspace());
   const CublasLtApi &lt = *lt_;
   const std::string what = absl::StrCat(
       device_.label(), ": cuBLASLt ", dtypeName(inType), " matmul (batch ",
@@ -233,7 +255,7 @@ absl::Status CudaStream::gemm(DType inType, DType outType, int64_t batch,
     }
   }
   OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatmulPreferenceCreate(&o.preference)));
-  uint64_t workspace = workspaceBytes_;
+  uint64_t workspace = kWorkspaceBytes;
   OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatmulPreferenceSetAttribute(
       o.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
       sizeof(workspace))));
@@ -269,11 +291,11 @@ absl::Status CudaStream::gemm(DType inType, DType outType, int64_t batch,
       o.a, reinterpret_cast<const void *>(lhs.pointer), o.b, betaPtr,
       reinterpret_cast<const void *>(result), o.c,
       reinterpret_cast<void *>(result), o.c, &heuristic.algo,
-      reinterpret_cast<void *>(workspace_), workspaceBytes_, stream_));
+      reinterpret_cast<void *>(workspacePointer), kWorkspaceBytes, stream_));
 }
 
-absl::Status CudaStream::matmul(const MatmulParams &p, BufferRef lhs,
-                                BufferRef rhs, BufferRef result) {
+absl::Status CudaStream::enqueueMatmul(const MatmulParams &p, BufferRef lhs,
+                                       BufferRef rhs, BufferRef result) {
   if (!device_.supportsLibrary(Library::Matmul, p.dtype))
     return absl::UnimplementedError(
         absl::StrCat("the cuda Matmul supports f32, f64, f16 and bf16, not ",
@@ -412,8 +434,8 @@ absl::Status CudaStream::cudnnConv2d(const Conv2dParams &p, CUdeviceptr x,
   return absl::OkStatus();
 }
 
-absl::Status CudaStream::conv2d(const Conv2dParams &p, BufferRef input,
-                                BufferRef filter, BufferRef result) {
+absl::Status CudaStream::enqueueConv2d(const Conv2dParams &p, BufferRef input,
+                                       BufferRef filter, BufferRef result) {
   if (!device_.supportsLibrary(Library::Conv2d, p.dtype))
     return absl::UnimplementedError(
         absl::StrCat("the cuda Conv2d supports f32, f64, f16 and bf16, not ",
@@ -476,9 +498,9 @@ absl::Status CudaStream::conv2d(const Conv2dParams &p, BufferRef input,
   return status;
 }
 
-absl::Status CudaStream::attention(const AttentionParams &p, BufferRef q,
-                                   BufferRef k, BufferRef v, BufferRef mask,
-                                   BufferRef result) {
+absl::Status CudaStream::enqueueAttention(const AttentionParams &p, BufferRef q,
+                                          BufferRef k, BufferRef v,
+                                          BufferRef mask, BufferRef result) {
   if (!device_.supportsLibrary(Library::Attention, p.dtype))
     return absl::UnimplementedError(
         absl::StrCat("the cuda Attention supports f32, f64, f16 and bf16, not ",

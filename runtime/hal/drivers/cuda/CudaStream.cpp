@@ -43,6 +43,31 @@ private:
   CUevent event_;
 };
 
+/// A captured graph and its executable instance.
+class CudaGraph final : public Graph {
+public:
+  CudaGraph(const CudaDevice &device, CUgraph graph, CUgraphExec exec,
+            int64_t commands)
+      : device_(device), graph_(graph), exec_(exec), commands_(commands) {}
+  ~CudaGraph() override {
+    // A launch still in flight completes first (cuGraphExecDestroy frees
+    // an executing graph when it finishes).
+    if (!device_.bind().ok())
+      return;
+    (void)device_.api().cuGraphExecDestroy(exec_);
+    (void)device_.api().cuGraphDestroy(graph_);
+  }
+  int64_t numCommands() const override { return commands_; }
+  const CudaDevice &device() const { return device_; }
+  CUgraphExec exec() const { return exec_; }
+
+private:
+  const CudaDevice &device_;
+  CUgraph graph_;
+  CUgraphExec exec_;
+  int64_t commands_;
+};
+
 /// Bytes of `count` elements, or -1 on overflow / negative counts.
 int64_t bytesOf(std::initializer_list<int64_t> dims, DType dtype) {
   std::optional<int64_t> n = checkedNumElements(std::vector<int64_t>(dims));
@@ -80,6 +105,16 @@ CudaStream::~CudaStream() {
   if (!device_.bind().ok())
     return;
   const CudaApi &api = device_.api();
+  if (capture_) {
+    // Leave capture mode first: synchronizing a capturing stream is an
+    // error, and the capture's graph would leak. Its memory nodes never
+    // ran, so there is nothing of the capture's to free.
+    CUgraph graph = nullptr;
+    (void)api.cuStreamEndCapture(stream_, &graph);
+    if (graph)
+      (void)api.cuGraphDestroy(graph);
+    capture_.reset();
+  }
   (void)api.cuStreamSynchronize(stream_);
   for (auto &s : staging_) {
     if (s->done)
@@ -105,10 +140,34 @@ absl::Status CudaStream::fail(CUresult result, const std::string &what) {
   absl::Status status =
       device_.api().check(result, absl::StrCat(device_.label(), ": ", what));
   // Out of memory at submission leaves the stream usable; anything else
-  // (a launch or asynchronous failure) poisons the context anyway.
-  if (result != CUDA_ERROR_OUT_OF_MEMORY && failed_.ok())
+  // (a launch or asynchronous failure) poisons the context anyway. While
+  // capturing, nothing runs: a failure is the capture's (command() records
+  // it), and the stream works again after endCapture.
+  if (result != CUDA_ERROR_OUT_OF_MEMORY && failed_.ok() && !capture_)
     failed_ = status;
   return status;
+}
+
+template <typename Enqueue>
+absl::Status CudaStream::command(Enqueue &&enqueue) {
+  if (!capture_)
+    return enqueue();
+  if (!capture_->failure.ok())
+    return capture_->failure;
+  absl::Status status = enqueue();
+  if (status.ok())
+    ++capture_->commands;
+  else
+    capture_->failure = status;
+  return status;
+}
+
+absl::Status CudaStream::refuseWhileCapturing(const char *what) {
+  absl::Status refused = absl::FailedPreconditionError(
+      absl::StrCat(what, " while the stream captures a graph"));
+  if (capture_ && capture_->failure.ok())
+    capture_->failure = refused;
+  return refused;
 }
 
 absl::StatusOr<CUdeviceptr> CudaStream::resolve(BufferRef ref,
@@ -240,10 +299,28 @@ absl::Status CudaStream::launchHelper(HelperKernel kernel, int64_t count,
 //===----------------------------------------------------------------------===//
 
 absl::Status CudaStream::writeBuffer(const void *host, BufferRef dst) {
+  return command([&] { return enqueueWrite(host, dst); });
+}
+
+absl::Status CudaStream::enqueueWrite(const void *host, BufferRef dst) {
   OMNI_ASSIGN_OR_RETURN(CUdeviceptr d, resolve(dst, "writeBuffer destination"));
   OMNI_RETURN_IF_ERROR(begin());
   if (dst.length == 0)
     return absl::OkStatus();
+  if (capture_) {
+    // A staging block is reused once an event recorded after its copy
+    // passes; a graph's copy runs at every launch, long after. The bytes
+    // go into the graph itself instead, as the pattern of a fill that
+    // covers exactly `dst`: a memset node's value or the omni_fill_bytes
+    // kernel's by-value parameters, both copied when captured.
+    if (dst.length > kMaxCapturedWriteBytes)
+      return absl::UnimplementedError(absl::StrCat(
+          "writeBuffer of ", dst.length, " bytes cannot be captured (at most ",
+          kMaxCapturedWriteBytes, ")"));
+    return enqueueFill(dst,
+                       absl::MakeConstSpan(static_cast<const uint8_t *>(host),
+                                           static_cast<size_t>(dst.length)));
+  }
   const size_t bytes = static_cast<size_t>(dst.length);
   OMNI_ASSIGN_OR_RETURN(Staging * staging, acquireStaging(bytes));
   std::memcpy(staging->host, host, bytes);
@@ -254,6 +331,10 @@ absl::Status CudaStream::writeBuffer(const void *host, BufferRef dst) {
 }
 
 absl::Status CudaStream::readBuffer(BufferRef src, void *host) {
+  // Its host function would run at each launch, and its staging block's
+  // event would be queried by the host: neither belongs in a graph.
+  if (capture_)
+    return refuseWhileCapturing("readBuffer");
   OMNI_ASSIGN_OR_RETURN(CUdeviceptr s, resolve(src, "readBuffer source"));
   OMNI_RETURN_IF_ERROR(begin());
   if (src.length == 0)
@@ -273,6 +354,10 @@ absl::Status CudaStream::readBuffer(BufferRef src, void *host) {
 }
 
 absl::Status CudaStream::copy(BufferRef src, BufferRef dst) {
+  return command([&] { return enqueueCopy(src, dst); });
+}
+
+absl::Status CudaStream::enqueueCopy(BufferRef src, BufferRef dst) {
   OMNI_ASSIGN_OR_RETURN(CUdeviceptr s, resolve(src, "copy source"));
   OMNI_ASSIGN_OR_RETURN(CUdeviceptr d, resolve(dst, "copy destination"));
   if (src.length != dst.length)
@@ -287,7 +372,8 @@ absl::Status CudaStream::copy(BufferRef src, BufferRef dst) {
   if (!overlap)
     return check(api.cuMemcpyDtoDAsync(d, s, bytes, stream_),
                  "cuMemcpyDtoDAsync");
-  // memmove semantics through a temporary.
+  // memmove semantics through a temporary (while capturing, an allocation
+  // and a free node of the graph).
   OMNI_ASSIGN_OR_RETURN(CUdeviceptr temp, allocTemp(src.length));
   absl::Status status = check(api.cuMemcpyDtoDAsync(temp, s, bytes, stream_),
                               "cuMemcpyDtoDAsync");
@@ -300,6 +386,11 @@ absl::Status CudaStream::copy(BufferRef src, BufferRef dst) {
 
 absl::Status CudaStream::fill(BufferRef dst,
                               absl::Span<const uint8_t> pattern) {
+  return command([&] { return enqueueFill(dst, pattern); });
+}
+
+absl::Status CudaStream::enqueueFill(BufferRef dst,
+                                     absl::Span<const uint8_t> pattern) {
   OMNI_ASSIGN_OR_RETURN(CUdeviceptr d, resolve(dst, "fill destination"));
   const int64_t size = static_cast<int64_t>(pattern.size());
   if (size == 0 || dst.length % size != 0)
@@ -335,10 +426,15 @@ absl::Status CudaStream::fill(BufferRef dst,
     return launchHelper(HelperKernel::FillBytes, n,
                         {&d, &n, &words[0], &words[1], &patternSize});
   }
-  // Longer patterns: write one copy, then double the filled prefix with
-  // disjoint device copies.
-  OMNI_RETURN_IF_ERROR(
-      writeBuffer(pattern.data(), {dst.buffer, dst.offset, size}));
+  // Longer patterns: write one copy in pieces of up to 16 bytes (fills
+  // again, so that no staging is involved and a capture takes it), then
+  // double the filled prefix with disjoint device copies.
+  for (int64_t at = 0; at < size; at += 16) {
+    const int64_t piece = std::min<int64_t>(16, size - at);
+    OMNI_RETURN_IF_ERROR(enqueueFill(
+        {dst.buffer, dst.offset + at, piece},
+        pattern.subspan(static_cast<size_t>(at), static_cast<size_t>(piece))));
+  }
   int64_t filled = size;
   while (filled < dst.length) {
     int64_t n = std::min(filled, dst.length - filled);
@@ -359,6 +455,15 @@ absl::Status CudaStream::dispatch(const Executable &executable, int64_t kernel,
                                   int64_t grid,
                                   absl::Span<const BufferRef> buffers,
                                   absl::Span<const int64_t> scalars) {
+  (void)grid; // cuda kernels carry their grids in GpuLaunchSpec.
+  return command(
+      [&] { return enqueueDispatch(executable, kernel, buffers, scalars); });
+}
+
+absl::Status CudaStream::enqueueDispatch(const Executable &executable,
+                                         int64_t kernel,
+                                         absl::Span<const BufferRef> buffers,
+                                         absl::Span<const int64_t> scalars) {
   const auto *exe = dynamic_cast<const CudaExecutable *>(&executable);
   if (!exe || &exe->device() != &device_)
     return absl::InvalidArgumentError(
@@ -368,7 +473,6 @@ absl::Status CudaStream::dispatch(const Executable &executable, int64_t kernel,
     return absl::InvalidArgumentError(
         absl::StrCat("kernel ", kernel, " of executable '", exe->name(),
                      "', which has ", exe->numKernels()));
-  (void)grid; // cuda kernels carry their grids in GpuLaunchSpec.
   const CudaExecutable::Kernel &k = exe->kernel(kernel);
   std::vector<CUdeviceptr> pointers;
   pointers.reserve(buffers.size() + k.scratchPointers.size());
@@ -389,6 +493,8 @@ absl::Status CudaStream::dispatch(const Executable &executable, int64_t kernel,
             arg, " but the dispatch has ", buffers.size(), " buffers and ",
             k.scratchPointers.size(), " scratch buffers"));
   OMNI_RETURN_IF_ERROR(begin());
+  // cuLaunchKernel copies the parameters (into the kernel node while
+  // capturing): `pointers` and `values` may go when it returns.
   std::vector<void *> params;
   for (const CudaExecutable::Launch &launch : k.launches) {
     const GpuLaunchSpec &s = *launch.spec;
@@ -411,6 +517,16 @@ absl::Status CudaStream::dispatch(const Executable &executable, int64_t kernel,
 absl::Status CudaStream::random(Distribution distribution, DType dtype,
                                 int64_t count, BufferRef key, BufferRef counter,
                                 BufferRef offset, BufferRef result) {
+  return command([&] {
+    return enqueueRandom(distribution, dtype, count, key, counter, offset,
+                         result);
+  });
+}
+
+absl::Status CudaStream::enqueueRandom(Distribution distribution, DType dtype,
+                                       int64_t count, BufferRef key,
+                                       BufferRef counter, BufferRef offset,
+                                       BufferRef result) {
   if (!isFloatDType(dtype))
     return absl::InvalidArgumentError(absl::StrCat(
         "random numbers of ", dtypeName(dtype), " (expected a float type)"));
@@ -452,11 +568,45 @@ absl::Status CudaStream::random(Distribution distribution, DType dtype,
                       {&keyPtr, &counterPtr, &offsetPtr, &out, &count});
 }
 
+absl::Status CudaStream::matmul(const MatmulParams &params, BufferRef lhs,
+                                BufferRef rhs, BufferRef result) {
+  return command([&] { return enqueueMatmul(params, lhs, rhs, result); });
+}
+
+absl::Status CudaStream::conv2d(const Conv2dParams &params, BufferRef input,
+                                BufferRef filter, BufferRef result) {
+  return command([&] { return enqueueConv2d(params, input, filter, result); });
+}
+
+absl::Status CudaStream::attention(const AttentionParams &params, BufferRef q,
+                                   BufferRef k, BufferRef v, BufferRef mask,
+                                   BufferRef result) {
+  return command(
+      [&] { return enqueueAttention(params, q, k, v, mask, result); });
+}
+
+absl::Status CudaStream::attentionBackward(const AttentionParams &params,
+                                           BufferRef q, BufferRef k,
+                                           BufferRef v, BufferRef o,
+                                           BufferRef dO, BufferRef dq,
+                                           BufferRef dk, BufferRef dv) {
+  return command([&] {
+    return Stream::attentionBackward(params, q, k, v, o, dO, dq, dk, dv);
+  });
+}
+
 //===----------------------------------------------------------------------===//
 // Synchronization
 //===----------------------------------------------------------------------===//
 
+// While capturing, an event recorded on the stream would belong to the
+// capture (the host may not query or wait for it), and a wait on an event
+// of an earlier submission is not a node of the graph: both are refused,
+// as is synchronize (cuStreamSynchronize would invalidate the capture).
+
 absl::StatusOr<std::shared_ptr<Event>> CudaStream::recordEvent() {
+  if (capture_)
+    return refuseWhileCapturing("recordEvent");
   OMNI_RETURN_IF_ERROR(begin());
   const CudaApi &api = device_.api();
   CUevent event = nullptr;
@@ -469,6 +619,8 @@ absl::StatusOr<std::shared_ptr<Event>> CudaStream::recordEvent() {
 }
 
 absl::Status CudaStream::waitEvent(const std::shared_ptr<Event> &event) {
+  if (capture_)
+    return refuseWhileCapturing("waitEvent");
   if (!event)
     return absl::OkStatus();
   const auto *cudaEvent = dynamic_cast<const CudaEvent *>(event.get());
@@ -481,11 +633,92 @@ absl::Status CudaStream::waitEvent(const std::shared_ptr<Event> &event) {
 }
 
 absl::Status CudaStream::synchronize() {
+  if (capture_)
+    return refuseWhileCapturing("synchronize");
   OMNI_RETURN_IF_ERROR(begin());
   OMNI_RETURN_IF_ERROR(check(device_.api().cuStreamSynchronize(stream_),
                              "a command on the stream failed"));
   trimStaging();
   return absl::OkStatus();
+}
+
+//===----------------------------------------------------------------------===//
+// Graphs
+//===----------------------------------------------------------------------===//
+
+absl::Status CudaStream::beginCapture() {
+  if (capture_)
+    return absl::FailedPreconditionError("the stream is already capturing");
+  OMNI_RETURN_IF_ERROR(begin());
+  // Relaxed mode: the calls made on this thread during the capture that
+  // are not stream commands must keep working, and are not captured:
+  // Device::allocate and a buffer's release (on the device's own stream),
+  // cuBLASLt's and cuDNN's handle creation at their first use (which may
+  // allocate device memory synchronously). The global and thread-local
+  // modes would refuse those as "potentially unsafe" and invalidate the
+  // capture. What truly conflicts with capturing (querying or waiting for
+  // an event recorded in it, synchronizing the stream) the stream refuses
+  // itself. Relaxed mode also lets endCapture (or the destructor) run on
+  // another thread than beginCapture.
+  const CudaApi &api = device_.api();
+  OMNI_RETURN_IF_ERROR(api.check(
+      api.cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_RELAXED),
+      absl::StrCat(device_.label(), ": cuStreamBeginCapture")));
+  capture_.emplace();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Graph>> CudaStream::endCapture() {
+  if (!capture_)
+    return absl::FailedPreconditionError("the stream is not capturing");
+  OMNI_RETURN_IF_ERROR(device_.bind());
+  Capture capture = std::move(*capture_);
+  capture_.reset();
+  const CudaApi &api = device_.api();
+  // The graph frees the workspace it allocated: its last node.
+  if (capture.workspace)
+    freeTemp(capture.workspace);
+  // Always: the stream leaves capture mode even when the capture failed.
+  CUgraph graph = nullptr;
+  CUresult r = api.cuStreamEndCapture(stream_, &graph);
+  if (!capture.failure.ok()) {
+    if (graph)
+      (void)api.cuGraphDestroy(graph);
+    return absl::FailedPreconditionError(
+        absl::StrCat("the capture failed: ", capture.failure.message()));
+  }
+  if (r != CUDA_SUCCESS || !graph) {
+    if (graph)
+      (void)api.cuGraphDestroy(graph);
+    // No graph and no error: the capture was invalidated.
+    return api.check(r != CUDA_SUCCESS ? r
+                                       : CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
+                     absl::StrCat(device_.label(), ": capture failed"));
+  }
+  // Flags 0: every allocation node of the graph has its free node in it
+  // (temporaries and the workspace), so a launch never finds memory of the
+  // previous one unfreed (no CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH).
+  CUgraphExec exec = nullptr;
+  r = api.cuGraphInstantiateWithFlags(&exec, graph, 0);
+  if (r != CUDA_SUCCESS) {
+    (void)api.cuGraphDestroy(graph);
+    return api.check(
+        r, absl::StrCat(device_.label(), ": cuGraphInstantiateWithFlags"));
+  }
+  return std::unique_ptr<Graph>(
+      std::make_unique<CudaGraph>(device_, graph, exec, capture.commands));
+}
+
+absl::Status CudaStream::launchGraph(const Graph &graph) {
+  if (capture_)
+    return refuseWhileCapturing("launchGraph");
+  const auto *g = dynamic_cast<const CudaGraph *>(&graph);
+  if (!g || &g->device() != &device_)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "launchGraph: the graph was not captured on ", device_.label()));
+  OMNI_RETURN_IF_ERROR(begin());
+  return check(device_.api().cuGraphLaunch(g->exec(), stream_),
+               "cuGraphLaunch");
 }
 
 } // namespace omni::hal::cuda

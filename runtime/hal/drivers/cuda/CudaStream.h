@@ -17,7 +17,8 @@
 // copy is cuMemcpyDtoDAsync, through a temporary when the ranges overlap
 // (memmove semantics); fill is cuMemsetD8/D16/D32Async for uniform bytes
 // and aligned 2- and 4-byte patterns, the omni_fill_bytes kernel for other
-// patterns up to 16 bytes, and repeated doubling copies beyond. dispatch
+// patterns up to 16 bytes; a longer pattern's first copy is written by
+// those in 16-byte pieces (no staging), then doubled by copies. dispatch
 // launches each GpuLaunchSpec of the kernel in order with the pointers its
 // `args` name (the dispatch's buffers, then the kernel's scratch buffers)
 // followed by every scalar as an i64; `grid` is ignored (1 for cuda
@@ -32,9 +33,24 @@
 // reported by the next synchronize() or Event::wait() in one line, and the
 // stream stays failed: later commands and synchronizes return that error.
 //
+// Graphs (hal/Graph.h): beginCapture is cuStreamBeginCapture in relaxed
+// mode, endCapture cuStreamEndCapture + cuGraphInstantiateWithFlags,
+// launchGraph cuGraphLaunch. While capturing, nothing may record an event
+// the host later polls or make the host wait: readBuffer (its host
+// function and staging event), recordEvent, waitEvent, synchronize and
+// collectives are refused (FailedPrecondition), and writeBuffer puts its
+// bytes into the graph as a fill (at most kMaxCapturedWriteBytes) instead
+// of staging them. Stream-ordered temporaries become the graph's memory
+// nodes, each freed inside it; gemms use a cuBLASLt workspace the graph
+// allocates and frees itself, so a graph depends on no stream's memory. A
+// command that fails while capturing fails the capture (it is counted
+// against the capture, never as the stream's sticky error), and later
+// commands return that failure until endCapture.
+//
 // Ownership: created by CudaDevice::createStream; the device must outlive
-// it. The destructor synchronizes. Thread safety: one thread at a time
-// (hal::Stream); handle() may be used by the NCCL channel on that thread.
+// it. The destructor ends a capture in progress (discarding it), then
+// synchronizes. Thread safety: one thread at a time (hal::Stream);
+// handle() may be used by the NCCL channel on that thread.
 //
 //===----------------------------------------------------------------------===//
 
@@ -46,6 +62,7 @@
 #include "runtime/hal/drivers/cuda/CudaDevice.h"
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace omni::hal::cuda {
@@ -88,12 +105,30 @@ public:
   absl::Status attention(const AttentionParams &params, BufferRef q,
                          BufferRef k, BufferRef v, BufferRef mask,
                          BufferRef result) override;
+  /// Unimplemented (no backward kernel, CudaDevice::supportsLibrary), as a
+  /// command: a call while capturing fails the capture.
+  absl::Status attentionBackward(const AttentionParams &params, BufferRef q,
+                                 BufferRef k, BufferRef v, BufferRef o,
+                                 BufferRef dO, BufferRef dq, BufferRef dk,
+                                 BufferRef dv) override;
   absl::StatusOr<std::shared_ptr<Event>> recordEvent() override;
   absl::Status waitEvent(const std::shared_ptr<Event> &event) override;
   absl::Status synchronize() override;
+  absl::Status beginCapture() override;
+  absl::StatusOr<std::unique_ptr<Graph>> endCapture() override;
+  absl::Status launchGraph(const Graph &graph) override;
+
+  /// Whether the stream is between beginCapture and endCapture.
+  bool capturing() const { return capture_.has_value(); }
+  /// While capturing: `what` ("readBuffer") cannot be captured; fails the
+  /// capture and returns FailedPrecondition "<what> while the stream
+  /// captures a graph" (public for the NCCL channel's collectives).
+  absl::Status refuseWhileCapturing(const char *what);
 
   /// Idle staging memory kept for reuse.
   static constexpr size_t kStagingCacheBytes = size_t(256) << 20;
+  /// The largest writeBuffer a capture takes (a fill pattern's limit).
+  static constexpr int64_t kMaxCapturedWriteBytes = 16;
 
 private:
   struct Staging {
@@ -109,7 +144,40 @@ private:
     int64_t batchStride = 0;
   };
 
+  /// Between beginCapture and endCapture.
+  struct Capture {
+    /// The first command that failed (the capture then fails).
+    absl::Status failure;
+    /// Commands submitted (Graph::numCommands).
+    int64_t commands = 0;
+    /// The graph's own cuBLASLt workspace (a memory node), allocated at the
+    /// first gemm and freed by endCapture as the graph's last node.
+    CUdeviceptr workspace = 0;
+  };
+
   explicit CudaStream(CudaDevice &device) : device_(device) {}
+  /// Runs `enqueue` (a command) and, while capturing, fails the capture
+  /// with its error or counts it; after a failure it returns that failure
+  /// without enqueueing.
+  template <typename Enqueue> absl::Status command(Enqueue &&enqueue);
+  // The commands, without the capture bookkeeping of command().
+  absl::Status enqueueWrite(const void *host, BufferRef dst);
+  absl::Status enqueueCopy(BufferRef src, BufferRef dst);
+  absl::Status enqueueFill(BufferRef dst, absl::Span<const uint8_t> pattern);
+  absl::Status enqueueDispatch(const Executable &executable, int64_t kernel,
+                               absl::Span<const BufferRef> buffers,
+                               absl::Span<const int64_t> scalars);
+  absl::Status enqueueRandom(Distribution distribution, DType dtype,
+                             int64_t count, BufferRef key, BufferRef counter,
+                             BufferRef offset, BufferRef result);
+  // CudaLibraries.cpp.
+  absl::Status enqueueMatmul(const MatmulParams &params, BufferRef lhs,
+                             BufferRef rhs, BufferRef result);
+  absl::Status enqueueConv2d(const Conv2dParams &params, BufferRef input,
+                             BufferRef filter, BufferRef result);
+  absl::Status enqueueAttention(const AttentionParams &params, BufferRef q,
+                                BufferRef k, BufferRef v, BufferRef mask,
+                                BufferRef result);
   /// Binds the context and returns the stream's sticky error, if any.
   absl::Status begin();
   /// Records a CUDA failure of `what` (submission or asynchronous) as the
@@ -146,6 +214,9 @@ private:
                     int64_t n, int64_t k, GemmOperand lhs, GemmOperand rhs,
                     CUdeviceptr result, int64_t resultStride, double alpha);
   absl::Status ensureCublasLt();
+  /// The cuBLASLt workspace (kWorkspaceBytes): the stream's, allocated at
+  /// first use, or while capturing the capture's own.
+  absl::StatusOr<CUdeviceptr> gemmWorkspace();
   /// conv2d through cuDNN; Unimplemented when cuDNN is missing or has no
   /// algorithm for the case (the caller then uses im2col + gemm).
   absl::Status cudnnConv2d(const Conv2dParams &p, CUdeviceptr x, CUdeviceptr w,
@@ -155,11 +226,13 @@ private:
   CUstream stream_ = nullptr;
   absl::Status failed_;
   std::vector<std::unique_ptr<Staging>> staging_;
-  // cuBLASLt, created at the first library call.
+  /// Set between beginCapture and endCapture.
+  std::optional<Capture> capture_;
+  // cuBLASLt, created at the first library call (its workspace at the first
+  // gemm outside a capture).
   const CublasLtApi *lt_ = nullptr;
   cublasLtHandle_t ltHandle_ = nullptr;
   CUdeviceptr workspace_ = 0;
-  size_t workspaceBytes_ = 0;
   // cuDNN, created at the first conv2d (dnnMissing_: not available).
   const CudnnApi *dnn_ = nullptr;
   cudnnHandle_t dnnHandle_ = nullptr;

@@ -7,10 +7,15 @@
  *   OMNI_FAKE_CUDA_INIT     cuInit's CUresult (default 0)
  *   OMNI_FAKE_CUDA_DEVICES  cuDeviceGetCount's value (default 1)
  * Every other entry point exists and fails with CUDA_ERROR_NOT_SUPPORTED
- * (801); the tests never get far enough to call one.
+ * (801); the tests never get far enough to call one. As libcuda's, the
+ * lookup takes base names only (cuda.h: "for the driver API cuMemAlloc_v2,
+ * symbol would be cuMemAlloc"): a versioned or per-thread name
+ * ("cuStreamBeginCapture_v2", "..._ptsz") is CUDA_ERROR_NOT_FOUND (500),
+ * so that loading the fake checks CudaApi never asks for one.
  *
  *===----------------------------------------------------------------------===*/
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,10 +41,34 @@ static int fakeDeviceGetCount(int *count) {
 
 static int fakeNotSupported(void) { return 801; }
 
+static int endsWith(const char *s, const char *suffix) {
+  size_t n = strlen(s), m = strlen(suffix);
+  return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+static int isVersionedName(const char *symbol) {
+  const char *v = strrchr(symbol, '_');
+  if (endsWith(symbol, "_ptsz") || endsWith(symbol, "_ptds"))
+    return 1;
+  /* _v2, _v3, ...: an underscore, 'v', then digits only. */
+  if (!v || v[1] != 'v' || v[2] == 0)
+    return 0;
+  for (v += 2; *v; ++v)
+    if (*v < '0' || *v > '9')
+      return 0;
+  return 1;
+}
+
 int cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
                         unsigned long long flags, int *symbolStatus) {
   (void)cudaVersion;
   (void)flags;
+  if (isVersionedName(symbol)) {
+    *pfn = NULL;
+    if (symbolStatus)
+      *symbolStatus = 1; /* CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND */
+    return 500;
+  }
   if (strcmp(symbol, "cuDriverGetVersion") == 0)
     *pfn = (void *)fakeDriverGetVersion;
   else if (strcmp(symbol, "cuInit") == 0)

@@ -22,6 +22,10 @@ absl::StatusOr<void *> streamHandle(Stream &stream) {
     return absl::InvalidArgumentError(
         "nccl: a collective on a stream of another driver (expected a cuda "
         "stream)");
+  // The channel's watchdog queries an event it records after each
+  // collective, which an event recorded in a capture does not allow.
+  if (cuda->capturing())
+    return cuda->refuseWhileCapturing("nccl: a collective");
   return static_cast<void *>(cuda->handle());
 }
 

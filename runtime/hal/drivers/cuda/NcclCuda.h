@@ -27,7 +27,8 @@ namespace omni::hal::cuda {
 /// cuCtxSetCurrent(context.context) on this thread.
 absl::Status setCurrentContext(const NcclDeviceContext &context);
 
-/// The CUstream of a CudaStream (InvalidArgument for another driver's).
+/// The CUstream of a CudaStream (InvalidArgument for another driver's;
+/// FailedPrecondition, failing the capture, while it captures a graph).
 absl::StatusOr<void *> streamHandle(Stream &stream);
 
 /// The device address of `ref`'s first byte after checking that it is a
