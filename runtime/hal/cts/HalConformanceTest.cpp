@@ -652,11 +652,19 @@ TEST_P(HalTest, AttentionWithLongKeysWorksInRowBlocks) {
 // Graphs (hal/Graph.h), on every driver whose streams capture
 //===----------------------------------------------------------------------===//
 
-/// An empty capture: OK, Unimplemented (no graphs) or the driver's error.
-absl::Status probeCapture(Stream &stream) {
-  if (absl::Status begun = stream.beginCapture(); !begun.ok())
-    return begun;
-  return stream.endCapture().status();
+/// Whether `stream`'s driver captures graphs, probed with an empty
+/// capture; `why` says why not. Another failure of the probe fails the
+/// test.
+bool captures(Stream &stream, std::string &why) {
+  absl::Status probe = stream.beginCapture();
+  if (probe.ok())
+    probe = stream.endCapture().status();
+  if (probe.code() == absl::StatusCode::kUnimplemented) {
+    why = std::string(probe.message());
+    return false;
+  }
+  EXPECT_TRUE(probe.ok()) << probe;
+  return true;
 }
 
 bool mentions(const absl::Status &status, const std::string &text) {
@@ -667,13 +675,10 @@ class HalGraphTest : public HalTest {
 protected:
   void SetUp() override {
     HalTest::SetUp();
-    if (IsSkipped() || HasFatalFailure())
-      return;
-    absl::Status probe = probeCapture(*stream_);
-    if (probe.code() == absl::StatusCode::kUnimplemented)
+    std::string why;
+    if (!IsSkipped() && !HasFatalFailure() && !captures(*stream_, why))
       GTEST_SKIP() << "the " << GetParam()
-                   << " driver cannot capture graphs: " << probe.message();
-    ASSERT_TRUE(probe.ok()) << probe;
+                   << " driver cannot capture graphs: " << why;
   }
   /// Ends the capture, expecting a graph.
   std::unique_ptr<Graph> end() {
@@ -863,13 +868,10 @@ class HalGraphExecutableTest : public HalExecutableTest {
 protected:
   void SetUp() override {
     HalExecutableTest::SetUp();
-    if (IsSkipped() || HasFatalFailure())
-      return;
-    absl::Status probe = probeCapture(*stream_);
-    if (probe.code() == absl::StatusCode::kUnimplemented)
+    std::string why;
+    if (!IsSkipped() && !HasFatalFailure() && !captures(*stream_, why))
       GTEST_SKIP() << "the " << GetParam()
-                   << " driver cannot capture graphs: " << probe.message();
-    ASSERT_TRUE(probe.ok()) << probe;
+                   << " driver cannot capture graphs: " << why;
   }
 };
 
