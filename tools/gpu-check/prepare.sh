@@ -46,8 +46,10 @@ done
 BIN="$BUILD/bin"
 say() { echo "prepare.sh: $*" >&2; }
 if [ "$BUILDING" = 1 ]; then
-  say "building omnirun, omnic, omnigen in $BUILD"
+  say "building omnirun, omnic, omnigen and the driver tests in $BUILD"
   ninja -C "$BUILD" omnirun omnic omnigen >&2
+  # The driver tests exist only in a build with the CUDA toolkit.
+  ninja -C "$BUILD" OmniHalCudaTest OmniHalConformanceTest >&2 || true
 fi
 for tool in omnirun omnic omnigen; do
   [ -x "$BIN/$tool" ] || { say "no $BIN/$tool (build it, or drop --no-build)"; exit 1; }
@@ -80,6 +82,23 @@ ldd "$BIN/omnirun" | awk '/=>/ && $3 ~ /^\// {print $3}' | while read -r lib; do
 done
 tar -C "$WORK" -cf - lib | xz -T2 -6 > "$OUTDIR/lib.tar.xz"
 echo "omnirun $(ldd "$BIN/omnirun" | awk '/=>/' | wc -l) libraries" >> "$MANIFEST"
+
+# --- the driver tests (gtest, static) ----------------------------------
+# The cuda driver's own tests (CudaGpuTest.*) and the hal conformance
+# suite's cuda instances are the most direct check of each driver feature
+# on a GPU; they need no library omnirun does not (checked: a subset).
+TESTS=(OmniHalCudaTest OmniHalConformanceTest)
+if for t in "${TESTS[@]}"; do [ -x "$BIN/$t" ] || exit 1; done; then
+  mkdir -p "$WORK/tests"
+  for t in "${TESTS[@]}"; do
+    cp "$BIN/$t" "$WORK/tests/$t"
+    strip "$WORK/tests/$t" 2>/dev/null || true
+  done
+  tar -C "$WORK" -cf - tests | xz -T2 -6 > "$OUTDIR/bin/tests.tar.xz"
+  echo "driver tests ${TESTS[*]}" >> "$MANIFEST"
+else
+  echo "no-tests: the build has no ${TESTS[*]} (no CUDA toolkit?)" >> "$MANIFEST"
+fi
 
 # One omnic call per target; a target omnic refuses is left out and the
 # manifest says why (run.sh reports it).

@@ -2,6 +2,7 @@
 # Runs a bundle made by prepare.sh on a machine with an NVIDIA GPU and
 # writes ONE results file (README.md says what each section means):
 #   1. the machine (nvidia-smi); without a GPU: says so and exits 2
+#   1b. the cuda driver's and the hal conformance suite's GPU tests
 #   2. every per-op program on the GPU against the cpu driver's outputs
 #   3. 3 tiny FlowGRPO iterations on the GPU against the cpu checkpoints,
 #      and again without graphs (the same bits, the rollout's time)
@@ -100,6 +101,38 @@ fi
 if [ "$DRY" != 1 ]; then
   out "- nvidia-smi: $GPU_LINE"
   out "- CUDA driver: $(timeout 30 "$SMI" | grep -o 'CUDA Version: [0-9.]*' | head -1)"
+fi
+
+# --- 1b. the driver tests on the GPU ---------------------------------------
+# gtest binaries of the cuda driver (CudaGpuTest.*: PTX dispatch, fills,
+# copies, events, memory, cuBLASLt, graphs) and the hal conformance suite's
+# cuda instances; their whole output goes beside the results file.
+out ""
+out "## Driver tests (gtest, on the GPU)"
+out ""
+TESTLOG="$(dirname "$RESULTS")/driver-tests.log"
+: > "$TESTLOG"
+if [ ! -f "$BUNDLE/bin/tests.tar.xz" ]; then
+  out "SKIPPED: the bundle has no driver tests ($(grep '^no-tests' "$BUNDLE/manifest.txt" | head -1))"
+elif ! xz -dc "$BUNDLE/bin/tests.tar.xz" | tar -C "$TMP" -xf -; then
+  out "FAIL: cannot unpack tests.tar.xz"
+  FAILED=1
+else
+  INSTANCE=cuda; [ "$DRY" = 1 ] && INSTANCE=cpu
+  for spec in "OmniHalCudaTest:CudaGpuTest.*" "OmniHalConformanceTest:*/$INSTANCE"; do
+    t=${spec%%:*} filter=${spec#*:}
+    within 90 env "LD_LIBRARY_PATH=$TMP/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$TMP/tests/$t" "--gtest_filter=$filter" > "$TMP/$t.log" 2>&1
+    rc=$?
+    { echo "=== $t --gtest_filter=$filter (exit $rc)"; cat "$TMP/$t.log"; } >> "$TESTLOG"
+    passed=$(grep -c '^\[       OK \]' "$TMP/$t.log")
+    failed=$(grep -c '^\[  FAILED  \] [A-Za-z].*(' "$TMP/$t.log")
+    skipped=$(grep -c '^\[  SKIPPED \] [A-Za-z].*(' "$TMP/$t.log")
+    out "- $t ($filter): $passed passed, $failed failed, $skipped skipped, exit $rc"
+    grep '^\[  FAILED  \] [A-Za-z].*(' "$TMP/$t.log" | head -20 | sed 's/^/  - /' >> "$RESULTS"
+    grep -m1 -A3 'Failure$' "$TMP/$t.log" | sed 's/^/    /' >> "$RESULTS"
+    [ $rc = 0 ] || FAILED=1
+  done
+  out "- the whole output: $TESTLOG"
 fi
 
 # --- 2. per-op checks -----------------------------------------------------
