@@ -9,13 +9,13 @@
 // A graph fixes what the commands were given when it was captured: buffer
 // ranges (Copy offsets computed from index registers included), kernel
 // scalars, and the bytes of a ScalarOp ToTensor. Those all follow from the
-// frame's index registers at the loop's entry and the frame's argument
-// buffers (the body's own scalar arithmetic is deterministic), so a graph
-// is kept per (loop, arguments, registers) and launched only when a run
-// enters the loop with the same ones; the registers the loop leaves behind
-// are restored from the capture. The buffers a graph names stay alive: the
-// arena, constants and state live as long as the executor, and run() keeps
-// its input and output buffers per function while graphs are on.
+// frame's argument buffers and the registers the body reads before it
+// writes them (the body's own scalar arithmetic is deterministic), so a
+// graph is kept per (loop, arguments, values of those registers) and
+// launched only when a run enters the loop with the same ones; the
+// registers the loop writes are set from the capture. The buffers a graph names
+// stay alive: the arena, constants and state live as long as the executor, and
+// run() keeps its input and output buffers per function while graphs are on.
 //
 // A host call in flight (asynchronous rewards) is finished before the loop
 // when the body touches its results, and goes on beside the graph when not.
@@ -37,6 +37,7 @@
 #include "absl/strings/str_join.h"
 
 #include <algorithm>
+#include <set>
 
 namespace omni::executor {
 
@@ -46,8 +47,9 @@ using flatbuffers::Vector;
 
 namespace {
 
-/// At most this many graphs per loop (distinct arguments or registers at
-/// its entry); beyond, the loop runs command by command.
+/// At most this many graphs per loop (distinct arguments or values of the
+/// registers it reads at its entry); beyond, the loop runs command by
+/// command.
 constexpr size_t kMaxGraphsPerLoop = 4;
 
 /// Why `body` cannot be captured ("" if it can): the first command that
@@ -88,6 +90,56 @@ std::string uncapturable(const Vector<Offset<step::Command>> *body,
     }
   }
   return "";
+}
+
+/// The registers of `body` (a capturable one: no FromTensor, Call, ...)
+/// read before the body surely wrote them, into `reads`, and every
+/// register it may write, into `writes`; `written` holds those written for
+/// sure so far. A nested loop may run no trip: its writes are not sure.
+void registerUse(const Vector<Offset<step::Command>> *body,
+                 std::set<uint32_t> &written, std::set<uint32_t> &reads,
+                 std::set<uint32_t> &writes) {
+  auto read = [&](int64_t r) {
+    if (r >= 0 && !written.count(static_cast<uint32_t>(r)))
+      reads.insert(static_cast<uint32_t>(r));
+  };
+  auto write = [&](uint32_t r) {
+    written.insert(r);
+    writes.insert(r);
+  };
+  for (uint32_t i = 0; i < sizeOf(body); ++i) {
+    const step::Command &command = *body->Get(i);
+    if (const step::Dispatch *d = command.kind_as_Dispatch()) {
+      for (uint32_t s = 0; s < sizeOf(d->scalars()); ++s)
+        read(d->scalars()->Get(s));
+    } else if (const step::Copy *c = command.kind_as_Copy()) {
+      read(c->source_offset_scalar());
+      read(c->dest_offset_scalar());
+    } else if (const step::ScalarOp *op = command.kind_as_ScalarOp()) {
+      switch (op->kind()) {
+      case step::ScalarOpKind::Add:
+      case step::ScalarOpKind::Sub:
+      case step::ScalarOpKind::Mul:
+        read(op->a());
+        read(op->b());
+        write(op->dest());
+        break;
+      case step::ScalarOpKind::Const:
+        write(op->dest());
+        break;
+      case step::ScalarOpKind::ToTensor:
+        read(op->a());
+        break;
+      default:
+        break;
+      }
+    } else if (const step::Loop *loop = command.kind_as_Loop()) {
+      std::set<uint32_t> inner = written;
+      inner.insert(loop->iv());
+      writes.insert(loop->iv());
+      registerUse(loop->body(), inner, reads, writes);
+    }
+  }
 }
 
 } // namespace
@@ -142,6 +194,10 @@ absl::StatusOr<bool> Executor::runLoopAsGraph(Frame &frame,
     if (!slot->refused.empty())
       graphStats_.refused.push_back(
           absl::StrCat(path.render(), " (Loop): ", slot->refused));
+    std::set<uint32_t> written = {loop.iv()}, reads, writes = {loop.iv()};
+    registerUse(loop.body(), written, reads, writes);
+    slot->reads.assign(reads.begin(), reads.end());
+    slot->writes.assign(writes.begin(), writes.end());
   }
   LoopGraphs &loopGraphs = *slot;
   if (!loopGraphs.refused.empty()) {
@@ -156,8 +212,15 @@ absl::StatusOr<bool> Executor::runLoopAsGraph(Frame &frame,
       abortChannels(waited);
       return waited;
     }
+  auto values = [&](const std::vector<uint32_t> &registers) {
+    std::vector<int64_t> v;
+    for (uint32_t r : registers)
+      v.push_back(frame.scalars[r]);
+    return v;
+  };
+  const std::vector<int64_t> entry = values(loopGraphs.reads);
   auto matches = [&](const LoopGraph &g) {
-    return g.scalarsIn == frame.scalars &&
+    return g.readValues == entry &&
            std::equal(g.args.begin(), g.args.end(), frame.args.begin(),
                       frame.args.end());
   };
@@ -171,7 +234,8 @@ absl::StatusOr<bool> Executor::runLoopAsGraph(Frame &frame,
       return false;
     }
     OMNI_RETURN_IF_ERROR(stream_->launchGraph(*g.graph));
-    frame.scalars = g.scalarsOut;
+    for (size_t k = 0; k < loopGraphs.writes.size(); ++k)
+      frame.scalars[loopGraphs.writes[k]] = g.writeValues[k];
     commandsRun_ += g.commands;
     ++graphStats_.launches;
     return true;
@@ -183,7 +247,8 @@ absl::StatusOr<bool> Executor::runLoopAsGraph(Frame &frame,
 
   LoopGraph g;
   g.args.assign(frame.args.begin(), frame.args.end());
-  g.scalarsIn = frame.scalars;
+  g.readValues = entry;
+  const std::vector<int64_t> scalarsBefore = frame.scalars;
   const int64_t commandsBefore = commandsRun_;
   const TransferStats transfersBefore = transfers_;
   if (absl::Status begun = stream_->beginCapture(); !begun.ok()) {
@@ -201,7 +266,7 @@ absl::StatusOr<bool> Executor::runLoopAsGraph(Frame &frame,
   if (!ran.ok() || !graph.ok()) {
     // Nothing ran: the loop starts over command by command, from the same
     // registers, and never again as a graph.
-    frame.scalars = g.scalarsIn;
+    frame.scalars = scalarsBefore;
     commandsRun_ = commandsBefore;
     transfers_ = transfersBefore;
     // endCapture's error says that the capture failed itself.
@@ -214,7 +279,7 @@ absl::StatusOr<bool> Executor::runLoopAsGraph(Frame &frame,
     ++graphStats_.uncaptured;
     return false;
   }
-  g.scalarsOut = frame.scalars;
+  g.writeValues = values(loopGraphs.writes);
   g.commands = commandsRun_ - commandsBefore;
   g.graph = std::move(*graph);
   ++graphStats_.captures;

@@ -69,7 +69,9 @@ struct Executor::PendingHostCall {
 /// and what it leaves.
 struct Executor::LoopGraph {
   std::vector<hal::BufferRef> args;
-  std::vector<int64_t> scalarsIn, scalarsOut;
+  /// The values of LoopGraphs::reads at the loop's entry, and of
+  /// LoopGraphs::writes when it ended.
+  std::vector<int64_t> readValues, writeValues;
   /// Commands (and iterations) it counts against the command budget.
   int64_t commands = 0;
   std::unique_ptr<hal::Graph> graph;
@@ -78,6 +80,9 @@ struct Executor::LoopGraph {
 struct Executor::LoopGraphs {
   /// Non-empty: the loop is never captured, for this reason.
   std::string refused;
+  /// The registers whose values at the entry the body reads, and those it
+  /// may write (its own and nested loops' induction variables included).
+  std::vector<uint32_t> reads, writes;
   std::vector<LoopGraph> graphs;
 };
 

@@ -766,8 +766,8 @@ TEST_F(ExecutorTest, GraphsAreOffOnTheCpuByDefaultAndWhileProfiling) {
   EXPECT_EQ((*executor)->graphStats().launches, 0);
 }
 
-/// The registers at a loop's entry fix its copies' offsets, so each set of
-/// them has its own graph.
+/// The registers a body reads at the loop's entry fix its copies' offsets,
+/// so each set of their values has its own graph.
 TEST_F(ExecutorTest, EachEntryRegisterSetHasItsOwnGraph) {
   StepBuilder b;
   uint32_t n = b.argument(sd::DType::I64, {}, 0, "n");
@@ -802,6 +802,48 @@ TEST_F(ExecutorTest, EachEntryRegisterSetHasItsOwnGraph) {
   }
   EXPECT_EQ((*executor)->graphStats().captures, 2);
   EXPECT_EQ((*executor)->graphStats().launches, 4);
+}
+
+/// Only the registers the body reads before writing them key its graphs:
+/// `other` differs in every run, `row` is written before it is read, and
+/// the loop's registers after it are those of the capture.
+TEST_F(ExecutorTest, RegistersTheBodyDoesNotReadShareAGraph) {
+  StepBuilder b;
+  uint32_t n = b.argument(sd::DType::I64, {}, 0, "n");
+  uint32_t x = b.constant(sd::DType::F32, {2},
+                          omni::testing::bytesOf<float>({1.5f, -2}));
+  uint32_t stack = b.arena(sd::DType::F32, {3, 2});
+  uint32_t last = b.arena(sd::DType::I64, {});
+  uint32_t other = b.scalar("other"), row = b.scalar("row"),
+           one = b.scalar("one"), i = b.scalar("i");
+  StepBuilder::CopySpec store;
+  store.source = x;
+  store.dest = stack;
+  store.destScalar = static_cast<int32_t>(row);
+  store.destStride = 8;
+  b.function(
+      "store", {n}, {stack, last},
+      {b.scalarOp(ScalarOpKind::FromTensor, other, n),
+       b.scalarOp(ScalarOpKind::Const, one, 0, 0, 1),
+       b.fill(stack, omni::testing::bytesOf<float>({0})),
+       b.loop(i, 0, 2, 1,
+              {b.scalarOp(ScalarOpKind::Add, row, i, one), b.copy(store)}),
+       b.scalarOp(ScalarOpKind::ToTensor, last, row)},
+      4);
+  auto executor = load(b.finish(), withGraphs(ExecutorOptions::Graphs::On));
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  for (int64_t v : {5, 6, 7}) {
+    auto results = (*executor)->run("store", {TypedTensor::scalarI64(v)});
+    ASSERT_TRUE(results.ok()) << results.status();
+    std::vector<HostTensor> host = toHost(*results);
+    EXPECT_EQ(
+        std::vector<double>(host[0].floats().begin(), host[0].floats().end()),
+        (std::vector<double>{0, 0, 1.5, -2, 1.5, -2}));
+    // row after the loop: the last trip's, restored from the capture.
+    EXPECT_EQ(host[1].ints()[0], 2);
+  }
+  EXPECT_EQ((*executor)->graphStats().captures, 1);
+  EXPECT_EQ((*executor)->graphStats().launches, 3);
 }
 
 /// A loop that needs the host in its body runs command by command, and
