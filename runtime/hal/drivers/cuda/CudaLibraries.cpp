@@ -23,9 +23,9 @@
 // transposes: C^T = op(B)^T op(A)^T, so "A" is rhs and "B" is lhs.
 // While the stream captures a graph, every temporary is an allocation and
 // a free node of the graph and the gemms use the capture's own workspace
-// (gemmWorkspace). The cuBLASLt and cuDNN handles are created at their
-// first use even inside a capture: relaxed capture mode (CudaStream.cpp)
-// lets their synchronous setup run, outside the graph.
+// (gemmWorkspace). The cuBLASLt and cuDNN handles are made at their first
+// use, or by beginCapture before a capture starts, so their set-up never
+// runs inside one.
 //
 //===----------------------------------------------------------------------===//
 
@@ -322,8 +322,7 @@ absl::Status CudaStream::enqueueMatmul(const MatmulParams &p, BufferRef lhs,
               p.m * p.n, 1.0);
 }
 
-absl::Status CudaStream::cudnnConv2d(const Conv2dParams &p, CUdeviceptr x,
-                                     CUdeviceptr w, CUdeviceptr y) {
+absl::Status CudaStream::ensureCudnn() {
   if (dnnMissing_)
     return absl::UnimplementedError("no cuDNN");
   if (!dnnHandle_) {
@@ -342,6 +341,12 @@ absl::Status CudaStream::cudnnConv2d(const Conv2dParams &p, CUdeviceptr x,
       return absl::UnimplementedError("cudnnCreate failed");
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status CudaStream::cudnnConv2d(const Conv2dParams &p, CUdeviceptr x,
+                                     CUdeviceptr w, CUdeviceptr y) {
+  OMNI_RETURN_IF_ERROR(ensureCudnn());
   // cuDNN's legacy API takes int dimensions.
   for (int64_t d : {p.n, p.c, p.h, p.w, p.o, p.kh, p.kw, p.strideH, p.strideW,
                     p.padH, p.padW, p.dilationH, p.dilationW, p.outH, p.outW})

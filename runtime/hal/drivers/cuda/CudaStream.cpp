@@ -660,6 +660,12 @@ absl::Status CudaStream::beginCapture() {
   // an event recorded in it, synchronizing the stream) the stream refuses
   // itself. Relaxed mode also lets endCapture (or the destructor) run on
   // another thread than beginCapture.
+  // The library handles are made now if they are not yet, so that their
+  // set-up (which may allocate and synchronize) never runs inside a
+  // capture; a library that fails here fails again, and says why, where a
+  // command uses it.
+  (void)ensureCublasLt();
+  (void)ensureCudnn();
   const CudaApi &api = device_.api();
   OMNI_RETURN_IF_ERROR(api.check(
       api.cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_RELAXED),

@@ -214,6 +214,9 @@ private:
                     int64_t n, int64_t k, GemmOperand lhs, GemmOperand rhs,
                     CUdeviceptr result, int64_t resultStride, double alpha);
   absl::Status ensureCublasLt();
+  /// The cuDNN handle on this stream, made at the first use (Unimplemented,
+  /// and remembered, when cuDNN is missing or will not start).
+  absl::Status ensureCudnn();
   /// The cuBLASLt workspace (kWorkspaceBytes): the stream's, allocated at
   /// first use, or while capturing the capture's own.
   absl::StatusOr<CUdeviceptr> gemmWorkspace();
