@@ -48,6 +48,10 @@ struct CudaTargetOptions {
   /// The SM architecture the cubin is assembled for: sm_80, sm_86, sm_89,
   /// sm_90 or sm_90a (the H200's). The PTX beside it runs on newer GPUs.
   std::string arch = "sm_90a";
+  /// Compile the kernels, as the cuda lowering launches them, for this CPU
+  /// instead of PTX (omnic --cuda-emulate, cuda/CudaEmulation.h): a cpu
+  /// step.bin that checks the lowering without a GPU.
+  bool emulate = false;
 };
 
 struct CodegenOptions {

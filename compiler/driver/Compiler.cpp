@@ -118,12 +118,19 @@ int mlir::omni::runCompiler(const CompileOptions &options,
   codegenOptions.optLevel = options.optLevel;
   codegenOptions.cpu.cpu = options.targetCpu;
   codegenOptions.cuda.arch = options.cudaArch;
+  codegenOptions.cuda.emulate = options.cudaEmulate;
+  if (options.cudaEmulate && options.target != "cuda")
+    return fail("--cuda-emulate: needs --target=cuda (it runs that target's "
+                "kernels on this CPU)");
   if (std::string bad = checkCodegenOptions(codegenOptions); !bad.empty())
     return fail(bad);
   // The target's own IR: LLVM IR for the cpu, PTX for cuda.
-  if (emitLLVM && options.target == "cuda")
+  if (emitLLVM && options.target == "cuda" && !options.cudaEmulate)
     return fail("--emit=llvm: the cuda target's kernels are PTX; use "
                 "--emit=ptx");
+  if (emitPtx && options.cudaEmulate)
+    return fail("--emit=ptx: --cuda-emulate compiles no PTX (--emit=llvm "
+                "prints the emulation's LLVM IR)");
   if (emitPtx && options.target != "cuda")
     return fail("--emit=ptx: needs --target=cuda (the " + options.target +
                 " target's IR is --emit=llvm)");

@@ -37,6 +37,8 @@ struct CompileOptions {
   std::string targetCpu = "host";
   /// The cuda target's SM architecture (CudaTargetOptions::arch).
   std::string cudaArch = "sm_90a";
+  /// --cuda-emulate (CudaTargetOptions::emulate).
+  bool cudaEmulate = false;
   /// Print the memory plan's arena size.
   bool reportArena = false;
   /// Mark matmul epilogues in step.bin (StepWriterOptions).

@@ -55,6 +55,14 @@ int main(int argc, char **argv) {
       cl::desc("the cuda target's SM architecture: sm_90a (default), sm_90, "
                "sm_89, sm_86 or sm_80"),
       cl::init("sm_90a"), cl::cat(category));
+  cl::opt<bool> cudaEmulate(
+      "cuda-emulate",
+      cl::desc("with --target=cuda: compile the kernels as the cuda target "
+               "launches them for this CPU instead of PTX, each launch a "
+               "loop over its blocks and threads; the step.bin runs on the "
+               "cpu driver, to check the cuda lowering without a GPU "
+               "(slow; docs/backend-cuda.md)"),
+      cl::cat(category));
   cl::opt<bool> report("report-arena",
                        cl::desc("print each function's arena size"),
                        cl::cat(category));
@@ -88,6 +96,7 @@ int main(int argc, char **argv) {
   options.optLevel = opt;
   options.targetCpu = cpu;
   options.cudaArch = cudaArch;
+  options.cudaEmulate = cudaEmulate;
   options.reportArena = report;
   options.reportFlops = reportFlops;
   options.matmulEpilogues = matmulEpilogues;

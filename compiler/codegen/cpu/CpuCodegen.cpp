@@ -638,7 +638,6 @@ FailureOr<CompiledExecutable>
 mlir::omni::lowerKernelSetForCpu(KernelSet &set, const CodegenOptions &options,
                                  std::string *llvmIR) {
   ModuleOp kernels = *set.module;
-  Location loc = kernels.getLoc();
   CompiledExecutable exe;
   exe.name = "kernels";
   exe.format = CodeFormat::ElfSharedObject;
@@ -664,6 +663,28 @@ mlir::omni::lowerKernelSetForCpu(KernelSet &set, const CodegenOptions &options,
     }
     k.launch = std::move(launch);
   }
+  SmallVector<CpuKernelAbi> abis;
+  for (const KernelDef &def : set.kernels) {
+    CpuKernelAbi &abi = abis.emplace_back();
+    abi.symbol = def.symbol;
+    abi.buffers.assign(def.operands.begin(), def.operands.end());
+    abi.buffers.append(def.results.begin(), def.results.end());
+    abi.numOperands = def.operands.size();
+    abi.flat = def.flat;
+    abi.rows = def.rows;
+    abi.overwrites = def.overwrites;
+  }
+  if (failed(compileCpuKernels(kernels, abis, options, exe, llvmIR)))
+    return failure();
+  return exe;
+}
+
+LogicalResult mlir::omni::compileCpuKernels(ModuleOp kernels,
+                                            ArrayRef<CpuKernelAbi> abis,
+                                            const CodegenOptions &options,
+                                            CompiledExecutable &exe,
+                                            std::string *llvmIR) {
+  Location loc = kernels.getLoc();
   if (failed(lowerToLLVMDialect(kernels)))
     return emitError(loc, "lowering the kernels to LLVM failed");
 
@@ -675,15 +696,12 @@ mlir::omni::lowerKernelSetForCpu(KernelSet &set, const CodegenOptions &options,
       kernels.print(llvm::errs());
     return emitError(loc, "translating the kernels to LLVM IR failed");
   }
-  for (const KernelDef &def : set.kernels) {
-    SmallVector<RankedTensorType> buffers(def.operands.begin(),
-                                          def.operands.end());
-    buffers.append(def.results.begin(), def.results.end());
-    bool wide = preferWideVectors(*module->getFunction(def.symbol + "_impl"));
-    addAbiWrapper(*module, def.symbol, buffers, def.operands.size(), def.flat,
-                  def.rows, def.overwrites);
+  for (const CpuKernelAbi &abi : abis) {
+    bool wide = preferWideVectors(*module->getFunction(abi.symbol + "_impl"));
+    addAbiWrapper(*module, abi.symbol, abi.buffers, abi.numOperands, abi.flat,
+                  abi.rows, abi.overwrites);
     if (wide)
-      for (const std::string &name : {def.symbol + "_impl", def.symbol})
+      for (const std::string &name : {abi.symbol + "_impl", abi.symbol})
         module->getFunction(name)->addFnAttr("prefer-vector-width", "512");
   }
   // The in-place wrappers' impls are inlined here, before the module is
@@ -779,7 +797,7 @@ mlir::omni::lowerKernelSetForCpu(KernelSet &set, const CodegenOptions &options,
   if (failed(so))
     return failure();
   exe.code = std::move(*so);
-  return exe;
+  return success();
 }
 
 std::string mlir::omni::checkTargetCpu(llvm::StringRef cpu) {

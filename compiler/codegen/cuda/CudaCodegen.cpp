@@ -35,6 +35,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/codegen/cuda/CudaCodegen.h"
+#include "compiler/codegen/cuda/CudaEmulation.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -825,10 +826,17 @@ mlir::omni::lowerKernelSetForCuda(KernelSet &set, const CodegenOptions &options,
   for (auto [k, def] : llvm::enumerate(set.kernels))
     if (failed(collectLaunches(fns[k], def.symbol, merged, launches[k])))
       return failure();
+  // The kernels' buffers (operands, results, scratch), for --cuda-emulate.
+  SmallVector<SmallVector<Type>> argTypes;
+  for (func::FuncOp fn : fns)
+    argTypes.emplace_back(fn.getArgumentTypes());
   // The host functions and globals have served their purpose.
   for (Operation &op : llvm::make_early_inc_range(*kernels.getBody()))
     if (&op != merged.getOperation())
       op.erase();
+  if (options.cuda.emulate)
+    return emulateCudaLaunches(kernels, merged, set.kernels, launches, argTypes,
+                               options, ptxDump);
 
   rsqrtToDivSqrt(merged);
   std::string toNvvm =

@@ -1,0 +1,175 @@
+//===- CudaEmulation.cpp - the cuda target's launches run on the cpu ------===//
+//
+// See CudaEmulation.h. For each kernel:
+//
+//   func.func @<symbol>_impl(<operands>, <results>) {
+//     %scratch_i = memref.alloc()                       // the GPU's scratch
+//     for each launch: scf.for %block in [0, grid.x)
+//                        scf.for %thread in [0, block.x)
+//                          <the outlined gpu.func's body, with
+//                           gpu.block_id x = %block, gpu.thread_id x =
+//                           %thread, y and z = 0, gpu.block_dim and
+//                           gpu.grid_dim their launch sizes>
+//   }
+//
+// The launches are the cuda lowering's (mapToLaunches, CudaCodegen.cpp):
+// 1-D grids (y and z are 1), no shared memory, no barriers; a kernel body
+// with anything else is refused in one line.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/codegen/cuda/CudaEmulation.h"
+
+#include "compiler/codegen/cpu/CpuCodegen.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/STLExtras.h"
+
+using namespace mlir;
+using namespace mlir::omni;
+
+namespace {
+
+/// The value of a gpu.thread_id/block_id/block_dim/grid_dim op in one
+/// emulated thread, or null for another op.
+Value idValue(OpBuilder &b, Operation *op, Value block, Value thread,
+              const GpuLaunch &launch) {
+  auto constant = [&](int64_t v) -> Value {
+    return arith::ConstantIndexOp::create(b, op->getLoc(), v);
+  };
+  auto index = [](gpu::Dimension d) { return static_cast<int>(d); };
+  if (auto id = dyn_cast<gpu::ThreadIdOp>(op))
+    return id.getDimension() == gpu::Dimension::x ? thread : constant(0);
+  if (auto id = dyn_cast<gpu::BlockIdOp>(op))
+    return id.getDimension() == gpu::Dimension::x ? block : constant(0);
+  if (auto dim = dyn_cast<gpu::BlockDimOp>(op))
+    return constant(launch.block[index(dim.getDimension())]);
+  if (auto dim = dyn_cast<gpu::GridDimOp>(op))
+    return constant(launch.grid[index(dim.getDimension())]);
+  return nullptr;
+}
+
+/// Appends the loops that run `kernel` as `launch` does, its parameters
+/// bound to `buffers[launch.args[i]]`, at `b`'s insertion point.
+LogicalResult emitLaunch(OpBuilder &b, gpu::GPUFuncOp kernel,
+                         const GpuLaunch &launch, ArrayRef<Value> buffers) {
+  Location loc = kernel.getLoc();
+  if (launch.grid[1] != 1 || launch.grid[2] != 1 || launch.block[1] != 1 ||
+      launch.block[2] != 1 || launch.sharedBytes != 0)
+    return emitError(loc, launch.entry)
+           << ": --cuda-emulate runs 1-D launches without shared memory";
+  if (!kernel.getBody().hasOneBlock())
+    return emitError(loc, launch.entry)
+           << ": --cuda-emulate needs a kernel body of one block";
+  Operation *unsupported = nullptr;
+  kernel.walk([&](Operation *op) {
+    if (op != kernel.getOperation() &&
+        op->getDialect() == kernel->getDialect() &&
+        !isa<gpu::ThreadIdOp, gpu::BlockIdOp, gpu::BlockDimOp, gpu::GridDimOp,
+             gpu::ReturnOp>(op))
+      unsupported = op;
+  });
+  if (unsupported)
+    return emitError(unsupported->getLoc(), launch.entry)
+           << ": --cuda-emulate cannot run " << unsupported->getName();
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  Value one = arith::ConstantIndexOp::create(b, loc, 1);
+  Value blocks = arith::ConstantIndexOp::create(b, loc, launch.grid[0]);
+  Value threads = arith::ConstantIndexOp::create(b, loc, launch.block[0]);
+  auto blockLoop = scf::ForOp::create(b, loc, zero, blocks, one);
+  b.setInsertionPointToStart(blockLoop.getBody());
+  auto threadLoop = scf::ForOp::create(b, loc, zero, threads, one);
+  b.setInsertionPointToStart(threadLoop.getBody());
+
+  IRMapping map;
+  Block &body = kernel.getBody().front();
+  for (auto [i, arg] : llvm::enumerate(body.getArguments()))
+    map.map(arg, buffers[launch.args[i]]);
+  SmallVector<Operation *> ids;
+  for (Operation &op : body.without_terminator())
+    b.clone(op, map);
+  // Ids nested in regions too (an index computed inside an scf.if).
+  threadLoop.getBody()->walk([&](Operation *op) {
+    if (isa<gpu::ThreadIdOp, gpu::BlockIdOp, gpu::BlockDimOp, gpu::GridDimOp>(
+            op))
+      ids.push_back(op);
+  });
+  for (Operation *op : ids) {
+    OpBuilder at(op);
+    op->getResult(0).replaceAllUsesWith(
+        idValue(at, op, blockLoop.getInductionVar(),
+                threadLoop.getInductionVar(), launch));
+    op->erase();
+  }
+  b.setInsertionPointAfter(blockLoop);
+  return success();
+}
+
+} // namespace
+
+FailureOr<CompiledExecutable> mlir::omni::emulateCudaLaunches(
+    ModuleOp kernels, gpu::GPUModuleOp merged, ArrayRef<KernelDef> defs,
+    ArrayRef<GpuLaunches> launches, ArrayRef<SmallVector<Type>> argTypes,
+    const CodegenOptions &options, std::string *llvmIR) {
+  Location loc = kernels.getLoc();
+  OpBuilder b = OpBuilder::atBlockEnd(kernels.getBody());
+  // The kernels' constants back at the top, once each.
+  for (Operation &op : llvm::make_early_inc_range(*merged.getBody()))
+    if (auto global = dyn_cast<memref::GlobalOp>(op)) {
+      if (kernels.lookupSymbol(global.getSymName()))
+        global.erase();
+      else
+        global->moveBefore(merged);
+    }
+
+  CompiledExecutable exe;
+  exe.name = "kernels";
+  exe.format = CodeFormat::ElfSharedObject;
+  exe.target.kind = "cpu";
+  SmallVector<CpuKernelAbi> abis;
+  for (auto [k, def] : llvm::enumerate(defs)) {
+    const size_t numBuffers = def.operands.size() + def.results.size();
+    ArrayRef<Type> types = argTypes[k];
+    auto fn = func::FuncOp::create(
+        b, loc, def.symbol + "_impl",
+        b.getFunctionType(types.take_front(numBuffers), {}));
+    OpBuilder body = OpBuilder::atBlockEnd(fn.addEntryBlock());
+    SmallVector<Value> buffers(fn.getArguments().begin(),
+                               fn.getArguments().end());
+    for (Type scratch : types.drop_front(numBuffers))
+      buffers.push_back(
+          memref::AllocOp::create(body, loc, cast<MemRefType>(scratch)));
+    for (const GpuLaunch &launch : launches[k].launches) {
+      auto kernel = merged.lookupSymbol<gpu::GPUFuncOp>(launch.entry);
+      if (!kernel)
+        return emitError(loc, def.symbol)
+               << ": launch " << launch.entry << " has no kernel";
+      if (failed(emitLaunch(body, kernel, launch, buffers)))
+        return failure();
+    }
+    func::ReturnOp::create(body, loc);
+
+    CpuKernelAbi &abi = abis.emplace_back();
+    abi.symbol = def.symbol;
+    for (Type t : types.take_front(numBuffers)) {
+      auto m = cast<MemRefType>(t);
+      abi.buffers.push_back(
+          RankedTensorType::get(m.getShape(), m.getElementType()));
+    }
+    abi.numOperands = def.operands.size();
+    CompiledKernel &kernel = exe.kernels.emplace_back();
+    kernel.symbol = def.symbol;
+    kernel.operands = def.operands;
+    kernel.results = def.results;
+    kernel.launch = CpuLaunch{1, std::vector<int64_t>(numBuffers, 0)};
+  }
+  merged.erase();
+  if (failed(compileCpuKernels(kernels, abis, options, exe, llvmIR)))
+    return failure();
+  return exe;
+}
