@@ -361,12 +361,14 @@ LogicalResult sinkIntoLaunch(gpu::LaunchOp launch, func::FuncOp fn,
   return success();
 }
 
-/// A full reduction to one element: a perfect nest of scf.for loops with
-/// constant bounds whose innermost body loads a 0-d accumulator once,
-/// combines it with a value that does not depend on it by an associative,
-/// commutative op with an identity, and stores it back; nothing else in the
-/// body has side effects but loads.
-struct FullReduction {
+/// A reduction nest: a perfect nest of scf.for loops with constant bounds
+/// whose innermost body loads an accumulator element once, combines it with
+/// a value that does not depend on it by an associative, commutative op
+/// with an identity, and stores it back to the same element; nothing else
+/// in the body has side effects but loads. A full reduction's accumulator
+/// is 0-d; a partial one's element is indexed by the enclosing parallel
+/// loop's induction variables.
+struct ReductionNest {
   SmallVector<scf::ForOp> nest;
   SmallVector<int64_t> lower, trip, step;
   int64_t elements = 1;
@@ -405,8 +407,11 @@ TypedAttr identityOf(Operation *combine) {
   return arith::getIdentityValueAttr(*kind, t, b, combine->getLoc());
 }
 
-std::optional<FullReduction> matchFullReduction(scf::ForOp outer) {
-  FullReduction r;
+/// The reduction nest rooted at `outer` whose accumulator element is
+/// `acc[accIndices]` (none: a 0-d accumulator), or nullopt.
+std::optional<ReductionNest> matchReductionNest(scf::ForOp outer,
+                                                ValueRange accIndices = {}) {
+  ReductionNest r;
   for (scf::ForOp f = outer;;) {
     if (f.getNumResults() != 0)
       return std::nullopt;
@@ -443,7 +448,10 @@ std::optional<FullReduction> matchFullReduction(scf::ForOp outer) {
       return std::nullopt;
     }
   }
-  if (!r.store || r.store.getMemRefType().getRank() != 0)
+  auto sameIndices = [&](ValueRange indices) {
+    return llvm::equal(indices, accIndices);
+  };
+  if (!r.store || !sameIndices(r.store.getIndices()))
     return std::nullopt;
   Value acc = r.store.getMemRef();
   for (Operation &op : body->without_terminator())
@@ -453,7 +461,8 @@ std::optional<FullReduction> matchFullReduction(scf::ForOp outer) {
         return std::nullopt;
       r.load = load;
     }
-  if (!r.load || !r.load.getResult().hasOneUse())
+  if (!r.load || !sameIndices(r.load.getIndices()) ||
+      !r.load.getResult().hasOneUse())
     return std::nullopt;
   r.combine = r.store.getValue().getDefiningOp();
   if (!r.combine || r.combine->getBlock() != body ||
@@ -467,18 +476,53 @@ std::optional<FullReduction> matchFullReduction(scf::ForOp outer) {
   return r;
 }
 
+/// In a loop over the elements of `r`'s nest (`e`, row-major), the body of
+/// one element: `e` delinearized into the nest's induction variables, the
+/// innermost body cloned (without the accumulator's load and store, `acc`
+/// standing for the loaded value) and its combined value yielded. `map`
+/// receives the clones.
+void yieldCombined(OpBuilder &nb, Location nl, ReductionNest &r, Value e,
+                   Value acc, IRMapping &map) {
+  Type indexType = nb.getIndexType();
+  Value rest = e;
+  for (int d = static_cast<int>(r.nest.size()) - 1; d >= 0; --d) {
+    Value i;
+    Value tripD = indexConst(nb, nl, indexType, r.trip[d]);
+    if (r.trip[d] == 1) {
+      i = indexConst(nb, nl, indexType, 0);
+    } else if (d == 0) {
+      i = rest;
+    } else {
+      i = arith::RemUIOp::create(nb, nl, rest, tripD);
+      rest = arith::DivUIOp::create(nb, nl, rest, tripD);
+    }
+    if (r.step[d] != 1)
+      i = arith::MulIOp::create(nb, nl, i,
+                                indexConst(nb, nl, indexType, r.step[d]));
+    if (r.lower[d] != 0)
+      i = arith::AddIOp::create(nb, nl, i,
+                                indexConst(nb, nl, indexType, r.lower[d]));
+    map.map(r.nest[d].getInductionVar(), i);
+  }
+  map.map(r.load.getResult(), acc);
+  for (Operation &op : r.nest.back().getBody()->without_terminator())
+    if (&op != r.load.getOperation() && &op != r.store.getOperation())
+      nb.clone(op, map);
+  scf::YieldOp::create(nb, nl, map.lookup(r.store.getValue()));
+}
+
 /// Full reductions of at least this many elements run on many blocks.
 constexpr int64_t kCooperativeMinElements = 1024;
 /// At most this many blocks (two per SM of an H200) each of kBlockThreads
 /// threads; every thread reduces at least 4 elements.
 constexpr int64_t kCooperativeMaxBlocks = 264;
 
-/// Step 3 for a full reduction (matchFullReduction): instead of one thread,
+/// Step 3 for a full reduction (matchReductionNest): instead of one thread,
 /// thread t of T reduces elements t, t + T, ... (consecutive threads read
 /// consecutive elements) in a register into partials[t] (a new scratch
 /// buffer), then one thread combines the accumulator with the T partials in
 /// order. Deterministic; float sums still accumulate in f64.
-LogicalResult cooperativeReduction(FullReduction &r, func::FuncOp fn,
+LogicalResult cooperativeReduction(ReductionNest &r, func::FuncOp fn,
                                    std::vector<int64_t> &scratch) {
   scf::ForOp outer = r.nest.front();
   Location loc = outer.getLoc();
@@ -512,31 +556,7 @@ LogicalResult cooperativeReduction(FullReduction &r, func::FuncOp fn,
       b, loc, t, c(r.elements), c(threads), ValueRange{identity},
       [&](OpBuilder &nb, Location nl, Value e, ValueRange iter) {
         IRMapping map;
-        Value rest = e;
-        for (int d = static_cast<int>(r.nest.size()) - 1; d >= 0; --d) {
-          Value i;
-          Value tripD = indexConst(nb, nl, indexType, r.trip[d]);
-          if (r.trip[d] == 1) {
-            i = indexConst(nb, nl, indexType, 0);
-          } else if (d == 0) {
-            i = rest;
-          } else {
-            i = arith::RemUIOp::create(nb, nl, rest, tripD);
-            rest = arith::DivUIOp::create(nb, nl, rest, tripD);
-          }
-          if (r.step[d] != 1)
-            i = arith::MulIOp::create(nb, nl, i,
-                                      indexConst(nb, nl, indexType, r.step[d]));
-          if (r.lower[d] != 0)
-            i = arith::AddIOp::create(
-                nb, nl, i, indexConst(nb, nl, indexType, r.lower[d]));
-          map.map(r.nest[d].getInductionVar(), i);
-        }
-        map.map(accValue, iter[0]);
-        for (Operation &op : r.nest.back().getBody()->without_terminator())
-          if (&op != r.load.getOperation() && &op != r.store.getOperation())
-            nb.clone(op, map);
-        scf::YieldOp::create(nb, nl, map.lookup(r.store.getValue()));
+        yieldCombined(nb, nl, r, e, iter[0], map);
       });
   memref::StoreOp::create(b, loc, strided.getResult(0), partials,
                           ValueRange{t});
@@ -554,6 +574,139 @@ LogicalResult cooperativeReduction(FullReduction &r, func::FuncOp fn,
       });
   memref::StoreOp::create(b, loc, fold.getResult(0), acc, ValueRange{});
   outer.erase();
+  return success();
+}
+
+/// Partial reductions are split when the reduced extent has at least this
+/// many elements and the outputs are fewer than kSplitThreads threads.
+constexpr int64_t kSplitMinReduced = 64;
+/// Threads a split reduction's first launch aims at (about half of what an
+/// H200's 132 SMs hold resident, 2048 each).
+constexpr int64_t kSplitThreads = 131072;
+/// Elements each thread of a split reduction's first launch reduces, at
+/// least.
+constexpr int64_t kSplitMinPerThread = 16;
+
+/// Step 3 for a partial reduction (a top-level scf.parallel over the
+/// outputs whose body is a reduction nest into `acc[ivs]`): one thread per
+/// output leaves most of the GPU idle when the outputs are few (a layer
+/// norm's 2048 rows: 8 blocks) and walks a long reduced extent alone. When
+/// it pays (kSplit*), `par` becomes two parallel loops:
+///   1. over (outputs, chunk c of C): reduce elements c, c + C, ... of the
+///      output's reduced extent in a register into partials[output][c];
+///   2. over the outputs: combine acc[output] with its C partials in order.
+/// Consecutive threads read consecutive addresses: in a row reduction (the
+/// innermost reduced index is a load's last) the chunk varies fastest, in
+/// a column reduction the output. Deterministic; sums stay f64 as the
+/// accumulator is. `parts` receives the loops to map to launches (`par`
+/// itself when it is not split). The partials are a scratch buffer.
+LogicalResult splitPartialReduction(scf::ParallelOp par, func::FuncOp fn,
+                                    std::vector<int64_t> &scratch,
+                                    SmallVector<scf::ParallelOp> &parts) {
+  parts = {par};
+  auto ops = par.getBody()->without_terminator();
+  if (par.getNumResults() != 0 || !llvm::hasSingleElement(ops))
+    return success();
+  auto outer = dyn_cast<scf::ForOp>(*ops.begin());
+  if (!outer)
+    return success();
+  std::optional<ReductionNest> r =
+      matchReductionNest(outer, par.getInductionVars());
+  if (!r)
+    return success();
+  SmallVector<int64_t> trips;
+  int64_t outputs = 1;
+  for (unsigned d = 0; d < par.getNumLoops(); ++d) {
+    std::optional<int64_t> lb = getConstantIntValue(par.getLowerBound()[d]);
+    std::optional<int64_t> ub = getConstantIntValue(par.getUpperBound()[d]);
+    std::optional<int64_t> st = getConstantIntValue(par.getStep()[d]);
+    if (!lb || !ub || !st || *st <= 0 || *ub <= *lb)
+      return success();
+    trips.push_back((*ub - *lb + *st - 1) / *st);
+    outputs *= trips.back();
+    if (outputs >= kSplitThreads)
+      return success();
+  }
+  if (r->elements < kSplitMinReduced)
+    return success();
+  const int64_t chunks = std::min(r->elements / kSplitMinPerThread,
+                                  (kSplitThreads + outputs - 1) / outputs);
+  if (chunks < 2)
+    return success();
+  Value innermost = r->nest.back().getInductionVar();
+  bool rowLike = false;
+  for (Operation &op : r->nest.back().getBody()->without_terminator())
+    if (auto load = dyn_cast<memref::LoadOp>(op);
+        load && load != r->load && !load.getIndices().empty() &&
+        load.getIndices().back() == innermost)
+      rowLike = true;
+
+  Location loc = par.getLoc();
+  Type accType = r->load.getResult().getType();
+  SmallVector<int64_t> shape(trips);
+  if (rowLike)
+    shape.push_back(chunks);
+  else
+    shape.insert(shape.begin(), chunks);
+  auto partialsType = MemRefType::get(shape, accType);
+  unsigned index = fn.getNumArguments();
+  if (failed(fn.insertArgument(index, partialsType, {}, loc)))
+    return failure();
+  Value partials = fn.getArgument(index);
+  scratch.push_back(outputs * chunks * elementBytes(accType));
+  Value acc = r->store.getMemRef();
+  Value accValue = r->load.getResult();
+  Value other = r->combine->getOperand(0) == accValue
+                    ? r->combine->getOperand(1)
+                    : r->combine->getOperand(0);
+
+  OpBuilder b(par);
+  Type indexType = b.getIndexType();
+  auto c = [&](int64_t v) { return indexConst(b, loc, indexType, v); };
+  // Which of a stage's induction variables is the chunk, and the outputs'.
+  const unsigned chunkDim = rowLike ? par.getNumLoops() : 0;
+  SmallVector<Value> lbs(par.getLowerBound()), ubs(par.getUpperBound()),
+      steps(par.getStep());
+  lbs.insert(lbs.begin() + chunkDim, c(0));
+  ubs.insert(ubs.begin() + chunkDim, c(chunks));
+  steps.insert(steps.begin() + chunkDim, c(1));
+  auto first = scf::ParallelOp::create(
+      b, loc, lbs, ubs, steps, [&](OpBuilder &nb, Location nl, ValueRange ivs) {
+        IRMapping map;
+        SmallVector<Value> outIvs(ivs);
+        Value chunk = outIvs[chunkDim];
+        outIvs.erase(outIvs.begin() + chunkDim);
+        map.map(par.getInductionVars(), outIvs);
+        Value identity = arith::ConstantOp::create(nb, nl, r->identity);
+        auto strided = scf::ForOp::create(
+            nb, nl, chunk, indexConst(nb, nl, indexType, r->elements),
+            indexConst(nb, nl, indexType, chunks), ValueRange{identity},
+            [&](OpBuilder &lb, Location ll, Value e, ValueRange iter) {
+              yieldCombined(lb, ll, *r, e, iter[0], map);
+            });
+        memref::StoreOp::create(nb, nl, strided.getResult(0), partials, ivs);
+      });
+  auto second = scf::ParallelOp::create(
+      b, loc, par.getLowerBound(), par.getUpperBound(), par.getStep(),
+      [&](OpBuilder &nb, Location nl, ValueRange ivs) {
+        Value init = memref::LoadOp::create(nb, nl, acc, ivs);
+        auto fold = scf::ForOp::create(
+            nb, nl, indexConst(nb, nl, indexType, 0),
+            indexConst(nb, nl, indexType, chunks),
+            indexConst(nb, nl, indexType, 1), ValueRange{init},
+            [&](OpBuilder &lb, Location ll, Value k, ValueRange iter) {
+              SmallVector<Value> at(ivs);
+              at.insert(at.begin() + chunkDim, k);
+              IRMapping map;
+              map.map(accValue, iter[0]);
+              map.map(other, memref::LoadOp::create(lb, ll, partials, at));
+              Operation *combined = lb.clone(*r->combine, map);
+              scf::YieldOp::create(lb, ll, combined->getResult(0));
+            });
+        memref::StoreOp::create(nb, nl, fold.getResult(0), acc, ivs);
+      });
+  par.erase();
+  parts = {first, second};
   return success();
 }
 
@@ -580,12 +733,16 @@ LogicalResult mapToLaunches(func::FuncOp fn, StringRef symbol,
   for (Operation *op : ops) {
     if (auto par = dyn_cast<scf::ParallelOp>(op)) {
       flushSerial();
-      if (failed(parallelToLaunch(par, symbol)))
+      SmallVector<scf::ParallelOp> parts;
+      if (failed(splitPartialReduction(par, fn, scratch, parts)))
         return failure();
+      for (scf::ParallelOp part : parts)
+        if (failed(parallelToLaunch(part, symbol)))
+          return failure();
       continue;
     }
     if (auto loop = dyn_cast<scf::ForOp>(op)) {
-      std::optional<FullReduction> reduction = matchFullReduction(loop);
+      std::optional<ReductionNest> reduction = matchReductionNest(loop);
       if (reduction && reduction->elements >= kCooperativeMinElements) {
         flushSerial();
         if (failed(cooperativeReduction(*reduction, fn, scratch)))
