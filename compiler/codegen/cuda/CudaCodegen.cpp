@@ -520,10 +520,13 @@ constexpr int64_t kCooperativeMaxBlocks = 264;
 /// Step 3 for a full reduction (matchReductionNest): instead of one thread,
 /// thread t of T reduces elements t, t + T, ... (consecutive threads read
 /// consecutive elements) in a register into partials[t] (a new scratch
-/// buffer), then one thread combines the accumulator with the T partials in
-/// order. Deterministic; float sums still accumulate in f64.
+/// buffer); with several blocks, thread k then folds block k's partials in
+/// order, and one thread combines the accumulator with those (or with the
+/// T partials of a single block) in order. Deterministic; float sums still
+/// accumulate in f64.
 LogicalResult cooperativeReduction(ReductionNest &r, func::FuncOp fn,
-                                   std::vector<int64_t> &scratch) {
+                                   std::vector<int64_t> &scratch,
+                                   StringRef symbol) {
   scf::ForOp outer = r.nest.front();
   Location loc = outer.getLoc();
   int64_t blocks =
@@ -560,19 +563,58 @@ LogicalResult cooperativeReduction(ReductionNest &r, func::FuncOp fn,
       });
   memref::StoreOp::create(b, loc, strided.getResult(0), partials,
                           ValueRange{t});
-  // Launch 2: one thread folds the partials into the accumulator, in order.
+  // Folds `count` values of `from` starting at index `first` into `init`,
+  // in order.
+  auto foldInto = [&](OpBuilder &nb, Location nl, Value init, Value from,
+                      Value first, int64_t count) {
+    Value zero = indexConst(nb, nl, indexType, 0);
+    return scf::ForOp::create(
+               nb, nl, zero, indexConst(nb, nl, indexType, count),
+               indexConst(nb, nl, indexType, 1), ValueRange{init},
+               [&](OpBuilder &fb, Location fl, Value k, ValueRange iter) {
+                 IRMapping map;
+                 map.map(accValue, iter[0]);
+                 Value at = arith::AddIOp::create(fb, fl, first, k);
+                 map.map(other, memref::LoadOp::create(fb, fl, from, at));
+                 Operation *combined = fb.clone(*r.combine, map);
+                 scf::YieldOp::create(fb, fl, combined->getResult(0));
+               })
+        .getResult(0);
+  };
+  // Launch 2, with several blocks: thread k folds block k's partials into
+  // blockPartials[k], so that the last launch's one thread folds `blocks`
+  // values, not `threads` (67584 serial loads from L2 take a thread
+  // milliseconds).
+  Value last = partials;
+  int64_t lastCount = threads;
+  if (blocks > 1) {
+    auto blockType = MemRefType::get({blocks}, accType);
+    unsigned at = fn.getNumArguments();
+    if (failed(fn.insertArgument(at, blockType, {}, loc)))
+      return failure();
+    Value blockPartials = fn.getArgument(at);
+    scratch.push_back(blocks * elementBytes(accType));
+    OpBuilder pb(outer);
+    auto perBlock = scf::ParallelOp::create(
+        pb, loc, c(0), c(blocks), c(1),
+        [&](OpBuilder &nb, Location nl, ValueRange ivs) {
+          Value first = arith::MulIOp::create(
+              nb, nl, ivs[0], indexConst(nb, nl, indexType, kBlockThreads));
+          Value identity = arith::ConstantOp::create(nb, nl, r.identity);
+          Value sum =
+              foldInto(nb, nl, identity, partials, first, kBlockThreads);
+          memref::StoreOp::create(nb, nl, sum, blockPartials, ivs);
+        });
+    if (failed(parallelToLaunch(perBlock, symbol)))
+      return failure();
+    last = blockPartials;
+    lastCount = blocks;
+  }
+  // The last launch: one thread folds them into the accumulator, in order.
   createLaunch(b, outer, 1, 1);
   Value init = memref::LoadOp::create(b, loc, acc, ValueRange{});
-  auto fold = scf::ForOp::create(
-      b, loc, c(0), c(threads), c(1), ValueRange{init},
-      [&](OpBuilder &nb, Location nl, Value k, ValueRange iter) {
-        IRMapping map;
-        map.map(accValue, iter[0]);
-        map.map(other, memref::LoadOp::create(nb, nl, partials, k));
-        Operation *combined = nb.clone(*r.combine, map);
-        scf::YieldOp::create(nb, nl, combined->getResult(0));
-      });
-  memref::StoreOp::create(b, loc, fold.getResult(0), acc, ValueRange{});
+  Value folded = foldInto(b, loc, init, last, c(0), lastCount);
+  memref::StoreOp::create(b, loc, folded, acc, ValueRange{});
   outer.erase();
   return success();
 }
@@ -745,7 +787,7 @@ LogicalResult mapToLaunches(func::FuncOp fn, StringRef symbol,
       std::optional<ReductionNest> reduction = matchReductionNest(loop);
       if (reduction && reduction->elements >= kCooperativeMinElements) {
         flushSerial();
-        if (failed(cooperativeReduction(*reduction, fn, scratch)))
+        if (failed(cooperativeReduction(*reduction, fn, scratch, symbol)))
           return failure();
         continue;
       }
