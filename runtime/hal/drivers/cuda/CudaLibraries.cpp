@@ -174,6 +174,82 @@ absl::StatusOr<CUdeviceptr> CudaStream::gemmWorkspace() {
   return workspace_;
 }
 
+struct CudaStream::CachedGemm {
+  explicit CachedGemm(const CublasLtApi &lt) : objects{lt} {}
+  LtObjects objects;
+  cublasLtMatmulAlgo_t algo = {};
+};
+
+/// Makes `cached`'s descriptors and asks cuBLASLt's heuristic for the
+/// algorithm of one gemm (CudaStream::gemm's arguments; `what` names it in
+/// errors, `ok` turns a cuBLASLt status into the gemm's error).
+absl::Status CudaStream::makeGemmPlan(
+    CachedGemm &cached, DType inType, DType outType, int64_t batch, int64_t m,
+    int64_t n, int64_t k, const GemmOperand &lhs, const GemmOperand &rhs,
+    int64_t resultStride, uint32_t alignA, uint32_t alignB, uint32_t alignC,
+    const std::string &what,
+    const std::function<absl::Status(cublasStatus_t)> &ok) {
+  const CublasLtApi &lt = *lt_;
+  const bool f64 = inType == DType::F64;
+  const cublasComputeType_t compute =
+      f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
+  const cudaDataType_t scaleType = f64 ? CUDA_R_64F : CUDA_R_32F;
+  LtObjects &o = cached.objects;
+  OMNI_RETURN_IF_ERROR(
+      ok(lt.cublasLtMatmulDescCreate(&o.desc, compute, scaleType)));
+  const GemmPlan plan = planGemm(m, n, k, lhs.transpose, rhs.transpose);
+  cublasOperation_t opA = plan.transposeA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opB = plan.transposeB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatmulDescSetAttribute(
+      o.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof(opA))));
+  OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatmulDescSetAttribute(
+      o.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB))));
+  // Column-major views: A = rhs^T-view, B = lhs^T-view, C = result^T.
+  const cudaDataType_t in = cudaTypeOf(inType), out = cudaTypeOf(outType);
+  OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatrixLayoutCreate(&o.a, in, plan.aRows,
+                                                        plan.aCols, plan.lda)));
+  OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatrixLayoutCreate(&o.b, in, plan.bRows,
+                                                        plan.bCols, plan.ldb)));
+  OMNI_RETURN_IF_ERROR(
+      ok(lt.cublasLtMatrixLayoutCreate(&o.c, out, static_cast<uint64_t>(n),
+                                       static_cast<uint64_t>(m), plan.ldc)));
+  if (batch > 1) {
+    int32_t count = static_cast<int32_t>(batch);
+    const std::pair<cublasLtMatrixLayout_t, int64_t> layouts[] = {
+        {o.a, rhs.batchStride}, {o.b, lhs.batchStride}, {o.c, resultStride}};
+    for (const auto &[layout, stride] : layouts) {
+      OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatrixLayoutSetAttribute(
+          layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count))));
+      OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatrixLayoutSetAttribute(
+          layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+          sizeof(stride))));
+    }
+  }
+  OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatmulPreferenceCreate(&o.preference)));
+  uint64_t workspace = kWorkspaceBytes;
+  OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatmulPreferenceSetAttribute(
+      o.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+      sizeof(workspace))));
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignments[] =
+      {{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignA},
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignB},
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignC},
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignC}};
+  for (const auto &[attribute, bytes] : alignments)
+    OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatmulPreferenceSetAttribute(
+        o.preference, attribute, &bytes, sizeof(bytes))));
+  cublasLtMatmulHeuristicResult_t heuristic = {};
+  int found = 0;
+  OMNI_RETURN_IF_ERROR(ok(
+      lt.cublasLtMatmulAlgoGetHeuristic(ltHandle_, o.desc, o.a, o.b, o.c, o.c,
+                                        o.preference, 1, &heuristic, &found)));
+  if (found == 0)
+    return absl::UnimplementedError(
+        absl::StrCat(what, ": cuBLASLt has no algorithm for it"));
+  cached.algo = heuristic.algo;
+  return absl::OkStatus();
+}
+
 absl::Status CudaStream::gemm(DType inType, DType outType, int64_t batch,
                               int64_t m, int64_t n, int64_t k, GemmOperand lhs,
                               GemmOperand rhs, CUdeviceptr result,
@@ -220,66 +296,35 @@ absl::Status CudaStream::gemm(DType inType, DType outType, int64_t batch,
   };
 
   const bool f64 = inType == DType::F64;
-  const cublasComputeType_t compute =
-      f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
-  const cudaDataType_t scaleType = f64 ? CUDA_R_64F : CUDA_R_32F;
-  LtObjects o{lt};
-  OMNI_RETURN_IF_ERROR(
-      ok(lt.cublasLtMatmulDescCreate(&o.desc, compute, scaleType)));
-  const GemmPlan plan = planGemm(m, n, k, lhs.transpose, rhs.transpose);
-  cublasOperation_t opA = plan.transposeA ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasOperation_t opB = plan.transposeB ? CUBLAS_OP_T : CUBLAS_OP_N;
-  OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatmulDescSetAttribute(
-      o.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof(opA))));
-  OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatmulDescSetAttribute(
-      o.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB))));
-  // Column-major views: A = rhs^T-view, B = lhs^T-view, C = result^T.
-  const cudaDataType_t in = cudaTypeOf(inType), out = cudaTypeOf(outType);
-  OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatrixLayoutCreate(&o.a, in, plan.aRows,
-                                                        plan.aCols, plan.lda)));
-  OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatrixLayoutCreate(&o.b, in, plan.bRows,
-                                                        plan.bCols, plan.ldb)));
-  OMNI_RETURN_IF_ERROR(
-      ok(lt.cublasLtMatrixLayoutCreate(&o.c, out, static_cast<uint64_t>(n),
-                                       static_cast<uint64_t>(m), plan.ldc)));
-  if (batch > 1) {
-    int32_t count = static_cast<int32_t>(batch);
-    const std::pair<cublasLtMatrixLayout_t, int64_t> layouts[] = {
-        {o.a, rhs.batchStride}, {o.b, lhs.batchStride}, {o.c, resultStride}};
-    for (const auto &[layout, stride] : layouts) {
-      OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatrixLayoutSetAttribute(
-          layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count))));
-      OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatrixLayoutSetAttribute(
-          layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
-          sizeof(stride))));
-    }
-  }
-  OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatmulPreferenceCreate(&o.preference)));
-  uint64_t workspace = kWorkspaceBytes;
-  OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatmulPreferenceSetAttribute(
-      o.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
-      sizeof(workspace))));
   const int64_t batched = batch > 1 ? 1 : 0;
-  const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignments[] =
-      {{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-        alignmentOf(rhs.pointer, batched * rhs.batchStride * inSize)},
-       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-        alignmentOf(lhs.pointer, batched * lhs.batchStride * inSize)},
-       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-        alignmentOf(result, batched * resultStride * outSize)},
-       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
-        alignmentOf(result, batched * resultStride * outSize)}};
-  for (const auto &[attribute, bytes] : alignments)
-    OMNI_RETURN_IF_ERROR(ok(lt.cublasLtMatmulPreferenceSetAttribute(
-        o.preference, attribute, &bytes, sizeof(bytes))));
-  cublasLtMatmulHeuristicResult_t heuristic = {};
-  int found = 0;
-  OMNI_RETURN_IF_ERROR(ok(
-      lt.cublasLtMatmulAlgoGetHeuristic(ltHandle_, o.desc, o.a, o.b, o.c, o.c,
-                                        o.preference, 1, &heuristic, &found)));
-  if (found == 0)
-    return absl::UnimplementedError(
-        absl::StrCat(what, ": cuBLASLt has no algorithm for it"));
+  const uint32_t alignA =
+      alignmentOf(rhs.pointer, batched * rhs.batchStride * inSize);
+  const uint32_t alignB =
+      alignmentOf(lhs.pointer, batched * lhs.batchStride * inSize);
+  const uint32_t alignC = alignmentOf(result, batched * resultStride * outSize);
+  const std::array<int64_t, 14> key = {static_cast<int64_t>(inType),
+                                       static_cast<int64_t>(outType),
+                                       batch,
+                                       m,
+                                       n,
+                                       k,
+                                       lhs.transpose,
+                                       rhs.transpose,
+                                       lhs.batchStride,
+                                       rhs.batchStride,
+                                       resultStride,
+                                       alignA,
+                                       alignB,
+                                       alignC};
+  std::shared_ptr<CachedGemm> &plan = gemmPlans_[key];
+  if (!plan) {
+    auto made = std::make_shared<CachedGemm>(lt);
+    OMNI_RETURN_IF_ERROR(makeGemmPlan(*made, inType, outType, batch, m, n, k,
+                                      lhs, rhs, resultStride, alignA, alignB,
+                                      alignC, what, ok));
+    plan = std::move(made);
+  }
+  const LtObjects &o = plan->objects;
   float alpha32 = static_cast<float>(alpha), beta32 = 0;
   double beta64 = 0;
   const void *alphaPtr = f64 ? static_cast<const void *>(&alpha)
@@ -290,7 +335,7 @@ absl::Status CudaStream::gemm(DType inType, DType outType, int64_t batch,
       ltHandle_, o.desc, alphaPtr, reinterpret_cast<const void *>(rhs.pointer),
       o.a, reinterpret_cast<const void *>(lhs.pointer), o.b, betaPtr,
       reinterpret_cast<const void *>(result), o.c,
-      reinterpret_cast<void *>(result), o.c, &heuristic.algo,
+      reinterpret_cast<void *>(result), o.c, &plan->algo,
       reinterpret_cast<void *>(workspacePointer), kWorkspaceBytes, stream_));
 }
 

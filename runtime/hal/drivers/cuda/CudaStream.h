@@ -61,6 +61,9 @@
 #include "runtime/hal/drivers/cuda/CudaApi.h"
 #include "runtime/hal/drivers/cuda/CudaDevice.h"
 
+#include <array>
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -236,6 +239,18 @@ private:
   const CublasLtApi *lt_ = nullptr;
   cublasLtHandle_t ltHandle_ = nullptr;
   CUdeviceptr workspace_ = 0;
+  /// A gemm's cuBLASLt descriptors and algorithm, made at the first gemm of
+  /// their shape (CudaLibraries.cpp): the heuristic query costs tens of
+  /// microseconds of host time, more than many of the matmuls it picks for.
+  /// Keyed by dtypes, sizes, transposes, batch strides and alignments.
+  struct CachedGemm;
+  absl::Status
+  makeGemmPlan(CachedGemm &cached, DType inType, DType outType, int64_t batch,
+               int64_t m, int64_t n, int64_t k, const GemmOperand &lhs,
+               const GemmOperand &rhs, int64_t resultStride, uint32_t alignA,
+               uint32_t alignB, uint32_t alignC, const std::string &what,
+               const std::function<absl::Status(cublasStatus_t)> &ok);
+  std::map<std::array<int64_t, 14>, std::shared_ptr<CachedGemm>> gemmPlans_;
   // cuDNN, created at the first conv2d (dnnMissing_: not available).
   const CudnnApi *dnn_ = nullptr;
   cudnnHandle_t dnnHandle_ = nullptr;
