@@ -47,9 +47,12 @@
 // CHECK-NOT: {{[0-9]}}
 // CHECK: ]
 
-// The row sum: one thread per row (64 rows: one block of 64) accumulating
-// in an f64 scratch buffer (buffer 2: 64 x 8 bytes), which a last launch
-// rounds into the result (buffer 1).
+// The row sum (64 rows of 300): the accumulator, an f64 scratch buffer
+// (buffer 2: 64 x 8 bytes), is filled; 64 x 18 threads (5 blocks) each sum
+// every 18th element of a row (at least 16 elements per thread) into
+// partials (buffer 3: 64 x 18 f64); one thread per row folds its 18
+// partials in order into the accumulator; a last launch rounds it into the
+// result (buffer 1).
 // CHECK: "entry": "omni_kernel_1_0",
 // CHECK: "block": [
 // CHECK-NEXT: 64,
@@ -57,17 +60,27 @@
 // CHECK-NEXT: 2
 // CHECK-NEXT: ]
 // CHECK: "entry": "omni_kernel_1_1",
+// CHECK-NEXT: "grid": [
+// CHECK-NEXT: 5,
 // CHECK: "args": [
 // CHECK-NEXT: 0,
-// CHECK-NEXT: 2
+// CHECK-NEXT: 3
 // CHECK-NEXT: ]
 // CHECK: "entry": "omni_kernel_1_2",
+// CHECK: "block": [
+// CHECK-NEXT: 64,
+// CHECK: "args": [
+// CHECK-NEXT: 2,
+// CHECK-NEXT: 3
+// CHECK-NEXT: ]
+// CHECK: "entry": "omni_kernel_1_3",
 // CHECK: "args": [
 // CHECK-NEXT: 2,
 // CHECK-NEXT: 1
 // CHECK-NEXT: ]
 // CHECK: "scratch": [
-// CHECK-NEXT: 512
+// CHECK-NEXT: 512,
+// CHECK-NEXT: 9216
 // CHECK-NEXT: ]
 
 // The broadcast add: 64 x 300 = 19200 elements = 75 blocks of 256.
@@ -94,8 +107,9 @@
 // CHECK-NEXT: ]
 // A full reduction of 512 x 64 = 32768 elements runs on ceil(32768 / 1024)
 // = 32 blocks: thread t of 8192 sums elements t, t + 8192, ... into
-// partials[t] (scratch buffer 3: 8192 f64), then one thread adds the
-// partials, in order, to the accumulator (scratch 2, filled by launch 0).
+// partials[t] (scratch buffer 3: 8192 f64); thread k of 32 folds block k's
+// 256 partials into blockPartials[k] (scratch 4: 32 f64); then one thread
+// adds those, in order, to the accumulator (scratch 2, filled by launch 0).
 // CHECK: "entry": "omni_kernel_4_0",
 // CHECK: "entry": "omni_kernel_4_1",
 // CHECK-NEXT: "grid": [
@@ -110,19 +124,29 @@
 // CHECK-NEXT: "grid": [
 // CHECK-NEXT: 1,
 // CHECK: "block": [
+// CHECK-NEXT: 32,
+// CHECK: "args": [
+// CHECK-NEXT: 3,
+// CHECK-NEXT: 4
+// CHECK-NEXT: ]
+// CHECK: "entry": "omni_kernel_4_3",
+// CHECK-NEXT: "grid": [
+// CHECK-NEXT: 1,
+// CHECK: "block": [
 // CHECK-NEXT: 1,
 // CHECK: "args": [
 // CHECK-NEXT: 2,
-// CHECK-NEXT: 3
+// CHECK-NEXT: 4
 // CHECK-NEXT: ]
-// CHECK: "entry": "omni_kernel_4_3",
+// CHECK: "entry": "omni_kernel_4_4",
 // CHECK: "args": [
 // CHECK-NEXT: 2,
 // CHECK-NEXT: 1
 // CHECK-NEXT: ]
 // CHECK: "scratch": [
 // CHECK-NEXT: 8,
-// CHECK-NEXT: 65536
+// CHECK-NEXT: 65536,
+// CHECK-NEXT: 256
 // CHECK-NEXT: ]
 // CHECK: "ptx": "<{{[0-9]+}} bytes>"
 
@@ -135,7 +159,7 @@
 // PTX: ex2.approx
 // PTX: .entry omni_kernel_1_0(
 // PTX: .maxntid 64, 1, 1
-// The sum accumulates in f64.
+// The sum accumulates in f64 (the row chunks' launch).
 // PTX: .entry omni_kernel_1_1(
 // PTX: cvt.f64.f32
 // PTX: add.rn.f64
