@@ -13,8 +13,9 @@
 // rank's group rank, from the channel's rank), on one hal::Stream.
 //
 // A HostCall of a function its registry marks concurrent runs
-// asynchronously (docs/backend.md, "Asynchronous host calls"): its operands
-// are read to the host at the call, the function runs on a worker thread,
+// asynchronously (docs/backend.md, "Asynchronous host calls"): the copies of
+// its operands to the host are submitted at the call (in stream order, not
+// waited for), the function runs on a worker thread once they are done,
 // and the executor goes on with the next commands; it waits for the call,
 // and writes its results to the device, at the first command whose buffers
 // overlap the results' byte ranges, at the next concurrent HostCall (one is
@@ -146,8 +147,9 @@ public:
 
   /// Seconds spent in each phase (step.fbs Command.phase; "" for commands
   /// without one) by the top-level commands of the runs since the last
-  /// call, in order of first appearance; the stream is synchronized after
-  /// each timed command, so this is for reporting, not for hot loops.
+  /// call, in order of first appearance; the stream is synchronized where
+  /// the phase of consecutive top-level commands changes (a phase's time
+  /// runs from its first command's submission to that synchronization).
   void setPhaseTiming(bool enabled) { timePhases_ = enabled; }
   std::vector<std::pair<std::string, double>> takePhaseTimes();
 

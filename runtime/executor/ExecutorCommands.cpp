@@ -24,6 +24,7 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <utility>
 
 namespace omni::executor {
@@ -105,6 +106,31 @@ absl::Status
 Executor::runCommands(Frame &frame,
                       const Vector<Offset<step::Command>> *commands,
                       const Path &parent, const char *field, bool timePhases) {
+  // Phase times: the stream is synchronized where the phase changes and at
+  // the end, not after every command, so that a GPU's queue stays full
+  // within a phase. A phase's time runs from the submission of its first
+  // command to the synchronization that ends it (on the cpu, whose commands
+  // run as they are submitted, the same as timing each command).
+  std::optional<std::string> open;
+  std::chrono::steady_clock::time_point opened;
+  auto closePhase = [&]() -> absl::Status {
+    if (!open)
+      return absl::OkStatus();
+    OMNI_RETURN_IF_ERROR(stream_->synchronize());
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - opened)
+            .count();
+    auto it = std::find_if(phaseTimes_.begin(), phaseTimes_.end(),
+                           [&](const auto &p) { return p.first == *open; });
+    if (it == phaseTimes_.end())
+      phaseTimes_.push_back({*open, seconds});
+    else
+      it->second += seconds;
+    if (profile_)
+      profile_->addPhase(*open, seconds);
+    open.reset();
+    return absl::OkStatus();
+  };
   for (uint32_t i = 0; i < sizeOf(commands); ++i) {
     Path path{&parent, field, i};
     const step::Command &command = *commands->Get(i);
@@ -113,30 +139,22 @@ Executor::runCommands(Frame &frame,
     const step::LibraryCall *call = command.kind_as_LibraryCall();
     const step::Command *epilogue =
         call && call->epilogue() ? commands->Get(++i) : nullptr;
-    auto begin = timePhases ? std::chrono::steady_clock::now()
-                            : std::chrono::steady_clock::time_point();
+    if (timePhases) {
+      std::string phase = command.phase() ? command.phase()->str() : "";
+      if (open && *open != phase)
+        OMNI_RETURN_IF_ERROR(closePhase());
+      if (!open) {
+        open = std::move(phase);
+        opened = std::chrono::steady_clock::now();
+      }
+    }
     if (profile_) {
       OMNI_RETURN_IF_ERROR(runProfiled(frame, command, path, epilogue));
     } else {
       OMNI_RETURN_IF_ERROR(runCommand(frame, command, path, epilogue));
     }
-    if (!timePhases)
-      continue;
-    OMNI_RETURN_IF_ERROR(stream_->synchronize());
-    double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - begin)
-            .count();
-    std::string phase = command.phase() ? command.phase()->str() : "";
-    auto it = std::find_if(phaseTimes_.begin(), phaseTimes_.end(),
-                           [&](const auto &p) { return p.first == phase; });
-    if (it == phaseTimes_.end())
-      phaseTimes_.push_back({phase, seconds});
-    else
-      it->second += seconds;
-    if (profile_)
-      profile_->addPhase(phase, seconds);
   }
-  return absl::OkStatus();
+  return closePhase();
 }
 
 absl::Status Executor::runCommand(Frame &frame, const step::Command &command,
@@ -425,18 +443,18 @@ absl::Status Executor::runHostCall(Frame &frame, const step::Command &command,
   if (!fn)
     return absl::NotFoundError(
         absl::StrCat("unknown host function '", name, "'"));
-  // The operands are read now (the stream is synchronized), so the call
-  // never sees a later command's writes to them.
-  std::vector<HostTensor> args;
-  for (uint32_t i = 0; i < sizeOf(h.operands()); ++i) {
-    OMNI_ASSIGN_OR_RETURN(HostTensor arg,
-                          readTensor(frame, h.operands()->Get(i)));
-    args.push_back(std::move(arg));
-  }
   std::vector<hal::BufferRef> buffers;
   for (uint32_t i = 0; i < sizeOf(h.results()); ++i)
     buffers.push_back(resolve(frame, h.results()->Get(i)));
   if (!options_.asyncHostCalls || !hostFunctions_.isConcurrent(name)) {
+    // The operands are read now (the stream is synchronized), so the call
+    // never sees a later command's writes to them.
+    std::vector<HostTensor> args;
+    for (uint32_t i = 0; i < sizeOf(h.operands()); ++i) {
+      OMNI_ASSIGN_OR_RETURN(HostTensor arg,
+                            readTensor(frame, h.operands()->Get(i)));
+      args.push_back(std::move(arg));
+    }
     absl::StatusOr<std::vector<HostTensor>> results = (*fn)(args);
     if (!results.ok())
       return results.status();
@@ -446,14 +464,52 @@ absl::Status Executor::runHostCall(Frame &frame, const step::Command &command,
   // still be pending, it is finished here rather than overwritten.
   if (pending_)
     OMNI_RETURN_IF_ERROR(finishHostCall());
+  // The operands' copies to the host are submitted now, in stream order (so
+  // the call never sees a later command's writes to them), without waiting
+  // for them: the worker waits for an event recorded after the copies, and
+  // the executor goes on submitting the commands after the call while the
+  // device finishes the ones before it (a GPU decodes a rollout chunk while
+  // the next chunk is submitted).
+  struct Operand {
+    DType dtype;
+    std::vector<int64_t> shape;
+    std::vector<uint8_t> bytes;
+  };
+  std::vector<Operand> operands;
+  for (uint32_t i = 0; i < sizeOf(h.operands()); ++i) {
+    const TensorInfo &info = program_->tensor(h.operands()->Get(i));
+    operands.push_back({info.dtype, info.shape,
+                        std::vector<uint8_t>(static_cast<size_t>(info.bytes))});
+  }
+  absl::Status submitted = absl::OkStatus();
+  for (uint32_t i = 0; i < operands.size() && submitted.ok(); ++i)
+    submitted =
+        toHost(resolve(frame, h.operands()->Get(i)), operands[i].bytes.data());
+  absl::StatusOr<std::shared_ptr<hal::Event>> copied =
+      submitted.ok() ? stream_->recordEvent()
+                     : absl::StatusOr<std::shared_ptr<hal::Event>>(submitted);
+  if (!copied.ok()) {
+    // Copies already submitted write into `operands`: let them land first.
+    (void)stream_->synchronize();
+    return copied.status();
+  }
   auto pending = std::make_unique<PendingHostCall>();
   pending->call = &h;
   pending->where = describeCommand(frame, command, path);
   pending->results = std::move(buffers);
   pending->values = absl::UnknownError("the host call did not run");
   PendingHostCall *p = pending.get();
-  p->worker = std::thread(
-      [p, fn, args = std::move(args)]() mutable { p->values = (*fn)(args); });
+  p->worker = std::thread([p, fn, operands = std::move(operands),
+                           copied = *std::move(copied)]() mutable {
+    if (absl::Status ready = copied->wait(); !ready.ok()) {
+      p->values = ready;
+      return;
+    }
+    std::vector<HostTensor> args;
+    for (Operand &o : operands)
+      args.push_back(unpackTensor(o.dtype, o.shape, o.bytes));
+    p->values = (*fn)(args);
+  });
   pending_ = std::move(pending);
   return absl::OkStatus();
 }
