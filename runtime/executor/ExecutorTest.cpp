@@ -714,6 +714,144 @@ TEST_F(ExecutorTest, ProfileCountsEveryCommandAndChangesNothing) {
 }
 
 //===----------------------------------------------------------------------===//
+// Synchronization: what a GPU's queue would see
+//===----------------------------------------------------------------------===//
+
+/// A stream that counts its synchronize() calls, everything forwarded.
+class SyncCountingStream final : public hal::Stream {
+public:
+  SyncCountingStream(std::unique_ptr<hal::Stream> inner, int &syncs)
+      : inner_(std::move(inner)), syncs_(syncs) {}
+  absl::Status writeBuffer(const void *host, hal::BufferRef dst) override {
+    return inner_->writeBuffer(host, dst);
+  }
+  absl::Status readBuffer(hal::BufferRef src, void *host) override {
+    return inner_->readBuffer(src, host);
+  }
+  absl::Status copy(hal::BufferRef src, hal::BufferRef dst) override {
+    return inner_->copy(src, dst);
+  }
+  absl::Status fill(hal::BufferRef dst,
+                    absl::Span<const uint8_t> pattern) override {
+    return inner_->fill(dst, pattern);
+  }
+  absl::Status dispatch(const hal::Executable &executable, int64_t kernel,
+                        int64_t grid, absl::Span<const hal::BufferRef> buffers,
+                        absl::Span<const int64_t> scalars) override {
+    return inner_->dispatch(executable, kernel, grid, buffers, scalars);
+  }
+  absl::Status random(hal::Distribution distribution, DType dtype,
+                      int64_t count, hal::BufferRef key, hal::BufferRef counter,
+                      hal::BufferRef offset, hal::BufferRef result) override {
+    return inner_->random(distribution, dtype, count, key, counter, offset,
+                          result);
+  }
+  absl::StatusOr<std::shared_ptr<hal::Event>> recordEvent() override {
+    return inner_->recordEvent();
+  }
+  absl::Status waitEvent(const std::shared_ptr<hal::Event> &event) override {
+    return inner_->waitEvent(event);
+  }
+  absl::Status synchronize() override {
+    ++syncs_;
+    return inner_->synchronize();
+  }
+
+private:
+  std::unique_ptr<hal::Stream> inner_;
+  int &syncs_;
+};
+
+/// The cpu device, its streams counting synchronize() calls.
+class SyncCountingDevice final : public hal::Device {
+public:
+  explicit SyncCountingDevice(hal::Device &inner) : inner_(inner) {}
+  const std::string &driverName() const override { return inner_.driverName(); }
+  std::string description() const override { return inner_.description(); }
+  absl::StatusOr<std::unique_ptr<hal::Buffer>>
+  allocate(int64_t bytes) override {
+    return inner_.allocate(bytes);
+  }
+  bool supportsFormat(hal::ExecutableFormat format) const override {
+    return inner_.supportsFormat(format);
+  }
+  absl::StatusOr<std::unique_ptr<hal::Executable>>
+  loadExecutable(const hal::ExecutableSpec &spec) override {
+    return inner_.loadExecutable(spec);
+  }
+  absl::StatusOr<std::unique_ptr<hal::Stream>> createStream() override {
+    absl::StatusOr<std::unique_ptr<hal::Stream>> stream = inner_.createStream();
+    if (!stream.ok())
+      return stream.status();
+    return std::unique_ptr<hal::Stream>(
+        std::make_unique<SyncCountingStream>(std::move(*stream), syncs));
+  }
+  int syncs = 0;
+
+private:
+  hal::Device &inner_;
+};
+
+/// Phase timing synchronizes where the phase changes and at the end, not
+/// after each command: two phases of two dispatches each are two
+/// synchronizations (and the run's own, reading its output), with both
+/// phases timed.
+TEST_F(ExecutorTest, PhaseTimingSynchronizesWhereThePhaseChanges) {
+  StepBuilder b;
+  uint32_t exe = b.executable(testKernels());
+  uint32_t x = b.argument(sd::DType::F32, {8}, 0, "x");
+  uint32_t y = b.arena(sd::DType::F32, {8});
+  uint32_t z = b.arena(sd::DType::F32, {8});
+  std::vector<CommandRef> commands;
+  b.phase = "first";
+  commands.push_back(b.dispatch(exe, 0, 8, {x, x}, {y}));
+  commands.push_back(b.dispatch(exe, 0, 8, {y, x}, {y}));
+  b.phase = "second";
+  commands.push_back(b.dispatch(exe, 0, 8, {y, y}, {z}));
+  commands.push_back(b.dispatch(exe, 0, 8, {z, x}, {z}));
+  b.function("f", {x}, {z}, commands);
+  SyncCountingDevice device(*device_);
+  auto executor = load(b.finish(), {}, &device);
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  (*executor)->setPhaseTiming(true);
+  device.syncs = 0; // create()'s own
+  HostTensor hx =
+      HostTensor::fromDoubles(DType::F32, {8}, {1, 2, 3, 4, 5, 6, 7, 8});
+  auto results = runHostTensors(**executor, "f", {hx});
+  ASSERT_TRUE(results.ok()) << results.status();
+  // z = 2 (2x + x) + x = 7x
+  EXPECT_EQ(results->at(0).floats()[7], 56);
+  EXPECT_EQ(device.syncs, 3);
+  auto phases = (*executor)->takePhaseTimes();
+  ASSERT_EQ(phases.size(), 2u);
+  EXPECT_EQ(phases[0].first, "first");
+  EXPECT_EQ(phases[1].first, "second");
+}
+
+/// A concurrent host call does not synchronize the stream: its operands'
+/// copies are waited for by its worker (here the only synchronization is
+/// the run's, reading its output).
+TEST_F(ExecutorTest, ConcurrentHostCallsDoNotSynchronize) {
+  StepBuilder b;
+  uint32_t x = b.argument(sd::DType::F32, {4}, 0, "x");
+  uint32_t r = b.arena(sd::DType::F32, {4}, "r");
+  b.function("f", {x}, {r}, {b.hostCall("twice", {x}, {r})});
+  SyncCountingDevice device(*device_);
+  ExecutorOptions options;
+  options.hostFunctions.add("twice", doubling(nullptr), /*concurrent=*/true);
+  auto executor = load(b.finish(), std::move(options), &device);
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  device.syncs = 0; // create()'s own
+  HostTensor hx = HostTensor::fromDoubles(DType::F32, {4}, {1, 2, 3, 4});
+  auto results = runHostTensors(**executor, "f", {hx});
+  ASSERT_TRUE(results.ok()) << results.status();
+  EXPECT_EQ(std::vector<double>(results->at(0).floats().begin(),
+                                results->at(0).floats().end()),
+            (std::vector<double>{2, 4, 6, 8}));
+  EXPECT_EQ(device.syncs, 1);
+}
+
+//===----------------------------------------------------------------------===//
 // Graphs (ExecutorGraphs.cpp): loops captured on the cpu driver
 //===----------------------------------------------------------------------===//
 

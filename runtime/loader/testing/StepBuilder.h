@@ -221,10 +221,14 @@ public:
 
   //===--- Commands -------------------------------------------------------===//
 
+  /// The phase (Command.phase) of the commands built from now on; empty:
+  /// none.
+  std::string phase;
   CommandRef command(step::CommandKind kind, flatbuffers::Offset<void> value,
                      const std::string &location = "") {
     auto loc = location.empty() ? 0 : fbb.CreateString(location);
-    return step::CreateCommand(fbb, kind, value, loc);
+    auto ph = phase.empty() ? 0 : fbb.CreateString(phase);
+    return step::CreateCommand(fbb, kind, value, loc, ph);
   }
   CommandRef dispatch(uint32_t exe, uint32_t kernel, int64_t grid,
                       std::vector<uint32_t> operands,
