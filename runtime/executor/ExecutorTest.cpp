@@ -855,6 +855,18 @@ TEST_F(ExecutorTest, ConcurrentHostCallsDoNotSynchronize) {
 // Graphs (ExecutorGraphs.cpp): loops captured on the cpu driver
 //===----------------------------------------------------------------------===//
 
+/// A Copy of the 2-float `source` into row `row` (an index register) of
+/// `stack`.
+CommandRef copyIntoRow(StepBuilder &b, uint32_t source, uint32_t stack,
+                       uint32_t row) {
+  StepBuilder::CopySpec store;
+  store.source = source;
+  store.dest = stack;
+  store.destScalar = static_cast<int32_t>(row);
+  store.destStride = 8;
+  return b.copy(store);
+}
+
 ExecutorOptions withGraphs(ExecutorOptions::Graphs graphs) {
   ExecutorOptions options;
   options.graphs = graphs;
@@ -913,15 +925,10 @@ TEST_F(ExecutorTest, EachEntryRegisterSetHasItsOwnGraph) {
                           omni::testing::bytesOf<float>({1.5f, -2}));
   uint32_t stack = b.arena(sd::DType::F32, {2, 2});
   uint32_t row = b.scalar("row"), i = b.scalar("i");
-  StepBuilder::CopySpec store;
-  store.source = x;
-  store.dest = stack;
-  store.destScalar = static_cast<int32_t>(row);
-  store.destStride = 8;
   b.function("store", {n}, {stack},
              {b.scalarOp(ScalarOpKind::FromTensor, row, n),
               b.fill(stack, omni::testing::bytesOf<float>({0})),
-              b.loop(i, 0, 2, 1, {b.copy(store)})},
+              b.loop(i, 0, 2, 1, {copyIntoRow(b, x, stack, row)})},
              2);
   const std::string bytes = b.finish();
   auto executor = load(bytes, withGraphs(ExecutorOptions::Graphs::On));
@@ -954,20 +961,15 @@ TEST_F(ExecutorTest, RegistersTheBodyDoesNotReadShareAGraph) {
   uint32_t last = b.arena(sd::DType::I64, {});
   uint32_t other = b.scalar("other"), row = b.scalar("row"),
            one = b.scalar("one"), i = b.scalar("i");
-  StepBuilder::CopySpec store;
-  store.source = x;
-  store.dest = stack;
-  store.destScalar = static_cast<int32_t>(row);
-  store.destStride = 8;
-  b.function(
-      "store", {n}, {stack, last},
-      {b.scalarOp(ScalarOpKind::FromTensor, other, n),
-       b.scalarOp(ScalarOpKind::Const, one, 0, 0, 1),
-       b.fill(stack, omni::testing::bytesOf<float>({0})),
-       b.loop(i, 0, 2, 1,
-              {b.scalarOp(ScalarOpKind::Add, row, i, one), b.copy(store)}),
-       b.scalarOp(ScalarOpKind::ToTensor, last, row)},
-      4);
+  b.function("store", {n}, {stack, last},
+             {b.scalarOp(ScalarOpKind::FromTensor, other, n),
+              b.scalarOp(ScalarOpKind::Const, one, 0, 0, 1),
+              b.fill(stack, omni::testing::bytesOf<float>({0})),
+              b.loop(i, 0, 2, 1,
+                     {b.scalarOp(ScalarOpKind::Add, row, i, one),
+                      copyIntoRow(b, x, stack, row)}),
+              b.scalarOp(ScalarOpKind::ToTensor, last, row)},
+             4);
   auto executor = load(b.finish(), withGraphs(ExecutorOptions::Graphs::On));
   ASSERT_TRUE(executor.ok()) << executor.status();
   for (int64_t v : {5, 6, 7}) {
@@ -1025,17 +1027,12 @@ TEST_F(ExecutorTest, AFailedCaptureRunsTheLoopCommandByCommand) {
       b.constant(sd::DType::F32, {2}, omni::testing::bytesOf<float>({1, 2}));
   uint32_t stack = b.arena(sd::DType::F32, {3, 2});
   uint32_t base = b.scalar("base"), row = b.scalar("row"), i = b.scalar("i");
-  StepBuilder::CopySpec store;
-  store.source = x;
-  store.dest = stack;
-  store.destScalar = static_cast<int32_t>(row);
-  store.destStride = 8;
-  b.function(
-      "store", {n}, {stack},
-      {b.scalarOp(ScalarOpKind::FromTensor, base, n),
-       b.loop(i, 0, 3, 1,
-              {b.scalarOp(ScalarOpKind::Add, row, base, i), b.copy(store)})},
-      3);
+  b.function("store", {n}, {stack},
+             {b.scalarOp(ScalarOpKind::FromTensor, base, n),
+              b.loop(i, 0, 3, 1,
+                     {b.scalarOp(ScalarOpKind::Add, row, base, i),
+                      copyIntoRow(b, x, stack, row)})},
+             3);
   const std::string bytes = b.finish();
   auto plain = load(bytes);
   auto graphed = load(bytes, withGraphs(ExecutorOptions::Graphs::On));
