@@ -794,6 +794,32 @@ TEST_P(HalGraphTest, AFailedCommandFailsTheCapture) {
   EXPECT_EQ(download<uint8_t>(*buffer), std::vector<uint8_t>(8, 1));
 }
 
+/// Malformed commands fail at capture as they fail when run: sizes that do
+/// not match, not only ranges outside their buffers.
+TEST_P(HalGraphTest, MalformedCommandsFailTheCaptureAtOnce) {
+  auto buffer = zeros<uint8_t>(8);
+  auto other = zeros<uint8_t>(4);
+  const uint8_t pattern[] = {1, 2, 3};
+  auto expectRefused = [&](const char *what, auto submit) {
+    ASSERT_TRUE(stream_->beginCapture().ok()) << what;
+    absl::Status s = submit();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument)
+        << what << ": " << s;
+    EXPECT_FALSE(stream_->endCapture().ok()) << what;
+  };
+  expectRefused("a fill whose pattern does not divide it", [&] {
+    return stream_->fill(BufferRef::all(*buffer), pattern);
+  });
+  expectRefused("a copy of 8 bytes into 4", [&] {
+    return stream_->copy(BufferRef::all(*buffer), BufferRef::all(*other));
+  });
+  expectRefused("random numbers of i32", [&] {
+    return stream_->random(Distribution::Normal, DType::I32, 2,
+                           BufferRef::all(*buffer), BufferRef::all(*buffer),
+                           BufferRef::all(*buffer), BufferRef::all(*buffer));
+  });
+}
+
 TEST_P(HalGraphTest, CaptureStatesAreChecked) {
   EXPECT_EQ(stream_->endCapture().status().code(),
             absl::StatusCode::kFailedPrecondition);

@@ -115,14 +115,32 @@ absl::Status CpuStream::readBuffer(BufferRef src, void *host) {
   return absl::OkStatus();
 }
 
-absl::Status CpuStream::copy(BufferRef src, BufferRef dst) {
-  if (capture_)
-    return record([=](CpuStream &s) { return s.copy(src, dst); }, {src, dst});
-  OMNI_ASSIGN_OR_RETURN(uint8_t *s, resolve(src, "copy source"));
-  OMNI_ASSIGN_OR_RETURN(uint8_t *d, resolve(dst, "copy destination"));
+namespace {
+
+absl::Status checkCopy(BufferRef src, BufferRef dst) {
   if (src.length != dst.length)
     return absl::InvalidArgumentError(
         absl::StrCat("copy of ", src.length, " bytes into ", dst.length));
+  return absl::OkStatus();
+}
+
+absl::Status checkFill(BufferRef dst, absl::Span<const uint8_t> pattern) {
+  const int64_t size = static_cast<int64_t>(pattern.size());
+  if (size == 0 || dst.length % size != 0)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "fill of ", dst.length, " bytes with a pattern of ", size, " bytes"));
+  return absl::OkStatus();
+}
+
+} // namespace
+
+absl::Status CpuStream::copy(BufferRef src, BufferRef dst) {
+  if (capture_)
+    return record([=](CpuStream &s) { return s.copy(src, dst); }, {src, dst},
+                  {}, checkCopy(src, dst));
+  OMNI_ASSIGN_OR_RETURN(uint8_t *s, resolve(src, "copy source"));
+  OMNI_ASSIGN_OR_RETURN(uint8_t *d, resolve(dst, "copy destination"));
+  OMNI_RETURN_IF_ERROR(checkCopy(src, dst));
   if (src.length && s != d)
     std::memmove(d, s, static_cast<size_t>(src.length));
   return absl::OkStatus();
@@ -133,12 +151,10 @@ absl::Status CpuStream::fill(BufferRef dst, absl::Span<const uint8_t> pattern) {
     return record(
         [dst, p = std::vector<uint8_t>(pattern.begin(), pattern.end())](
             CpuStream &s) { return s.fill(dst, p); },
-        {dst});
+        {dst}, {}, checkFill(dst, pattern));
   OMNI_ASSIGN_OR_RETURN(uint8_t *d, resolve(dst, "fill destination"));
+  OMNI_RETURN_IF_ERROR(checkFill(dst, pattern));
   const int64_t size = static_cast<int64_t>(pattern.size());
-  if (size == 0 || dst.length % size != 0)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "fill of ", dst.length, " bytes with a pattern of ", size, " bytes"));
   if (dst.length == 0)
     return absl::OkStatus();
   bool uniform = true;
@@ -194,12 +210,36 @@ absl::Status CpuStream::dispatch(const Executable &executable, int64_t kernel,
             CpuStream &s) {
           return s.dispatch(executable, kernel, grid, b, sc);
         },
-        {}, buffers);
+        {}, buffers,
+        prepareKernel(executable, kernel, grid, buffers, scalars).status());
   OMNI_ASSIGN_OR_RETURN(KernelCall call, prepareKernel(executable, kernel, grid,
                                                        buffers, scalars));
   device_.pool().parallelFor(
       grid, [&](int64_t begin, int64_t end) { call.run(begin, end); });
   return absl::OkStatus();
+}
+
+absl::StatusOr<CpuStream::RandomBuffers>
+CpuStream::resolveRandom(DType dtype, int64_t count, BufferRef key,
+                         BufferRef counter, BufferRef offset,
+                         BufferRef result) const {
+  if (!isFloatDType(dtype))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "random numbers of ", dtypeName(dtype), " (expected a float type)"));
+  RandomBuffers r;
+  const std::pair<const char *, BufferRef> inputs[] = {
+      {"random key", key},
+      {"random counter", counter},
+      {"random offset", offset}};
+  for (int i = 0; i < 3; ++i) {
+    OMNI_ASSIGN_OR_RETURN(r.words[i],
+                          resolveSized(inputs[i].second, 8, inputs[i].first));
+  }
+  int64_t bytes = bytesOf({count}, dtype);
+  if (bytes < 0)
+    return absl::InvalidArgumentError(absl::StrCat("random count ", count));
+  OMNI_ASSIGN_OR_RETURN(r.result, resolveSized(result, bytes, "random result"));
+  return r;
 }
 
 absl::Status CpuStream::random(Distribution distribution, DType dtype,
@@ -211,25 +251,15 @@ absl::Status CpuStream::random(Distribution distribution, DType dtype,
           return s.random(distribution, dtype, count, key, counter, offset,
                           result);
         },
-        {key, counter, offset, result});
-  if (!isFloatDType(dtype))
-    return absl::InvalidArgumentError(absl::StrCat(
-        "random numbers of ", dtypeName(dtype), " (expected a float type)"));
+        {key, counter, offset, result}, {},
+        resolveRandom(dtype, count, key, counter, offset, result).status());
+  OMNI_ASSIGN_OR_RETURN(
+      RandomBuffers r,
+      resolveRandom(dtype, count, key, counter, offset, result));
   int64_t words[3];
-  const std::pair<const char *, BufferRef> inputs[] = {
-      {"random key", key},
-      {"random counter", counter},
-      {"random offset", offset}};
-  for (int i = 0; i < 3; ++i) {
-    OMNI_ASSIGN_OR_RETURN(uint8_t *p,
-                          resolveSized(inputs[i].second, 8, inputs[i].first));
-    std::memcpy(&words[i], p, 8);
-  }
-  int64_t bytes = bytesOf({count}, dtype);
-  if (bytes < 0)
-    return absl::InvalidArgumentError(absl::StrCat("random count ", count));
-  OMNI_ASSIGN_OR_RETURN(uint8_t *out,
-                        resolveSized(result, bytes, "random result"));
+  for (int i = 0; i < 3; ++i)
+    std::memcpy(&words[i], r.words[i], 8);
+  uint8_t *out = r.result;
   const int64_t seed = words[0], stream = words[1], first = words[2];
   auto generate = [&](int64_t begin, float *values, int64_t n) {
     // Positions wrap modulo 2^64 (docs/rng.md): add as unsigned.
@@ -295,9 +325,23 @@ absl::Status CpuStream::matmul(const MatmulParams &p, BufferRef lhs,
                                BufferRef rhs, BufferRef result) {
   if (capture_)
     return record([=](CpuStream &s) { return s.matmul(p, lhs, rhs, result); },
-                  {lhs, rhs, result});
+                  {lhs, rhs, result}, {},
+                  resolveMatmul(p, lhs, rhs, result).status());
   OMNI_ASSIGN_OR_RETURN(MatmulBuffers m, resolveMatmul(p, lhs, rhs, result));
   return runMatmul(p, m.a, m.b, m.c, device_.pool());
+}
+
+absl::Status CpuStream::checkEpilogue(const MatmulParams &p, BufferRef lhs,
+                                      BufferRef rhs, BufferRef result,
+                                      const Epilogue &e) const {
+  OMNI_RETURN_IF_ERROR(resolveMatmul(p, lhs, rhs, result).status());
+  if (e.itemBytes.size() != e.buffers.size() ||
+      e.numOperands > e.buffers.size())
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the epilogue has ", e.buffers.size(), " buffers, ", e.numOperands,
+        " operands and ", e.itemBytes.size(), " item sizes"));
+  return prepareKernel(*e.executable, e.kernel, e.grid, e.buffers, e.scalars)
+      .status();
 }
 
 absl::Status CpuStream::matmulWithEpilogue(const MatmulParams &p, BufferRef lhs,
@@ -324,14 +368,10 @@ absl::Status CpuStream::matmulWithEpilogue(const MatmulParams &p, BufferRef lhs,
           copy.itemBytes = saved->itemBytes;
           return s.matmulWithEpilogue(p, lhs, rhs, result, copy);
         },
-        {lhs, rhs, result}, e.buffers);
+        {lhs, rhs, result}, e.buffers, checkEpilogue(p, lhs, rhs, result, e));
   }
+  OMNI_RETURN_IF_ERROR(checkEpilogue(p, lhs, rhs, result, e));
   OMNI_ASSIGN_OR_RETURN(MatmulBuffers m, resolveMatmul(p, lhs, rhs, result));
-  if (e.itemBytes.size() != e.buffers.size() ||
-      e.numOperands > e.buffers.size())
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the epilogue has ", e.buffers.size(), " buffers, ", e.numOperands,
-        " operands and ", e.itemBytes.size(), " item sizes"));
   OMNI_ASSIGN_OR_RETURN(
       KernelCall call,
       prepareKernel(*e.executable, e.kernel, e.grid, e.buffers, e.scalars));
@@ -473,7 +513,8 @@ absl::Status CpuStream::synchronize() {
 
 absl::Status CpuStream::record(Recorded command,
                                std::initializer_list<BufferRef> refs,
-                               absl::Span<const BufferRef> more) {
+                               absl::Span<const BufferRef> more,
+                               absl::Status checked) {
   if (!capture_->failure.ok())
     return capture_->failure;
   const absl::Span<const BufferRef> lists[] = {
@@ -488,6 +529,10 @@ absl::Status CpuStream::record(Recorded command,
         return p.status();
       }
     }
+  if (!checked.ok()) {
+    capture_->failure = checked;
+    return checked;
+  }
   capture_->commands.push_back(std::move(command));
   return absl::OkStatus();
 }

@@ -11,9 +11,10 @@
 // recorded as a call to make again; launchGraph makes the calls in order.
 // That saves nothing on the host, which is why the device does not prefer
 // graphs, but it gives the cpu driver the capture semantics of Graph.h, so
-// the executor's capture and replay are tested on every machine. A captured
-// command's other errors (a kernel index, a library's dtype) are reported
-// by launchGraph.
+// the executor's capture and replay are tested on every machine. What is
+// checked at capture: every buffer range, copy and fill sizes, a
+// dispatch's kernel and grid, random's dtype and sizes, a matmul's dtype
+// and sizes; conv2d's and attention's other checks wait for launchGraph.
 //
 // Ownership: created by CpuDevice::createStream; the device must outlive it.
 // Thread safety: one thread at a time (hal::Stream).
@@ -77,10 +78,12 @@ private:
   /// A captured command: the call to make again on the launching stream.
   using Recorded = std::function<absl::Status(CpuStream &)>;
   struct Capture;
-  /// While capturing: checks `refs` (null buffers are skipped) and appends
+  /// While capturing: checks `refs` (null buffers are skipped), takes
+  /// `checked` (the command's own checks, run by the caller) and appends
   /// `command`; the first error fails the capture.
   absl::Status record(Recorded command, std::initializer_list<BufferRef> refs,
-                      absl::Span<const BufferRef> more = {});
+                      absl::Span<const BufferRef> more = {},
+                      absl::Status checked = absl::OkStatus());
   /// While capturing: a call that cannot be captured (`what`) fails it.
   absl::Status refuseWhileCapturing(const char *what);
 
@@ -109,6 +112,21 @@ private:
   struct MatmulBuffers {
     uint8_t *a = nullptr, *b = nullptr, *c = nullptr;
   };
+  struct RandomBuffers {
+    uint8_t *words[3] = {}; // key, counter, offset
+    uint8_t *result = nullptr;
+  };
+  /// The host addresses of random()'s buffers after checking the dtype and
+  /// their sizes.
+  absl::StatusOr<RandomBuffers> resolveRandom(DType dtype, int64_t count,
+                                              BufferRef key, BufferRef counter,
+                                              BufferRef offset,
+                                              BufferRef result) const;
+  /// Every check of matmulWithEpilogue: the matmul's, the epilogue's sizes
+  /// and its kernel launch.
+  absl::Status checkEpilogue(const MatmulParams &params, BufferRef lhs,
+                             BufferRef rhs, BufferRef result,
+                             const Epilogue &epilogue) const;
   /// The host addresses of a matmul's buffers after checking their sizes.
   absl::StatusOr<MatmulBuffers> resolveMatmul(const MatmulParams &params,
                                               BufferRef lhs, BufferRef rhs,
