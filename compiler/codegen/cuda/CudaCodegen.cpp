@@ -162,6 +162,18 @@ int64_t elementBytes(Type t) {
   return t.isInteger(1) ? 1 : (t.getIntOrFloatBitWidth() + 7) / 8;
 }
 
+/// A new scratch buffer of `type` for `fn`: a trailing argument whose size
+/// in bytes is appended to `scratch` (the runtime allocates it).
+FailureOr<Value> addScratch(func::FuncOp fn, MemRefType type, Location loc,
+                            std::vector<int64_t> &scratch) {
+  unsigned index = fn.getNumArguments();
+  if (failed(fn.insertArgument(index, type, {}, loc)))
+    return failure();
+  scratch.push_back(type.getNumElements() *
+                    elementBytes(type.getElementType()));
+  return fn.getArgument(index);
+}
+
 /// Step 2, scratch: every memref.alloc of `fn` becomes a trailing argument
 /// whose size in bytes is appended to `scratch`.
 LogicalResult allocsToArguments(func::FuncOp fn, StringRef symbol,
@@ -180,13 +192,11 @@ LogicalResult allocsToArguments(func::FuncOp fn, StringRef symbol,
              << ": a temporary buffer of type " << type
              << " (dynamic, strided or inside a loop) cannot be a cuda "
                 "scratch buffer";
-    unsigned index = fn.getNumArguments();
-    if (failed(fn.insertArgument(index, type, {}, alloc->getLoc())))
+    FailureOr<Value> argument = addScratch(fn, type, alloc->getLoc(), scratch);
+    if (failed(argument))
       return failure();
-    alloc->getResult(0).replaceAllUsesWith(fn.getArgument(index));
+    alloc->getResult(0).replaceAllUsesWith(*argument);
     alloc->erase();
-    scratch.push_back(type.getNumElements() *
-                      elementBytes(type.getElementType()));
   }
   return success();
 }
@@ -511,6 +521,30 @@ void yieldCombined(OpBuilder &nb, Location nl, ReductionNest &r, Value e,
   scf::YieldOp::create(nb, nl, map.lookup(r.store.getValue()));
 }
 
+/// Combines `init` with `count` values in order by `r`'s combining op:
+/// `load(k)` builds the k-th value (k an index, 0 to count - 1). Returns
+/// the combined value.
+Value foldInOrder(OpBuilder &b, Location loc, ReductionNest &r, Value init,
+                  int64_t count,
+                  function_ref<Value(OpBuilder &, Location, Value)> load) {
+  Type indexType = b.getIndexType();
+  Value accValue = r.load.getResult();
+  Value other = r.combine->getOperand(0) == accValue ? r.combine->getOperand(1)
+                                                     : r.combine->getOperand(0);
+  return scf::ForOp::create(
+             b, loc, indexConst(b, loc, indexType, 0),
+             indexConst(b, loc, indexType, count),
+             indexConst(b, loc, indexType, 1), ValueRange{init},
+             [&](OpBuilder &fb, Location fl, Value k, ValueRange iter) {
+               IRMapping map;
+               map.map(accValue, iter[0]);
+               map.map(other, load(fb, fl, k));
+               Operation *combined = fb.clone(*r.combine, map);
+               scf::YieldOp::create(fb, fl, combined->getResult(0));
+             })
+      .getResult(0);
+}
+
 /// Full reductions of at least this many elements run on many blocks.
 constexpr int64_t kCooperativeMinElements = 1024;
 /// At most this many blocks (two per SM of an H200) each of kBlockThreads
@@ -534,16 +568,11 @@ LogicalResult cooperativeReduction(ReductionNest &r, func::FuncOp fn,
                (r.elements + 4 * kBlockThreads - 1) / (4 * kBlockThreads));
   int64_t threads = blocks * kBlockThreads;
   Type accType = r.load.getResult().getType();
-  auto partialsType = MemRefType::get({threads}, accType);
-  unsigned index = fn.getNumArguments();
-  if (failed(fn.insertArgument(index, partialsType, {}, loc)))
+  FailureOr<Value> partials =
+      addScratch(fn, MemRefType::get({threads}, accType), loc, scratch);
+  if (failed(partials))
     return failure();
-  Value partials = fn.getArgument(index);
-  scratch.push_back(threads * elementBytes(accType));
   Value acc = r.store.getMemRef();
-  Value accValue = r.load.getResult();
-  Value other = r.combine->getOperand(0) == accValue ? r.combine->getOperand(1)
-                                                     : r.combine->getOperand(0);
 
   OpBuilder b(outer);
   Type indexType = b.getIndexType();
@@ -561,39 +590,29 @@ LogicalResult cooperativeReduction(ReductionNest &r, func::FuncOp fn,
         IRMapping map;
         yieldCombined(nb, nl, r, e, iter[0], map);
       });
-  memref::StoreOp::create(b, loc, strided.getResult(0), partials,
+  memref::StoreOp::create(b, loc, strided.getResult(0), *partials,
                           ValueRange{t});
-  // Folds `count` values of `from` starting at index `first` into `init`,
-  // in order.
+  // Folds the `count` values of the 1-D `from` starting at `first` into
+  // `init`, in order.
   auto foldInto = [&](OpBuilder &nb, Location nl, Value init, Value from,
                       Value first, int64_t count) {
-    Value zero = indexConst(nb, nl, indexType, 0);
-    return scf::ForOp::create(
-               nb, nl, zero, indexConst(nb, nl, indexType, count),
-               indexConst(nb, nl, indexType, 1), ValueRange{init},
-               [&](OpBuilder &fb, Location fl, Value k, ValueRange iter) {
-                 IRMapping map;
-                 map.map(accValue, iter[0]);
-                 Value at = arith::AddIOp::create(fb, fl, first, k);
-                 map.map(other, memref::LoadOp::create(fb, fl, from, at));
-                 Operation *combined = fb.clone(*r.combine, map);
-                 scf::YieldOp::create(fb, fl, combined->getResult(0));
-               })
-        .getResult(0);
+    return foldInOrder(nb, nl, r, init, count,
+                       [&](OpBuilder &fb, Location fl, Value k) -> Value {
+                         Value at = arith::AddIOp::create(fb, fl, first, k);
+                         return memref::LoadOp::create(fb, fl, from, at);
+                       });
   };
   // Launch 2, with several blocks: thread k folds block k's partials into
   // blockPartials[k], so that the last launch's one thread folds `blocks`
   // values, not `threads` (67584 serial loads from L2 take a thread
   // milliseconds).
-  Value last = partials;
+  Value last = *partials;
   int64_t lastCount = threads;
   if (blocks > 1) {
-    auto blockType = MemRefType::get({blocks}, accType);
-    unsigned at = fn.getNumArguments();
-    if (failed(fn.insertArgument(at, blockType, {}, loc)))
+    FailureOr<Value> blockPartials =
+        addScratch(fn, MemRefType::get({blocks}, accType), loc, scratch);
+    if (failed(blockPartials))
       return failure();
-    Value blockPartials = fn.getArgument(at);
-    scratch.push_back(blocks * elementBytes(accType));
     OpBuilder pb(outer);
     auto perBlock = scf::ParallelOp::create(
         pb, loc, c(0), c(blocks), c(1),
@@ -602,12 +621,12 @@ LogicalResult cooperativeReduction(ReductionNest &r, func::FuncOp fn,
               nb, nl, ivs[0], indexConst(nb, nl, indexType, kBlockThreads));
           Value identity = arith::ConstantOp::create(nb, nl, r.identity);
           Value sum =
-              foldInto(nb, nl, identity, partials, first, kBlockThreads);
-          memref::StoreOp::create(nb, nl, sum, blockPartials, ivs);
+              foldInto(nb, nl, identity, *partials, first, kBlockThreads);
+          memref::StoreOp::create(nb, nl, sum, *blockPartials, ivs);
         });
     if (failed(parallelToLaunch(perBlock, symbol)))
       return failure();
-    last = blockPartials;
+    last = *blockPartials;
     lastCount = blocks;
   }
   // The last launch: one thread folds them into the accumulator, in order.
@@ -690,17 +709,12 @@ LogicalResult splitPartialReduction(scf::ParallelOp par, func::FuncOp fn,
     shape.push_back(chunks);
   else
     shape.insert(shape.begin(), chunks);
-  auto partialsType = MemRefType::get(shape, accType);
-  unsigned index = fn.getNumArguments();
-  if (failed(fn.insertArgument(index, partialsType, {}, loc)))
+  FailureOr<Value> scratchPartials =
+      addScratch(fn, MemRefType::get(shape, accType), loc, scratch);
+  if (failed(scratchPartials))
     return failure();
-  Value partials = fn.getArgument(index);
-  scratch.push_back(outputs * chunks * elementBytes(accType));
+  Value partials = *scratchPartials;
   Value acc = r->store.getMemRef();
-  Value accValue = r->load.getResult();
-  Value other = r->combine->getOperand(0) == accValue
-                    ? r->combine->getOperand(1)
-                    : r->combine->getOperand(0);
 
   OpBuilder b(par);
   Type indexType = b.getIndexType();
@@ -732,20 +746,14 @@ LogicalResult splitPartialReduction(scf::ParallelOp par, func::FuncOp fn,
       b, loc, par.getLowerBound(), par.getUpperBound(), par.getStep(),
       [&](OpBuilder &nb, Location nl, ValueRange ivs) {
         Value init = memref::LoadOp::create(nb, nl, acc, ivs);
-        auto fold = scf::ForOp::create(
-            nb, nl, indexConst(nb, nl, indexType, 0),
-            indexConst(nb, nl, indexType, chunks),
-            indexConst(nb, nl, indexType, 1), ValueRange{init},
-            [&](OpBuilder &lb, Location ll, Value k, ValueRange iter) {
-              SmallVector<Value> at(ivs);
-              at.insert(at.begin() + chunkDim, k);
-              IRMapping map;
-              map.map(accValue, iter[0]);
-              map.map(other, memref::LoadOp::create(lb, ll, partials, at));
-              Operation *combined = lb.clone(*r->combine, map);
-              scf::YieldOp::create(lb, ll, combined->getResult(0));
-            });
-        memref::StoreOp::create(nb, nl, fold.getResult(0), acc, ivs);
+        Value folded =
+            foldInOrder(nb, nl, *r, init, chunks,
+                        [&](OpBuilder &lb, Location ll, Value k) -> Value {
+                          SmallVector<Value> at(ivs);
+                          at.insert(at.begin() + chunkDim, k);
+                          return memref::LoadOp::create(lb, ll, partials, at);
+                        });
+        memref::StoreOp::create(nb, nl, folded, acc, ivs);
       });
   par.erase();
   parts = {first, second};
