@@ -17,8 +17,10 @@
 //    elements): blocks of 256 threads on a 1-D grid, the tail guarded.
 //    Reduction dimensions stay scf.for loops inside a thread, accumulating
 //    in memory as KernelBuilder wrote them (f64 for float sums). A full
-//    reduction to one element of at least kCooperativeMinElements runs on
-//    many blocks (register partials, then an ordered fold); other top-level
+//    reduction to one element of at least 1024 elements runs on many
+//    blocks, and a partial one with few outputs or a long extent on chunks
+//    of each output (register partials, then an ordered fold:
+//    CudaReductions.cpp); other top-level
 //    work that is not a parallel loop (0-d results, small full reductions)
 //    runs in a one-thread launch. Side-effect-free ops (constants,
 //    index arithmetic, view ops) are cloned into every launch that uses
@@ -36,6 +38,7 @@
 
 #include "compiler/codegen/cuda/CudaCodegen.h"
 #include "compiler/codegen/cuda/CudaEmulation.h"
+#include "compiler/codegen/cuda/CudaLowering.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -76,86 +79,10 @@ using namespace mlir::omni;
 #define OMNI_LIBDEVICE_PATH "/usr/local/cuda/nvvm/libdevice/libdevice.10.bc"
 #endif
 
-namespace {
+namespace mlir::omni::cuda {
 
-/// Threads per block of a parallel launch: enough to hide memory latency
-/// with several resident blocks per SM, few enough that small tensors still
-/// spread over many SMs.
-constexpr int64_t kBlockThreads = 256;
 /// The largest grid.x a launch may have.
 constexpr int64_t kMaxGridX = 2147483647;
-
-/// The PTX ISA version the kernels are written in (docs/backend-cuda.md):
-/// 8.0 is the first with sm_90a (LLVM's default is too old for sm_90), 8.1
-/// the first whose kernels may take 32764 bytes of parameters instead of
-/// 4352 (a launch of the SD3.5-Medium program takes 1824 buffers).
-constexpr llvm::StringLiteral kPtxFeatures = "+ptx81";
-/// The most pointer parameters a launch may have under that limit.
-constexpr size_t kMaxLaunchBuffers = 32764 / 8;
-
-/// Step 1: a flat kernel `(tensor<?xT>...) -> (tensor<?xT>...)` becomes
-/// `(tensor<nxT>...) -> (tensor<nxT>...)` with casts to the dynamic types
-/// that canonicalization folds away.
-void makeFlatKernelStatic(func::FuncOp fn, int64_t elements) {
-  Block &entry = fn.front();
-  OpBuilder b = OpBuilder::atBlockBegin(&entry);
-  auto staticType = [&](Type t) {
-    return RankedTensorType::get({elements},
-                                 cast<RankedTensorType>(t).getElementType());
-  };
-  SmallVector<Type> inputs, results;
-  for (BlockArgument arg : entry.getArguments()) {
-    Type dynamic = arg.getType();
-    arg.setType(staticType(dynamic));
-    auto toDynamic = tensor::CastOp::create(b, fn.getLoc(), dynamic, arg);
-    arg.replaceAllUsesExcept(toDynamic, toDynamic);
-    inputs.push_back(arg.getType());
-  }
-  for (Type t : fn.getResultTypes())
-    results.push_back(staticType(t));
-  fn.walk([&](func::ReturnOp ret) {
-    OpBuilder rb(ret);
-    for (OpOperand &operand : ret->getOpOperands())
-      operand.set(tensor::CastOp::create(rb, ret.getLoc(),
-                                         staticType(operand.get().getType()),
-                                         operand.get()));
-  });
-  fn.setFunctionType(b.getFunctionType(inputs, results));
-}
-
-void registerPassesOnce() {
-  static std::once_flag registered;
-  std::call_once(registered, [] { registerAllPasses(); });
-}
-
-LogicalResult runPipeline(ModuleOp module, StringRef pipeline) {
-  PassManager pm(module.getContext(), ModuleOp::getOperationName());
-  if (failed(parsePassPipeline(pipeline, pm)))
-    return failure();
-  return pm.run(module);
-}
-
-/// Step 2.
-LogicalResult bufferize(ModuleOp kernels) {
-  if (failed(runPipeline(
-          kernels, "func.func(canonicalize,linalg-fuse-elementwise-ops),"
-                   "one-shot-bufferize{bufferize-function-boundaries "
-                   "function-boundary-type-conversion=identity-layout-map},"
-                   "buffer-results-to-out-params{hoist-static-allocs "
-                   "modify-public-functions},"
-                   "convert-bufferization-to-memref,canonicalize")))
-    return failure();
-  canonicalizeConstantGlobals(kernels);
-  // memref.copy has no GPU lowering of its own; a linalg.copy becomes a
-  // parallel loop like every other op.
-  kernels.walk([](memref::CopyOp copy) {
-    OpBuilder b(copy);
-    linalg::CopyOp::create(b, copy.getLoc(), copy.getSource(),
-                           copy.getTarget());
-    copy.erase();
-  });
-  return success();
-}
 
 int64_t elementBytes(Type t) {
   // i1 is stored one per byte, as on the cpu (docs/backend.md).
@@ -172,54 +99,6 @@ FailureOr<Value> addScratch(func::FuncOp fn, MemRefType type, Location loc,
   scratch.push_back(type.getNumElements() *
                     elementBytes(type.getElementType()));
   return fn.getArgument(index);
-}
-
-/// Step 2, scratch: every memref.alloc of `fn` becomes a trailing argument
-/// whose size in bytes is appended to `scratch`.
-LogicalResult allocsToArguments(func::FuncOp fn, StringRef symbol,
-                                std::vector<int64_t> &scratch) {
-  fn.walk([](memref::DeallocOp d) { d.erase(); });
-  SmallVector<Operation *> allocs;
-  fn.walk([&](Operation *op) {
-    if (isa<memref::AllocOp, memref::AllocaOp>(op))
-      allocs.push_back(op);
-  });
-  for (Operation *alloc : allocs) {
-    auto type = cast<MemRefType>(alloc->getResult(0).getType());
-    if (alloc->getParentOp() != fn.getOperation() || !type.hasStaticShape() ||
-        !type.getLayout().isIdentity() || alloc->getNumOperands() != 0)
-      return fn.emitError(symbol)
-             << ": a temporary buffer of type " << type
-             << " (dynamic, strided or inside a loop) cannot be a cuda "
-                "scratch buffer";
-    FailureOr<Value> argument = addScratch(fn, type, alloc->getLoc(), scratch);
-    if (failed(argument))
-      return failure();
-    alloc->getResult(0).replaceAllUsesWith(*argument);
-    alloc->erase();
-  }
-  return success();
-}
-
-/// Step 3: parallel dimensions outermost in every linalg.generic, so that
-/// convert-linalg-to-parallel-loops makes one scf.parallel over the output
-/// with the reduction loops inside it.
-void parallelDimsFirst(ModuleOp kernels) {
-  SmallVector<linalg::GenericOp> generics;
-  kernels.walk([&](linalg::GenericOp g) { generics.push_back(g); });
-  IRRewriter rewriter(kernels.getContext());
-  for (linalg::GenericOp g : generics) {
-    SmallVector<unsigned> parallel, reduction;
-    for (auto [i, it] : llvm::enumerate(g.getIteratorTypesArray()))
-      (it == utils::IteratorType::parallel ? parallel : reduction)
-          .push_back(static_cast<unsigned>(i));
-    SmallVector<unsigned> order(parallel);
-    order.append(reduction);
-    if (llvm::equal(order, llvm::seq<unsigned>(0, order.size())))
-      continue;
-    rewriter.setInsertionPoint(g);
-    (void)linalg::interchangeGenericOp(rewriter, g, order);
-  }
 }
 
 Value indexConst(OpBuilder &b, Location loc, Type t, int64_t v) {
@@ -335,6 +214,132 @@ LogicalResult parallelToLaunch(scf::ParallelOp par, StringRef symbol) {
   return success();
 }
 
+} // namespace mlir::omni::cuda
+
+using namespace mlir::omni::cuda;
+
+namespace {
+
+/// The PTX ISA version the kernels are written in (docs/backend-cuda.md):
+/// 8.0 is the first with sm_90a (LLVM's default is too old for sm_90), 8.1
+/// the first whose kernels may take 32764 bytes of parameters instead of
+/// 4352 (a launch of the SD3.5-Medium program takes 1824 buffers).
+constexpr llvm::StringLiteral kPtxFeatures = "+ptx81";
+/// The most pointer parameters a launch may have under that limit.
+constexpr size_t kMaxLaunchBuffers = 32764 / 8;
+
+/// Step 1: a flat kernel `(tensor<?xT>...) -> (tensor<?xT>...)` becomes
+/// `(tensor<nxT>...) -> (tensor<nxT>...)` with casts to the dynamic types
+/// that canonicalization folds away.
+void makeFlatKernelStatic(func::FuncOp fn, int64_t elements) {
+  Block &entry = fn.front();
+  OpBuilder b = OpBuilder::atBlockBegin(&entry);
+  auto staticType = [&](Type t) {
+    return RankedTensorType::get({elements},
+                                 cast<RankedTensorType>(t).getElementType());
+  };
+  SmallVector<Type> inputs, results;
+  for (BlockArgument arg : entry.getArguments()) {
+    Type dynamic = arg.getType();
+    arg.setType(staticType(dynamic));
+    auto toDynamic = tensor::CastOp::create(b, fn.getLoc(), dynamic, arg);
+    arg.replaceAllUsesExcept(toDynamic, toDynamic);
+    inputs.push_back(arg.getType());
+  }
+  for (Type t : fn.getResultTypes())
+    results.push_back(staticType(t));
+  fn.walk([&](func::ReturnOp ret) {
+    OpBuilder rb(ret);
+    for (OpOperand &operand : ret->getOpOperands())
+      operand.set(tensor::CastOp::create(rb, ret.getLoc(),
+                                         staticType(operand.get().getType()),
+                                         operand.get()));
+  });
+  fn.setFunctionType(b.getFunctionType(inputs, results));
+}
+
+void registerPassesOnce() {
+  static std::once_flag registered;
+  std::call_once(registered, [] { registerAllPasses(); });
+}
+
+LogicalResult runPipeline(ModuleOp module, StringRef pipeline) {
+  PassManager pm(module.getContext(), ModuleOp::getOperationName());
+  if (failed(parsePassPipeline(pipeline, pm)))
+    return failure();
+  return pm.run(module);
+}
+
+/// Step 2.
+LogicalResult bufferize(ModuleOp kernels) {
+  if (failed(runPipeline(
+          kernels, "func.func(canonicalize,linalg-fuse-elementwise-ops),"
+                   "one-shot-bufferize{bufferize-function-boundaries "
+                   "function-boundary-type-conversion=identity-layout-map},"
+                   "buffer-results-to-out-params{hoist-static-allocs "
+                   "modify-public-functions},"
+                   "convert-bufferization-to-memref,canonicalize")))
+    return failure();
+  canonicalizeConstantGlobals(kernels);
+  // memref.copy has no GPU lowering of its own; a linalg.copy becomes a
+  // parallel loop like every other op.
+  kernels.walk([](memref::CopyOp copy) {
+    OpBuilder b(copy);
+    linalg::CopyOp::create(b, copy.getLoc(), copy.getSource(),
+                           copy.getTarget());
+    copy.erase();
+  });
+  return success();
+}
+
+/// Step 2, scratch: every memref.alloc of `fn` becomes a trailing argument
+/// whose size in bytes is appended to `scratch`.
+LogicalResult allocsToArguments(func::FuncOp fn, StringRef symbol,
+                                std::vector<int64_t> &scratch) {
+  fn.walk([](memref::DeallocOp d) { d.erase(); });
+  SmallVector<Operation *> allocs;
+  fn.walk([&](Operation *op) {
+    if (isa<memref::AllocOp, memref::AllocaOp>(op))
+      allocs.push_back(op);
+  });
+  for (Operation *alloc : allocs) {
+    auto type = cast<MemRefType>(alloc->getResult(0).getType());
+    if (alloc->getParentOp() != fn.getOperation() || !type.hasStaticShape() ||
+        !type.getLayout().isIdentity() || alloc->getNumOperands() != 0)
+      return fn.emitError(symbol)
+             << ": a temporary buffer of type " << type
+             << " (dynamic, strided or inside a loop) cannot be a cuda "
+                "scratch buffer";
+    FailureOr<Value> argument = addScratch(fn, type, alloc->getLoc(), scratch);
+    if (failed(argument))
+      return failure();
+    alloc->getResult(0).replaceAllUsesWith(*argument);
+    alloc->erase();
+  }
+  return success();
+}
+
+/// Step 3: parallel dimensions outermost in every linalg.generic, so that
+/// convert-linalg-to-parallel-loops makes one scf.parallel over the output
+/// with the reduction loops inside it.
+void parallelDimsFirst(ModuleOp kernels) {
+  SmallVector<linalg::GenericOp> generics;
+  kernels.walk([&](linalg::GenericOp g) { generics.push_back(g); });
+  IRRewriter rewriter(kernels.getContext());
+  for (linalg::GenericOp g : generics) {
+    SmallVector<unsigned> parallel, reduction;
+    for (auto [i, it] : llvm::enumerate(g.getIteratorTypesArray()))
+      (it == utils::IteratorType::parallel ? parallel : reduction)
+          .push_back(static_cast<unsigned>(i));
+    SmallVector<unsigned> order(parallel);
+    order.append(reduction);
+    if (llvm::equal(order, llvm::seq<unsigned>(0, order.size())))
+      continue;
+    rewriter.setInsertionPoint(g);
+    (void)linalg::interchangeGenericOp(rewriter, g, order);
+  }
+}
+
 /// Step 3, sinking: every value `launch` uses from outside is a function
 /// argument or is recomputed inside by cloning its side-effect-free
 /// definition (and theirs).
@@ -371,395 +376,6 @@ LogicalResult sinkIntoLaunch(gpu::LaunchOp launch, func::FuncOp fn,
   return success();
 }
 
-/// A reduction nest: a perfect nest of scf.for loops with constant bounds
-/// whose innermost body loads an accumulator element once, combines it with
-/// a value that does not depend on it by an associative, commutative op
-/// with an identity, and stores it back to the same element; nothing else
-/// in the body has side effects but loads. A full reduction's accumulator
-/// is 0-d; a partial one's element is indexed by the enclosing parallel
-/// loop's induction variables.
-struct ReductionNest {
-  SmallVector<scf::ForOp> nest;
-  SmallVector<int64_t> lower, trip, step;
-  int64_t elements = 1;
-  memref::LoadOp load;
-  memref::StoreOp store;
-  Operation *combine = nullptr;
-  TypedAttr identity;
-};
-
-/// The identity of `combine` (0 for sums, -inf for max, ...), or null.
-TypedAttr identityOf(Operation *combine) {
-  Type t = combine->getResult(0).getType();
-  auto kind =
-      llvm::TypeSwitch<Operation *, std::optional<arith::AtomicRMWKind>>(
-          combine)
-          .Case([](arith::AddFOp) { return arith::AtomicRMWKind::addf; })
-          .Case([](arith::MulFOp) { return arith::AtomicRMWKind::mulf; })
-          .Case(
-              [](arith::MaximumFOp) { return arith::AtomicRMWKind::maximumf; })
-          .Case(
-              [](arith::MinimumFOp) { return arith::AtomicRMWKind::minimumf; })
-          .Case([](arith::MaxNumFOp) { return arith::AtomicRMWKind::maxnumf; })
-          .Case([](arith::MinNumFOp) { return arith::AtomicRMWKind::minnumf; })
-          .Case([](arith::AddIOp) { return arith::AtomicRMWKind::addi; })
-          .Case([](arith::MulIOp) { return arith::AtomicRMWKind::muli; })
-          .Case([](arith::MaxSIOp) { return arith::AtomicRMWKind::maxs; })
-          .Case([](arith::MinSIOp) { return arith::AtomicRMWKind::mins; })
-          .Case([](arith::MaxUIOp) { return arith::AtomicRMWKind::maxu; })
-          .Case([](arith::MinUIOp) { return arith::AtomicRMWKind::minu; })
-          .Case([](arith::OrIOp) { return arith::AtomicRMWKind::ori; })
-          .Case([](arith::AndIOp) { return arith::AtomicRMWKind::andi; })
-          .Default([](Operation *) { return std::nullopt; });
-  if (!kind)
-    return {};
-  OpBuilder b(combine->getContext());
-  return arith::getIdentityValueAttr(*kind, t, b, combine->getLoc());
-}
-
-/// The reduction nest rooted at `outer` whose accumulator element is
-/// `acc[accIndices]` (none: a 0-d accumulator), or nullopt.
-std::optional<ReductionNest> matchReductionNest(scf::ForOp outer,
-                                                ValueRange accIndices = {}) {
-  ReductionNest r;
-  for (scf::ForOp f = outer;;) {
-    if (f.getNumResults() != 0)
-      return std::nullopt;
-    std::optional<int64_t> lb = getConstantIntValue(f.getLowerBound());
-    std::optional<int64_t> ub = getConstantIntValue(f.getUpperBound());
-    std::optional<int64_t> st = getConstantIntValue(f.getStep());
-    if (!lb || !ub || !st || *st <= 0 || *ub <= *lb)
-      return std::nullopt;
-    int64_t trip = (*ub - *lb + *st - 1) / *st;
-    if (r.elements > (int64_t{1} << 50) / trip)
-      return std::nullopt;
-    r.elements *= trip;
-    r.nest.push_back(f);
-    r.lower.push_back(*lb);
-    r.trip.push_back(trip);
-    r.step.push_back(*st);
-    auto ops = f.getBody()->without_terminator();
-    if (llvm::hasSingleElement(ops))
-      if (auto inner = dyn_cast<scf::ForOp>(ops.begin()))
-        f = inner;
-      else
-        break;
-    else
-      break;
-  }
-  Block *body = r.nest.back().getBody();
-  for (Operation &op : body->without_terminator()) {
-    if (auto store = dyn_cast<memref::StoreOp>(op)) {
-      if (r.store)
-        return std::nullopt;
-      r.store = store;
-    } else if (op.getNumRegions() != 0 ||
-               (!isMemoryEffectFree(&op) && !isa<memref::LoadOp>(op))) {
-      return std::nullopt;
-    }
-  }
-  auto sameIndices = [&](ValueRange indices) {
-    return llvm::equal(indices, accIndices);
-  };
-  if (!r.store || !sameIndices(r.store.getIndices()))
-    return std::nullopt;
-  Value acc = r.store.getMemRef();
-  for (Operation &op : body->without_terminator())
-    if (auto load = dyn_cast<memref::LoadOp>(op);
-        load && load.getMemRef() == acc) {
-      if (r.load)
-        return std::nullopt;
-      r.load = load;
-    }
-  if (!r.load || !sameIndices(r.load.getIndices()) ||
-      !r.load.getResult().hasOneUse())
-    return std::nullopt;
-  r.combine = r.store.getValue().getDefiningOp();
-  if (!r.combine || r.combine->getBlock() != body ||
-      r.combine->getNumOperands() != 2 ||
-      *r.load.getResult().getUsers().begin() != r.combine ||
-      r.combine->getOperand(0) == r.combine->getOperand(1))
-    return std::nullopt;
-  r.identity = identityOf(r.combine);
-  if (!r.identity)
-    return std::nullopt;
-  return r;
-}
-
-/// In a loop over the elements of `r`'s nest (`e`, row-major), the body of
-/// one element: `e` delinearized into the nest's induction variables, the
-/// innermost body cloned (without the accumulator's load and store, `acc`
-/// standing for the loaded value) and its combined value yielded. `map`
-/// receives the clones.
-void yieldCombined(OpBuilder &nb, Location nl, ReductionNest &r, Value e,
-                   Value acc, IRMapping &map) {
-  Type indexType = nb.getIndexType();
-  Value rest = e;
-  for (int d = static_cast<int>(r.nest.size()) - 1; d >= 0; --d) {
-    Value i;
-    Value tripD = indexConst(nb, nl, indexType, r.trip[d]);
-    if (r.trip[d] == 1) {
-      i = indexConst(nb, nl, indexType, 0);
-    } else if (d == 0) {
-      i = rest;
-    } else {
-      i = arith::RemUIOp::create(nb, nl, rest, tripD);
-      rest = arith::DivUIOp::create(nb, nl, rest, tripD);
-    }
-    if (r.step[d] != 1)
-      i = arith::MulIOp::create(nb, nl, i,
-                                indexConst(nb, nl, indexType, r.step[d]));
-    if (r.lower[d] != 0)
-      i = arith::AddIOp::create(nb, nl, i,
-                                indexConst(nb, nl, indexType, r.lower[d]));
-    map.map(r.nest[d].getInductionVar(), i);
-  }
-  map.map(r.load.getResult(), acc);
-  for (Operation &op : r.nest.back().getBody()->without_terminator())
-    if (&op != r.load.getOperation() && &op != r.store.getOperation())
-      nb.clone(op, map);
-  scf::YieldOp::create(nb, nl, map.lookup(r.store.getValue()));
-}
-
-/// Combines `init` with `count` values in order by `r`'s combining op:
-/// `load(k)` builds the k-th value (k an index, 0 to count - 1). Returns
-/// the combined value.
-Value foldInOrder(OpBuilder &b, Location loc, ReductionNest &r, Value init,
-                  int64_t count,
-                  function_ref<Value(OpBuilder &, Location, Value)> load) {
-  Type indexType = b.getIndexType();
-  Value accValue = r.load.getResult();
-  Value other = r.combine->getOperand(0) == accValue ? r.combine->getOperand(1)
-                                                     : r.combine->getOperand(0);
-  return scf::ForOp::create(
-             b, loc, indexConst(b, loc, indexType, 0),
-             indexConst(b, loc, indexType, count),
-             indexConst(b, loc, indexType, 1), ValueRange{init},
-             [&](OpBuilder &fb, Location fl, Value k, ValueRange iter) {
-               IRMapping map;
-               map.map(accValue, iter[0]);
-               map.map(other, load(fb, fl, k));
-               Operation *combined = fb.clone(*r.combine, map);
-               scf::YieldOp::create(fb, fl, combined->getResult(0));
-             })
-      .getResult(0);
-}
-
-/// Full reductions of at least this many elements run on many blocks.
-constexpr int64_t kCooperativeMinElements = 1024;
-/// At most this many blocks (two per SM of an H200) each of kBlockThreads
-/// threads; every thread reduces at least 4 elements.
-constexpr int64_t kCooperativeMaxBlocks = 264;
-
-/// Step 3 for a full reduction (matchReductionNest): instead of one thread,
-/// thread t of T reduces elements t, t + T, ... (consecutive threads read
-/// consecutive elements) in a register into partials[t] (a new scratch
-/// buffer); with several blocks, thread k then folds block k's partials in
-/// order, and one thread combines the accumulator with those (or with the
-/// T partials of a single block) in order. Deterministic; float sums still
-/// accumulate in f64.
-LogicalResult cooperativeReduction(ReductionNest &r, func::FuncOp fn,
-                                   std::vector<int64_t> &scratch,
-                                   StringRef symbol) {
-  scf::ForOp outer = r.nest.front();
-  Location loc = outer.getLoc();
-  int64_t blocks =
-      std::min(kCooperativeMaxBlocks,
-               (r.elements + 4 * kBlockThreads - 1) / (4 * kBlockThreads));
-  int64_t threads = blocks * kBlockThreads;
-  Type accType = r.load.getResult().getType();
-  FailureOr<Value> partials =
-      addScratch(fn, MemRefType::get({threads}, accType), loc, scratch);
-  if (failed(partials))
-    return failure();
-  Value acc = r.store.getMemRef();
-
-  OpBuilder b(outer);
-  Type indexType = b.getIndexType();
-  auto c = [&](int64_t v) { return indexConst(b, loc, indexType, v); };
-  // Launch 1: the partials.
-  gpu::LaunchOp first = createLaunch(b, outer, blocks, kBlockThreads);
-  Value t = arith::AddIOp::create(
-      b, loc,
-      arith::MulIOp::create(b, loc, first.getBlockIds().x, c(kBlockThreads)),
-      first.getThreadIds().x);
-  Value identity = arith::ConstantOp::create(b, loc, r.identity);
-  auto strided = scf::ForOp::create(
-      b, loc, t, c(r.elements), c(threads), ValueRange{identity},
-      [&](OpBuilder &nb, Location nl, Value e, ValueRange iter) {
-        IRMapping map;
-        yieldCombined(nb, nl, r, e, iter[0], map);
-      });
-  memref::StoreOp::create(b, loc, strided.getResult(0), *partials,
-                          ValueRange{t});
-  // Folds the `count` values of the 1-D `from` starting at `first` into
-  // `init`, in order.
-  auto foldInto = [&](OpBuilder &nb, Location nl, Value init, Value from,
-                      Value first, int64_t count) {
-    return foldInOrder(nb, nl, r, init, count,
-                       [&](OpBuilder &fb, Location fl, Value k) -> Value {
-                         Value at = arith::AddIOp::create(fb, fl, first, k);
-                         return memref::LoadOp::create(fb, fl, from, at);
-                       });
-  };
-  // Launch 2, with several blocks: thread k folds block k's partials into
-  // blockPartials[k], so that the last launch's one thread folds `blocks`
-  // values, not `threads` (67584 serial loads from L2 take a thread
-  // milliseconds).
-  Value last = *partials;
-  int64_t lastCount = threads;
-  if (blocks > 1) {
-    FailureOr<Value> blockPartials =
-        addScratch(fn, MemRefType::get({blocks}, accType), loc, scratch);
-    if (failed(blockPartials))
-      return failure();
-    OpBuilder pb(outer);
-    auto perBlock = scf::ParallelOp::create(
-        pb, loc, c(0), c(blocks), c(1),
-        [&](OpBuilder &nb, Location nl, ValueRange ivs) {
-          Value first = arith::MulIOp::create(
-              nb, nl, ivs[0], indexConst(nb, nl, indexType, kBlockThreads));
-          Value identity = arith::ConstantOp::create(nb, nl, r.identity);
-          Value sum =
-              foldInto(nb, nl, identity, *partials, first, kBlockThreads);
-          memref::StoreOp::create(nb, nl, sum, *blockPartials, ivs);
-        });
-    if (failed(parallelToLaunch(perBlock, symbol)))
-      return failure();
-    last = *blockPartials;
-    lastCount = blocks;
-  }
-  // The last launch: one thread folds them into the accumulator, in order.
-  createLaunch(b, outer, 1, 1);
-  Value init = memref::LoadOp::create(b, loc, acc, ValueRange{});
-  Value folded = foldInto(b, loc, init, last, c(0), lastCount);
-  memref::StoreOp::create(b, loc, folded, acc, ValueRange{});
-  outer.erase();
-  return success();
-}
-
-/// Partial reductions are split when the reduced extent has at least this
-/// many elements and the outputs are fewer than kSplitThreads threads.
-constexpr int64_t kSplitMinReduced = 64;
-/// Threads a split reduction's first launch aims at (about half of what an
-/// H200's 132 SMs hold resident, 2048 each).
-constexpr int64_t kSplitThreads = 131072;
-/// Elements each thread of a split reduction's first launch reduces, at
-/// least.
-constexpr int64_t kSplitMinPerThread = 16;
-
-/// Step 3 for a partial reduction (a top-level scf.parallel over the
-/// outputs whose body is a reduction nest into `acc[ivs]`): one thread per
-/// output leaves most of the GPU idle when the outputs are few (a layer
-/// norm's 2048 rows: 8 blocks) and walks a long reduced extent alone. When
-/// it pays (kSplit*), `par` becomes two parallel loops:
-///   1. over (outputs, chunk c of C): reduce elements c, c + C, ... of the
-///      output's reduced extent in a register into partials[output][c];
-///   2. over the outputs: combine acc[output] with its C partials in order.
-/// Consecutive threads read consecutive addresses: in a row reduction (the
-/// innermost reduced index is a load's last) the chunk varies fastest, in
-/// a column reduction the output. Deterministic; sums stay f64 as the
-/// accumulator is. `parts` receives the loops to map to launches (`par`
-/// itself when it is not split). The partials are a scratch buffer.
-LogicalResult splitPartialReduction(scf::ParallelOp par, func::FuncOp fn,
-                                    std::vector<int64_t> &scratch,
-                                    SmallVector<scf::ParallelOp> &parts) {
-  parts = {par};
-  auto ops = par.getBody()->without_terminator();
-  if (par.getNumResults() != 0 || !llvm::hasSingleElement(ops))
-    return success();
-  auto outer = dyn_cast<scf::ForOp>(*ops.begin());
-  if (!outer)
-    return success();
-  std::optional<ReductionNest> r =
-      matchReductionNest(outer, par.getInductionVars());
-  if (!r)
-    return success();
-  SmallVector<int64_t> trips;
-  int64_t outputs = 1;
-  for (unsigned d = 0; d < par.getNumLoops(); ++d) {
-    std::optional<int64_t> lb = getConstantIntValue(par.getLowerBound()[d]);
-    std::optional<int64_t> ub = getConstantIntValue(par.getUpperBound()[d]);
-    std::optional<int64_t> st = getConstantIntValue(par.getStep()[d]);
-    if (!lb || !ub || !st || *st <= 0 || *ub <= *lb)
-      return success();
-    trips.push_back((*ub - *lb + *st - 1) / *st);
-    outputs *= trips.back();
-    if (outputs >= kSplitThreads)
-      return success();
-  }
-  if (r->elements < kSplitMinReduced)
-    return success();
-  const int64_t chunks = std::min(r->elements / kSplitMinPerThread,
-                                  (kSplitThreads + outputs - 1) / outputs);
-  if (chunks < 2)
-    return success();
-  Value innermost = r->nest.back().getInductionVar();
-  bool rowLike = false;
-  for (Operation &op : r->nest.back().getBody()->without_terminator())
-    if (auto load = dyn_cast<memref::LoadOp>(op);
-        load && load != r->load && !load.getIndices().empty() &&
-        load.getIndices().back() == innermost)
-      rowLike = true;
-
-  Location loc = par.getLoc();
-  Type accType = r->load.getResult().getType();
-  SmallVector<int64_t> shape(trips);
-  if (rowLike)
-    shape.push_back(chunks);
-  else
-    shape.insert(shape.begin(), chunks);
-  FailureOr<Value> scratchPartials =
-      addScratch(fn, MemRefType::get(shape, accType), loc, scratch);
-  if (failed(scratchPartials))
-    return failure();
-  Value partials = *scratchPartials;
-  Value acc = r->store.getMemRef();
-
-  OpBuilder b(par);
-  Type indexType = b.getIndexType();
-  auto c = [&](int64_t v) { return indexConst(b, loc, indexType, v); };
-  // Which of a stage's induction variables is the chunk, and the outputs'.
-  const unsigned chunkDim = rowLike ? par.getNumLoops() : 0;
-  SmallVector<Value> lbs(par.getLowerBound()), ubs(par.getUpperBound()),
-      steps(par.getStep());
-  lbs.insert(lbs.begin() + chunkDim, c(0));
-  ubs.insert(ubs.begin() + chunkDim, c(chunks));
-  steps.insert(steps.begin() + chunkDim, c(1));
-  auto first = scf::ParallelOp::create(
-      b, loc, lbs, ubs, steps, [&](OpBuilder &nb, Location nl, ValueRange ivs) {
-        IRMapping map;
-        SmallVector<Value> outIvs(ivs);
-        Value chunk = outIvs[chunkDim];
-        outIvs.erase(outIvs.begin() + chunkDim);
-        map.map(par.getInductionVars(), outIvs);
-        Value identity = arith::ConstantOp::create(nb, nl, r->identity);
-        auto strided = scf::ForOp::create(
-            nb, nl, chunk, indexConst(nb, nl, indexType, r->elements),
-            indexConst(nb, nl, indexType, chunks), ValueRange{identity},
-            [&](OpBuilder &lb, Location ll, Value e, ValueRange iter) {
-              yieldCombined(lb, ll, *r, e, iter[0], map);
-            });
-        memref::StoreOp::create(nb, nl, strided.getResult(0), partials, ivs);
-      });
-  auto second = scf::ParallelOp::create(
-      b, loc, par.getLowerBound(), par.getUpperBound(), par.getStep(),
-      [&](OpBuilder &nb, Location nl, ValueRange ivs) {
-        Value init = memref::LoadOp::create(nb, nl, acc, ivs);
-        Value folded =
-            foldInOrder(nb, nl, *r, init, chunks,
-                        [&](OpBuilder &lb, Location ll, Value k) -> Value {
-                          SmallVector<Value> at(ivs);
-                          at.insert(at.begin() + chunkDim, k);
-                          return memref::LoadOp::create(lb, ll, partials, at);
-                        });
-        memref::StoreOp::create(nb, nl, folded, acc, ivs);
-      });
-  par.erase();
-  parts = {first, second};
-  return success();
-}
-
 /// Step 3 for one kernel function (loops already parallel): its top-level
 /// ops become launches.
 LogicalResult mapToLaunches(func::FuncOp fn, StringRef symbol,
@@ -792,10 +408,9 @@ LogicalResult mapToLaunches(func::FuncOp fn, StringRef symbol,
       continue;
     }
     if (auto loop = dyn_cast<scf::ForOp>(op)) {
-      std::optional<ReductionNest> reduction = matchReductionNest(loop);
-      if (reduction && reduction->elements >= kCooperativeMinElements) {
+      if (isLargeFullReduction(loop)) {
         flushSerial();
-        if (failed(cooperativeReduction(*reduction, fn, scratch, symbol)))
+        if (failed(cooperativeReduction(loop, fn, scratch, symbol)))
           return failure();
         continue;
       }
