@@ -949,6 +949,35 @@ TEST_F(ExecutorTest, EachEntryRegisterSetHasItsOwnGraph) {
   EXPECT_EQ((*executor)->graphStats().launches, 4);
 }
 
+/// A loop keeps at most 4 graphs: a fifth set of entry registers runs
+/// command by command, with the same results.
+TEST_F(ExecutorTest, ALoopKeepsAtMostFourGraphs) {
+  StepBuilder b;
+  uint32_t n = b.argument(sd::DType::I64, {}, 0, "n");
+  uint32_t x = b.constant(sd::DType::F32, {2},
+                          omni::testing::bytesOf<float>({1.5f, -2}));
+  uint32_t stack = b.arena(sd::DType::F32, {5, 2});
+  uint32_t row = b.scalar("row"), i = b.scalar("i");
+  b.function("store", {n}, {stack},
+             {b.scalarOp(ScalarOpKind::FromTensor, row, n),
+              b.fill(stack, omni::testing::bytesOf<float>({0})),
+              b.loop(i, 0, 1, 1, {copyIntoRow(b, x, stack, row)})},
+             2);
+  auto executor = load(b.finish(), withGraphs(ExecutorOptions::Graphs::On));
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  for (int64_t r : {0, 1, 2, 3, 4, 4, 0}) {
+    auto results = (*executor)->run("store", {TypedTensor::scalarI64(r)});
+    ASSERT_TRUE(results.ok()) << results.status();
+    std::vector<HostTensor> host = toHost(*results);
+    EXPECT_EQ(host[0].floats()[2 * r], 1.5) << "row " << r;
+    EXPECT_EQ(host[0].floats()[2 * r + 1], -2) << "row " << r;
+  }
+  const GraphStats &stats = (*executor)->graphStats();
+  EXPECT_EQ(stats.captures, 4);
+  EXPECT_EQ(stats.launches, 5);   // rows 0-3, then row 0 again
+  EXPECT_EQ(stats.uncaptured, 2); // row 4, twice
+}
+
 /// Only the registers the body reads before writing them key its graphs:
 /// `other` differs in every run, `row` is written before it is read, and
 /// the loop's registers after it are those of the capture.
