@@ -240,6 +240,48 @@ def OmniSplitReductionsPass
   }];
 }
 
+def OmniHoistLoopScalarsPass
+    : Pass<"omni-hoist-loop-scalars", "::mlir::func::FuncOp"> {
+  let summary = "move scalar reads and index arithmetic that do not change "
+                "across a loop's iterations out of the loop";
+  let description = [{
+    An integer read from a 0-D tensor (`tensor.extract`) becomes a register
+    that the runtime reads from the device (a ScalarOp FromTensor, which
+    synchronizes the stream), and a loop with such a read in its body cannot
+    be captured as a graph (docs/backend.md, "Graphs"). The FlowGRPO train
+    loop over micro-batches reads its window start that way, once per
+    micro-batch, although the value is the same for all of them.
+
+    This pass moves, out of every `scf.for`, innermost loops first:
+    - `tensor.extract` of a 0-D tensor defined outside the loop (always in
+      bounds, so it may run before a loop that runs no iteration);
+    - speculatable, side-effect-free ops without regions whose operands are
+      defined outside the loop and whose results are all scalars (index,
+      integer or float: arith's index arithmetic and casts).
+    Tensor-valued ops stay where they are: moving them would make their
+    buffers live across the whole loop (omni-plan-memory). Values do not
+    change: the same ops run on the same operands, once.
+
+    ```mlir
+    scf.for %k = %c0 to %c4 step %c1 {
+      %s = tensor.extract %start[] : tensor<i64>
+      %i = arith.index_cast %s : i64 to index
+      %j = arith.addi %i, %k : index
+      ...
+    }
+    ```
+    becomes
+    ```mlir
+    %s = tensor.extract %start[] : tensor<i64>
+    %i = arith.index_cast %s : i64 to index
+    scf.for %k = %c0 to %c4 step %c1 {
+      %j = arith.addi %i, %k : index
+      ...
+    }
+    ```
+  }];
+}
+
 def OmniFusePass : Pass<"omni-fuse", "::mlir::func::FuncOp"> {
   let summary = "group elementwise, broadcast, movement and reduction ops "
                 "into omni.fusion regions";

@@ -63,9 +63,12 @@ void addShardStage(OpPassManager &pm, const StageOptions &) {
   addCleanup(pm);
 }
 
-// 5. Kernel boundaries (large sums over the leading rows first become two
-//    sums, so the kernels around them split over threads).
+// 5. Kernel boundaries (loop-invariant scalar reads first leave their
+//    loops, so a loop that only enqueues device work can be captured as a
+//    graph; large sums over the leading rows become two sums, so the
+//    kernels around them split over threads).
 void addFuseStage(OpPassManager &pm, const StageOptions &) {
+  pm.addNestedPass<func::FuncOp>(createOmniHoistLoopScalarsPass());
   pm.addNestedPass<func::FuncOp>(createOmniSplitReductionsPass());
   pm.addNestedPass<func::FuncOp>(createOmniFusePass());
   pm.addPass(createCSEPass());
