@@ -53,6 +53,7 @@
 #include "runtime/io/TypedTensor.h"
 #include "runtime/loader/Program.h"
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
@@ -61,6 +62,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace omni::executor {
@@ -87,9 +89,10 @@ struct ExecutorOptions {
   /// Run the HostCalls of concurrent host functions asynchronously (see the
   /// file comment); false runs every HostCall where it stands.
   bool asyncHostCalls = true;
-  /// Loop capture (docs/backend.md, "Graphs"): a Loop whose body only
-  /// enqueues device work is captured into a hal::Graph the first time it
-  /// runs and replayed as one submission afterwards. Auto: where the device
+  /// Graph capture (docs/backend.md, "Graphs"): a Loop whose body only
+  /// enqueues device work, and a run of at least 8 such commands of a
+  /// function body, is captured into a hal::Graph the first time it runs
+  /// and replayed as one submission afterwards. Auto: where the device
   /// prefers graphs (hal::Device::prefersGraphs, the cuda driver); On:
   /// wherever the stream can capture (the cpu driver too, for tests); Off:
   /// never.
@@ -97,15 +100,16 @@ struct ExecutorOptions {
   Graphs graphs = Graphs::Auto;
 };
 
-/// What loop capture did since the executor was created.
+/// What graph capture did since the executor was created.
 struct GraphStats {
   /// Graphs captured, and graph launches (each capture is launched too).
   int64_t captures = 0;
   int64_t launches = 0;
-  /// Loops run command by command although capture is on: refused ones,
-  /// those with a host call in flight, those over the per-loop graph limit.
+  /// Loops and runs of commands run command by command although capture is
+  /// on: refused ones, those over the budget, those over the limit of
+  /// graphs per region.
   int64_t uncaptured = 0;
-  /// One line per loop that is never captured, with the reason:
+  /// One line per loop or run that is never captured, with the reason:
   /// "functions[2].commands[363] (Loop): body[5] is a ScalarOp FromTensor
   /// (it reads the device)".
   std::vector<std::string> refused;
@@ -256,18 +260,35 @@ private:
   absl::Status runLoopIterations(Frame &frame, const step::Loop &loop,
                                  const Path &path);
   // Graphs (ExecutorGraphs.cpp).
-  struct LoopGraph;
-  struct LoopGraphs;
+  struct Region;
+  struct CapturedGraph;
+  struct RegionGraphs;
   /// Runs `loop` by launching its graph, capturing it first if this frame
   /// has none yet; false when it must run command by command instead.
   absl::StatusOr<bool> runLoopAsGraph(Frame &frame, const step::Loop &loop,
                                       const Path &path);
-  /// Whether a command under `body` (nested loops included) touches the
-  /// pending host call's results.
-  bool bodyTouchesPendingHostCall(
+  /// The same for commands [begin, end) of a function body (one of
+  /// commandRuns()).
+  absl::StatusOr<bool> runCommandsAsGraph(
+      Frame &frame,
+      const flatbuffers::Vector<flatbuffers::Offset<step::Command>> *commands,
+      uint32_t begin, uint32_t end, const Path &parent, const char *field);
+  /// Both: `run` runs the region command by command (to capture it);
+  /// `where` names it in messages.
+  absl::StatusOr<bool> runAsGraph(Frame &frame, const Region &region,
+                                  const std::string &where,
+                                  absl::FunctionRef<absl::Status()> run);
+  /// The runs of a function body's commands that are captured: each
+  /// [begin, end) at least kMinRunCommands long, of one phase, every
+  /// command capturable (computed once per body).
+  const std::vector<std::pair<uint32_t, uint32_t>> &commandRuns(
+      const flatbuffers::Vector<flatbuffers::Offset<step::Command>> *commands);
+  /// Whether a command in [begin, end) of `commands` (nested loops
+  /// included) touches the pending host call's results.
+  bool rangeTouchesPendingHostCall(
       const Frame &frame,
-      const flatbuffers::Vector<flatbuffers::Offset<step::Command>> *body)
-      const;
+      const flatbuffers::Vector<flatbuffers::Offset<step::Command>> *commands,
+      uint32_t begin, uint32_t end) const;
   /// The input and output buffers of run(function): reused from the last
   /// run of the function when graphs are on, since a graph names buffers.
   absl::StatusOr<std::vector<hal::BufferRef>>
@@ -323,10 +344,15 @@ private:
   /// run()'s buffers per function, kept when graphs are on.
   std::unordered_map<uint32_t, std::vector<std::unique_ptr<hal::Buffer>>>
       runBuffers_;
-  /// The graphs of each captured loop. Last: destroyed before the buffers
-  /// and executables their commands name.
-  std::unordered_map<const step::Loop *, std::unique_ptr<LoopGraphs>>
-      loopGraphs_;
+  /// commandRuns() of each function body seen with graphs on.
+  std::unordered_map<
+      const flatbuffers::Vector<flatbuffers::Offset<step::Command>> *,
+      std::vector<std::pair<uint32_t, uint32_t>>>
+      commandRuns_;
+  /// The graphs of each captured region, by its Loop or its first Command.
+  /// Last: destroyed before the buffers and executables their commands
+  /// name.
+  std::unordered_map<const void *, std::unique_ptr<RegionGraphs>> regionGraphs_;
 };
 
 /// One line for logs: "graphs: 1 captured, 3 launches; not captured:

@@ -29,6 +29,7 @@
 
 namespace omni::executor {
 
+using detail::epilogueOf;
 using detail::int128String;
 using detail::sizeOf;
 using flatbuffers::Offset;
@@ -131,14 +132,21 @@ Executor::runCommands(Frame &frame,
     open.reset();
     return absl::OkStatus();
   };
+  // Runs of a function body's commands that are captured as graphs.
+  const std::vector<std::pair<uint32_t, uint32_t>> *runs =
+      graphs_ && !capturing_ && !profile_ &&
+              std::string_view(field) == "commands"
+          ? &commandRuns(commands)
+          : nullptr;
+  size_t nextRun = 0;
   for (uint32_t i = 0; i < sizeOf(commands); ++i) {
     Path path{&parent, field, i};
     const step::Command &command = *commands->Get(i);
-    // A matmul's epilogue runs with it (the loader checked that it is the
-    // next command, a Dispatch).
-    const step::LibraryCall *call = command.kind_as_LibraryCall();
-    const step::Command *epilogue =
-        call && call->epilogue() ? commands->Get(++i) : nullptr;
+    const uint32_t first = i;
+    // A matmul's epilogue runs with it.
+    const step::Command *epilogue = epilogueOf(commands, i);
+    if (epilogue)
+      ++i;
     if (timePhases) {
       std::string phase = command.phase() ? command.phase()->str() : "";
       if (open && *open != phase)
@@ -146,6 +154,16 @@ Executor::runCommands(Frame &frame,
       if (!open) {
         open = std::move(phase);
         opened = std::chrono::steady_clock::now();
+      }
+    }
+    if (runs && nextRun < runs->size() && (*runs)[nextRun].first == first) {
+      const uint32_t end = (*runs)[nextRun++].second;
+      OMNI_ASSIGN_OR_RETURN(
+          bool launched,
+          runCommandsAsGraph(frame, commands, first, end, parent, field));
+      if (launched) {
+        i = end - 1;
+        continue;
       }
     }
     if (profile_) {

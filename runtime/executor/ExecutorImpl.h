@@ -29,6 +29,15 @@ template <typename T> uint32_t sizeOf(const Vector<T> *v) {
 
 using ::omni::int128String;
 
+/// The epilogue of command `i` of `commands`: the next command (a Dispatch;
+/// the loader checked) when command `i` is a LibraryCall with one, else
+/// null. It runs with the LibraryCall.
+inline const step::Command *
+epilogueOf(const Vector<Offset<step::Command>> *commands, uint32_t i) {
+  const step::LibraryCall *call = commands->Get(i)->kind_as_LibraryCall();
+  return call && call->epilogue() ? commands->Get(i + 1) : nullptr;
+}
+
 } // namespace detail
 
 /// A command's position, for messages: functions[0].commands[2].body[1].
@@ -65,25 +74,37 @@ struct Executor::PendingHostCall {
   std::thread worker;
 };
 
-/// One capture of a loop (ExecutorGraphs.cpp): what it was captured for,
-/// and what it leaves.
-struct Executor::LoopGraph {
+/// What a graph captures (ExecutorGraphs.cpp): commands [begin, end) of a
+/// command list, the whole body of `loop` run for all its iterations when
+/// `loop` is set.
+struct Executor::Region {
+  const flatbuffers::Vector<flatbuffers::Offset<step::Command>> *commands;
+  uint32_t begin, end;
+  const step::Loop *loop;
+};
+
+/// One capture of a region: what it was captured for, and what it leaves.
+struct Executor::CapturedGraph {
   std::vector<hal::BufferRef> args;
-  /// The values of LoopGraphs::reads at the loop's entry, and of
-  /// LoopGraphs::writes when it ended.
+  /// The values of RegionGraphs::reads at the region's entry, and of
+  /// RegionGraphs::writes when it ended.
   std::vector<int64_t> readValues, writeValues;
   /// Commands (and iterations) it counts against the command budget.
   int64_t commands = 0;
   std::unique_ptr<hal::Graph> graph;
 };
 
-struct Executor::LoopGraphs {
-  /// Non-empty: the loop is never captured, for this reason.
+struct Executor::RegionGraphs {
+  /// Non-empty: the region is never captured, for this reason.
   std::string refused;
-  /// The registers whose values at the entry the body reads, and those it
-  /// may write (its own and nested loops' induction variables included).
+  /// The registers whose values at the entry the region reads, and those it
+  /// may write (a loop's own and nested loops' induction variables
+  /// included).
   std::vector<uint32_t> reads, writes;
-  std::vector<LoopGraph> graphs;
+  std::vector<CapturedGraph> graphs;
+  /// How often the region was entered (a run of commands is captured from
+  /// its second entry on).
+  int64_t entries = 0;
 };
 
 } // namespace omni::executor

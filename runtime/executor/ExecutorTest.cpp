@@ -1139,6 +1139,110 @@ TEST_F(ExecutorTest, GraphsRunBesideAHostCallUnlessTheyTouchItsResults) {
   EXPECT_EQ((*executor)->graphStats().launches, 4);
 }
 
+/// A function whose commands after a read of the device are 8 that only
+/// enqueue device work: a fill, a copy into row `n` of a stack, and six
+/// doublings (kernel 0 adds its operands) of `v`; with `splitPhases`, the
+/// last four are in another phase.
+std::string commandRunProgram(bool splitPhases) {
+  const int64_t n = 4;
+  StepBuilder b;
+  uint32_t exe = b.executable(testKernels());
+  uint32_t row = b.scalar("row");
+  uint32_t which = b.argument(sd::DType::I64, {}, 0, "n");
+  uint32_t v = b.argument(sd::DType::F32, {n}, 1, "v");
+  uint32_t x = b.constant(sd::DType::F32, {2},
+                          omni::testing::bytesOf<float>({1.5f, -2}));
+  uint32_t stack = b.arena(sd::DType::F32, {3, 2}, "stack");
+  std::vector<uint32_t> t;
+  for (int k = 0; k < 6; ++k)
+    t.push_back(b.arena(sd::DType::F32, {n}));
+  std::vector<CommandRef> commands = {
+      b.scalarOp(ScalarOpKind::FromTensor, row, which),
+      b.fill(stack, omni::testing::bytesOf<float>({0})),
+      copyIntoRow(b, x, stack, row)};
+  for (int k = 0; k < 6; ++k) {
+    if (splitPhases && k == 2)
+      b.phase = "second";
+    uint32_t in = k == 0 ? v : t[k - 1];
+    commands.push_back(b.dispatch(exe, 0, n, {in, in}, {t[k]}));
+  }
+  b.function("f", {which, v}, {stack, t.back()}, commands, 1);
+  return b.finish();
+}
+
+/// A run of at least 8 commands of a function body that only enqueue device
+/// work is captured like a loop from its second entry on, keyed by the
+/// registers it reads (the row its copy writes); shorter runs, such as
+/// those a phase change cuts, are not.
+TEST_F(ExecutorTest, RunsOfCommandsReplayAsGraphs) {
+  for (bool split : {false, true}) {
+    const std::string bytes = commandRunProgram(split);
+    auto executor = load(bytes, withGraphs(ExecutorOptions::Graphs::On));
+    ASSERT_TRUE(executor.ok()) << executor.status();
+    for (int64_t r : {0, 2, 0, 2}) {
+      HostTensor v = f32({4}, 1 + r);
+      std::vector<HostTensor> inputs = {HostTensor::scalarInt(DType::I64, r),
+                                        v};
+      auto plain = run(bytes, "f", inputs);
+      auto results = runHostTensors(**executor, "f", inputs);
+      ASSERT_TRUE(results.ok()) << results.status();
+      ASSERT_EQ(results->size(), 2u);
+      std::vector<double> stack(6, 0);
+      stack[2 * r] = 1.5;
+      stack[2 * r + 1] = -2;
+      EXPECT_EQ(std::vector<double>(results->at(0).floats().begin(),
+                                    results->at(0).floats().end()),
+                stack)
+          << "row " << r;
+      for (int64_t k = 0; k < 4; ++k)
+        EXPECT_EQ(results->at(1).floats()[k], 64 * v.floats()[k]) << k;
+      EXPECT_EQ(results->at(1).floats(), plain[1].floats());
+    }
+    // The first run goes command by command (a run of commands is captured
+    // from its second entry on), the second and third capture, the fourth
+    // launches the second's graph.
+    const GraphStats &stats = (*executor)->graphStats();
+    EXPECT_EQ(stats.captures, split ? 0 : 2) << "split " << split;
+    EXPECT_EQ(stats.launches, split ? 0 : 3) << "split " << split;
+    EXPECT_EQ(stats.uncaptured, split ? 0 : 1) << "split " << split;
+    EXPECT_TRUE(stats.refused.empty());
+  }
+}
+
+/// A run whose capture fails is refused for good: it runs command by
+/// command and reports the error with its path.
+TEST_F(ExecutorTest, AFailedCaptureRunsTheCommandsOneByOne) {
+  const std::string bytes = commandRunProgram(/*splitPhases=*/false);
+  auto plain = load(bytes);
+  auto graphed = load(bytes, withGraphs(ExecutorOptions::Graphs::On));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  ASSERT_TRUE(graphed.ok()) << graphed.status();
+  const std::vector<HostTensor> one = {HostTensor::scalarInt(DType::I64, 1),
+                                       f32({4}, 1)};
+  const std::vector<HostTensor> three = {HostTensor::scalarInt(DType::I64, 3),
+                                         f32({4}, 1)};
+  // The first entry runs command by command; the second captures.
+  ASSERT_TRUE(runHostTensors(**graphed, "f", one).ok());
+  auto want = runHostTensors(**plain, "f", three);
+  auto got = runHostTensors(**graphed, "f", three);
+  ASSERT_FALSE(want.ok());
+  EXPECT_EQ(got.status(), want.status());
+  EXPECT_EQ(want.status().message(),
+            "step.bin: functions[0].commands[2] (Copy): dest range [24, 32) "
+            "is outside tensors[3] (tensor<3x2xf32>, 24 bytes) (scalar 0 = "
+            "3)");
+  const GraphStats &stats = (*graphed)->graphStats();
+  EXPECT_EQ(stats.captures, 0);
+  ASSERT_EQ(stats.refused.size(), 1u);
+  EXPECT_EQ(stats.refused[0],
+            "functions[0].commands[1..8]: the capture failed: " +
+                std::string(want.status().message()));
+  auto fits = runHostTensors(**graphed, "f", one);
+  ASSERT_TRUE(fits.ok()) << fits.status();
+  EXPECT_EQ(stats.captures, 0);
+  EXPECT_EQ(stats.uncaptured, 3);
+}
+
 TEST_F(ExecutorTest, CopyOffsetsAreCheckedAtRunTime) {
   // The offset register comes from a tensor, so only the executor can check.
   StepBuilder b;

@@ -191,16 +191,18 @@ else
 fi
 
 # --- 3b. Graphs: the same 3 iterations without them ------------------------
-# The run above captured the rollout loop into a graph (--graphs on, the
-# default on a GPU); without graphs the training must be the same bit for
-# bit, and the rollout phase's time shows what the graph saves.
+# The run above captured the rollout loop and the runs of commands between
+# reads of the device into graphs (--graphs on, the default on a GPU);
+# without graphs the training must be the same bit for bit, and the phases'
+# times show what the graphs save.
 out ""
 out "## Graphs (tiny, --graphs on vs off)"
 out ""
-rollout_s() {
+# phase_s METRICS PHASE: the phase's median time over iterations 2-3.
+phase_s() {
   "$PY" -c "import json,sys,statistics
 rows=[json.loads(l) for l in open(sys.argv[1]) if l.strip()][1:]
-print('%.4f' % statistics.median(r['phase_time_s'].get('rollout', 0) for r in rows))" "$1" 2>/dev/null
+print('%.4f' % statistics.median(r['phase_time_s'].get(sys.argv[2], 0) for r in rows))" "$1" "$2" 2>/dev/null
 }
 if [ ! -f "$TMP/tiny/step-3.safetensors" ]; then
   out "SKIPPED: the run with graphs did not finish"
@@ -210,7 +212,9 @@ elif within 120 "${OMNIRUN[@]}" "$BUNDLE/tiny/$TINY" "${RUNFLAGS[@]}" --graphs o
   rc=$?
   out "- after 3 iterations, graphs on vs off (must be identical): $(tail -1 "$TMP/cmp-graphs.txt")"
   [ $rc = 0 ] || FAILED=1
-  out "- rollout phase, median of iterations 2-3: $(rollout_s "$TMP/tiny/metrics.jsonl") s with graphs, $(rollout_s "$TMP/tiny-off/metrics.jsonl") s without"
+  for phase in rollout loss update; do
+    out "- $phase phase, median of iterations 2-3: $(phase_s "$TMP/tiny/metrics.jsonl" $phase) s with graphs, $(phase_s "$TMP/tiny-off/metrics.jsonl" $phase) s without"
+  done
 else
   out "FAIL: $(tail -2 "$TMP/tiny-off.log" | tr '\n' ' ')"
   FAILED=1
@@ -230,6 +234,7 @@ else
   if within 180 "${OMNIRUN[@]}" "$TMP/sd35m.bin" --gpus 1 --steps 3 --seed 7 --sample-every 1000 --stats --out "$TMP/sd" > "$TMP/sd.log" 2>&1; then
     "$PY" "$HERE/mfu.py" "$BUNDLE/sd35m/list.txt" "$TMP/sd/metrics.jsonl" > "$TMP/mfu.md" 2>&1
     cat "$TMP/mfu.md" >> "$RESULTS"
+    out "- $(grep -h '^graphs:' "$TMP/sd.log" | tail -1 | cut -c1-600)"
     OMNI_TIME=$(grep -o 'median iteration [0-9.e+-]* s' "$TMP/mfu.md" | awk '{print $3}')
   else
     out "FAIL: $(tail -2 "$TMP/sd.log" | tr '\n' ' ')"
