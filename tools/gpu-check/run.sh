@@ -133,6 +133,14 @@ else
     [ $rc = 0 ] || FAILED=1
   done
   out "- the whole output: $TESTLOG"
+  # Flash vs unfused attention (bench/CudaAttentionBench.cpp): the numbers
+  # OMNI_CUDA_ATTENTION's default is chosen by.
+  if [ "$DRY" != 1 ] && [ -x "$TMP/tests/omni-bench-cuda-attention" ]; then
+    out ""
+    out "### Attention forward: unfused vs flash (omni-bench-cuda-attention)"
+    out ""
+    within 60 env "LD_LIBRARY_PATH=$TMP/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$TMP/tests/omni-bench-cuda-attention" 5 >> "$RESULTS" 2>&1 || out "FAIL or out of time (exit $?)"
+  fi
 fi
 
 # --- 2. per-op checks -----------------------------------------------------

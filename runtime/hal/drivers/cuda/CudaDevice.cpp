@@ -6,29 +6,59 @@
 #include "runtime/hal/drivers/cuda/CudaExecutable.h"
 #include "runtime/hal/drivers/cuda/CudaStream.h"
 #include "runtime/hal/drivers/cuda/NcclChannel.h"
+#include "runtime/hal/drivers/cuda/kernels/FlashAttention.h"
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 #include <cstdint>
+#include <cstdlib>
+#include <string_view>
 
 namespace omni::hal::cuda {
 namespace {
 
 const char *const kHelperKernelNames[] = {
-    "omni_random_normal_f32",  "omni_random_normal_f64",
-    "omni_random_normal_f16",  "omni_random_normal_bf16",
-    "omni_random_uniform_f32", "omni_random_uniform_f64",
-    "omni_random_uniform_f16", "omni_random_uniform_bf16",
-    "omni_fill_bytes",         "omni_im2col_b2",
-    "omni_im2col_b4",          "omni_im2col_b8",
-    "omni_softmax_f32",        "omni_softmax_f64",
-    "omni_softmax_f16",        "omni_softmax_bf16",
+    "omni_random_normal_f32",
+    "omni_random_normal_f64",
+    "omni_random_normal_f16",
+    "omni_random_normal_bf16",
+    "omni_random_uniform_f32",
+    "omni_random_uniform_f64",
+    "omni_random_uniform_f16",
+    "omni_random_uniform_bf16",
+    "omni_fill_bytes",
+    "omni_im2col_b2",
+    "omni_im2col_b4",
+    "omni_im2col_b8",
+    "omni_softmax_f32",
+    "omni_softmax_f64",
+    "omni_softmax_f16",
+    "omni_softmax_bf16",
+    "omni_flash_attention_f16_d64",
+    "omni_flash_attention_f16_d128",
+    "omni_flash_attention_bf16_d64",
+    "omni_flash_attention_bf16_d128",
 };
 static_assert(sizeof(kHelperKernelNames) / sizeof(kHelperKernelNames[0]) ==
                   static_cast<size_t>(HelperKernel::Count),
               "one name per HelperKernel");
+
+} // namespace
+
+absl::StatusOr<AttentionKernel> attentionKernelFromEnvironment() {
+  const char *value = std::getenv("OMNI_CUDA_ATTENTION");
+  if (!value || std::string_view(value) == "unfused")
+    return AttentionKernel::Unfused;
+  if (std::string_view(value) == "flash")
+    return AttentionKernel::Flash;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "cuda: OMNI_CUDA_ATTENTION must be unfused or flash, found '", value,
+      "'"));
+}
+
+namespace {
 
 const std::string &cudaName() {
   static const std::string *name = new std::string("cuda");
@@ -36,6 +66,15 @@ const std::string &cudaName() {
 }
 
 } // namespace
+
+CUfunction CudaDevice::flashKernel(DType dtype, int64_t d) const {
+  if ((dtype != DType::F16 && dtype != DType::BF16) || (d != 64 && d != 128))
+    return nullptr;
+  const int i = (dtype == DType::BF16 ? 2 : 0) + (d == 128 ? 1 : 0);
+  return flashUsable_[i]
+             ? helpers_[static_cast<int>(HelperKernel::FlashF16D64) + i]
+             : nullptr;
+}
 
 CudaBuffer::CudaBuffer(CudaDevice &device, CUdeviceptr pointer, int64_t size)
     : device_(device), pointer_(pointer), size_(size) {}
@@ -123,6 +162,17 @@ CudaDevice::create(std::shared_ptr<const CudaApi> api,
         a.cuModuleGetFunction(&d->helpers_[i], d->helperModule_,
                               kHelperKernelNames[i]),
         absl::StrCat(where, ": helper kernel ", kHelperKernelNames[i])));
+  // The flash kernels' blocks need more than the default 48 KiB of shared
+  // memory; a device that cannot give it runs that shape unfused.
+  for (int i = 0; i < 4; ++i) {
+    const int dim = i % 2 == 0 ? 64 : 128;
+    d->flashUsable_[i] =
+        a.cuFuncSetAttribute(
+            d->helpers_[static_cast<int>(HelperKernel::FlashF16D64) + i],
+            CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            static_cast<int>(flash::sharedBytes(dim, 2))) == CUDA_SUCCESS;
+  }
+  OMNI_ASSIGN_OR_RETURN(d->attentionKernel_, attentionKernelFromEnvironment());
   return d;
 }
 

@@ -60,8 +60,20 @@ enum class HelperKernel {
   SoftmaxF64,
   SoftmaxF16,
   SoftmaxBF16,
+  FlashF16D64,
+  FlashF16D128,
+  FlashBF16D64,
+  FlashBF16D128,
   Count,
 };
+
+/// Which attention forward the device runs for f16 / bf16 with head
+/// dimension 64 or 128 (others always run unfused): `OMNI_CUDA_ATTENTION`
+/// = unfused (the default: cuBLASLt, a softmax kernel, cuBLASLt) or flash
+/// (kernels/FlashAttention.h). docs/backend-cuda.md, "Library routines".
+enum class AttentionKernel { Unfused, Flash };
+/// OMNI_CUDA_ATTENTION's choice; another value is a one-line error.
+absl::StatusOr<AttentionKernel> attentionKernelFromEnvironment();
 
 /// Device memory owned by a CudaDevice (no host mapping).
 class CudaBuffer final : public Buffer {
@@ -120,6 +132,11 @@ public:
   CUfunction helper(HelperKernel kernel) const {
     return helpers_[static_cast<int>(kernel)];
   }
+  AttentionKernel attentionKernel() const { return attentionKernel_; }
+  /// The flash kernel of `dtype` (F16 or BF16) and head dimension `d`, or
+  /// null: another dtype or dimension, or the device cannot give a block
+  /// its shared memory (sm_86 and sm_89 for d = 128).
+  CUfunction flashKernel(DType dtype, int64_t d) const;
   /// "cuda:0" for messages.
   std::string label() const;
 
@@ -137,6 +154,9 @@ private:
   CUstream allocStream_ = nullptr;
   CUmodule helperModule_ = nullptr;
   CUfunction helpers_[static_cast<int>(HelperKernel::Count)] = {};
+  /// Whether each flash kernel got its shared memory (FlashF16D64 first).
+  bool flashUsable_[4] = {};
+  AttentionKernel attentionKernel_ = AttentionKernel::Unfused;
   std::string name_;
   std::string arch_;
   int major_ = 0, minor_ = 0, multiprocessors_ = 0;

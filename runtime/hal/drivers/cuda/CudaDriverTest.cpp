@@ -13,14 +13,17 @@
 #include "runtime/hal/drivers/cuda/CudaDriver.h"
 #include "runtime/hal/drivers/Drivers.h"
 #include "runtime/hal/drivers/cuda/CudaApi.h"
+#include "runtime/hal/drivers/cuda/CudaDevice.h"
 #include "runtime/hal/drivers/cuda/CudaExecutable.h"
 #include "runtime/hal/drivers/cuda/CudaStream.h"
 #include "runtime/hal/drivers/cuda/kernels/Indexing.h"
+#include "runtime/io/ElementCodec.h"
 
 #include "gtest/gtest.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
@@ -91,6 +94,25 @@ TEST(CudaDriver, DefaultLibraryWithoutADriver) {
   EXPECT_EQ(device.status().message(),
             "cuda: no NVIDIA driver (libcuda.so.1: cannot open shared object "
             "file: No such file or directory)");
+}
+
+TEST(CudaDriver, AttentionKernelComesFromTheEnvironment) {
+  {
+    ScopedEnv attention("OMNI_CUDA_ATTENTION", "flash");
+    auto kernel = attentionKernelFromEnvironment();
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    EXPECT_EQ(*kernel, AttentionKernel::Flash);
+  }
+  {
+    ScopedEnv attention("OMNI_CUDA_ATTENTION", "unfused");
+    EXPECT_EQ(*attentionKernelFromEnvironment(), AttentionKernel::Unfused);
+  }
+  // A bad value is one line, before the driver is looked for.
+  ScopedEnv attention("OMNI_CUDA_ATTENTION", "cudnn");
+  absl::Status s = createWith("/nonexistent/libcuda.so.1");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "cuda: OMNI_CUDA_ATTENTION must be unfused or "
+                         "flash, found 'cudnn'");
 }
 
 TEST(CudaDriver, LibraryWithoutTheEntryPoints) {
@@ -584,6 +606,103 @@ TEST_F(CudaGpuTest, Bf16MatmulAccumulatesInF32) {
   ASSERT_TRUE(stream->readBuffer(BufferRef::all(*bo), &out).ok());
   ASSERT_TRUE(stream->synchronize().ok());
   EXPECT_EQ(out, 0x4400); // 512.0 in bf16
+}
+
+/// Attention of `dtype` (F16 or BF16) on `device`: q, k, v, the mask
+/// (empty: none) as element bits, the result's values.
+std::vector<double> attentionOn(Device &device, const AttentionParams &p,
+                                const std::vector<uint16_t> &q,
+                                const std::vector<uint16_t> &k,
+                                const std::vector<uint16_t> &v,
+                                const std::vector<uint16_t> &mask) {
+  auto stream = *device.createStream();
+  auto upload = [&](const std::vector<uint16_t> &bits) {
+    auto buffer = *device.allocate(std::max<int64_t>(2 * bits.size(), 2));
+    if (!bits.empty())
+      EXPECT_TRUE(
+          stream->writeBuffer(bits.data(), BufferRef::all(*buffer)).ok());
+    return buffer;
+  };
+  auto bq = upload(q), bk = upload(k), bv = upload(v), bm = upload(mask);
+  const int64_t n = p.batch * p.heads * p.seqQ * p.valueDim;
+  auto bo = *device.allocate(2 * n);
+  absl::Status s = stream->attention(
+      p, BufferRef::all(*bq), BufferRef::all(*bk), BufferRef::all(*bv),
+      p.hasMask ? BufferRef::all(*bm) : BufferRef(), BufferRef::all(*bo));
+  EXPECT_TRUE(s.ok()) << s;
+  std::vector<uint16_t> out(static_cast<size_t>(n));
+  EXPECT_TRUE(stream->readBuffer(BufferRef::all(*bo), out.data()).ok());
+  EXPECT_TRUE(stream->synchronize().ok());
+  std::vector<double> values;
+  for (uint16_t bits : out)
+    values.push_back(p.dtype == DType::BF16 ? doubleFromBf16Bits(bits)
+                                            : doubleFromHalfBits(bits));
+  return values;
+}
+
+/// The flash kernel (OMNI_CUDA_ATTENTION=flash) against the unfused path:
+/// each rounds the probabilities and the result once to the element type,
+/// so each is within u max|v| of exact attention (u = 2^-8 for bf16, 2^-11
+/// for f16) and they are within 2 u max|v| of each other. Also with a mask
+/// that hides some keys and, for one query row, all of them (NaN in both).
+TEST_F(CudaGpuTest, FlashAttentionAgreesWithTheUnfusedPath) {
+  ScopedEnv flash("OMNI_CUDA_ATTENTION", "flash");
+  auto flashDevice = builtinDrivers().createDevice("cuda", {});
+  ASSERT_TRUE(flashDevice.ok()) << flashDevice.status();
+  uint64_t state = 12345;
+  auto uniform = [&] { // in [-1, 1)
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return double(state >> 11) / double(1ull << 52) - 1.0;
+  };
+  for (int variant = 0; variant < 2; ++variant) {
+    AttentionParams p;
+    p.dtype = variant == 0 ? DType::BF16 : DType::F16;
+    p.batch = 2;
+    p.heads = 3;
+    p.seqQ = variant == 0 ? 77 : 130;
+    p.seqK = variant == 0 ? 150 : 65;
+    p.headDim = p.valueDim = variant == 0 ? 64 : 128;
+    p.scale = 1.0 / std::sqrt(double(p.headDim));
+    p.hasMask = variant == 1;
+    p.maskBatchShared = true;
+    auto bits = [&](int64_t count, double scale) {
+      std::vector<uint16_t> t;
+      for (int64_t i = 0; i < count; ++i) {
+        double x = scale * uniform();
+        t.push_back(p.dtype == DType::BF16 ? bf16BitsFromDouble(x)
+                                           : halfBitsFromDouble(x));
+      }
+      return t;
+    };
+    const int64_t pairs = p.batch * p.heads;
+    std::vector<uint16_t> q = bits(pairs * p.seqQ * p.headDim, 2),
+                          k = bits(pairs * p.seqK * p.headDim, 2),
+                          v = bits(pairs * p.seqK * p.valueDim, 1), mask;
+    if (p.hasMask) {
+      mask = bits(p.heads * p.seqQ * p.seqK, 1);
+      const uint16_t minusInf = 0xfc00; // f16 -inf
+      for (size_t i = 0; i < mask.size(); i += 3)
+        mask[i] = minusInf;
+      for (int64_t j = 0; j < p.seqK; ++j) // head 0, row 4: all masked
+        mask[4 * p.seqK + j] = minusInf;
+    }
+    std::vector<double> want = attentionOn(*device_, p, q, k, v, mask);
+    std::vector<double> got = attentionOn(**flashDevice, p, q, k, v, mask);
+    ASSERT_EQ(got.size(), want.size());
+    const double u = std::ldexp(1.0, p.dtype == DType::BF16 ? -8 : -11);
+    double worst = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (std::isnan(want[i])) {
+        EXPECT_TRUE(std::isnan(got[i])) << "element " << i;
+        continue;
+      }
+      worst = std::max(worst, std::fabs(got[i] - want[i]));
+      ASSERT_LE(std::fabs(got[i] - want[i]), 2 * u) << "element " << i;
+    }
+    std::printf("flash vs unfused, %s d=%lld: largest difference %.3g\n",
+                p.dtype == DType::BF16 ? "bf16" : "f16",
+                static_cast<long long>(p.headDim), worst);
+  }
 }
 
 //===----------------------------------------------------------------------===//

@@ -18,7 +18,10 @@
 //    for f64), the omni_softmax kernel (mask added, broadcast by strides)
 //    writing the probabilities in the input type, and p v by cuBLASLt.
 //    For f16/bf16 the probabilities are rounded to the input type before
-//    the second matmul, as fused attention kernels do.
+//    the second matmul, as fused attention kernels do. With
+//    OMNI_CUDA_ATTENTION=flash, f16/bf16 attention of head dimension 64 or
+//    128 is instead one launch of the flash kernel (kernels/
+//    FlashAttention.h): no scores in global memory.
 // The row-major matrices are handed to column-major cuBLASLt as their
 // transposes: C^T = op(B)^T op(A)^T, so "A" is rhs and "B" is lhs.
 // While the stream captures a graph, every temporary is an allocation and
@@ -32,6 +35,7 @@
 #include "runtime/base/CheckedMath.h"
 #include "runtime/base/Status.h"
 #include "runtime/hal/drivers/cuda/CudaStream.h"
+#include "runtime/hal/drivers/cuda/kernels/FlashAttention.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -586,6 +590,44 @@ absl::Status CudaStream::enqueueAttention(const AttentionParams &p, BufferRef q,
   const int64_t pairs = p.batch * p.heads;
   if (pairs == 0 || p.seqQ == 0 || p.valueDim == 0)
     return absl::OkStatus();
+  const int64_t maskHeads = p.maskHeadShared ? 1 : p.heads;
+  int64_t maskBatchStride = p.maskBatchShared ? 0 : maskHeads * p.seqQ * p.seqK;
+  int64_t maskHeadStride = p.maskHeadShared ? 0 : p.seqQ * p.seqK;
+  int64_t hasMask = p.hasMask ? 1 : 0;
+  // The flash kernel (kernels/FlashAttention.h), where chosen and it
+  // applies: f16 / bf16, head and value dimensions both 64 or 128, keys.
+  CUfunction flashKernel =
+      device_.attentionKernel() == AttentionKernel::Flash &&
+              p.headDim == p.valueDim && p.seqK > 0
+          ? device_.flashKernel(p.dtype, p.headDim)
+          : nullptr;
+  if (flashKernel) {
+    int64_t blocks = flash::blocksFor(pairs, p.seqQ), seqQ = p.seqQ,
+            seqK = p.seqK, heads = p.heads;
+    float scale = static_cast<float>(p.scale);
+    CUdeviceptr maskArg = mp;
+    void *params[] = {&qp,
+                      &kp,
+                      &vp,
+                      &maskArg,
+                      &out,
+                      &blocks,
+                      &seqQ,
+                      &seqK,
+                      &heads,
+                      &maskBatchStride,
+                      &maskHeadStride,
+                      &hasMask,
+                      &scale};
+    // The kernel loops over its blocks past the grid's.
+    const unsigned grid =
+        static_cast<unsigned>(std::min<int64_t>(blocks, int64_t(1) << 30));
+    return check(device_.api().cuLaunchKernel(
+                     flashKernel, grid, 1, 1, flash::kThreads, 1, 1,
+                     static_cast<unsigned>(flash::sharedBytes(p.headDim, 2)),
+                     stream_, params, nullptr),
+                 "launching the flash attention kernel");
+  }
   const DType scoreType = p.dtype == DType::F64 ? DType::F64 : DType::F32;
   const int64_t es = dtypeSize(p.dtype), ss = dtypeSize(scoreType);
   const int64_t square = p.seqQ * p.seqK;
@@ -596,10 +638,6 @@ absl::Status CudaStream::enqueueAttention(const AttentionParams &p, BufferRef q,
                          : p.dtype == DType::F64 ? HelperKernel::SoftmaxF64
                          : p.dtype == DType::F16 ? HelperKernel::SoftmaxF16
                                                  : HelperKernel::SoftmaxBF16;
-  const int64_t maskHeads = p.maskHeadShared ? 1 : p.heads;
-  int64_t maskBatchStride = p.maskBatchShared ? 0 : maskHeads * square;
-  int64_t maskHeadStride = p.maskHeadShared ? 0 : square;
-  int64_t hasMask = p.hasMask ? 1 : 0;
 
   CUdeviceptr scores = 0, probs = 0;
   if (square > 0) {

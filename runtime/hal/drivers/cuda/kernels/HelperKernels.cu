@@ -2,8 +2,9 @@
 //
 // Kernels behind Stream commands that are not compiled programs: Philox
 // random numbers (the same PhiloxCore.h the cpu driver runs, so the bits
-// agree; docs/rng.md), byte-pattern fills, im2col for conv2d and the
-// row softmax of attention. Compiled at build time by nvcc to PTX for
+// agree; docs/rng.md), byte-pattern fills, im2col for conv2d, the
+// row softmax of attention and the flash attention forward
+// (FlashAttention.h, written once for the GPU and a host model). Compiled at build time by nvcc to PTX for
 // compute_80 with --fmad=false (no contraction: docs/rng.md), IEEE division
 // and square root, and embedded in the runtime as a string
 // (EmbedPtx.cmake); CudaDevice JIT-loads it once per device. Entry names
@@ -17,6 +18,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <mma.h>
 
 namespace {
 
@@ -152,6 +154,37 @@ __device__ void softmaxKernel(const S *scores, const T *mask, T *out,
 
 } // namespace
 
+// What FlashAttention.h needs from the GPU (its file comment).
+#define OMNI_FA_FN __device__ inline
+__device__ inline void faSyncThreads() { __syncthreads(); }
+__device__ inline void faSyncWarp() { __syncwarp(); }
+__device__ inline float faToFloat(__half x) { return __half2float(x); }
+__device__ inline float faToFloat(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
+template <typename T> __device__ inline T faFromFloat(float v) {
+  return fromFloat<T>(v);
+}
+namespace faWmma = nvcuda::wmma;
+#include "runtime/hal/drivers/cuda/kernels/FlashAttention.h"
+
+namespace {
+/// A grid-stride loop over the call's blocks (FlashAttention.h).
+template <typename T, int D>
+__device__ void flashKernel(const T *q, const T *k, const T *v, const T *mask,
+                            T *out, int64_t blocks, int64_t seqQ,
+                            int64_t seqK, int64_t heads,
+                            int64_t maskBatchStride, int64_t maskHeadStride,
+                            int64_t hasMask, float scale) {
+  extern __shared__ __align__(128) unsigned char flashShared[];
+  for (int64_t b = blockIdx.x; b < blocks; b += gridDim.x)
+    omni::hal::cuda::flash::attentionBlock<T, D>(
+        q, k, v, mask, out, b, seqQ, seqK, heads, maskBatchStride,
+        maskHeadStride, hasMask, scale, flashShared,
+        static_cast<int>(threadIdx.x));
+}
+} // namespace
+
 extern "C" {
 
 #define OMNI_RANDOM(name, T, normal)                                           \
@@ -207,5 +240,20 @@ OMNI_SOFTMAX(f64, double, double)
 OMNI_SOFTMAX(f16, float, __half)
 OMNI_SOFTMAX(bf16, float, __nv_bfloat16)
 #undef OMNI_SOFTMAX
+
+#define OMNI_FLASH(name, T, D)                                                 \
+  __global__ void __launch_bounds__(128) omni_flash_attention_##name(         \
+      const T *q, const T *k, const T *v, const T *mask, T *out,               \
+      int64_t blocks, int64_t seqQ, int64_t seqK, int64_t heads,               \
+      int64_t maskBatchStride, int64_t maskHeadStride, int64_t hasMask,        \
+      float scale) {                                                           \
+    flashKernel<T, D>(q, k, v, mask, out, blocks, seqQ, seqK, heads,           \
+                      maskBatchStride, maskHeadStride, hasMask, scale);        \
+  }
+OMNI_FLASH(f16_d64, __half, 64)
+OMNI_FLASH(f16_d128, __half, 128)
+OMNI_FLASH(bf16_d64, __nv_bfloat16, 64)
+OMNI_FLASH(bf16_d128, __nv_bfloat16, 128)
+#undef OMNI_FLASH
 
 } // extern "C"
