@@ -56,8 +56,7 @@ struct Buffers {
   std::unique_ptr<Buffer> q, k, v, mask, out;
 };
 
-absl::StatusOr<Buffers> upload(Device &device, Stream &stream,
-                               const Shape &s) {
+absl::StatusOr<Buffers> upload(Device &device, Stream &stream, const Shape &s) {
   uint64_t state = 99;
   auto bits = [&](int64_t n, double scale) {
     std::vector<uint16_t> t(static_cast<size_t>(n));
@@ -115,10 +114,10 @@ timeOn(Device &device, const Shape &s, int reps) {
     return b.status();
   const AttentionParams p = paramsOf(s);
   auto once = [&] {
-    return (*stream)->attention(
-        p, BufferRef::all(*b->q), BufferRef::all(*b->k), BufferRef::all(*b->v),
-        s.mask ? BufferRef::all(*b->mask) : BufferRef(),
-        BufferRef::all(*b->out));
+    return (*stream)->attention(p, BufferRef::all(*b->q), BufferRef::all(*b->k),
+                                BufferRef::all(*b->v),
+                                s.mask ? BufferRef::all(*b->mask) : BufferRef(),
+                                BufferRef::all(*b->out));
   };
   std::vector<double> ms;
   for (int r = -1; r < reps; ++r) { // -1: the warm-up
@@ -159,9 +158,10 @@ int main(int argc, char **argv) {
   auto unfused = deviceWith("unfused");
   auto flash = deviceWith("flash");
   if (!unfused.ok() || !flash.ok()) {
-    std::fprintf(stderr, "omni-bench-cuda-attention: %s\n",
-                 std::string((unfused.ok() ? flash : unfused).status().message())
-                     .c_str());
+    std::fprintf(
+        stderr, "omni-bench-cuda-attention: %s\n",
+        std::string((unfused.ok() ? flash : unfused).status().message())
+            .c_str());
     return 1;
   }
   std::printf("%s; median of %d\n", (*unfused)->description().c_str(), reps);
@@ -181,9 +181,9 @@ int main(int argc, char **argv) {
         worst = std::max(worst, std::fabs(a->second[i] - b->second[i]));
     const double flops =
         4.0 * double(s.batch * s.heads) * double(s.seq) * s.seq * s.headDim;
-    std::printf("| %s | %.3f | %.3f | %.2f | %.1f | %.3g |\n", s.name,
-                a->first, b->first, a->first / b->first,
-                flops / (b->first * 1e-3) / 1e12, worst);
+    std::printf("| %s | %.3f | %.3f | %.2f | %.1f | %.3g |\n", s.name, a->first,
+                b->first, a->first / b->first, flops / (b->first * 1e-3) / 1e12,
+                worst);
   }
   return 0;
 }

@@ -59,11 +59,11 @@ constexpr int kTile = 16;
 /// elements of `elementBytes` (2). Every region is a multiple of 32 bytes,
 /// as WMMA's loads and stores need 256-bit aligned pointers.
 constexpr size_t sharedBytes(int d, int elementBytes) {
-  return sizeof(float) * (size_t(kRows) * d      // O
-                          + size_t(kRows) * kKeys // S
-                          + 3 * size_t(kRows))    // m, l, alpha
-         + size_t(elementBytes) * (size_t(kRows) * d   // Q
-                                   + 2 * size_t(kKeys) * d // K, V
+  return sizeof(float) * (size_t(kRows) * d                  // O
+                          + size_t(kRows) * kKeys            // S
+                          + 3 * size_t(kRows))               // m, l, alpha
+         + size_t(elementBytes) * (size_t(kRows) * d         // Q
+                                   + 2 * size_t(kKeys) * d   // K, V
                                    + size_t(kRows) * kKeys); // P
 }
 
@@ -105,12 +105,11 @@ OMNI_FA_FN void multiplyAccumulate(Acc &acc, const T *a, unsigned lda,
 /// The mask (when hasMask) is [.., .., seqQ, seqK] with the given strides
 /// for the batch and head dimensions (0: broadcast). seqK >= 1.
 template <typename T, int D>
-OMNI_FA_FN void attentionBlock(const T *q, const T *k, const T *v,
-                               const T *mask, T *out, int64_t block,
-                               int64_t seqQ, int64_t seqK, int64_t heads,
-                               int64_t maskBatchStride, int64_t maskHeadStride,
-                               int64_t hasMask, float scale,
-                               unsigned char *shared, int thread) {
+OMNI_FA_FN void
+attentionBlock(const T *q, const T *k, const T *v, const T *mask, T *out,
+               int64_t block, int64_t seqQ, int64_t seqK, int64_t heads,
+               int64_t maskBatchStride, int64_t maskHeadStride, int64_t hasMask,
+               float scale, unsigned char *shared, int thread) {
   static_assert(D % kTile == 0 && kKeys % kTile == 0, "WMMA tiles");
   using namespace faWmma;
   const int64_t tilesQ = (seqQ + kRows - 1) / kRows;
@@ -173,8 +172,9 @@ OMNI_FA_FN void attentionBlock(const T *q, const T *k, const T *v,
       float *s = Sw + lane * kKeys;
       const T *m = nullptr;
       if (hasMask && row < seqQ)
-        m = mask + maskRowOffset(pair * seqQ + row, 0, seqQ, seqK, heads,
-                                 maskBatchStride, maskHeadStride) +
+        m = mask +
+            maskRowOffset(pair * seqQ + row, 0, seqQ, seqK, heads,
+                          maskBatchStride, maskHeadStride) +
             key0;
       const float mOld = M[r];
       float mNew = mOld;

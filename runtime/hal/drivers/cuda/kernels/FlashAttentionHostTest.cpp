@@ -97,8 +97,7 @@ struct row_major {};
 struct col_major {};
 enum layout_t { mem_row_major, mem_col_major };
 
-template <typename Use, int M, int N, int K, typename T,
-          typename Layout = void>
+template <typename Use, int M, int N, int K, typename T, typename Layout = void>
 struct fragment {
   static constexpr int num_elements = M * N;
   float x[M * N]; // element (r, c) at r * N + c, as a float
@@ -109,16 +108,15 @@ void load_matrix_sync(fragment<Use, 16, 16, 16, T, Layout> &f, const T *p,
                       unsigned ld) {
   for (int r = 0; r < 16; ++r)
     for (int c = 0; c < 16; ++c)
-      f.x[r * 16 + c] = faToFloat(
-          std::is_same<Layout, row_major>::value ? p[r * ld + c]
-                                                 : p[c * ld + r]);
+      f.x[r * 16 + c] =
+          faToFloat(std::is_same<Layout, row_major>::value ? p[r * ld + c]
+                                                           : p[c * ld + r]);
 }
 inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float> &f,
                              const float *p, unsigned ld, layout_t layout) {
   for (int r = 0; r < 16; ++r)
     for (int c = 0; c < 16; ++c)
-      f.x[r * 16 + c] =
-          layout == mem_row_major ? p[r * ld + c] : p[c * ld + r];
+      f.x[r * 16 + c] = layout == mem_row_major ? p[r * ld + c] : p[c * ld + r];
 }
 inline void store_matrix_sync(float *p,
                               const fragment<accumulator, 16, 16, 16, float> &f,
