@@ -19,8 +19,10 @@
 #     --no-build      use the build folder as it is
 #     --max-mib N     the size limit (default 60)
 #     --sd35m-flag F  one more omnigen flag for the SD3.5-Medium recipe,
-#                     e.g. --opt=precision=bf16 (repeatable; run.sh runs
-#                     the torch baseline in the same precision)
+#                     which is bf16 (--opt=precision=bf16: the precision
+#                     of the MFU target), e.g. --opt=precision=f32
+#                     (repeatable, the last one wins; run.sh runs the torch
+#                     baseline in the same precision)
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -151,7 +153,7 @@ if [ "$SD35M" = 1 ] && has_target cuda; then
   SD_FLAGS=(--model=sd3 --config=sd3.5-medium --set=latent_size=64
             --decoder=autoencoder_kl --decoder-config=sd3
             --opt=prompts_per_iteration=1 --opt=group_size=2
-            ${SD_EXTRA[@]+"${SD_EXTRA[@]}"})
+            --opt=precision=bf16 ${SD_EXTRA[@]+"${SD_EXTRA[@]}"})
   echo "sd35m omnigen ${SD_FLAGS[*]}" >> "$MANIFEST"
   "$BIN/omnigen" "${SD_FLAGS[@]}" -o "$WORK/sd35m.mlir"
   if compile cuda "$WORK/sd35m.mlir" "$WORK/sd35m-cuda.bin"; then

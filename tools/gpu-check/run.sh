@@ -2,12 +2,15 @@
 # Runs a bundle made by prepare.sh on a machine with an NVIDIA GPU and
 # writes ONE results file (README.md says what each section means):
 #   1. the machine (nvidia-smi); without a GPU: says so and exits 2
-#   1b. the cuda driver's and the hal conformance suite's GPU tests
+#   1b. the cuda driver's and the hal conformance suite's GPU tests, and
+#      the two attention forwards timed (omni-bench-cuda-attention)
 #   2. every per-op program on the GPU against the cpu driver's outputs
 #   3. 3 tiny FlowGRPO iterations on the GPU against the cpu checkpoints,
-#      and again without graphs (the same bits, the rollout's time)
-#   4. the SD3.5-Medium-shape iteration: time per phase, train-phase MFU
+#      and again without graphs (the same bits, the phases' times)
+#   4. the SD3.5-Medium-shape iteration (bf16 unless the bundle says f32):
+#      time per phase, train-phase MFU
 #   5. the same iteration in PyTorch eager and torch.compile, the ratio
+#   5b. the SD3.5-Medium iteration with OMNI_CUDA_ATTENTION=flash
 #   6. with what is left: the SD3.5-Medium iteration under --profile
 # Each stage has its share of an overall budget (default 470 s, under the
 # device tool's 8 minutes); a stage that runs out is cut and reported.
@@ -230,7 +233,8 @@ fi
 
 # --- 4. SD3.5-Medium shape: time per phase, MFU -----------------------------
 out ""
-out "## SD3.5-Medium shape (512 px, 1 prompt x 2 samples, 10 steps, window 2)"
+SD_DT=$(grep -q "precision=f32" "$BUNDLE/manifest.txt" && echo f32 || { grep -q "precision=bf16" "$BUNDLE/manifest.txt" && echo bf16 || echo f32; })
+out "## SD3.5-Medium shape (512 px, 1 prompt x 2 samples, 10 steps, window 2, $SD_DT)"
 out ""
 OMNI_TIME=""
 if [ "$DRY" = 1 ]; then
@@ -266,7 +270,7 @@ else
   if ! "$TMP/venv/bin/python" -c "import diffusers, numpy, PIL" >> "$TMP/venv.log" 2>&1; then
     out "SKIPPED: diffusers would not install: $(tail -1 "$TMP/venv.log")"
   else
-    DT=$(grep -q "precision=bf16" "$BUNDLE/manifest.txt" && echo bf16 || echo f32)
+    DT=$SD_DT
     for variant in eager compile; do
       flag=""; [ $variant = compile ] && flag=--compile
       if within 150 "$TMP/venv/bin/python" "$BUNDLE/torch/gpu_torch.py" --config sd3.5-medium $flag --dtype "$DT" --iterations 3 --json "$TMP/torch-$variant.json" > "$TMP/torch-$variant.log" 2>&1; then
@@ -279,6 +283,23 @@ else
       out "- omni / torch.compile iteration time: $("$PY" -c "import json,sys; print('%.3f (target <= 0.75)' % (float(sys.argv[1]) / json.load(open(sys.argv[2]))['median_s']))" "$OMNI_TIME" "$TMP/torch-compile.json")"
     fi
   fi
+fi
+
+# --- 5b. The SD3.5-Medium iteration with the flash attention kernel --------
+# OMNI_CUDA_ATTENTION=flash (f16/bf16 only): the same 3 iterations, for the
+# choice of the default (docs/backend-cuda.md, "Library routines").
+out ""
+out "## SD3.5-Medium shape with OMNI_CUDA_ATTENTION=flash"
+out ""
+if [ "$DRY" = 1 ] || [ ! -f "$TMP/sd35m.bin" ] || [ "$SD_DT" = f32 ]; then
+  out "SKIPPED: $([ "$DRY" = 1 ] && echo "dry run" || { [ "$SD_DT" = f32 ] && echo "an f32 program (flash is f16/bf16)" || echo "no sd35m program"; })"
+elif within 150 env OMNI_CUDA_ATTENTION=flash "${OMNIRUN[@]}" "$TMP/sd35m.bin" --gpus 1 --steps 3 --seed 7 --sample-every 1000 --stats --out "$TMP/sdf" > "$TMP/sdf.log" 2>&1; then
+  "$PY" "$HERE/mfu.py" "$BUNDLE/sd35m/list.txt" "$TMP/sdf/metrics.jsonl" >> "$RESULTS" 2>&1
+  out "- last metrics, unfused: $(tail -1 "$TMP/sd/metrics.jsonl" 2>/dev/null | cut -c1-300)"
+  out "- last metrics, flash: $(tail -1 "$TMP/sdf/metrics.jsonl" | cut -c1-300)"
+else
+  out "FAIL (the opt-in flash path): $(tail -2 "$TMP/sdf.log" | tr '\n' ' ')"
+  FAILED=1
 fi
 
 # --- 6. Where the SD3.5-Medium iteration's time goes -----------------------
