@@ -323,9 +323,9 @@ const Flag kFlags[] = {
      }},
     {"--graphs", Arg::Value, Mode::General, "auto|on|off",
      "capture each loop that only runs device work (the rollout's denoise "
-     "loop) into a graph the first time and replay it as one launch "
-     "(docs/backend.md, Graphs); auto (default): on GPUs only; the results "
-     "are the same either way",
+     "loop), and each run of 8 or more such commands (the train phase), "
+     "into a graph and replay it as one launch (docs/backend.md, Graphs); "
+     "auto (default): on GPUs only; the results are the same either way",
      [](Options &o, const std::string &name,
         const std::optional<std::string> &v) -> std::optional<std::string> {
        using Graphs = executor::ExecutorOptions::Graphs;
