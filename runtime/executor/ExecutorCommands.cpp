@@ -156,7 +156,9 @@ Executor::runCommands(Frame &frame,
         opened = std::chrono::steady_clock::now();
       }
     }
-    if (runs && nextRun < runs->size() && (*runs)[nextRun].first == first) {
+    // (graphs_ turns off when the stream turns out unable to capture.)
+    if (runs && graphs_ && nextRun < runs->size() &&
+        (*runs)[nextRun].first == first) {
       const uint32_t end = (*runs)[nextRun++].second;
       OMNI_ASSIGN_OR_RETURN(
           bool launched,
