@@ -13,6 +13,7 @@
 #include "dialects/omni/OmniOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/raw_ostream.h"
@@ -123,4 +124,14 @@ void mlir::omni::canonicalizeConstantGlobals(ModuleOp kernels) {
     global.setSymName(newName[global.getOperation()]);
     global->moveBefore(&body->front());
   }
+}
+
+// copiesToLinalg: see KernelSet.h.
+void mlir::omni::copiesToLinalg(ModuleOp kernels) {
+  kernels.walk([](memref::CopyOp copy) {
+    OpBuilder b(copy);
+    linalg::CopyOp::create(b, copy.getLoc(), copy.getSource(),
+                           copy.getTarget());
+    copy.erase();
+  });
 }

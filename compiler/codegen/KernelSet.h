@@ -81,6 +81,12 @@ FailureOr<KernelSet> buildKernelSet(ModuleOp program, bool splitRows = false);
 /// drops unused private ones, so the code depends only on the program.
 void canonicalizeConstantGlobals(ModuleOp kernels);
 
+/// For every target, after bufferization: each memref.copy becomes a
+/// linalg.copy, which lowers to plain loops (the cpu target would otherwise
+/// call memrefCopy from MLIR's runner utilities for strided views, and the
+/// cuda target has no GPU lowering of memref.copy at all).
+void copiesToLinalg(ModuleOp kernels);
+
 } // namespace mlir::omni
 
 #endif // OMNI_COMPILER_CODEGEN_KERNELSET_H

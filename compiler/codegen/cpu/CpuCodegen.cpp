@@ -313,14 +313,7 @@ LogicalResult lowerToLLVMDialect(ModuleOp kernels) {
       failed(bufferize.run(kernels)))
     return failure();
   canonicalizeConstantGlobals(kernels);
-  // memref.copy of strided views would call memrefCopy from MLIR's runner
-  // utilities; a linalg.copy lowers to plain loops instead.
-  kernels.walk([](memref::CopyOp copy) {
-    OpBuilder b(copy);
-    linalg::CopyOp::create(b, copy.getLoc(), copy.getSource(),
-                           copy.getTarget());
-    copy.erase();
-  });
+  copiesToLinalg(kernels);
   // bf16 (docs/precision.md): arithmetic on bf16 runs in f32 and rounds its
   // result (per op, as the reference evaluator does), and f32<->bf16
   // conversions become integer code (round to nearest even). Left to LLVM,

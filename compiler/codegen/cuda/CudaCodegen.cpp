@@ -281,14 +281,7 @@ LogicalResult bufferize(ModuleOp kernels) {
                    "convert-bufferization-to-memref,canonicalize")))
     return failure();
   canonicalizeConstantGlobals(kernels);
-  // memref.copy has no GPU lowering of its own; a linalg.copy becomes a
-  // parallel loop like every other op.
-  kernels.walk([](memref::CopyOp copy) {
-    OpBuilder b(copy);
-    linalg::CopyOp::create(b, copy.getLoc(), copy.getSource(),
-                           copy.getTarget());
-    copy.erase();
-  });
+  copiesToLinalg(kernels);
   return success();
 }
 

@@ -90,7 +90,7 @@ CudaDevice::CudaDevice(std::shared_ptr<const CudaApi> api,
 
 absl::StatusOr<std::unique_ptr<CudaDevice>>
 CudaDevice::create(std::shared_ptr<const CudaApi> api,
-                   const DeviceOptions &options) {
+                   const DeviceOptions &options, AttentionKernel attention) {
   if (options.memoryLimitBytes < 0)
     return absl::InvalidArgumentError(absl::StrCat("cuda: memory limit ",
                                                    options.memoryLimitBytes,
@@ -172,7 +172,7 @@ CudaDevice::create(std::shared_ptr<const CudaApi> api,
             CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
             static_cast<int>(flash::sharedBytes(dim, 2))) == CUDA_SUCCESS;
   }
-  OMNI_ASSIGN_OR_RETURN(d->attentionKernel_, attentionKernelFromEnvironment());
+  d->attentionKernel_ = attention;
   return d;
 }
 

@@ -94,9 +94,11 @@ private:
 class CudaDevice final : public Device {
 public:
   /// Retains the primary context of `options.ordinal` (checked by the
-  /// caller), creates the allocation stream and loads the helper kernels.
+  /// caller), creates the allocation stream and loads the helper kernels;
+  /// `attention` is the caller's attentionKernelFromEnvironment().
   static absl::StatusOr<std::unique_ptr<CudaDevice>>
-  create(std::shared_ptr<const CudaApi> api, const DeviceOptions &options);
+  create(std::shared_ptr<const CudaApi> api, const DeviceOptions &options,
+         AttentionKernel attention);
   ~CudaDevice() override;
 
   const std::string &driverName() const override;

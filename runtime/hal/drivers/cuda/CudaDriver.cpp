@@ -33,11 +33,12 @@ absl::StatusOr<std::shared_ptr<const CudaApi>> CudaDriver::api() {
 absl::StatusOr<std::unique_ptr<Device>>
 CudaDriver::createDevice(const DeviceOptions &options) {
   // The environment's choices first, like flags: before the driver.
-  OMNI_RETURN_IF_ERROR(attentionKernelFromEnvironment().status());
+  OMNI_ASSIGN_OR_RETURN(AttentionKernel attention,
+                        attentionKernelFromEnvironment());
   OMNI_ASSIGN_OR_RETURN(std::shared_ptr<const CudaApi> api, api());
   OMNI_RETURN_IF_ERROR(api->checkOrdinal(options.ordinal));
   OMNI_ASSIGN_OR_RETURN(std::unique_ptr<CudaDevice> device,
-                        CudaDevice::create(std::move(api), options));
+                        CudaDevice::create(std::move(api), options, attention));
   return std::unique_ptr<Device>(std::move(device));
 }
 
