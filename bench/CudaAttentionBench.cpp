@@ -1,13 +1,15 @@
 //===- CudaAttentionBench.cpp - Flash vs unfused attention on a GPU -------===//
 //
-// The cuda driver's two attention forwards (docs/backend-cuda.md, "Library
-// routines"), timed in one run on the same GPU: the unfused path
-// (cuBLASLt q k^T into f32 scores, the softmax kernel, cuBLASLt p v) and
-// the flash kernel (kernels/FlashAttention.h), for the attention shapes of
-// the SD3.5-Medium and Qwen-Image recipes at 512 px. Prints, per shape, the
+// The cuda driver's two attention forwards and backwards (docs/backend-
+// cuda.md, "Library routines"), timed in one run on the same GPU: the
+// unfused paths (cuBLASLt products into f32 scores around row kernels)
+// and the flash kernels (kernels/FlashAttention.h,
+// FlashAttentionBackward.h), for the attention shapes of the SD3.5-Medium
+// and Qwen-Image recipes at 512 px. Prints, per shape and direction, the
 // median milliseconds of each (after a warm-up), unfused / flash (> 1: the
 // flash kernel is faster), the flash kernel's TFLOP/s (4 seqQ seqK headDim
-// flops per pair) and the largest difference between the two results.
+// flops per pair forward, 10 backward: the products of the definition, not
+// the recomputations) and the largest difference between the two results.
 // Not a test: nothing is asserted (CudaGpuTest.FlashAttentionAgrees...
 // checks the values); tools/gpu-check runs it and docs/performance.md
 // records the results. "choose by measurement": OMNI_CUDA_ATTENTION's
@@ -50,10 +52,11 @@ const Shape kShapes[] = {
     {"sd3.5-medium joint, f16", DType::F16, 2, 24, 1024 + 333, 64, false},
     {"qwen-image joint, bf16, masked", DType::BF16, 2, 24, 1024 + 256, 128,
      true},
+    {"qwen-image joint, bf16", DType::BF16, 2, 24, 1024 + 256, 128, false},
 };
 
 struct Buffers {
-  std::unique_ptr<Buffer> q, k, v, mask, out;
+  std::unique_ptr<Buffer> q, k, v, mask, out, dO, dq, dk, dv;
 };
 
 absl::StatusOr<Buffers> upload(Device &device, Stream &stream, const Shape &s) {
@@ -70,10 +73,14 @@ absl::StatusOr<Buffers> upload(Device &device, Stream &stream, const Shape &s) {
   };
   const int64_t n = s.batch * s.heads * s.seq * s.headDim;
   Buffers b;
-  std::vector<uint16_t> host[4] = {bits(n, 2), bits(n, 2), bits(n, 1),
-                                   bits(s.seq * s.seq, 1)};
-  std::unique_ptr<Buffer> *slots[4] = {&b.q, &b.k, &b.v, &b.mask};
-  for (int i = 0; i < 4; ++i) {
+  // The backward's o is any tensor of the result's shape: its values do
+  // not change the work.
+  std::vector<uint16_t> host[6] = {bits(n, 2), bits(n, 2),
+                                   bits(n, 1), bits(s.seq * s.seq, 1),
+                                   bits(n, 1), bits(n, 1)};
+  std::unique_ptr<Buffer> *slots[6] = {&b.q,    &b.k,   &b.v,
+                                       &b.mask, &b.out, &b.dO};
+  for (int i = 0; i < 6; ++i) {
     auto buffer = device.allocate(2 * int64_t(host[i].size()));
     if (!buffer.ok())
       return buffer.status();
@@ -83,10 +90,12 @@ absl::StatusOr<Buffers> upload(Device &device, Stream &stream, const Shape &s) {
     if (!w.ok())
       return w;
   }
-  auto out = device.allocate(2 * n);
-  if (!out.ok())
-    return out.status();
-  b.out = std::move(*out);
+  for (std::unique_ptr<Buffer> *slot : {&b.dq, &b.dk, &b.dv}) {
+    auto buffer = device.allocate(2 * n);
+    if (!buffer.ok())
+      return buffer.status();
+    *slot = std::move(*buffer);
+  }
   return b;
 }
 
@@ -103,9 +112,10 @@ AttentionParams paramsOf(const Shape &s) {
   return p;
 }
 
-/// Median milliseconds of one attention call, and its result's values.
+/// Median milliseconds of one attention call (its backward: dq, dk, dv
+/// from o and dO), and its results' values.
 absl::StatusOr<std::pair<double, std::vector<double>>>
-timeOn(Device &device, const Shape &s, int reps) {
+timeOn(Device &device, const Shape &s, int reps, bool backward) {
   auto stream = device.createStream();
   if (!stream.ok())
     return stream.status();
@@ -114,6 +124,12 @@ timeOn(Device &device, const Shape &s, int reps) {
     return b.status();
   const AttentionParams p = paramsOf(s);
   auto once = [&] {
+    if (backward)
+      return (*stream)->attentionBackward(
+          p, BufferRef::all(*b->q), BufferRef::all(*b->k),
+          BufferRef::all(*b->v), BufferRef::all(*b->out),
+          BufferRef::all(*b->dO), BufferRef::all(*b->dq),
+          BufferRef::all(*b->dk), BufferRef::all(*b->dv));
     return (*stream)->attention(p, BufferRef::all(*b->q), BufferRef::all(*b->k),
                                 BufferRef::all(*b->v),
                                 s.mask ? BufferRef::all(*b->mask) : BufferRef(),
@@ -133,16 +149,21 @@ timeOn(Device &device, const Shape &s, int reps) {
                        .count());
   }
   std::sort(ms.begin(), ms.end());
-  std::vector<uint16_t> bits(static_cast<size_t>(b->out->size() / 2));
-  absl::Status st = (*stream)->readBuffer(BufferRef::all(*b->out), bits.data());
-  if (st.ok())
-    st = (*stream)->synchronize();
-  if (!st.ok())
-    return st;
   std::vector<double> values;
-  for (uint16_t x : bits)
-    values.push_back(s.dtype == DType::BF16 ? doubleFromBf16Bits(x)
-                                            : doubleFromHalfBits(x));
+  for (Buffer *result :
+       backward ? std::vector<Buffer *>{b->dq.get(), b->dk.get(), b->dv.get()}
+                : std::vector<Buffer *>{b->out.get()}) {
+    std::vector<uint16_t> bits(static_cast<size_t>(result->size() / 2));
+    absl::Status st =
+        (*stream)->readBuffer(BufferRef::all(*result), bits.data());
+    if (st.ok())
+      st = (*stream)->synchronize();
+    if (!st.ok())
+      return st;
+    for (uint16_t x : bits)
+      values.push_back(s.dtype == DType::BF16 ? doubleFromBf16Bits(x)
+                                              : doubleFromHalfBits(x));
+  }
   return std::make_pair(ms[ms.size() / 2], std::move(values));
 }
 
@@ -165,25 +186,30 @@ int main(int argc, char **argv) {
     return 1;
   }
   std::printf("%s; median of %d\n", (*unfused)->description().c_str(), reps);
-  std::printf("| shape | unfused ms | flash ms | unfused / flash | flash "
-              "TFLOP/s | max difference |\n|---|---|---|---|---|---|\n");
-  for (const Shape &s : kShapes) {
-    auto a = timeOn(**unfused, s, reps);
-    auto b = timeOn(**flash, s, reps);
-    if (!a.ok() || !b.ok()) {
-      std::printf("| %s | failed: %s |\n", s.name,
-                  std::string((a.ok() ? b : a).status().message()).c_str());
-      continue;
+  std::printf("| shape | direction | unfused ms | flash ms | unfused / flash "
+              "| flash TFLOP/s | max difference |\n"
+              "|---|---|---|---|---|---|---|\n");
+  for (bool backward : {false, true})
+    for (const Shape &s : kShapes) {
+      if (backward && s.mask)
+        continue; // the backward op takes no mask
+      const char *direction = backward ? "backward" : "forward";
+      auto a = timeOn(**unfused, s, reps, backward);
+      auto b = timeOn(**flash, s, reps, backward);
+      if (!a.ok() || !b.ok()) {
+        std::printf("| %s | %s | failed: %s |\n", s.name, direction,
+                    std::string((a.ok() ? b : a).status().message()).c_str());
+        continue;
+      }
+      double worst = 0;
+      for (size_t i = 0; i < a->second.size(); ++i)
+        if (!std::isnan(a->second[i]))
+          worst = std::max(worst, std::fabs(a->second[i] - b->second[i]));
+      const double flops = (backward ? 10.0 : 4.0) * double(s.batch * s.heads) *
+                           double(s.seq) * s.seq * s.headDim;
+      std::printf("| %s | %s | %.3f | %.3f | %.2f | %.1f | %.3g |\n", s.name,
+                  direction, a->first, b->first, a->first / b->first,
+                  flops / (b->first * 1e-3) / 1e12, worst);
     }
-    double worst = 0;
-    for (size_t i = 0; i < a->second.size(); ++i)
-      if (!std::isnan(a->second[i]))
-        worst = std::max(worst, std::fabs(a->second[i] - b->second[i]));
-    const double flops =
-        4.0 * double(s.batch * s.heads) * double(s.seq) * s.seq * s.headDim;
-    std::printf("| %s | %.3f | %.3f | %.2f | %.1f | %.3g |\n", s.name, a->first,
-                b->first, a->first / b->first, flops / (b->first * 1e-3) / 1e12,
-                worst);
-  }
   return 0;
 }

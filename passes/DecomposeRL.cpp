@@ -329,15 +329,24 @@ struct DecomposeAttention : OpRewritePattern<AttentionOp> {
 /// omni.attention_grad as the matmuls and the softmax it stands for (the
 /// VJP omni.attention had before the op existed): S = q k^T scale, P =
 /// softmax(S), dv = P^T dO, dP = dO v^T, dS = P (dP - rowsum(dP P)), dq =
-/// dS k scale, dk = dS^T q scale.
+/// dS k scale, dk = dS^T q scale. bf16 / f16 operands are widened to f32
+/// and the three cotangents rounded once (the op's definition).
 struct DecomposeAttentionGrad : OpRewritePattern<AttentionGradOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(AttentionGradOp op,
                                 PatternRewriter &r) const override {
     Emitter e(r, op.getLoc());
-    Value q = op.getQuery(), k = op.getKey(), v = op.getValue();
-    Value dO = op.getDOutput();
-    RankedTensorType qt = Emitter::typeOf(q);
+    Location loc = op.getLoc();
+    RankedTensorType qt = Emitter::typeOf(op.getQuery());
+    const bool narrow = !qt.getElementType().isF32();
+    auto widen = [&](Value x) -> Value {
+      if (!narrow)
+        return x;
+      return CastOp::create(r, loc, Emitter::typeOf(x).clone(r.getF32Type()),
+                            x);
+    };
+    Value q = widen(op.getQuery()), k = widen(op.getKey()),
+          v = widen(op.getValue()), dO = widen(op.getDOutput());
     double scale = op.getScale() ? op.getScale()->convertToDouble()
                                  : 1.0 / std::sqrt(double(qt.getDimSize(3)));
     Value s = e.scale(e.matmul(q, k, false, true), scale);
@@ -349,7 +358,11 @@ struct DecomposeAttentionGrad : OpRewritePattern<AttentionGradOp> {
     Value ds = e.mul(p, e.sub(dp, dot));
     Value dq = e.scale(e.matmul(ds, k), scale);
     Value dk = e.scale(e.matmul(ds, q, true, false), scale);
-    r.replaceOp(op, ValueRange{dq, dk, dv});
+    SmallVector<Value> results{dq, dk, dv};
+    if (narrow)
+      for (auto [result, like] : llvm::zip(results, op.getResults()))
+        result = CastOp::create(r, loc, like.getType(), result);
+    r.replaceOp(op, results);
     return success();
   }
 };

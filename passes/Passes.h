@@ -40,12 +40,10 @@ std::optional<PipelineStage> parsePipelineStage(llvm::StringRef name);
 
 /// Appends the omni compilation pipeline (docs/architecture.md section 2) to
 /// `pm`, a module pass manager, up to and including `last`. `reportArena` makes
-/// omni-plan-memory print each function's arena size; `decomposeAttentionGrad`
-/// decomposes omni.attention_grad (for targets without its library call).
+/// omni-plan-memory print each function's arena size.
 void buildOmniPipeline(OpPassManager &pm,
                        PipelineStage last = PipelineStage::PlanMemory,
-                       bool reportArena = false,
-                       bool decomposeAttentionGrad = false);
+                       bool reportArena = false);
 
 /// Registers every omni pass and the `omni-pipeline` named pipeline.
 void registerOmniPasses();

@@ -138,8 +138,8 @@ def OmniDecomposePass : Pass<"omni-decompose"> {
            "for testing">,
     Option<"decomposeAttentionGrad", "decompose-attention-grad", "bool",
            /*default=*/"false",
-           "decompose omni.attention_grad (the targets without its library "
-           "call: cuda)">
+           "decompose omni.attention_grad (for a target without its "
+           "library call; the cpu and cuda drivers have it)">
   ];
   let dependentDialects = ["::mlir::omni::OmniDialect",
                            "::mlir::arith::ArithDialect",

@@ -24,7 +24,6 @@ namespace {
 /// buildOmniPipeline's options, for the stages that take one.
 struct StageOptions {
   bool reportArena = false;
-  bool decomposeAttentionGrad = false;
 };
 
 void addCleanup(OpPassManager &pm) {
@@ -49,10 +48,8 @@ void addAutodiffStage(OpPassManager &pm, const StageOptions &) {
 }
 
 // 3. Composite ops become primitives.
-void addDecomposeStage(OpPassManager &pm, const StageOptions &o) {
-  OmniDecomposePassOptions decompose;
-  decompose.decomposeAttentionGrad = o.decomposeAttentionGrad;
-  pm.addPass(createOmniDecomposePass(decompose));
+void addDecomposeStage(OpPassManager &pm, const StageOptions &) {
+  pm.addPass(createOmniDecomposePass());
   addCleanup(pm);
 }
 
@@ -116,11 +113,10 @@ std::optional<PipelineStage> parsePipelineStage(llvm::StringRef name) {
   return std::nullopt;
 }
 
-void buildOmniPipeline(OpPassManager &pm, PipelineStage last, bool reportArena,
-                       bool decomposeAttentionGrad) {
+void buildOmniPipeline(OpPassManager &pm, PipelineStage last,
+                       bool reportArena) {
   StageOptions options;
   options.reportArena = reportArena;
-  options.decomposeAttentionGrad = decomposeAttentionGrad;
   for (const Stage &s : kStages) {
     s.addPasses(pm, options);
     if (s.stage == last)

@@ -170,10 +170,8 @@ int mlir::omni::runCompiler(const CompileOptions &options,
   }
 
   PassManager pm(&context, ModuleOp::getOperationName());
-  // The cuda target has no AttentionBackward library call (yet): it gets
-  // omni.attention_grad as matmuls and a softmax.
   buildOmniPipeline(pm, stage.value_or(PipelineStage::PlanMemory),
-                    options.reportArena, options.target == "cuda");
+                    options.reportArena);
   {
     Phase passes(options.phases, "running the omni pipeline");
     if (failed(pm.run(*module)))

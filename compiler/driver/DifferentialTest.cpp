@@ -28,6 +28,7 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 
+#include <cmath>
 #include <gtest/gtest.h>
 #include <map>
 #include <random>
@@ -255,6 +256,31 @@ TEST_F(DifferentialTest, AttentionGradLibraryCall) {
       "f",
       {random({2, 2, 37, 8}, 13), random({2, 2, 130, 8}, 14),
        random({2, 2, 130, 5}, 15), random({2, 2, 37, 5}, 16)});
+}
+
+// A bf16 omni.attention_grad (bf16 attention's VJP): the cpu driver widens
+// the operands, runs the f32 backward and rounds each cotangent once; the
+// evaluator computes in double and rounds once. From the same bf16 operands
+// they differ by the f32 arithmetic, far below a bf16 ulp (2^-7 relative
+// at most), so by at most one ulp of each result.
+TEST_F(DifferentialTest, AttentionGradBf16LibraryCall) {
+  compare(
+      R"(func.func @f(%q: tensor<1x2x37x8xf32>, %k: tensor<1x2x70x8xf32>, %v: tensor<1x2x70x8xf32>, %o: tensor<1x2x37x8xf32>, %do: tensor<1x2x37x8xf32>) -> (tensor<1x2x37x8xf32>, tensor<1x2x70x8xf32>, tensor<1x2x70x8xf32>) {
+      %q16 = omni.cast %q : tensor<1x2x37x8xf32> -> tensor<1x2x37x8xbf16>
+      %k16 = omni.cast %k : tensor<1x2x70x8xf32> -> tensor<1x2x70x8xbf16>
+      %v16 = omni.cast %v : tensor<1x2x70x8xf32> -> tensor<1x2x70x8xbf16>
+      %o16 = omni.cast %o : tensor<1x2x37x8xf32> -> tensor<1x2x37x8xbf16>
+      %do16 = omni.cast %do : tensor<1x2x37x8xf32> -> tensor<1x2x37x8xbf16>
+      %g:3 = omni.attention_grad %q16, %k16, %v16, %o16, %do16 : (tensor<1x2x37x8xbf16>, tensor<1x2x70x8xbf16>, tensor<1x2x70x8xbf16>, tensor<1x2x37x8xbf16>, tensor<1x2x37x8xbf16>) -> (tensor<1x2x37x8xbf16>, tensor<1x2x70x8xbf16>, tensor<1x2x70x8xbf16>)
+      %dq = omni.cast %g#0 : tensor<1x2x37x8xbf16> -> tensor<1x2x37x8xf32>
+      %dk = omni.cast %g#1 : tensor<1x2x70x8xbf16> -> tensor<1x2x70x8xf32>
+      %dv = omni.cast %g#2 : tensor<1x2x70x8xbf16> -> tensor<1x2x70x8xf32>
+      return %dq, %dk, %dv : tensor<1x2x37x8xf32>, tensor<1x2x70x8xf32>, tensor<1x2x70x8xf32> })",
+      "f",
+      {random({1, 2, 37, 8}, 17), random({1, 2, 70, 8}, 18),
+       random({1, 2, 70, 8}, 19), random({1, 2, 37, 8}, 20),
+       random({1, 2, 37, 8}, 21)},
+      /*rel=*/std::ldexp(1.0, -7), /*abs=*/1e-6);
 }
 
 TEST_F(DifferentialTest, RandomNumbersAreBitIdentical) {

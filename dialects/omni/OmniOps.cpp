@@ -548,10 +548,16 @@ LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *,
   OMNI_TENSOR(o, adaptor.getOutput(), "output");
   OMNI_TENSOR(dO, adaptor.getDOutput(), "d_output");
   // C1
+  Type element = q.getElementType();
+  if (!element.isF32() && !element.isBF16() && !element.isF16())
+    return inferError(loc, opName,
+                      "the element type must be f32, bf16 or f16, found ", q);
   for (RankedTensorType t : {q, k, v, o, dO})
-    if (t.getRank() != 4 || !t.getElementType().isF32())
-      return inferError(loc, opName,
-                        "every operand must be a rank-4 f32 tensor, found ", t);
+    if (t.getRank() != 4 || t.getElementType() != element)
+      return inferError(
+          loc, opName,
+          "every operand must be a rank-4 tensor of the query's element type ",
+          element, ", found ", t);
   // C2
   if (failed(checkAttentionShapes(loc, opName, q, k, v)))
     return failure();

@@ -621,14 +621,22 @@ def Omni_AttentionGradOp : Omni_Op<"attention_grad", [Shardable, Pure,
     the result's cotangent `d_output`, the cotangents of query, key and
     value: with `P = softmax(q k^T * scale)`, `dS = P (d_output v^T -
     rowsum(d_output * output))`, `dq = dS k * scale`, `dk = dS^T q * scale`,
-    `dv = P^T d_output`. omni.attention's VJP emits it for f32 operands
-    without a mask; the cpu target runs it as one library call that never
-    materializes a `[B, H, Sq, Sk]` matrix (flash-attention-2's backward),
-    other targets get it decomposed (omni-decompose's
-    `decompose-attention-grad`).
+    `dv = P^T d_output`. omni.attention's VJP emits it for operands without
+    a mask; every target runs it as one library call that never
+    materializes a `[B, H, Sq, Sk]` matrix where it can (the cpu driver,
+    the cuda driver's flash kernel: flash-attention-2's backward);
+    omni-decompose's `decompose-attention-grad` rewrites it into matmuls
+    and a softmax for targets without the call.
+
+    bf16 and f16 operands are widened exactly and everything is computed
+    in f32, `dq`, `dk` and `dv` rounded once to the element type; a library
+    call may round `P` and `dS` to the element type before the products
+    that read them, as flash attention does for its tensor cores
+    (docs/precision.md gives the bound).
 
     Constraints:
-    - (C1) every operand has rank 4 and element type f32;
+    - (C1) every operand has rank 4 and the same element type, f32, bf16
+      or f16;
     - (C2) query, key and value as for omni.attention; `output` and
       `d_output` have shape `[B, H, Sq, Dv]`;
     - (C3) `scale > 0` when given (default `1/sqrt(D)`).

@@ -198,9 +198,9 @@ LogicalResult AttentionOp::buildVJP(OpBuilder &b, ArrayRef<Value> g,
   Location loc = getLoc();
   RankedTensorType qt = getQuery().getType();
   Type element = qt.getElementType();
-  if (!getMask() && element.isF32()) {
-    // One op (a library call on the cpu target, decomposed to what follows
-    // on others: omni-decompose's AttentionGrad pattern).
+  if (!getMask() && !element.isF64()) {
+    // One op (f32, bf16, f16): a library call on the cpu and cuda drivers,
+    // or what follows where decompose-attention-grad rewrites it.
     auto grad =
         AttentionGradOp::create(b, loc, getQuery(), getKey(), getValue(),
                                 getResult(), g[0], getScaleAttr());

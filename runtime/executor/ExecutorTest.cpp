@@ -257,8 +257,9 @@ TEST_F(ExecutorTest, UnsupportedLibraryDTypeFailsAtCreate) {
             "device has no Matmul for f16");
 }
 
-// The cpu AttentionBackward is f32 only (the VJP emits it for f32).
-TEST_F(ExecutorTest, AttentionBackwardIsF32Only) {
+// The cpu AttentionBackward is f32 and bf16 (widened), not f64 (the VJP
+// never emits it for f64: the op is f32, bf16 or f16).
+TEST_F(ExecutorTest, AttentionBackwardIsNotF64) {
   StepBuilder b;
   uint32_t x = b.arena(sd::DType::F64, {1, 1, 2, 2});
   b.function(

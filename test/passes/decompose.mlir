@@ -90,6 +90,20 @@ func.func @attention_grad(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x6x8xf32>, %o: 
 
 // -----
 
+// Tests that a bf16 attention_grad is decomposed in f32: the operands
+// widened, the three cotangents rounded once at the end.
+// GRAD-LABEL: func.func @attention_grad_bf16
+// GRAD-COUNT-4: omni.cast %{{.*}} : tensor<{{.*}}xbf16> -> tensor<{{.*}}xf32>
+// GRAD: omni.matmul %{{.*}}, %{{.*}} transpose_rhs : tensor<1x2x4x8xf32>, tensor<1x2x6x8xf32> -> tensor<1x2x4x6xf32>
+// GRAD-COUNT-3: omni.cast %{{.*}} : tensor<{{.*}}xf32> -> tensor<{{.*}}xbf16>
+// GRAD-NOT: omni.attention_grad
+func.func @attention_grad_bf16(%q: tensor<1x2x4x8xbf16>, %k: tensor<1x2x6x8xbf16>, %o: tensor<1x2x4x8xbf16>, %do: tensor<1x2x4x8xbf16>) -> (tensor<1x2x4x8xbf16>, tensor<1x2x6x8xbf16>, tensor<1x2x6x8xbf16>) {
+  %dq, %dk, %dv = omni.attention_grad %q, %k, %k, %o, %do : (tensor<1x2x4x8xbf16>, tensor<1x2x6x8xbf16>, tensor<1x2x6x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>) -> (tensor<1x2x4x8xbf16>, tensor<1x2x6x8xbf16>, tensor<1x2x6x8xbf16>)
+  return %dq, %dk, %dv : tensor<1x2x4x8xbf16>, tensor<1x2x6x8xbf16>, tensor<1x2x6x8xbf16>
+}
+
+// -----
+
 // Tests that cfg_combine slices the [uncond; cond] halves.
 // CHECK-LABEL: func.func @cfg
 // CHECK-DAG: omni.slice %{{.*}} [0:2:1, 0:3:1] : tensor<4x3xf32> -> tensor<2x3xf32>

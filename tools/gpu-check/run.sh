@@ -3,7 +3,8 @@
 # writes ONE results file (README.md says what each section means):
 #   1. the machine (nvidia-smi); without a GPU: says so and exits 2
 #   1b. the cuda driver's and the hal conformance suite's GPU tests, and
-#      the two attention forwards timed (omni-bench-cuda-attention)
+#      the two attention forwards and backwards timed
+#      (omni-bench-cuda-attention)
 #   2. every per-op program on the GPU against the cpu driver's outputs
 #   3. 3 tiny FlowGRPO iterations on the GPU against the cpu checkpoints,
 #      and again without graphs (the same bits, the phases' times)
@@ -140,7 +141,7 @@ else
   # OMNI_CUDA_ATTENTION's default is chosen by.
   if [ "$DRY" != 1 ] && [ -x "$TMP/tests/omni-bench-cuda-attention" ]; then
     out ""
-    out "### Attention forward: unfused vs flash (omni-bench-cuda-attention)"
+    out "### Attention forward and backward: unfused vs flash (omni-bench-cuda-attention)"
     out ""
     within 60 env "LD_LIBRARY_PATH=$TMP/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$TMP/tests/omni-bench-cuda-attention" 5 >> "$RESULTS" 2>&1 || out "FAIL or out of time (exit $?)"
   fi

@@ -622,11 +622,21 @@ func.func @rms_norm_eps(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
 
 // -----
 
-// Tests that attention_grad rejects bf16 operands (C1: the op is f32 only).
-func.func @attention_grad_bf16(%q: tensor<1x2x4x8xbf16>) -> tensor<1x2x4x8xbf16> {
-  // expected-error @+2 {{'omni.attention_grad' op every operand must be a rank-4 f32 tensor, found 'tensor<1x2x4x8xbf16>'}}
+// Tests that attention_grad rejects f64 operands (C1: f32, bf16 or f16).
+func.func @attention_grad_f64(%q: tensor<1x2x4x8xf64>) -> tensor<1x2x4x8xf64> {
+  // expected-error @+2 {{'omni.attention_grad' op the element type must be f32, bf16 or f16, found 'tensor<1x2x4x8xf64>'}}
   // expected-error @+1 {{'omni.attention_grad' op failed to infer returned types}}
-  %g:3 = omni.attention_grad %q, %q, %q, %q, %q : (tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>) -> (tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>)
+  %g:3 = omni.attention_grad %q, %q, %q, %q, %q : (tensor<1x2x4x8xf64>, tensor<1x2x4x8xf64>, tensor<1x2x4x8xf64>, tensor<1x2x4x8xf64>, tensor<1x2x4x8xf64>) -> (tensor<1x2x4x8xf64>, tensor<1x2x4x8xf64>, tensor<1x2x4x8xf64>)
+  return %g#0 : tensor<1x2x4x8xf64>
+}
+
+// -----
+
+// Tests that attention_grad rejects operands of mixed element types (C1).
+func.func @attention_grad_mixed(%q: tensor<1x2x4x8xbf16>, %o: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xbf16> {
+  // expected-error @+2 {{'omni.attention_grad' op every operand must be a rank-4 tensor of the query's element type 'bf16', found 'tensor<1x2x4x8xf32>'}}
+  // expected-error @+1 {{'omni.attention_grad' op failed to infer returned types}}
+  %g:3 = omni.attention_grad %q, %q, %q, %o, %o : (tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>)
   return %g#0 : tensor<1x2x4x8xbf16>
 }
 

@@ -112,8 +112,8 @@ absl::StatusOr<std::unique_ptr<Stream>> CpuDevice::createStream() {
 }
 
 bool CpuDevice::supportsLibrary(Library library, DType dtype) const {
-  if (library == Library::AttentionBackward) // the fused kernel: f32 only
-    return dtype == DType::F32;
+  if (library == Library::AttentionBackward) // the fused kernel (bf16 widened)
+    return dtype == DType::F32 || dtype == DType::BF16;
   // bf16: widened to f32 (CpuLibraries.cpp, docs/precision.md).
   return dtype == DType::F32 || dtype == DType::F64 || dtype == DType::BF16;
 }

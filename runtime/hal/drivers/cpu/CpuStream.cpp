@@ -467,7 +467,7 @@ absl::Status CpuStream::attentionBackward(const AttentionParams &p, BufferRef q,
   if (!device_.supportsLibrary(Library::AttentionBackward, p.dtype) ||
       p.hasMask)
     return absl::UnimplementedError(absl::StrCat(
-        "the cpu AttentionBackward supports f32 without a mask, not ",
+        "the cpu AttentionBackward supports f32 and bf16 without a mask, not ",
         dtypeName(p.dtype), p.hasMask ? " with a mask" : ""));
   const int64_t qs = bytesOf({p.batch, p.heads, p.seqQ, p.headDim}, p.dtype),
                 ks = bytesOf({p.batch, p.heads, p.seqK, p.headDim}, p.dtype),
@@ -481,10 +481,8 @@ absl::Status CpuStream::attentionBackward(const AttentionParams &p, BufferRef q,
   OMNI_ASSIGN_OR_RETURN(uint8_t *dqp, resolveSized(dq, qs, "d_query"));
   OMNI_ASSIGN_OR_RETURN(uint8_t *dkp, resolveSized(dk, ks, "d_key"));
   OMNI_ASSIGN_OR_RETURN(uint8_t *dvp, resolveSized(dv, vs, "d_value"));
-  auto f = [](uint8_t *x) { return reinterpret_cast<float *>(x); };
-  fusedAttentionBackward(p, f(qp), f(kp), f(vp), f(op), f(dop), f(dqp), f(dkp),
-                         f(dvp), device_.pool());
-  return absl::OkStatus();
+  return runAttentionBackward(p, qp, kp, vp, op, dop, dqp, dkp, dvp,
+                              device_.pool());
 }
 
 absl::StatusOr<std::shared_ptr<Event>> CpuStream::recordEvent() {

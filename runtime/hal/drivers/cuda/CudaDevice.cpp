@@ -6,7 +6,7 @@
 #include "runtime/hal/drivers/cuda/CudaExecutable.h"
 #include "runtime/hal/drivers/cuda/CudaStream.h"
 #include "runtime/hal/drivers/cuda/NcclChannel.h"
-#include "runtime/hal/drivers/cuda/kernels/FlashAttention.h"
+#include "runtime/hal/drivers/cuda/kernels/FlashAttentionBackward.h"
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -40,6 +40,18 @@ const char *const kHelperKernelNames[] = {
     "omni_flash_attention_f16_d128",
     "omni_flash_attention_bf16_d64",
     "omni_flash_attention_bf16_d128",
+    "omni_attention_grad_scores_f32",
+    "omni_attention_grad_scores_f64",
+    "omni_attention_grad_scores_f16",
+    "omni_attention_grad_scores_bf16",
+    "omni_flash_attention_rows_f16_d64",
+    "omni_flash_attention_rows_f16_d128",
+    "omni_flash_attention_rows_bf16_d64",
+    "omni_flash_attention_rows_bf16_d128",
+    "omni_flash_attention_keys_f16_d64",
+    "omni_flash_attention_keys_f16_d128",
+    "omni_flash_attention_keys_bf16_d64",
+    "omni_flash_attention_keys_bf16_d128",
 };
 static_assert(sizeof(kHelperKernelNames) / sizeof(kHelperKernelNames[0]) ==
                   static_cast<size_t>(HelperKernel::Count),
@@ -67,13 +79,29 @@ const std::string &cudaName() {
 
 } // namespace
 
-CUfunction CudaDevice::flashKernel(DType dtype, int64_t d) const {
+namespace {
+/// The index of (dtype, d) among the flash kernels (F16 d64 first), or -1.
+int flashIndex(DType dtype, int64_t d) {
   if ((dtype != DType::F16 && dtype != DType::BF16) || (d != 64 && d != 128))
-    return nullptr;
-  const int i = (dtype == DType::BF16 ? 2 : 0) + (d == 128 ? 1 : 0);
-  return flashUsable_[i]
+    return -1;
+  return (dtype == DType::BF16 ? 2 : 0) + (d == 128 ? 1 : 0);
+}
+} // namespace
+
+CUfunction CudaDevice::flashKernel(DType dtype, int64_t d) const {
+  const int i = flashIndex(dtype, d);
+  return i >= 0 && flashUsable_[i]
              ? helpers_[static_cast<int>(HelperKernel::FlashF16D64) + i]
              : nullptr;
+}
+
+std::pair<CUfunction, CUfunction>
+CudaDevice::flashBackwardKernels(DType dtype, int64_t d) const {
+  const int i = flashIndex(dtype, d);
+  if (i < 0 || !flashBackwardUsable_[i])
+    return {nullptr, nullptr};
+  return {helpers_[static_cast<int>(HelperKernel::FlashRowsF16D64) + i],
+          helpers_[static_cast<int>(HelperKernel::FlashKeysF16D64) + i]};
 }
 
 CudaBuffer::CudaBuffer(CudaDevice &device, CUdeviceptr pointer, int64_t size)
@@ -164,13 +192,19 @@ CudaDevice::create(std::shared_ptr<const CudaApi> api,
         absl::StrCat(where, ": helper kernel ", kHelperKernelNames[i])));
   // The flash kernels' blocks need more than the default 48 KiB of shared
   // memory; a device that cannot give it runs that shape unfused.
+  auto giveShared = [&](HelperKernel first, int i, size_t bytes) {
+    return a.cuFuncSetAttribute(d->helpers_[static_cast<int>(first) + i],
+                                CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                static_cast<int>(bytes)) == CUDA_SUCCESS;
+  };
   for (int i = 0; i < 4; ++i) {
     const int dim = i % 2 == 0 ? 64 : 128;
     d->flashUsable_[i] =
-        a.cuFuncSetAttribute(
-            d->helpers_[static_cast<int>(HelperKernel::FlashF16D64) + i],
-            CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            static_cast<int>(flash::sharedBytes(dim, 2))) == CUDA_SUCCESS;
+        giveShared(HelperKernel::FlashF16D64, i, flash::sharedBytes(dim, 2));
+    d->flashBackwardUsable_[i] = giveShared(HelperKernel::FlashRowsF16D64, i,
+                                            flash::rowsSharedBytes(dim, 2)) &&
+                                 giveShared(HelperKernel::FlashKeysF16D64, i,
+                                            flash::keysSharedBytes(dim, 2));
   }
   d->attentionKernel_ = attention;
   return d;
@@ -275,11 +309,7 @@ absl::StatusOr<std::unique_ptr<Stream>> CudaDevice::createStream() {
   return std::unique_ptr<Stream>(std::move(stream));
 }
 
-bool CudaDevice::supportsLibrary(Library library, DType dtype) const {
-  // omnic --target=cuda decomposes omni.attention_grad (no backward kernel
-  // yet, docs/backend-cuda.md).
-  if (library == Library::AttentionBackward)
-    return false;
+bool CudaDevice::supportsLibrary(Library, DType dtype) const {
   return dtype == DType::F32 || dtype == DType::F64 || dtype == DType::F16 ||
          dtype == DType::BF16;
 }

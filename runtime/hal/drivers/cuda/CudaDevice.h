@@ -34,6 +34,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <utility>
 
 namespace omni::hal::cuda {
 
@@ -64,13 +65,26 @@ enum class HelperKernel {
   FlashF16D128,
   FlashBF16D64,
   FlashBF16D128,
+  GradScoresF32,
+  GradScoresF64,
+  GradScoresF16,
+  GradScoresBF16,
+  FlashRowsF16D64,
+  FlashRowsF16D128,
+  FlashRowsBF16D64,
+  FlashRowsBF16D128,
+  FlashKeysF16D64,
+  FlashKeysF16D128,
+  FlashKeysBF16D64,
+  FlashKeysBF16D128,
   Count,
 };
 
-/// Which attention forward the device runs for f16 / bf16 with head
-/// dimension 64 or 128 (others always run unfused): `OMNI_CUDA_ATTENTION`
-/// = unfused (the default: cuBLASLt, a softmax kernel, cuBLASLt) or flash
-/// (kernels/FlashAttention.h). docs/backend-cuda.md, "Library routines".
+/// Which attention the device runs, forward and backward, for f16 / bf16
+/// with head dimension 64 or 128 (others always run unfused):
+/// `OMNI_CUDA_ATTENTION` = unfused (the default: cuBLASLt products around
+/// a row kernel) or flash (kernels/FlashAttention.h,
+/// FlashAttentionBackward.h). docs/backend-cuda.md, "Library routines".
 enum class AttentionKernel { Unfused, Flash };
 /// OMNI_CUDA_ATTENTION's choice; another value is a one-line error.
 absl::StatusOr<AttentionKernel> attentionKernelFromEnvironment();
@@ -109,7 +123,8 @@ public:
   absl::StatusOr<std::unique_ptr<Executable>>
   loadExecutable(const ExecutableSpec &spec) override;
   absl::StatusOr<std::unique_ptr<Stream>> createStream() override;
-  /// Matmul, Conv2d and Attention of f32, f64, f16 and bf16.
+  /// Matmul, Conv2d, Attention and AttentionBackward of f32, f64, f16 and
+  /// bf16.
   bool supportsLibrary(Library library, DType dtype) const override;
   /// True: a launch costs microseconds of host time, a graph launch one
   /// for all its nodes (CudaStream.h, Graphs).
@@ -139,6 +154,10 @@ public:
   /// null: another dtype or dimension, or the device cannot give a block
   /// its shared memory (sm_86 and sm_89 for d = 128).
   CUfunction flashKernel(DType dtype, int64_t d) const;
+  /// The flash backward's rows and keys kernels for `dtype` and `d`, as
+  /// flashKernel (both null or both set).
+  std::pair<CUfunction, CUfunction> flashBackwardKernels(DType dtype,
+                                                         int64_t d) const;
   /// "cuda:0" for messages.
   std::string label() const;
 
@@ -158,6 +177,8 @@ private:
   CUfunction helpers_[static_cast<int>(HelperKernel::Count)] = {};
   /// Whether each flash kernel got its shared memory (FlashF16D64 first).
   bool flashUsable_[4] = {};
+  /// The same for the backward's pairs of kernels.
+  bool flashBackwardUsable_[4] = {};
   AttentionKernel attentionKernel_ = AttentionKernel::Unfused;
   std::string name_;
   std::string arch_;

@@ -618,9 +618,10 @@ std::vector<double> attentionOn(Device &device, const AttentionParams &p,
   auto stream = *device.createStream();
   auto upload = [&](const std::vector<uint16_t> &bits) {
     auto buffer = *device.allocate(std::max<int64_t>(2 * bits.size(), 2));
-    if (!bits.empty())
+    if (!bits.empty()) {
       EXPECT_TRUE(
           stream->writeBuffer(bits.data(), BufferRef::all(*buffer)).ok());
+    }
     return buffer;
   };
   auto bq = upload(q), bk = upload(k), bv = upload(v), bm = upload(mask);
@@ -702,6 +703,202 @@ TEST_F(CudaGpuTest, FlashAttentionAgreesWithTheUnfusedPath) {
     std::printf("flash vs unfused, %s d=%lld: largest difference %.3g\n",
                 p.dtype == DType::BF16 ? "bf16" : "f16",
                 static_cast<long long>(p.headDim), worst);
+  }
+}
+
+/// The attention backward (no mask) on the GPU, unfused and flash, against
+/// the op's definition in double from the same rounded operands. Each
+/// path rounds P and dS to the element type before the products that read
+/// them (the unfused path's dS also reads the rounded P), so an element is
+/// within 2 u times the magnitude of its rounded terms, plus the rounding
+/// of the result (u |exact|) and f32 arithmetic (2^-16 of the magnitudes;
+/// docs/precision.md). f32 runs the unfused path.
+TEST_F(CudaGpuTest, AttentionBackwardMatchesItsDefinition) {
+  ScopedEnv flash("OMNI_CUDA_ATTENTION", "flash");
+  auto flashDevice = builtinDrivers().createDevice("cuda", {});
+  ASSERT_TRUE(flashDevice.ok()) << flashDevice.status();
+  uint64_t state = 777;
+  auto uniform = [&] { // in [-1, 1)
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return double(state >> 11) / double(1ull << 52) - 1.0;
+  };
+  struct Variant {
+    DType dtype;
+    int64_t seqQ, seqK, dim;
+    bool flash;
+  };
+  for (const Variant &var : {Variant{DType::BF16, 77, 150, 64, true},
+                             Variant{DType::BF16, 77, 150, 64, false},
+                             Variant{DType::F16, 130, 65, 128, true},
+                             Variant{DType::F32, 40, 70, 64, false}}) {
+    AttentionParams p;
+    p.dtype = var.dtype;
+    p.batch = 2;
+    p.heads = 2;
+    p.seqQ = var.seqQ;
+    p.seqK = var.seqK;
+    p.headDim = p.valueDim = var.dim;
+    p.scale = 1.0 / std::sqrt(double(p.headDim));
+    const int64_t es = dtypeSize(p.dtype), pairs = p.batch * p.heads,
+                  qn = pairs * p.seqQ * p.headDim,
+                  kn = pairs * p.seqK * p.headDim;
+    // Values rounded to the element type, and their bytes.
+    auto round = [&](double x) {
+      return p.dtype == DType::BF16  ? doubleFromBf16Bits(bf16BitsFromDouble(x))
+             : p.dtype == DType::F16 ? doubleFromHalfBits(halfBitsFromDouble(x))
+                                     : double(float(x));
+    };
+    auto random = [&](int64_t n) {
+      std::vector<double> t;
+      for (int64_t i = 0; i < n; ++i)
+        t.push_back(round(uniform()));
+      return t;
+    };
+    std::vector<double> q = random(qn), k = random(kn), v = random(kn),
+                        dO = random(qn), o(qn);
+    // P in double, o = P v rounded (the forward's result).
+    std::vector<double> P(static_cast<size_t>(pairs * p.seqQ * p.seqK));
+    const int64_t D = p.headDim;
+    for (int64_t b = 0; b < pairs; ++b)
+      for (int64_t i = 0; i < p.seqQ; ++i) {
+        double *row = &P[(b * p.seqQ + i) * p.seqK];
+        double maxS = -INFINITY, sum = 0;
+        for (int64_t j = 0; j < p.seqK; ++j) {
+          double dot = 0;
+          for (int64_t e = 0; e < D; ++e)
+            dot += q[(b * p.seqQ + i) * D + e] * k[(b * p.seqK + j) * D + e];
+          maxS = std::max(maxS, row[j] = dot * p.scale);
+        }
+        for (int64_t j = 0; j < p.seqK; ++j)
+          sum += (row[j] = std::exp(row[j] - maxS));
+        for (int64_t j = 0; j < p.seqK; ++j)
+          row[j] /= sum;
+        for (int64_t e = 0; e < D; ++e) {
+          double x = 0;
+          for (int64_t j = 0; j < p.seqK; ++j)
+            x += row[j] * v[(b * p.seqK + j) * D + e];
+          o[(b * p.seqQ + i) * D + e] = round(x);
+        }
+      }
+    auto bytes = [&](const std::vector<double> &t) {
+      std::vector<uint8_t> out(t.size() * es);
+      for (size_t i = 0; i < t.size(); ++i) {
+        if (p.dtype == DType::F32) {
+          float f = float(t[i]);
+          std::memcpy(&out[i * 4], &f, 4);
+        } else {
+          uint16_t h = p.dtype == DType::BF16 ? bf16BitsFromDouble(t[i])
+                                              : halfBitsFromDouble(t[i]);
+          std::memcpy(&out[i * 2], &h, 2);
+        }
+      }
+      return out;
+    };
+    Device &device = var.flash ? **flashDevice : *device_;
+    auto stream = *device.createStream();
+    auto upload = [&](const std::vector<double> &t) {
+      std::vector<uint8_t> b = bytes(t);
+      auto buffer = *device.allocate(int64_t(b.size()));
+      EXPECT_TRUE(stream->writeBuffer(b.data(), BufferRef::all(*buffer)).ok());
+      return buffer;
+    };
+    auto bq = upload(q), bk = upload(k), bv = upload(v), bo = upload(o),
+         bdO = upload(dO);
+    auto bdq = *device.allocate(qn * es), bdk = *device.allocate(kn * es),
+         bdv = *device.allocate(kn * es);
+    absl::Status s = stream->attentionBackward(
+        p, BufferRef::all(*bq), BufferRef::all(*bk), BufferRef::all(*bv),
+        BufferRef::all(*bo), BufferRef::all(*bdO), BufferRef::all(*bdq),
+        BufferRef::all(*bdk), BufferRef::all(*bdv));
+    ASSERT_TRUE(s.ok()) << s;
+    auto read = [&](Buffer &buffer, int64_t n) {
+      std::vector<uint8_t> raw(static_cast<size_t>(n * es));
+      EXPECT_TRUE(stream->readBuffer(BufferRef::all(buffer), raw.data()).ok());
+      EXPECT_TRUE(stream->synchronize().ok());
+      std::vector<double> values;
+      for (int64_t i = 0; i < n; ++i) {
+        if (p.dtype == DType::F32) {
+          float f;
+          std::memcpy(&f, &raw[i * 4], 4);
+          values.push_back(f);
+        } else {
+          uint16_t h;
+          std::memcpy(&h, &raw[i * 2], 2);
+          values.push_back(p.dtype == DType::BF16 ? doubleFromBf16Bits(h)
+                                                  : doubleFromHalfBits(h));
+        }
+      }
+      return values;
+    };
+    std::vector<double> dq = read(*bdq, qn), dk = read(*bdk, kn),
+                        dv = read(*bdv, kn);
+
+    const double u = p.dtype == DType::BF16  ? std::ldexp(1.0, -8)
+                     : p.dtype == DType::F16 ? std::ldexp(1.0, -11)
+                                             : std::ldexp(1.0, -24);
+    const double f32 = std::ldexp(1.0, -16);
+    double worst = 0;
+    auto expectNear = [&](double got, double want, double bound,
+                          const char *what, int64_t index) {
+      worst = std::max(worst, std::fabs(got - want));
+      EXPECT_LE(std::fabs(got - want), bound)
+          << what << "[" << index << "]: got " << got << ", want " << want;
+    };
+    for (int64_t b = 0; b < pairs; ++b) {
+      // dS and |P| (|dP| + |Delta|) per score.
+      std::vector<double> ds(p.seqQ * p.seqK), mag(ds.size());
+      for (int64_t i = 0; i < p.seqQ; ++i) {
+        double delta = 0;
+        for (int64_t e = 0; e < D; ++e)
+          delta += dO[(b * p.seqQ + i) * D + e] * o[(b * p.seqQ + i) * D + e];
+        for (int64_t j = 0; j < p.seqK; ++j) {
+          double dp = 0;
+          for (int64_t e = 0; e < D; ++e)
+            dp += dO[(b * p.seqQ + i) * D + e] * v[(b * p.seqK + j) * D + e];
+          const double pij = P[(b * p.seqQ + i) * p.seqK + j];
+          ds[i * p.seqK + j] = pij * (dp - delta);
+          mag[i * p.seqK + j] = pij * (std::fabs(dp) + std::fabs(delta));
+        }
+      }
+      for (int64_t i = 0; i < p.seqQ; ++i)
+        for (int64_t e = 0; e < D; ++e) {
+          double want = 0, m = 0;
+          for (int64_t j = 0; j < p.seqK; ++j) {
+            const double kj = k[(b * p.seqK + j) * D + e];
+            want += ds[i * p.seqK + j] * kj;
+            m += (2 * u * std::fabs(ds[i * p.seqK + j]) +
+                  f32 * mag[i * p.seqK + j]) *
+                 std::fabs(kj);
+          }
+          const int64_t at = (b * p.seqQ + i) * D + e;
+          want *= p.scale;
+          expectNear(dq[at], want, u * std::fabs(want) + p.scale * m, "dq", at);
+        }
+      for (int64_t j = 0; j < p.seqK; ++j)
+        for (int64_t e = 0; e < D; ++e) {
+          double wantK = 0, mK = 0, wantV = 0, mV = 0;
+          for (int64_t i = 0; i < p.seqQ; ++i) {
+            const double qi = q[(b * p.seqQ + i) * D + e],
+                         dOi = dO[(b * p.seqQ + i) * D + e],
+                         pij = P[(b * p.seqQ + i) * p.seqK + j];
+            wantK += ds[i * p.seqK + j] * qi;
+            mK += (2 * u * std::fabs(ds[i * p.seqK + j]) +
+                   f32 * mag[i * p.seqK + j]) *
+                  std::fabs(qi);
+            wantV += pij * dOi;
+            mV += (2 * u + f32) * pij * std::fabs(dOi);
+          }
+          const int64_t at = (b * p.seqK + j) * D + e;
+          wantK *= p.scale;
+          expectNear(dk[at], wantK, u * std::fabs(wantK) + p.scale * mK, "dk",
+                     at);
+          expectNear(dv[at], wantV, u * std::fabs(wantV) + mV, "dv", at);
+        }
+    }
+    std::printf("attention backward, %s d=%lld %s: largest error %.3g\n",
+                std::string(dtypeName(p.dtype)).c_str(),
+                static_cast<long long>(D), var.flash ? "flash" : "unfused",
+                worst);
   }
 }
 

@@ -22,6 +22,15 @@
 //    OMNI_CUDA_ATTENTION=flash, f16/bf16 attention of head dimension 64 or
 //    128 is instead one launch of the flash kernel (kernels/
 //    FlashAttention.h): no scores in global memory.
+//  - attention backward (no mask): per chunk of pairs, S = q k^T scale and
+//    P = softmax(S) as above, dv = P^T dO, dP = dO v^T (into S's memory),
+//    the omni_attention_grad_scores kernel turning P into dS = P (dP -
+//    rowsum(dO o)) in place (rounded to the input type, as P), then dq =
+//    dS k scale and dk = dS^T q scale: seven launches. With
+//    OMNI_CUDA_ATTENTION=flash, f16/bf16 of head dimension 64 or 128 is
+//    instead the two kernels of kernels/FlashAttentionBackward.h (one per
+//    query tile for dq and each row's logsumexp and rowsum(dO o), one per
+//    key tile for dk and dv), no atomics.
 // The row-major matrices are handed to column-major cuBLASLt as their
 // transposes: C^T = op(B)^T op(A)^T, so "A" is rhs and "B" is lhs.
 // While the stream captures a graph, every temporary is an allocation and
@@ -35,7 +44,7 @@
 #include "runtime/base/CheckedMath.h"
 #include "runtime/base/Status.h"
 #include "runtime/hal/drivers/cuda/CudaStream.h"
-#include "runtime/hal/drivers/cuda/kernels/FlashAttention.h"
+#include "runtime/hal/drivers/cuda/kernels/FlashAttentionBackward.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -619,39 +628,15 @@ absl::Status CudaStream::enqueueAttention(const AttentionParams &p, BufferRef q,
                       &maskHeadStride,
                       &hasMask,
                       &scale};
-    // The kernel loops over its blocks past the grid's.
-    const unsigned grid =
-        static_cast<unsigned>(std::min<int64_t>(blocks, int64_t(1) << 30));
-    return check(device_.api().cuLaunchKernel(
-                     flashKernel, grid, 1, 1, flash::kThreads, 1, 1,
-                     static_cast<unsigned>(flash::sharedBytes(p.headDim, 2)),
-                     stream_, params, nullptr),
-                 "launching the flash attention kernel");
+    return launchFlash(flashKernel, blocks, flash::sharedBytes(p.headDim, 2),
+                       params, "launching the flash attention kernel");
   }
-  const DType scoreType = p.dtype == DType::F64 ? DType::F64 : DType::F32;
-  const int64_t es = dtypeSize(p.dtype), ss = dtypeSize(scoreType);
+  const int64_t es = dtypeSize(p.dtype);
   const int64_t square = p.seqQ * p.seqK;
-  const int64_t perPair = std::max<int64_t>(square * (ss + es), 1);
-  const int64_t chunk =
-      std::max<int64_t>(1, std::min(pairs, kAttentionTempBytes / perPair));
-  HelperKernel softmax = p.dtype == DType::F32   ? HelperKernel::SoftmaxF32
-                         : p.dtype == DType::F64 ? HelperKernel::SoftmaxF64
-                         : p.dtype == DType::F16 ? HelperKernel::SoftmaxF16
-                                                 : HelperKernel::SoftmaxBF16;
-
-  CUdeviceptr scores = 0, probs = 0;
-  if (square > 0) {
-    OMNI_ASSIGN_OR_RETURN(scores, allocTemp(chunk * square * ss));
-    absl::StatusOr<CUdeviceptr> pr = allocTemp(chunk * square * es);
-    if (!pr.ok()) {
-      freeTemp(scores);
-      return pr.status();
-    }
-    probs = *pr;
-  }
+  OMNI_ASSIGN_OR_RETURN(ScoreTemps t, allocScoreTemps(p));
   absl::Status status;
-  for (int64_t b0 = 0; b0 < pairs && status.ok(); b0 += chunk) {
-    int64_t nb = std::min(chunk, pairs - b0);
+  for (int64_t b0 = 0; b0 < pairs && status.ok(); b0 += t.chunk) {
+    int64_t nb = std::min(t.chunk, pairs - b0);
     CUdeviceptr outChunk =
         out + static_cast<CUdeviceptr>(b0 * p.seqQ * p.valueDim * es);
     if (square == 0) {
@@ -661,36 +646,213 @@ absl::Status CudaStream::enqueueAttention(const AttentionParams &p, BufferRef q,
       continue;
     }
     status = gemm(
-        p.dtype, scoreType, nb, p.seqQ, p.seqK, p.headDim,
+        p.dtype, t.scoreType, nb, p.seqQ, p.seqK, p.headDim,
         GemmOperand{qp + static_cast<CUdeviceptr>(b0 * p.seqQ * p.headDim * es),
                     false, p.seqQ * p.headDim},
         GemmOperand{kp + static_cast<CUdeviceptr>(b0 * p.seqK * p.headDim * es),
                     true, p.seqK * p.headDim},
-        scores, square, p.scale);
-    if (!status.ok())
-      break;
-    int64_t rows = nb * p.seqQ, seqQ = p.seqQ, seqK = p.seqK, heads = p.heads,
-            bh0 = b0;
-    CUdeviceptr maskArg = mp;
-    constexpr unsigned kBlock = 256;
-    status =
-        launchHelper(softmax, 0,
-                     {&scores, &maskArg, &probs, &rows, &seqQ, &seqK, &heads,
-                      &bh0, &maskBatchStride, &maskHeadStride, &hasMask},
-                     rows, kBlock, kBlock * sizeof(double));
-    if (!status.ok())
-      break;
-    status = gemm(p.dtype, p.dtype, nb, p.seqQ, p.valueDim, p.seqK,
-                  GemmOperand{probs, false, square},
-                  GemmOperand{vp + static_cast<CUdeviceptr>(b0 * p.seqK *
-                                                            p.valueDim * es),
-                              false, p.seqK * p.valueDim},
-                  outChunk, p.seqQ * p.valueDim, 1.0);
+        t.scores, square, p.scale);
+    if (status.ok())
+      status = rowSoftmax(p, t, nb * p.seqQ, b0, mp);
+    if (status.ok())
+      status = gemm(p.dtype, p.dtype, nb, p.seqQ, p.valueDim, p.seqK,
+                    GemmOperand{t.probs, false, square},
+                    GemmOperand{vp + static_cast<CUdeviceptr>(b0 * p.seqK *
+                                                              p.valueDim * es),
+                                false, p.seqK * p.valueDim},
+                    outChunk, p.seqQ * p.valueDim, 1.0);
   }
-  if (scores)
-    freeTemp(scores);
-  if (probs)
-    freeTemp(probs);
+  freeScoreTemps(t);
+  return status;
+}
+
+absl::StatusOr<CudaStream::ScoreTemps>
+CudaStream::allocScoreTemps(const AttentionParams &p) {
+  ScoreTemps t;
+  t.scoreType = p.dtype == DType::F64 ? DType::F64 : DType::F32;
+  const int64_t square = p.seqQ * p.seqK;
+  const int64_t perPair = std::max<int64_t>(
+      square * (dtypeSize(t.scoreType) + dtypeSize(p.dtype)), 1);
+  t.chunk = std::max<int64_t>(
+      1, std::min(p.batch * p.heads, kAttentionTempBytes / perPair));
+  if (square == 0)
+    return t;
+  OMNI_ASSIGN_OR_RETURN(t.scores,
+                        allocTemp(t.chunk * square * dtypeSize(t.scoreType)));
+  absl::StatusOr<CUdeviceptr> probs =
+      allocTemp(t.chunk * square * dtypeSize(p.dtype));
+  if (!probs.ok()) {
+    freeTemp(t.scores);
+    return probs.status();
+  }
+  t.probs = *probs;
+  return t;
+}
+
+void CudaStream::freeScoreTemps(const ScoreTemps &t) {
+  if (t.scores)
+    freeTemp(t.scores);
+  if (t.probs)
+    freeTemp(t.probs);
+}
+
+absl::Status CudaStream::launchFlash(CUfunction kernel, int64_t blocks,
+                                     size_t shared, void **params,
+                                     const char *what) {
+  const unsigned grid =
+      static_cast<unsigned>(std::min<int64_t>(blocks, int64_t(1) << 30));
+  return check(device_.api().cuLaunchKernel(kernel, grid, 1, 1, flash::kThreads,
+                                            1, 1, static_cast<unsigned>(shared),
+                                            stream_, params, nullptr),
+               what);
+}
+
+absl::Status CudaStream::rowSoftmax(const AttentionParams &p,
+                                    const ScoreTemps &t, int64_t rows,
+                                    int64_t bh0, CUdeviceptr mask) {
+  const HelperKernel softmax =
+      p.dtype == DType::F32   ? HelperKernel::SoftmaxF32
+      : p.dtype == DType::F64 ? HelperKernel::SoftmaxF64
+      : p.dtype == DType::F16 ? HelperKernel::SoftmaxF16
+                              : HelperKernel::SoftmaxBF16;
+  const int64_t maskHeads = p.maskHeadShared ? 1 : p.heads;
+  int64_t maskBatchStride = p.maskBatchShared ? 0 : maskHeads * p.seqQ * p.seqK;
+  int64_t maskHeadStride = p.maskHeadShared ? 0 : p.seqQ * p.seqK;
+  int64_t hasMask = mask ? 1 : 0, seqQ = p.seqQ, seqK = p.seqK, heads = p.heads;
+  CUdeviceptr scores = t.scores, probs = t.probs;
+  constexpr unsigned kBlock = 256;
+  return launchHelper(softmax, 0,
+                      {&scores, &mask, &probs, &rows, &seqQ, &seqK, &heads,
+                       &bh0, &maskBatchStride, &maskHeadStride, &hasMask},
+                      rows, kBlock, kBlock * sizeof(double));
+}
+
+absl::Status CudaStream::enqueueAttentionBackward(const AttentionParams &p,
+                                                  BufferRef q, BufferRef k,
+                                                  BufferRef v, BufferRef o,
+                                                  BufferRef dO, BufferRef dq,
+                                                  BufferRef dk, BufferRef dv) {
+  if (p.hasMask ||
+      !device_.supportsLibrary(Library::AttentionBackward, p.dtype))
+    return absl::UnimplementedError(absl::StrCat(
+        "the cuda AttentionBackward supports f32, f64, f16 and bf16 without a "
+        "mask, not ",
+        dtypeName(p.dtype), p.hasMask ? " with a mask" : ""));
+  const int64_t qs = bytesOf({p.batch, p.heads, p.seqQ, p.headDim}, p.dtype),
+                ks = bytesOf({p.batch, p.heads, p.seqK, p.headDim}, p.dtype),
+                vs = bytesOf({p.batch, p.heads, p.seqK, p.valueDim}, p.dtype),
+                os = bytesOf({p.batch, p.heads, p.seqQ, p.valueDim}, p.dtype);
+  OMNI_ASSIGN_OR_RETURN(CUdeviceptr qp, resolveSized(q, qs, "query"));
+  OMNI_ASSIGN_OR_RETURN(CUdeviceptr kp, resolveSized(k, ks, "key"));
+  OMNI_ASSIGN_OR_RETURN(CUdeviceptr vp, resolveSized(v, vs, "value"));
+  OMNI_ASSIGN_OR_RETURN(CUdeviceptr op, resolveSized(o, os, "output"));
+  OMNI_ASSIGN_OR_RETURN(CUdeviceptr dop, resolveSized(dO, os, "d_output"));
+  OMNI_ASSIGN_OR_RETURN(CUdeviceptr dqp, resolveSized(dq, qs, "d_query"));
+  OMNI_ASSIGN_OR_RETURN(CUdeviceptr dkp, resolveSized(dk, ks, "d_key"));
+  OMNI_ASSIGN_OR_RETURN(CUdeviceptr dvp, resolveSized(dv, vs, "d_value"));
+  OMNI_RETURN_IF_ERROR(begin());
+  const CudaApi &api = device_.api();
+  const int64_t pairs = p.batch * p.heads;
+  if (p.seqQ == 0 || p.seqK == 0) {
+    // No keys: dq is an empty sum; no queries: dk and dv are.
+    for (auto [pointer, bytes] :
+         {std::pair{dqp, qs}, std::pair{dkp, ks}, std::pair{dvp, vs}})
+      if (bytes > 0)
+        OMNI_RETURN_IF_ERROR(
+            check(api.cuMemsetD8Async(pointer, 0, static_cast<size_t>(bytes),
+                                      stream_),
+                  "cuMemsetD8Async"));
+    return absl::OkStatus();
+  }
+  const int64_t es = dtypeSize(p.dtype);
+  // The flash kernels (kernels/FlashAttentionBackward.h), where chosen and
+  // they apply: f16 / bf16, head and value dimensions both 64 or 128.
+  auto [rowsKernel, keysKernel] =
+      device_.attentionKernel() == AttentionKernel::Flash &&
+              p.headDim == p.valueDim
+          ? device_.flashBackwardKernels(p.dtype, p.headDim)
+          : std::pair<CUfunction, CUfunction>{nullptr, nullptr};
+  if (rowsKernel) {
+    // Each row's L = logsumexp(S scale) and Delta = rowsum(dO o), f32.
+    OMNI_ASSIGN_OR_RETURN(CUdeviceptr lse, allocTemp(2 * pairs * p.seqQ *
+                                                     int64_t(sizeof(float))));
+    CUdeviceptr delta =
+        lse + static_cast<CUdeviceptr>(pairs * p.seqQ * sizeof(float));
+    int64_t seqQ = p.seqQ, seqK = p.seqK;
+    float scale = static_cast<float>(p.scale);
+    int64_t rowBlocks = flash::blocksFor(pairs, p.seqQ);
+    void *rowsParams[] = {&qp,  &kp,    &vp,        &op,   &dop,  &dqp,
+                          &lse, &delta, &rowBlocks, &seqQ, &seqK, &scale};
+    absl::Status status = launchFlash(
+        rowsKernel, rowBlocks, flash::rowsSharedBytes(p.headDim, 2), rowsParams,
+        "launching the flash attention backward (rows)");
+    if (status.ok()) {
+      int64_t keyBlocks = flash::keyBlocksFor(pairs, p.seqK);
+      void *keysParams[] = {&qp,  &kp,  &vp,        &dop,  &lse,  &delta,
+                            &dkp, &dvp, &keyBlocks, &seqQ, &seqK, &scale};
+      status = launchFlash(keysKernel, keyBlocks,
+                           flash::keysSharedBytes(p.headDim, 2), keysParams,
+                           "launching the flash attention backward (keys)");
+    }
+    freeTemp(lse);
+    return status;
+  }
+
+  // Unfused, per chunk of pairs: S = q k^T scale, P = softmax(S) (rounded
+  // to the input type), dv = P^T dO, dP = dO v^T (over S), dS = P (dP -
+  // rowsum(dO o)) (over P), dq = dS k scale, dk = dS^T q scale.
+  const HelperKernel gradScores =
+      p.dtype == DType::F32   ? HelperKernel::GradScoresF32
+      : p.dtype == DType::F64 ? HelperKernel::GradScoresF64
+      : p.dtype == DType::F16 ? HelperKernel::GradScoresF16
+                              : HelperKernel::GradScoresBF16;
+  const int64_t square = p.seqQ * p.seqK;
+  OMNI_ASSIGN_OR_RETURN(ScoreTemps t, allocScoreTemps(p));
+  auto at = [&](CUdeviceptr base, int64_t b0, int64_t rows, int64_t cols) {
+    return base + static_cast<CUdeviceptr>(b0 * rows * cols * es);
+  };
+  absl::Status status;
+  for (int64_t b0 = 0; b0 < pairs && status.ok(); b0 += t.chunk) {
+    const int64_t nb = std::min(t.chunk, pairs - b0);
+    const int64_t qStride = p.seqQ * p.headDim, kStride = p.seqK * p.headDim,
+                  vStride = p.seqK * p.valueDim, oStride = p.seqQ * p.valueDim;
+    const GemmOperand qChunk{at(qp, b0, p.seqQ, p.headDim), false, qStride};
+    const GemmOperand kChunk{at(kp, b0, p.seqK, p.headDim), false, kStride};
+    const GemmOperand dOChunk{at(dop, b0, p.seqQ, p.valueDim), false, oStride};
+    status = gemm(p.dtype, t.scoreType, nb, p.seqQ, p.seqK, p.headDim, qChunk,
+                  GemmOperand{kChunk.pointer, true, kStride}, t.scores, square,
+                  p.scale);
+    if (status.ok())
+      status = rowSoftmax(p, t, nb * p.seqQ, b0, 0);
+    if (status.ok())
+      status = gemm(p.dtype, p.dtype, nb, p.seqK, p.valueDim, p.seqQ,
+                    GemmOperand{t.probs, true, square}, dOChunk,
+                    at(dvp, b0, p.seqK, p.valueDim), vStride, 1.0);
+    if (status.ok())
+      status =
+          gemm(p.dtype, t.scoreType, nb, p.seqQ, p.seqK, p.valueDim, dOChunk,
+               GemmOperand{at(vp, b0, p.seqK, p.valueDim), true, vStride},
+               t.scores, square, 1.0);
+    if (status.ok()) {
+      CUdeviceptr scores = t.scores, probs = t.probs, dOp = dOChunk.pointer,
+                  oChunk = at(op, b0, p.seqQ, p.valueDim);
+      int64_t rows = nb * p.seqQ, seqK = p.seqK, valueDim = p.valueDim;
+      constexpr unsigned kBlock = 256;
+      status = launchHelper(
+          gradScores, 0,
+          {&scores, &probs, &dOp, &oChunk, &rows, &seqK, &valueDim}, rows,
+          kBlock, kBlock * sizeof(double));
+    }
+    if (status.ok())
+      status = gemm(p.dtype, p.dtype, nb, p.seqQ, p.headDim, p.seqK,
+                    GemmOperand{t.probs, false, square}, kChunk,
+                    at(dqp, b0, p.seqQ, p.headDim), qStride, p.scale);
+    if (status.ok())
+      status = gemm(p.dtype, p.dtype, nb, p.seqK, p.headDim, p.seqQ,
+                    GemmOperand{t.probs, true, square}, qChunk,
+                    at(dkp, b0, p.seqK, p.headDim), kStride, p.scale);
+  }
+  freeScoreTemps(t);
   return status;
 }
 

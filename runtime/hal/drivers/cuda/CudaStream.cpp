@@ -591,7 +591,7 @@ absl::Status CudaStream::attentionBackward(const AttentionParams &params,
                                            BufferRef dO, BufferRef dq,
                                            BufferRef dk, BufferRef dv) {
   return command([&] {
-    return Stream::attentionBackward(params, q, k, v, o, dO, dq, dk, dv);
+    return enqueueAttentionBackward(params, q, k, v, o, dO, dq, dk, dv);
   });
 }
 

@@ -181,6 +181,10 @@ private:
   absl::Status enqueueAttention(const AttentionParams &params, BufferRef q,
                                 BufferRef k, BufferRef v, BufferRef mask,
                                 BufferRef result);
+  absl::Status enqueueAttentionBackward(const AttentionParams &params,
+                                        BufferRef q, BufferRef k, BufferRef v,
+                                        BufferRef o, BufferRef dO, BufferRef dq,
+                                        BufferRef dk, BufferRef dv);
   /// Binds the context and returns the stream's sticky error, if any.
   absl::Status begin();
   /// Records a CUDA failure of `what` (submission or asynchronous) as the
@@ -217,6 +221,25 @@ private:
                     int64_t n, int64_t k, GemmOperand lhs, GemmOperand rhs,
                     CUdeviceptr result, int64_t resultStride, double alpha);
   absl::Status ensureCublasLt();
+  /// The unfused attention's temporaries: scores (f32; f64 for f64) and
+  /// probabilities (the input type) for `chunk` (batch, head) pairs at a
+  /// time, within kAttentionTempBytes.
+  struct ScoreTemps {
+    DType scoreType = DType::F32;
+    int64_t chunk = 0;
+    CUdeviceptr scores = 0, probs = 0;
+  };
+  absl::StatusOr<ScoreTemps> allocScoreTemps(const AttentionParams &params);
+  void freeScoreTemps(const ScoreTemps &temps);
+  /// Launches a flash kernel (flash::kThreads threads a block, `shared`
+  /// bytes of dynamic shared memory) over `blocks` blocks; the kernels
+  /// loop over blocks past the grid's.
+  absl::Status launchFlash(CUfunction kernel, int64_t blocks, size_t shared,
+                           void **params, const char *what);
+  /// The omni_softmax kernel over `rows` rows of scores into probs; rows
+  /// start at pair `bh0`; `mask` is 0 without one.
+  absl::Status rowSoftmax(const AttentionParams &params, const ScoreTemps &t,
+                          int64_t rows, int64_t bh0, CUdeviceptr mask);
   /// The cuDNN handle on this stream, made at the first use (Unimplemented,
   /// and remembered, when cuDNN is missing or will not start).
   absl::Status ensureCudnn();

@@ -3,8 +3,10 @@
 // Kernels behind Stream commands that are not compiled programs: Philox
 // random numbers (the same PhiloxCore.h the cpu driver runs, so the bits
 // agree; docs/rng.md), byte-pattern fills, im2col for conv2d, the
-// row softmax of attention and the flash attention forward
-// (FlashAttention.h, written once for the GPU and a host model). Compiled at build time by nvcc to PTX for
+// row softmax of attention and the dS of its backward, and the flash
+// attention forward and backward (FlashAttention.h,
+// FlashAttentionBackward.h, written once for the GPU and a host model).
+// Compiled at build time by nvcc to PTX for
 // compute_80 with --fmad=false (no contraction: docs/rng.md), IEEE division
 // and square root, and embedded in the runtime as a string
 // (EmbedPtx.cmake); CudaDevice JIT-loads it once per device. Entry names
@@ -152,6 +154,37 @@ __device__ void softmaxKernel(const S *scores, const T *mask, T *out,
   }
 }
 
+// One block (power-of-two blockDim.x <= 1024, blockDim.x doubles of shared
+// memory) per row of the unfused attention backward: Delta = rowsum(dO o)
+// (accumulated in double), then ds = p (dP - Delta) written as T over p
+// (each element read before it is written, by the same thread).
+template <typename S, typename T>
+__device__ void attentionGradScoresKernel(const S *dP, T *p, const T *dO,
+                                          const T *o, int64_t rows,
+                                          int64_t seqK, int64_t dv) {
+  extern __shared__ unsigned char sharedBytes[];
+  double *partial = reinterpret_cast<double *>(sharedBytes);
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    double local = 0;
+    for (int64_t e = threadIdx.x; e < dv; e += blockDim.x)
+      local += static_cast<double>(widen(dO[row * dv + e])) *
+               static_cast<double>(widen(o[row * dv + e]));
+    partial[threadIdx.x] = local;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s /= 2) {
+      if (threadIdx.x < s)
+        partial[threadIdx.x] += partial[threadIdx.x + s];
+      __syncthreads();
+    }
+    const S delta = static_cast<S>(partial[0]);
+    __syncthreads();
+    for (int64_t j = threadIdx.x; j < seqK; j += blockDim.x) {
+      const S pj = static_cast<S>(widen(p[row * seqK + j]));
+      p[row * seqK + j] = static_cast<T>(pj * (dP[row * seqK + j] - delta));
+    }
+  }
+}
+
 } // namespace
 
 // What FlashAttention.h needs from the GPU (its file comment).
@@ -166,7 +199,7 @@ template <typename T> __device__ inline T faFromFloat(float v) {
   return fromFloat<T>(v);
 }
 namespace faWmma = nvcuda::wmma;
-#include "runtime/hal/drivers/cuda/kernels/FlashAttention.h"
+#include "runtime/hal/drivers/cuda/kernels/FlashAttentionBackward.h"
 
 namespace {
 /// A grid-stride loop over the call's blocks (FlashAttention.h).
@@ -181,6 +214,31 @@ __device__ void flashKernel(const T *q, const T *k, const T *v, const T *mask,
     omni::hal::cuda::flash::attentionBlock<T, D>(
         q, k, v, mask, out, b, seqQ, seqK, heads, maskBatchStride,
         maskHeadStride, hasMask, scale, flashShared,
+        static_cast<int>(threadIdx.x));
+}
+/// Grid-stride loops over the blocks of the backward's two kernels
+/// (FlashAttentionBackward.h).
+template <typename T, int D>
+__device__ void flashRowsKernel(const T *q, const T *k, const T *v,
+                                const T *o, const T *dO, T *dq, float *lse,
+                                float *delta, int64_t blocks, int64_t seqQ,
+                                int64_t seqK, float scale) {
+  extern __shared__ __align__(128) unsigned char flashShared[];
+  for (int64_t b = blockIdx.x; b < blocks; b += gridDim.x)
+    omni::hal::cuda::flash::attentionRowsBlock<T, D>(
+        q, k, v, o, dO, dq, lse, delta, b, seqQ, seqK, scale, flashShared,
+        static_cast<int>(threadIdx.x));
+}
+template <typename T, int D>
+__device__ void flashKeysKernel(const T *q, const T *k, const T *v,
+                                const T *dO, const float *lse,
+                                const float *delta, T *dk, T *dv,
+                                int64_t blocks, int64_t seqQ, int64_t seqK,
+                                float scale) {
+  extern __shared__ __align__(128) unsigned char flashShared[];
+  for (int64_t b = blockIdx.x; b < blocks; b += gridDim.x)
+    omni::hal::cuda::flash::attentionKeysBlock<T, D>(
+        q, k, v, dO, lse, delta, dk, dv, b, seqQ, seqK, scale, flashShared,
         static_cast<int>(threadIdx.x));
 }
 } // namespace
@@ -255,5 +313,38 @@ OMNI_FLASH(f16_d128, __half, 128)
 OMNI_FLASH(bf16_d64, __nv_bfloat16, 64)
 OMNI_FLASH(bf16_d128, __nv_bfloat16, 128)
 #undef OMNI_FLASH
+
+#define OMNI_GRAD_SCORES(name, S, T)                                           \
+  __global__ void omni_attention_grad_scores_##name(                           \
+      const S *dP, T *p, const T *dO, const T *o, int64_t rows, int64_t seqK,  \
+      int64_t dv) {                                                            \
+    attentionGradScoresKernel<S, T>(dP, p, dO, o, rows, seqK, dv);             \
+  }
+OMNI_GRAD_SCORES(f32, float, float)
+OMNI_GRAD_SCORES(f64, double, double)
+OMNI_GRAD_SCORES(f16, float, __half)
+OMNI_GRAD_SCORES(bf16, float, __nv_bfloat16)
+#undef OMNI_GRAD_SCORES
+
+#define OMNI_FLASH_BACKWARD(name, T, D)                                        \
+  __global__ void __launch_bounds__(128) omni_flash_attention_rows_##name(    \
+      const T *q, const T *k, const T *v, const T *o, const T *dO, T *dq,      \
+      float *lse, float *delta, int64_t blocks, int64_t seqQ, int64_t seqK,    \
+      float scale) {                                                           \
+    flashRowsKernel<T, D>(q, k, v, o, dO, dq, lse, delta, blocks, seqQ, seqK,  \
+                          scale);                                              \
+  }                                                                            \
+  __global__ void __launch_bounds__(128) omni_flash_attention_keys_##name(    \
+      const T *q, const T *k, const T *v, const T *dO, const float *lse,       \
+      const float *delta, T *dk, T *dv, int64_t blocks, int64_t seqQ,          \
+      int64_t seqK, float scale) {                                             \
+    flashKeysKernel<T, D>(q, k, v, dO, lse, delta, dk, dv, blocks, seqQ,       \
+                          seqK, scale);                                        \
+  }
+OMNI_FLASH_BACKWARD(f16_d64, __half, 64)
+OMNI_FLASH_BACKWARD(f16_d128, __half, 128)
+OMNI_FLASH_BACKWARD(bf16_d64, __nv_bfloat16, 64)
+OMNI_FLASH_BACKWARD(bf16_d128, __nv_bfloat16, 128)
+#undef OMNI_FLASH_BACKWARD
 
 } // extern "C"
