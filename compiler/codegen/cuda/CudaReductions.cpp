@@ -331,8 +331,14 @@ LogicalResult cooperativeReduction(scf::ForOp loop, func::FuncOp fn,
 /// Consecutive threads read consecutive addresses: in a row reduction (the
 /// innermost reduced index is a load's last) the chunk varies fastest, in
 /// a column reduction the output. Deterministic; sums stay f64 as the
-/// accumulator is. `parts` receives the loops to map to launches (`par`
-/// itself when it is not split). The partials are a scratch buffer.
+/// accumulator is. `parts` receives the loops to map to launches. The
+/// partials are a scratch buffer.
+///
+/// Unsplit (many outputs, or a short extent), each thread still folds its
+/// output's elements in a register, from acc[output] and in the nest's
+/// order (the same bits), and stores once: in the nest as written the
+/// accumulator is loaded and stored through global memory at every element,
+/// since nothing tells the GPU compiler that it does not alias the inputs.
 LogicalResult splitPartialReduction(scf::ParallelOp par, func::FuncOp fn,
                                     std::vector<int64_t> &scratch,
                                     SmallVector<scf::ParallelOp> &parts) {
@@ -347,25 +353,51 @@ LogicalResult splitPartialReduction(scf::ParallelOp par, func::FuncOp fn,
       matchReductionNest(outer, par.getInductionVars());
   if (!r)
     return success();
+  // Split only with constant bounds, fewer outputs than kSplitThreads and
+  // a long enough extent (chunks 1: unsplit).
   SmallVector<int64_t> trips;
   int64_t outputs = 1;
-  for (unsigned d = 0; d < par.getNumLoops(); ++d) {
+  bool splittable = r->elements >= kSplitMinReduced;
+  for (unsigned d = 0; d < par.getNumLoops() && splittable; ++d) {
     std::optional<int64_t> lb = getConstantIntValue(par.getLowerBound()[d]);
     std::optional<int64_t> ub = getConstantIntValue(par.getUpperBound()[d]);
     std::optional<int64_t> st = getConstantIntValue(par.getStep()[d]);
-    if (!lb || !ub || !st || *st <= 0 || *ub <= *lb)
-      return success();
-    trips.push_back((*ub - *lb + *st - 1) / *st);
-    outputs *= trips.back();
-    if (outputs >= kSplitThreads)
-      return success();
+    splittable = lb && ub && st && *st > 0 && *ub > *lb;
+    if (splittable) {
+      trips.push_back((*ub - *lb + *st - 1) / *st);
+      outputs *= trips.back();
+      splittable = outputs < kSplitThreads;
+    }
   }
-  if (r->elements < kSplitMinReduced)
+  const int64_t chunks = splittable
+                             ? std::min(r->elements / kSplitMinPerThread,
+                                        (kSplitThreads + outputs - 1) / outputs)
+                             : 1;
+  Location loc = par.getLoc();
+  Value acc = r->store.getMemRef();
+  OpBuilder b(par);
+  Type indexType = b.getIndexType();
+  auto c = [&](int64_t v) { return indexConst(b, loc, indexType, v); };
+  if (chunks < 2) {
+    auto single = scf::ParallelOp::create(
+        b, loc, par.getLowerBound(), par.getUpperBound(), par.getStep(),
+        [&](OpBuilder &nb, Location nl, ValueRange ivs) {
+          IRMapping map;
+          map.map(par.getInductionVars(), ivs);
+          Value init = memref::LoadOp::create(nb, nl, acc, ivs);
+          auto folded = scf::ForOp::create(
+              nb, nl, indexConst(nb, nl, indexType, 0),
+              indexConst(nb, nl, indexType, r->elements),
+              indexConst(nb, nl, indexType, 1), ValueRange{init},
+              [&](OpBuilder &lb, Location ll, Value e, ValueRange iter) {
+                yieldCombined(lb, ll, *r, e, iter[0], map);
+              });
+          memref::StoreOp::create(nb, nl, folded.getResult(0), acc, ivs);
+        });
+    par.erase();
+    parts = {single};
     return success();
-  const int64_t chunks = std::min(r->elements / kSplitMinPerThread,
-                                  (kSplitThreads + outputs - 1) / outputs);
-  if (chunks < 2)
-    return success();
+  }
   Value innermost = r->nest.back().getInductionVar();
   bool rowLike = false;
   for (Operation &op : r->nest.back().getBody()->without_terminator())
@@ -374,7 +406,6 @@ LogicalResult splitPartialReduction(scf::ParallelOp par, func::FuncOp fn,
         load.getIndices().back() == innermost)
       rowLike = true;
 
-  Location loc = par.getLoc();
   Type accType = r->load.getResult().getType();
   SmallVector<int64_t> shape(trips);
   if (rowLike)
@@ -386,11 +417,7 @@ LogicalResult splitPartialReduction(scf::ParallelOp par, func::FuncOp fn,
   if (failed(scratchPartials))
     return failure();
   Value partials = *scratchPartials;
-  Value acc = r->store.getMemRef();
 
-  OpBuilder b(par);
-  Type indexType = b.getIndexType();
-  auto c = [&](int64_t v) { return indexConst(b, loc, indexType, v); };
   // Which of a stage's induction variables is the chunk, and the outputs'.
   const unsigned chunkDim = rowLike ? par.getNumLoops() : 0;
   SmallVector<Value> lbs(par.getLowerBound()), ubs(par.getUpperBound()),
