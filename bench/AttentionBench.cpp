@@ -240,7 +240,7 @@ int main(int argc, char **argv) {
                            dpBuf);
       },
       [&](const AttentionParams &p, Buffers &d, AttentionIsa isa) {
-        fusedAttentionBackward(p, d.q.data(), d.k.data(), d.v.data(),
+        fusedAttentionBackward(p, d.q.data(), d.k.data(), d.v.data(), nullptr,
                                d.o.data(), d.dO.data(), d.dq.data(),
                                d.dk.data(), d.dv.data(), pool, isa);
       });

@@ -288,6 +288,27 @@ struct DecomposeClipGradNorm : OpRewritePattern<ClipGradNormOp> {
   }
 };
 
+/// scores + mask, the mask's size-1 batch and head dimensions broadcast
+/// (omni.attention's and omni.attention_grad's C3 / C4).
+Value addAttentionMask(Emitter &e, PatternRewriter &r, Location loc,
+                       Value scores, Value mask) {
+  RankedTensorType st = Emitter::typeOf(scores);
+  RankedTensorType mt = Emitter::typeOf(mask);
+  if (mt != st) {
+    // Size-1 batch/head dimensions broadcast: drop them, then expand.
+    SmallVector<int64_t> keep, shape;
+    for (int64_t d = 0; d < 4; ++d)
+      if (mt.getDimSize(d) != 1 || d >= 2) {
+        keep.push_back(d);
+        shape.push_back(mt.getDimSize(d));
+      }
+    Value squeezed = ReshapeOp::create(r, loc, mt.clone(shape), mask);
+    mask = BroadcastInDimOp::create(r, loc, st, squeezed,
+                                    r.getDenseI64ArrayAttr(keep));
+  }
+  return e.add(scores, mask);
+}
+
 /// softmax(q k^T * scale + mask) v; softmax is decomposed by its own pattern.
 struct DecomposeAttention : OpRewritePattern<AttentionOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -302,23 +323,8 @@ struct DecomposeAttention : OpRewritePattern<AttentionOp> {
                                     /*transpose_lhs=*/false,
                                     /*transpose_rhs=*/true);
     scores = e.scale(scores, scale);
-    if (Value mask = op.getMask()) {
-      RankedTensorType st = Emitter::typeOf(scores);
-      RankedTensorType mt = Emitter::typeOf(mask);
-      if (mt != st) {
-        // Size-1 batch/head dimensions broadcast: drop them, then expand.
-        SmallVector<int64_t> keep, shape;
-        for (int64_t d = 0; d < 4; ++d)
-          if (mt.getDimSize(d) != 1 || d >= 2) {
-            keep.push_back(d);
-            shape.push_back(mt.getDimSize(d));
-          }
-        Value squeezed = ReshapeOp::create(r, loc, mt.clone(shape), mask);
-        mask = BroadcastInDimOp::create(r, loc, st, squeezed,
-                                        r.getDenseI64ArrayAttr(keep));
-      }
-      scores = e.add(scores, mask);
-    }
+    if (Value mask = op.getMask())
+      scores = addAttentionMask(e, r, loc, scores, mask);
     Value probs = SoftmaxOp::create(r, loc, scores, r.getI64IntegerAttr(3));
     r.replaceOp(op, MatmulOp::create(r, loc, probs, op.getValue(), false, false)
                         .getResult());
@@ -328,9 +334,9 @@ struct DecomposeAttention : OpRewritePattern<AttentionOp> {
 
 /// omni.attention_grad as the matmuls and the softmax it stands for (the
 /// VJP omni.attention had before the op existed): S = q k^T scale, P =
-/// softmax(S), dv = P^T dO, dP = dO v^T, dS = P (dP - rowsum(dP P)), dq =
-/// dS k scale, dk = dS^T q scale. bf16 / f16 operands are widened to f32
-/// and the three cotangents rounded once (the op's definition).
+/// softmax(S + mask), dv = P^T dO, dP = dO v^T, dS = P (dP - rowsum(dP
+/// P)), dq = dS k scale, dk = dS^T q scale. bf16 / f16 operands are widened
+/// to f32 and the three cotangents rounded once (the op's definition).
 struct DecomposeAttentionGrad : OpRewritePattern<AttentionGradOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(AttentionGradOp op,
@@ -350,6 +356,8 @@ struct DecomposeAttentionGrad : OpRewritePattern<AttentionGradOp> {
     double scale = op.getScale() ? op.getScale()->convertToDouble()
                                  : 1.0 / std::sqrt(double(qt.getDimSize(3)));
     Value s = e.scale(e.matmul(q, k, false, true), scale);
+    if (Value mask = op.getMask())
+      s = addAttentionMask(e, r, loc, s, widen(mask));
     RankedTensorType st = Emitter::typeOf(s);
     Value p = SoftmaxOp::create(r, op.getLoc(), s, r.getI64IntegerAttr(3));
     Value dv = e.matmul(p, dO, true, false);

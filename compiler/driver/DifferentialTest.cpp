@@ -30,6 +30,7 @@
 
 #include <cmath>
 #include <gtest/gtest.h>
+#include <limits>
 #include <map>
 #include <random>
 
@@ -256,6 +257,22 @@ TEST_F(DifferentialTest, AttentionGradLibraryCall) {
       "f",
       {random({2, 2, 37, 8}, 13), random({2, 2, 130, 8}, 14),
        random({2, 2, 130, 5}, 15), random({2, 2, 37, 5}, 16)});
+}
+
+// A masked omni.attention_grad (a mask shared over the heads, some keys at
+// -inf): the cpu driver's sgemm path with the mask on each row of scores.
+TEST_F(DifferentialTest, AttentionGradWithAMask) {
+  HostTensor mask = random({2, 1, 37, 70}, 22);
+  for (size_t i = 0; i < mask.floats().size(); i += 3)
+    mask.floats()[i] = -std::numeric_limits<double>::infinity();
+  compare(
+      R"(func.func @f(%q: tensor<2x2x37x8xf32>, %k: tensor<2x2x70x8xf32>, %v: tensor<2x2x70x5xf32>, %do: tensor<2x2x37x5xf32>, %m: tensor<2x1x37x70xf32>) -> (tensor<2x2x37x8xf32>, tensor<2x2x70x8xf32>, tensor<2x2x70x5xf32>) {
+      %o = omni.attention %q, %k, %v mask %m : (tensor<2x2x37x8xf32>, tensor<2x2x70x8xf32>, tensor<2x2x70x5xf32>, tensor<2x1x37x70xf32>) -> tensor<2x2x37x5xf32>
+      %g:3 = omni.attention_grad %q, %k, %v, %o, %do mask %m : (tensor<2x2x37x8xf32>, tensor<2x2x70x8xf32>, tensor<2x2x70x5xf32>, tensor<2x2x37x5xf32>, tensor<2x2x37x5xf32>, tensor<2x1x37x70xf32>) -> (tensor<2x2x37x8xf32>, tensor<2x2x70x8xf32>, tensor<2x2x70x5xf32>)
+      return %g#0, %g#1, %g#2 : tensor<2x2x37x8xf32>, tensor<2x2x70x8xf32>, tensor<2x2x70x5xf32> })",
+      "f",
+      {random({2, 2, 37, 8}, 23), random({2, 2, 70, 8}, 24),
+       random({2, 2, 70, 5}, 25), random({2, 2, 37, 5}, 26), mask});
 }
 
 // A bf16 omni.attention_grad (bf16 attention's VJP): the cpu driver widens

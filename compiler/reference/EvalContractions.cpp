@@ -110,6 +110,15 @@ absl::StatusOr<Results> evalConv2d(om::Conv2dOp op, Interpreter &interp) {
   return Results{std::move(out)};
 }
 
+/// An attention mask's element for (batch bi, head hi, query i, key j): its
+/// size-1 batch and head dimensions broadcast.
+double maskAt(const HostTensor &mask, int64_t bi, int64_t hi, int64_t i,
+              int64_t j, int64_t sq, int64_t sk) {
+  int64_t mb = mask.shape()[0] == 1 ? 0 : bi;
+  int64_t mh = mask.shape()[1] == 1 ? 0 : hi;
+  return mask.floats()[((mb * mask.shape()[1] + mh) * sq + i) * sk + j];
+}
+
 absl::StatusOr<Results> evalAttention(om::AttentionOp op, Interpreter &interp) {
   const HostTensor &q = interp.get(op.getQuery());
   const HostTensor &k = interp.get(op.getKey());
@@ -139,12 +148,8 @@ absl::StatusOr<Results> evalAttention(om::AttentionOp op, Interpreter &interp) {
           for (int64_t p = 0; p < d; ++p)
             s += qrow[p] * krow[p];
           s *= scale;
-          if (mask) {
-            int64_t mb = mask->shape()[0] == 1 ? 0 : bi;
-            int64_t mh = mask->shape()[1] == 1 ? 0 : hi;
-            s += mask->floats()[((mb * mask->shape()[1] + mh) * sq + i) * sk +
-                                j];
-          }
+          if (mask)
+            s += maskAt(*mask, bi, hi, i, j, sq, sk);
           scores[j] = s;
           maxScore = std::max(maxScore, s);
         }
@@ -164,7 +169,7 @@ absl::StatusOr<Results> evalAttention(om::AttentionOp op, Interpreter &interp) {
   return Results{std::move(out)};
 }
 
-/// The op's definition: P = softmax(q k^T scale), dS = P (dO v^T -
+/// The op's definition: P = softmax(q k^T scale + mask), dS = P (dO v^T -
 /// rowsum(dO output)), dq = dS k scale, dk = dS^T q scale, dv = P^T dO.
 absl::StatusOr<Results> evalAttentionGrad(om::AttentionGradOp op,
                                           Interpreter &interp) {
@@ -173,14 +178,16 @@ absl::StatusOr<Results> evalAttentionGrad(om::AttentionGradOp op,
   const HostTensor &v = interp.get(op.getValue());
   const HostTensor &o = interp.get(op.getOutput());
   const HostTensor &dO = interp.get(op.getDOutput());
+  const HostTensor *mask = op.getMask() ? &interp.get(op.getMask()) : nullptr;
   HostTensor dq = interp.zerosForResult(op, 0);
   HostTensor dk = interp.zerosForResult(op, 1);
   HostTensor dv = interp.zerosForResult(op, 2);
   if (q.rank() != 4 || k.rank() != 4 || v.rank() != 4 || o.rank() != 4 ||
-      dO.rank() != 4)
+      dO.rank() != 4 || (mask && mask->rank() != 4))
     return opError(op, "needs rank-4 operands");
-  const int64_t bh = q.shape()[0] * q.shape()[1], sq = q.shape()[2],
-                d = q.shape()[3], sk = k.shape()[2], dvs = v.shape()[3];
+  const int64_t heads = q.shape()[1], bh = q.shape()[0] * heads,
+                sq = q.shape()[2], d = q.shape()[3], sk = k.shape()[2],
+                dvs = v.shape()[3];
   if (k.shape()[3] != d || v.shape()[2] != sk || o.shape()[3] != dvs ||
       dO.shape() != o.shape())
     return opError(op, "query " + q.typeString() + ", key " + k.typeString() +
@@ -201,6 +208,8 @@ absl::StatusOr<Results> evalAttentionGrad(om::AttentionGradOp op,
         for (int64_t e = 0; e < d; ++e)
           s += qi[e] * kj[e];
         p[j] = s * scale;
+        if (mask)
+          p[j] += maskAt(*mask, b / heads, b % heads, i, j, sq, sk);
         maxScore = std::max(maxScore, p[j]);
       }
       double total = 0;

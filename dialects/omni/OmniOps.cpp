@@ -485,6 +485,29 @@ static LogicalResult checkAttentionShapes(std::optional<Location> loc,
   return success();
 }
 
+/// omni.attention's and omni.attention_grad's mask rule: absent, or
+/// [B|1, H|1, Sq, Sk] of the query's element type.
+static LogicalResult checkAttentionMask(std::optional<Location> loc,
+                                        StringRef opName, Value maskValue,
+                                        RankedTensorType q,
+                                        RankedTensorType k) {
+  if (!maskValue)
+    return success();
+  OMNI_TENSOR(mask, maskValue, "mask");
+  ArrayRef<int64_t> ms = mask.getShape();
+  bool ok = mask.getRank() == 4 &&
+            mask.getElementType() == q.getElementType() &&
+            (ms[0] == 1 || ms[0] == q.getDimSize(0)) &&
+            (ms[1] == 1 || ms[1] == q.getDimSize(1)) &&
+            ms[2] == q.getDimSize(2) && ms[3] == k.getDimSize(2);
+  if (!ok)
+    return inferError(loc, opName, "mask has type ", mask,
+                      " but expected shape [", q.getDimSize(0), "|1, ",
+                      q.getDimSize(1), "|1, ", q.getDimSize(2), ", ",
+                      k.getDimSize(2), "] of ", q.getElementType());
+  return success();
+}
+
 /// omni.attention's and omni.attention_grad's scale rule: absent, or > 0.
 static LogicalResult checkAttentionScale(std::optional<Location> loc,
                                          StringRef opName, FloatAttr scale) {
@@ -514,20 +537,8 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
   if (failed(checkAttentionShapes(loc, opName, q, k, v)))
     return failure();
   // C3
-  if (Value maskValue = adaptor.getMask()) {
-    OMNI_TENSOR(mask, maskValue, "mask");
-    ArrayRef<int64_t> ms = mask.getShape();
-    bool ok = mask.getRank() == 4 &&
-              mask.getElementType() == q.getElementType() &&
-              (ms[0] == 1 || ms[0] == q.getDimSize(0)) &&
-              (ms[1] == 1 || ms[1] == q.getDimSize(1)) &&
-              ms[2] == q.getDimSize(2) && ms[3] == k.getDimSize(2);
-    if (!ok)
-      return inferError(loc, opName, "mask has type ", mask,
-                        " but expected shape [", q.getDimSize(0), "|1, ",
-                        q.getDimSize(1), "|1, ", q.getDimSize(2), ", ",
-                        k.getDimSize(2), "] of ", q.getElementType());
-  }
+  if (failed(checkAttentionMask(loc, opName, adaptor.getMask(), q, k)))
+    return failure();
   // C4
   if (failed(checkAttentionScale(loc, opName, adaptor.getScaleAttr())))
     return failure();
@@ -569,6 +580,9 @@ LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *,
                       " and ", shapeStr(dO.getShape()));
   // C3
   if (failed(checkAttentionScale(loc, opName, adaptor.getScaleAttr())))
+    return failure();
+  // C4
+  if (failed(checkAttentionMask(loc, opName, adaptor.getMask(), q, k)))
     return failure();
   types.append({q, k, v});
   return success();

@@ -615,18 +615,20 @@ def Omni_AttentionOp : Omni_Op<"attention", [Shardable, VJP, Pure, InferTypeOpAd
 
 def Omni_AttentionGradOp : Omni_Op<"attention_grad", [Shardable, Pure,
     InferTypeOpAdaptor, FusibleAs]> {
-  let summary = "the cotangents of omni.attention without a mask";
+  let summary = "the cotangents of omni.attention's query, key and value";
   let description = [{
-    Given `omni.attention`'s operands (no mask), its result `output` and
-    the result's cotangent `d_output`, the cotangents of query, key and
-    value: with `P = softmax(q k^T * scale)`, `dS = P (d_output v^T -
+    Given `omni.attention`'s operands, its result `output` and the result's
+    cotangent `d_output`, the cotangents of query, key and value: with
+    `P = softmax(q k^T * scale + mask)`, `dS = P (d_output v^T -
     rowsum(d_output * output))`, `dq = dS k * scale`, `dk = dS^T q * scale`,
-    `dv = P^T d_output`. omni.attention's VJP emits it for operands without
-    a mask; every target runs it as one library call that never
-    materializes a `[B, H, Sq, Sk]` matrix where it can (the cpu driver,
-    the cuda driver's flash kernel: flash-attention-2's backward);
-    omni-decompose's `decompose-attention-grad` rewrites it into matmuls
-    and a softmax for targets without the call.
+    `dv = P^T d_output`. The mask's cotangent is not among its results
+    (omni.attention's VJP computes it apart, where something uses it).
+    omni.attention's VJP emits it for f32, bf16 and f16; every target runs
+    it as one library call that never materializes a `[B, H, Sq, Sk]`
+    matrix where it can (the cpu driver, the cuda driver's flash kernels:
+    flash-attention-2's backward); omni-decompose's
+    `decompose-attention-grad` rewrites it into matmuls and a softmax for
+    targets without the call.
 
     bf16 and f16 operands are widened exactly and everything is computed
     in f32, `dq`, `dk` and `dv` rounded once to the element type; a library
@@ -639,7 +641,8 @@ def Omni_AttentionGradOp : Omni_Op<"attention_grad", [Shardable, Pure,
       or f16;
     - (C2) query, key and value as for omni.attention; `output` and
       `d_output` have shape `[B, H, Sq, Dv]`;
-    - (C3) `scale > 0` when given (default `1/sqrt(D)`).
+    - (C3) `scale > 0` when given (default `1/sqrt(D)`);
+    - (C4) the mask, when given, as omni.attention's (`[B|1, H|1, Sq, Sk]`).
 
     ```mlir
     %dq, %dk, %dv = omni.attention_grad %q, %k, %v, %o, %do : (tensor<1x2x4x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>)
@@ -648,12 +651,13 @@ def Omni_AttentionGradOp : Omni_Op<"attention_grad", [Shardable, Pure,
   let arguments = (ins Omni_FloatTensor:$query, Omni_FloatTensor:$key,
                        Omni_FloatTensor:$value, Omni_FloatTensor:$output,
                        Omni_FloatTensor:$d_output,
+                       Optional<Omni_FloatTensor>:$mask,
                        OptionalAttr<F64Attr>:$scale);
   let results = (outs Omni_FloatTensor:$d_query, Omni_FloatTensor:$d_key,
                       Omni_FloatTensor:$d_value);
   let assemblyFormat = [{
-    $query `,` $key `,` $value `,` $output `,` $d_output attr-dict `:`
-    functional-type(operands, results)
+    $query `,` $key `,` $value `,` $output `,` $d_output (`mask` $mask^)?
+    attr-dict `:` functional-type(operands, results)
   }];
 }
 

@@ -281,7 +281,8 @@ ShardingRule AttentionOp::getShardingRule() {
   return rule;
 }
 
-/// Batch and heads pass through every operand and result.
+/// Batch and heads pass through every operand and result (a mask's where
+/// it is not broadcast).
 ShardingRule AttentionGradOp::getShardingRule() {
   ShardingRule rule = ShardingRule::whole(*this);
   ArrayRef<int64_t> q = shapeOf(getQuery());
@@ -289,6 +290,8 @@ ShardingRule AttentionGradOp::getShardingRule() {
     int f = rule.addFactor(q[d]);
     for (unsigned i = 0; i < 5; ++i)
       rule.operands[i][d] = f;
+    if (getMask() && shapeOf(getMask())[d] == q[d])
+      rule.operands[5][d] = f;
     for (unsigned i = 0; i < 3; ++i)
       rule.results[i][d] = f;
   }

@@ -198,17 +198,23 @@ LogicalResult AttentionOp::buildVJP(OpBuilder &b, ArrayRef<Value> g,
   Location loc = getLoc();
   RankedTensorType qt = getQuery().getType();
   Type element = qt.getElementType();
-  if (!getMask() && !element.isF64()) {
-    // One op (f32, bf16, f16): a library call on the cpu and cuda drivers,
-    // or what follows where decompose-attention-grad rewrites it.
-    auto grad =
+  // f32, bf16, f16: dq, dk, dv from one op, a library call on the cpu and
+  // cuda drivers (or what follows where decompose-attention-grad rewrites
+  // it). With a mask, its cotangent still comes from what follows; the
+  // rest of it is dead unless something uses the mask's cotangent.
+  AttentionGradOp grad;
+  if (!element.isF64())
+    grad =
         AttentionGradOp::create(b, loc, getQuery(), getKey(), getValue(),
-                                getResult(), g[0], getScaleAttr());
+                                getResult(), g[0], getMask(), getScaleAttr());
+  auto useGrad = [&] {
     out[0] = grad.getDQuery();
     out[1] = grad.getDKey();
     out[2] = grad.getDValue();
     return success();
-  }
+  };
+  if (grad && !getMask())
+    return useGrad();
   bool narrow = element.getIntOrFloatBitWidth() < 32;
   auto widen = [&](Value x) -> Value {
     if (!narrow || !x)
@@ -255,7 +261,7 @@ LogicalResult AttentionOp::buildVJP(OpBuilder &b, ArrayRef<Value> g,
     Value dmask = e.sumTo(ds, maskReduced, mt.getShape());
     out[3] = narrowTo(dmask, mask);
   }
-  return success();
+  return grad ? useGrad() : success();
 }
 
 //===----------------------------------------------------------------------===//

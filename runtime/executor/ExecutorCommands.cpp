@@ -392,11 +392,20 @@ absl::Status Executor::runLibraryCall(Frame &frame, const step::LibraryCall &c,
     return stream_->attention(p, ref(0), ref(1), ref(2), mask, out);
   }
   case step::Library::AttentionBackward: {
-    // operands: query, key, value, output, d_output; results: d_query,
-    // d_key, d_value.
+    // operands: query, key, value, output, d_output (, mask); results:
+    // d_query, d_key, d_value.
     hal::AttentionParams p = attentionParams();
-    return stream_->attentionBackward(p, ref(0), ref(1), ref(2), ref(3), ref(4),
-                                      out, resolve(frame, c.results()->Get(1)),
+    hal::BufferRef mask;
+    if (sizeOf(c.operands()) == 6) {
+      const TensorInfo &m = operand(5);
+      p.hasMask = true;
+      p.maskBatchShared = m.shape[0] == 1 && p.batch != 1;
+      p.maskHeadShared = m.shape[1] == 1 && p.heads != 1;
+      mask = ref(5);
+    }
+    return stream_->attentionBackward(p, ref(0), ref(1), ref(2), mask, ref(3),
+                                      ref(4), out,
+                                      resolve(frame, c.results()->Get(1)),
                                       resolve(frame, c.results()->Get(2)));
   }
   }

@@ -43,7 +43,7 @@ absl::Status Stream::attention(const AttentionParams &, BufferRef, BufferRef,
 absl::Status Stream::attentionBackward(const AttentionParams &, BufferRef,
                                        BufferRef, BufferRef, BufferRef,
                                        BufferRef, BufferRef, BufferRef,
-                                       BufferRef) {
+                                       BufferRef, BufferRef) {
   return absl::UnimplementedError(
       "this stream has no AttentionBackward routine");
 }

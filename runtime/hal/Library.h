@@ -13,6 +13,7 @@
 #ifndef OMNI_RUNTIME_HAL_LIBRARY_H
 #define OMNI_RUNTIME_HAL_LIBRARY_H
 
+#include "runtime/base/CheckedMath.h"
 #include "runtime/io/HostTensor.h"
 
 #include <cstdint>
@@ -44,7 +45,7 @@ struct Conv2dParams {
   int64_t outH = 0, outW = 0;
 };
 
-/// Attention, and (without a mask) its backward: given q, k, v, the
+/// Attention, and its backward: given q, k, v, the mask, the
 /// forward's result o and its cotangent dO ([batch, heads, seqQ,
 /// valueDim]), dq, dk and dv of the shapes of q, k, v.
 ///
@@ -60,6 +61,17 @@ struct AttentionParams {
   /// The mask's batch / head dimension is 1 (broadcast).
   bool maskBatchShared = false, maskHeadShared = false;
 };
+
+/// The bytes of an attention call's mask, [batch|1, heads|1, seqQ, seqK]
+/// (-1 when they overflow).
+inline int64_t attentionMaskBytes(const AttentionParams &p) {
+  std::optional<int64_t> n =
+      checkedNumElements({p.maskBatchShared ? 1 : p.batch,
+                          p.maskHeadShared ? 1 : p.heads, p.seqQ, p.seqK});
+  std::optional<int64_t> b =
+      n ? checkedMul(*n, dtypeSize(p.dtype)) : std::nullopt;
+  return b ? *b : -1;
+}
 
 } // namespace omni::hal
 

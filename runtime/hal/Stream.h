@@ -117,13 +117,14 @@ public:
   virtual absl::Status attention(const AttentionParams &params, BufferRef q,
                                  BufferRef k, BufferRef v, BufferRef mask,
                                  BufferRef result);
-  /// Attention's cotangents without a mask (params.hasMask false): dq, dk,
-  /// dv from q, k, v, the forward's result o and its cotangent dO.
+  /// Attention's cotangents of q, k and v: dq, dk, dv from q, k, v, the
+  /// mask (a null buffer when params.hasMask is false), the forward's
+  /// result o and its cotangent dO.
   virtual absl::Status attentionBackward(const AttentionParams &params,
                                          BufferRef q, BufferRef k, BufferRef v,
-                                         BufferRef o, BufferRef dO,
-                                         BufferRef dq, BufferRef dk,
-                                         BufferRef dv);
+                                         BufferRef mask, BufferRef o,
+                                         BufferRef dO, BufferRef dq,
+                                         BufferRef dk, BufferRef dv);
 
   //===--- Synchronization ------------------------------------------------===//
 

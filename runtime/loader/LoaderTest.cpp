@@ -1148,9 +1148,16 @@ TEST(Loader, ChecksAttentionBackward) {
       "step.bin: functions[0].commands[0] (LibraryCall AttentionBackward): ";
   EXPECT_EQ(errorOf(attentionBackward({q, k, v, o, o}, {q, k, v}, {})), "");
   EXPECT_EQ(errorOf(attentionBackward({q, k, v, o, o}, {q, k, v}, {0.5})), "");
+  // A mask: a sixth operand, [B|1, H|1, Sq, Sk].
+  EXPECT_EQ(
+      errorOf(attentionBackward({q, k, v, o, o, {1, 3, 4, 6}}, {q, k, v}, {})),
+      "");
+  EXPECT_EQ(
+      errorOf(attentionBackward({q, k, v, o, o, {2, 3, 4, 5}}, {q, k, v}, {})),
+      at + "mask is tensor<2x3x4x5xf32> but expected [2|1, 3|1, 4, 6]");
   EXPECT_EQ(errorOf(attentionBackward({q, k, v, o}, {q, k, v}, {})),
             at + "operands has 4 entries but expected 5 (query, key, value, "
-                 "output, d_output)");
+                 "output, d_output) or 6 (and mask)");
   EXPECT_EQ(errorOf(attentionBackward({q, k, v, o, o}, {q, k}, {})),
             at + "results has 2 entries but expected 3 (d_query, d_key, "
                  "d_value)");

@@ -307,6 +307,23 @@ absl::Status ProgramVerifier::checkLibraryCall(FunctionContext &ctx,
     return absl::OkStatus();
   };
 
+  // Attention's and AttentionBackward's mask, operand `i`: [B|1, H|1, Sq,
+  // Sk] for query q and key k.
+  auto checkMask = [&](uint32_t i, const TensorInfo &q,
+                       const TensorInfo &k) -> absl::Status {
+    const TensorInfo &mask = lib(c, i);
+    OMNI_RETURN_IF_ERROR(expectRank(where, "mask", mask, 4));
+    bool ok = (mask.shape[0] == q.shape[0] || mask.shape[0] == 1) &&
+              (mask.shape[1] == q.shape[1] || mask.shape[1] == 1) &&
+              mask.shape[2] == q.shape[2] && mask.shape[3] == k.shape[2];
+    if (!ok)
+      return fail(where,
+                  absl::StrCat("mask is ", mask.typeString(), " but expected [",
+                               q.shape[0], "|1, ", q.shape[1], "|1, ",
+                               q.shape[2], ", ", k.shape[2], "]"));
+    return absl::OkStatus();
+  };
+
   switch (library) {
   case step::Library::Matmul: {
     OMNI_RETURN_IF_ERROR(
@@ -433,25 +450,19 @@ absl::Status ProgramVerifier::checkLibraryCall(FunctionContext &ctx,
                                       " but key is ", k.typeString(),
                                       ": batch, heads and sequence length "
                                       "must match"));
-    if (numOperands == 4) {
-      const TensorInfo &mask = lib(c, 3);
-      OMNI_RETURN_IF_ERROR(expectRank(where, "mask", mask, 4));
-      bool ok = (mask.shape[0] == q.shape[0] || mask.shape[0] == 1) &&
-                (mask.shape[1] == q.shape[1] || mask.shape[1] == 1) &&
-                mask.shape[2] == q.shape[2] && mask.shape[3] == k.shape[2];
-      if (!ok)
-        return fail(where, absl::StrCat("mask is ", mask.typeString(),
-                                        " but expected [", q.shape[0], "|1, ",
-                                        q.shape[1], "|1, ", q.shape[2], ", ",
-                                        k.shape[2], "]"));
-    }
+    if (numOperands == 4)
+      OMNI_RETURN_IF_ERROR(checkMask(3, q, k));
     return expectResult(where, result,
                         {q.shape[0], q.shape[1], q.shape[2], v.shape[3]},
                         "attention");
   }
   case step::Library::AttentionBackward: {
-    OMNI_RETURN_IF_ERROR(expectCount(where, "operands", sizeOf(c.operands()), 5,
-                                     "query, key, value, output, d_output"));
+    uint32_t numOperands = sizeOf(c.operands());
+    if (numOperands != 5 && numOperands != 6)
+      return fail(where, absl::StrCat("operands has ", numOperands,
+                                      " entries but expected 5 (query, key, "
+                                      "value, output, d_output) or 6 (and "
+                                      "mask)"));
     OMNI_RETURN_IF_ERROR(expectCount(where, "int_attrs", numInt, 0, ""));
     OMNI_RETURN_IF_ERROR(optionalScale());
     static const char *names[] = {"query", "key", "value", "output",
@@ -459,6 +470,8 @@ absl::Status ProgramVerifier::checkLibraryCall(FunctionContext &ctx,
     std::vector<std::pair<std::string, uint32_t>> all;
     for (uint32_t i = 0; i < 5; ++i)
       all.push_back({names[i], c.operands()->Get(i)});
+    if (numOperands == 6)
+      all.push_back({"mask", c.operands()->Get(5)});
     all.push_back({"d_query", c.results()->Get(0)});
     all.push_back({"d_key", c.results()->Get(1)});
     all.push_back({"d_value", c.results()->Get(2)});
@@ -472,6 +485,8 @@ absl::Status ProgramVerifier::checkLibraryCall(FunctionContext &ctx,
       return fail(where, absl::StrCat("query ", q.typeString(), ", key ",
                                       k.typeString(), " and value ",
                                       v.typeString(), " do not agree"));
+    if (numOperands == 6)
+      OMNI_RETURN_IF_ERROR(checkMask(5, q, k));
     std::vector<int64_t> out = {q.shape[0], q.shape[1], q.shape[2], v.shape[3]};
     for (uint32_t i = 3; i < 5; ++i)
       if (lib(c, i).shape != out)

@@ -104,6 +104,21 @@ func.func @attention_grad_bf16(%q: tensor<1x2x4x8xbf16>, %k: tensor<1x2x6x8xbf16
 
 // -----
 
+// Tests that a masked attention_grad adds the mask, broadcast over heads,
+// to the scores before the softmax.
+// GRAD-LABEL: func.func @attention_grad_mask
+// GRAD: omni.matmul %{{.*}}, %{{.*}} transpose_rhs : tensor<2x2x4x8xf32>, tensor<2x2x6x8xf32> -> tensor<2x2x4x6xf32>
+// GRAD: omni.broadcast_in_dim %{{.*}}, dims = [0, 2, 3] : tensor<2x4x6xf32> -> tensor<2x2x4x6xf32>
+// GRAD: omni.add
+// GRAD: omni.exp
+// GRAD-NOT: omni.attention_grad
+func.func @attention_grad_mask(%q: tensor<2x2x4x8xf32>, %k: tensor<2x2x6x8xf32>, %o: tensor<2x2x4x8xf32>, %do: tensor<2x2x4x8xf32>, %m: tensor<2x1x4x6xf32>) -> (tensor<2x2x4x8xf32>, tensor<2x2x6x8xf32>, tensor<2x2x6x8xf32>) {
+  %dq, %dk, %dv = omni.attention_grad %q, %k, %k, %o, %do mask %m : (tensor<2x2x4x8xf32>, tensor<2x2x6x8xf32>, tensor<2x2x6x8xf32>, tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>, tensor<2x1x4x6xf32>) -> (tensor<2x2x4x8xf32>, tensor<2x2x6x8xf32>, tensor<2x2x6x8xf32>)
+  return %dq, %dk, %dv : tensor<2x2x4x8xf32>, tensor<2x2x6x8xf32>, tensor<2x2x6x8xf32>
+}
+
+// -----
+
 // Tests that cfg_combine slices the [uncond; cond] halves.
 // CHECK-LABEL: func.func @cfg
 // CHECK-DAG: omni.slice %{{.*}} [0:2:1, 0:3:1] : tensor<4x3xf32> -> tensor<2x3xf32>

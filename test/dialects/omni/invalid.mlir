@@ -652,6 +652,16 @@ func.func @attention_grad_scale(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x6x8xf32>
 
 // -----
 
+// Tests that attention_grad rejects a mask of the wrong shape (C4).
+func.func @attention_grad_mask(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x6x8xf32>, %m: tensor<1x1x4x5xf32>) -> tensor<1x2x4x8xf32> {
+  // expected-error @+2 {{'omni.attention_grad' op mask has type 'tensor<1x1x4x5xf32>' but expected shape [1|1, 2|1, 4, 6] of 'f32'}}
+  // expected-error @+1 {{'omni.attention_grad' op failed to infer returned types}}
+  %g:3 = omni.attention_grad %q, %k, %k, %q, %q mask %m : (tensor<1x2x4x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x1x4x5xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>)
+  return %g#0 : tensor<1x2x4x8xf32>
+}
+
+// -----
+
 // Tests that attention_grad rejects an output of the wrong shape (C2).
 func.func @attention_grad_output(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x6x8xf32>, %o: tensor<1x2x6x8xf32>) -> tensor<1x2x4x8xf32> {
   // expected-error @+2 {{'omni.attention_grad' op output and d_output must have shape 1x2x4x8, found 1x2x6x8 and 1x2x6x8}}

@@ -546,6 +546,9 @@ template <int W> struct Kernel {
     const float *q = j.q + bh * sq * d, *k = j.k + bh * sk * d;
     const float *v = j.v + bh * sk * dv, *o = j.o + bh * sq * dv;
     const float *dO = j.dO + bh * sq * dv;
+    const float *mask = j.mask ? j.mask + (bh / j.heads) * j.maskBatchStride +
+                                     (bh % j.heads) * j.maskHeadStride
+                               : nullptr;
     float *s = sc.s.data(), *dp = sc.dp.data(), *part = sc.part.data();
     double *dK = sc.dK.data(), *dV = sc.dV.data(), *dq = sc.dq.data();
 
@@ -556,8 +559,9 @@ template <int W> struct Kernel {
       sgemm(false, true, rows, sk, dv, 1.0f, dOt, dv, v, dv, dp, ldS);
       for (int64_t r = 0; r < rows; ++r) {
         float *pr = s + r * ldS, *dpr = dp + r * ldS;
-        const float invL =
-            static_cast<float>(1.0 / expRow(pr, nullptr, sk, ldS, j.block));
+        const float invL = static_cast<float>(
+            1.0 / expRow(pr, mask ? mask + (r0 + r) * sk : nullptr, sk, ldS,
+                         j.block));
         double acc = 0;
         for (int64_t c = 0; c < dv; ++c)
           acc += double(dOt[r * dv + c]) * o[(r0 + r) * dv + c];
@@ -684,6 +688,9 @@ template <int W> struct Kernel {
     const float *q = j.q + bh * sq * d, *k = j.k + bh * sk * d;
     const float *v = j.v + bh * sk * dv, *o = j.o + bh * sq * dv;
     const float *dO = j.dO + bh * sq * dv;
+    const float *mask = j.mask ? j.mask + (bh / j.heads) * j.maskBatchStride +
+                                     (bh % j.heads) * j.maskHeadStride
+                               : nullptr;
 
     // Rows padded with zeros to whole groups, dO also to whole vectors.
     std::fill(qt, qt + rowsPad * dPad, 0.0f);
@@ -721,8 +728,8 @@ template <int W> struct Kernel {
       for (int64_t g = 0; g < sq; g += kGroup) {
         scoreGroup(qt + g * dPad, dPad, kT, d, block, nbPad, j.scale, s);
         float alpha[kGroup];
-        softmaxGroup(s, block, nullptr, 0, sq - g, nb, nbPad, m + g,
-                     l + g * (W / 2), alpha);
+        softmaxGroup(s, block, mask ? mask + g * sk + j0 : nullptr, sk, sq - g,
+                     nb, nbPad, m + g, l + g * (W / 2), alpha);
       }
     }
     for (int64_t i = 0; i < rowsPad; ++i)
@@ -752,6 +759,9 @@ template <int W> struct Kernel {
         }
         for (int64_t r = 0; r < kRows; ++r) {
           float *pr = s + r * block, *dpr = dp + r * block;
+          if (mask && g + r < sq) // as maskAndMax adds it in pass 1
+            for (int64_t jj = 0; jj < nb; ++jj)
+              pr[jj] += mask[(g + r) * sk + j0 + jj];
           const F mr = S::splat(m[g + r]), lr = S::splat(invL[g + r]);
           const F dr = S::splat(dsum[g + r]);
           for (int64_t jj = 0; jj < nbPad; jj += W) {
@@ -984,9 +994,10 @@ void fusedAttention(const AttentionParams &p, const float *q, const float *k,
 }
 
 void fusedAttentionBackward(const AttentionParams &p, const float *q,
-                            const float *k, const float *v, const float *o,
-                            const float *dO, float *dq, float *dk, float *dv,
-                            ThreadPool &pool, AttentionIsa isa) {
+                            const float *k, const float *v, const float *mask,
+                            const float *o, const float *dO, float *dq,
+                            float *dk, float *dv, ThreadPool &pool,
+                            AttentionIsa isa) {
   const int64_t bh = p.batch * p.heads;
   if (bh == 0)
     return;
@@ -998,7 +1009,8 @@ void fusedAttentionBackward(const AttentionParams &p, const float *q,
   }
   const IsaCopy &copy = runnable(isa);
   Job j;
-  j.q = q, j.k = k, j.v = v, j.mask = nullptr, j.out = nullptr;
+  j.q = q, j.k = k, j.v = v, j.mask = p.hasMask ? mask : nullptr;
+  j.out = nullptr;
   j.o = o, j.dO = dO, j.dq = dq, j.dk = dk, j.dvOut = dv;
   j.heads = p.heads, j.seqQ = p.seqQ, j.seqK = p.seqK, j.d = p.headDim;
   j.dv = p.valueDim, j.dvPad = roundUp(p.valueDim, copy.width);
@@ -1007,7 +1019,10 @@ void fusedAttentionBackward(const AttentionParams &p, const float *q,
   j.tile = j.tiles = 1;
   if (p.headDim >= kAttentionGemmMinHeadDim)
     gemmTiles(p, j); // the tiles run in turn within a (batch, head)
-  j.maskBatchStride = j.maskHeadStride = 0;
+  const int64_t square = p.seqQ * p.seqK;
+  j.maskBatchStride =
+      p.maskBatchShared ? 0 : (p.maskHeadShared ? 1 : p.heads) * square;
+  j.maskHeadStride = p.maskHeadShared ? 0 : square;
   j.scale = static_cast<float>(p.scale);
   pool.parallelFor(bh,
                    [&](int64_t i0, int64_t i1) { copy.backward(j, i0, i1); });

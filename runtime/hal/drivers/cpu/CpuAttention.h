@@ -95,8 +95,8 @@ void fusedAttention(const AttentionParams &p, const float *q, const float *k,
                     const float *v, const float *mask, float *out,
                     ThreadPool &pool, AttentionIsa isa = AttentionIsa::Best);
 
-/// The cotangents of fusedAttention without a mask (p.hasMask must be
-/// false): given q, k, v, the forward's output o and its cotangent dO,
+/// The cotangents of fusedAttention: given q, k, v, the mask (null when
+/// p.hasMask is false), the forward's output o and its cotangent dO,
 /// dq = scale dS k, dk = scale dS^T q, dv = P^T dO with P the softmax and
 /// dS = P (dO v^T - rowsum(dO o)). One work item per (batch, head); the
 /// bits are the same for any thread count. Below kAttentionGemmMinHeadDim,
@@ -107,11 +107,12 @@ void fusedAttention(const AttentionParams &p, const float *q, const float *k,
 /// From that head size on, per query tile of the forward's size: S and
 /// dP = dO v^T materialized, P and dS in place, then dv, dk (f32 over the
 /// tile's rows, f64 across tiles) and dq (f32 per key block, f64 across
-/// blocks), each product one sgemm.
+/// blocks), each product one sgemm. A mask is added to each row of scores
+/// where the forward adds it (so an all-zero mask gives the bits of none).
 void fusedAttentionBackward(const AttentionParams &p, const float *q,
-                            const float *k, const float *v, const float *o,
-                            const float *dO, float *dq, float *dk, float *dv,
-                            ThreadPool &pool,
+                            const float *k, const float *v, const float *mask,
+                            const float *o, const float *dO, float *dq,
+                            float *dk, float *dv, ThreadPool &pool,
                             AttentionIsa isa = AttentionIsa::Best);
 
 } // namespace omni::hal::cpu

@@ -426,10 +426,14 @@ BackwardReference backwardReference(const Case &c, const std::vector<float> &o,
           dot += x, a += std::abs(x);
         }
         s[j] = dot * p.scale;
+        if (p.hasMask)
+          s[j] += c.mask[c.maskIndex(bh / p.heads, bh % p.heads, i, j)];
         max = std::max(max, s[j]);
-        logitError = std::max(logitError, (D + 1) * kU * p.scale * a +
-                                              2 * kU * std::abs(s[j]));
-        maxAbs = std::max(maxAbs, std::abs(s[j]));
+        if (std::isfinite(s[j])) {
+          logitError = std::max(logitError, (D + 1) * kU * p.scale * a +
+                                                2 * kU * std::abs(s[j]));
+          maxAbs = std::max(maxAbs, std::abs(s[j]));
+        }
       }
       double sum = 0;
       for (double &x : s)
@@ -488,7 +492,8 @@ BackwardRun runBackward(const Case &c, int threads, AttentionIsa isa) {
   r.dk.assign(p.batch * p.heads * p.seqK * p.headDim, -7.0f);
   r.dv.assign(p.batch * p.heads * p.seqK * p.valueDim, -7.0f);
   ThreadPool pool(threads);
-  fusedAttentionBackward(p, c.q.data(), c.k.data(), c.v.data(), r.o.data(),
+  fusedAttentionBackward(p, c.q.data(), c.k.data(), c.v.data(),
+                         p.hasMask ? c.mask.data() : nullptr, r.o.data(),
                          r.dO.data(), r.dq.data(), r.dk.data(), r.dv.data(),
                          pool, isa);
   return r;
@@ -508,6 +513,13 @@ std::vector<Case> backwardShapes() {
   // The sgemm path: several query tiles, large logits.
   cases.push_back(makeCase(1, 2, 340, 150, 32, 24, 0.3, 0));
   cases.push_back(makeCase(1, 2, 40, 200, 32, 16, 4.0, 0, 4));
+  // Masks, both paths: per (batch, head), shared over the batch, over the
+  // heads, over both; -inf keys, a row whose first key block is all
+  // masked (makeCase).
+  cases.push_back(makeCase(2, 3, 37, 130, 8, 7, 0.37, 1));
+  cases.push_back(makeCase(2, 2, 70, 65, 32, 16, 0.2, 2));
+  cases.push_back(makeCase(2, 2, 40, 200, 16, 16, 1.0, 3, 2));
+  cases.push_back(makeCase(3, 2, 340, 150, 32, 24, 0.3, 4));
   return cases;
 }
 
@@ -548,6 +560,21 @@ TEST(FusedAttentionBackward, SameBitsForAnyThreadCount) {
             << " isa " << attentionIsa(isa);
       }
     }
+}
+
+// An all-zero mask adds nothing: the bits of no mask, on both paths (the
+// register path below head size 32, the sgemm path from it).
+TEST(FusedAttentionBackward, AZeroMaskGivesTheBitsOfNone) {
+  for (int64_t d : {8, 32}) {
+    Case none = makeCase(2, 2, 37, 70, d, 7, 0.3, 0);
+    Case zero = none;
+    zero.p.hasMask = true;
+    zero.p.maskBatchShared = zero.p.maskHeadShared = true;
+    zero.mask.assign(37 * 70, 0.0f);
+    BackwardRun a = runBackward(none, 2, AttentionIsa::Best);
+    BackwardRun b = runBackward(zero, 2, AttentionIsa::Best);
+    EXPECT_TRUE(a.dq == b.dq && a.dk == b.dk && a.dv == b.dv) << "d " << d;
+  }
 }
 
 TEST(FusedAttentionBackward, NoKeysGivesZeroCotangents) {

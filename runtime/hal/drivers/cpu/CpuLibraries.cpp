@@ -497,7 +497,8 @@ absl::Status runAttention(const AttentionParams &p, const void *q,
 }
 
 absl::Status runAttentionBackward(const AttentionParams &p, const void *q,
-                                  const void *k, const void *v, const void *o,
+                                  const void *k, const void *v,
+                                  const void *mask, const void *o,
                                   const void *dO, void *dq, void *dk, void *dv,
                                   ThreadPool &pool) {
   const int64_t bh = p.batch * p.heads;
@@ -505,7 +506,7 @@ absl::Status runAttentionBackward(const AttentionParams &p, const void *q,
                 vn = bh * p.seqK * p.valueDim, on = bh * p.seqQ * p.valueDim;
   if (p.dtype == DType::F32) {
     auto f = [](const void *x) { return static_cast<const float *>(x); };
-    fusedAttentionBackward(p, f(q), f(k), f(v), f(o), f(dO),
+    fusedAttentionBackward(p, f(q), f(k), f(v), f(mask), f(o), f(dO),
                            static_cast<float *>(dq), static_cast<float *>(dk),
                            static_cast<float *>(dv), pool);
     return absl::OkStatus();
@@ -514,13 +515,16 @@ absl::Status runAttentionBackward(const AttentionParams &p, const void *q,
     return absl::UnimplementedError(
         absl::StrCat("the cpu AttentionBackward supports f32 and bf16, not ",
                      dtypeName(p.dtype)));
+  const int64_t maskElems = (p.maskBatchShared ? 1 : p.batch) *
+                            (p.maskHeadShared ? 1 : p.heads) * p.seqQ * p.seqK;
   std::vector<float> qf = widenBf16(q, qn), kf = widenBf16(k, kn),
                      vf = widenBf16(v, vn), of = widenBf16(o, on),
-                     dOf = widenBf16(dO, on);
+                     dOf = widenBf16(dO, on), mf = widenBf16(mask, maskElems);
   std::vector<float> dqf(static_cast<size_t>(qn)), dkf(static_cast<size_t>(kn)),
       dvf(static_cast<size_t>(vn));
-  fusedAttentionBackward(p, qf.data(), kf.data(), vf.data(), of.data(),
-                         dOf.data(), dqf.data(), dkf.data(), dvf.data(), pool);
+  fusedAttentionBackward(p, qf.data(), kf.data(), vf.data(),
+                         mask ? mf.data() : nullptr, of.data(), dOf.data(),
+                         dqf.data(), dkf.data(), dvf.data(), pool);
   narrowToBf16(dqf, dq);
   narrowToBf16(dkf, dk);
   narrowToBf16(dvf, dv);

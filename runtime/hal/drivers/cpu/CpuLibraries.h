@@ -88,10 +88,12 @@ absl::Status runAttention(const AttentionParams &p, const void *q,
                           const void *k, const void *v, const void *mask,
                           void *result, ThreadPool &pool,
                           AttentionPath path = AttentionPath::Auto);
-/// Attention's cotangents without a mask (fusedAttentionBackward in
-/// CpuAttention.h), f32 or bf16 (widened, each cotangent rounded once).
+/// Attention's cotangents (fusedAttentionBackward in CpuAttention.h), f32
+/// or bf16 (widened, each cotangent rounded once); `mask` null when
+/// p.hasMask is false.
 absl::Status runAttentionBackward(const AttentionParams &p, const void *q,
-                                  const void *k, const void *v, const void *o,
+                                  const void *k, const void *v,
+                                  const void *mask, const void *o,
                                   const void *dO, void *dq, void *dk, void *dv,
                                   ThreadPool &pool);
 

@@ -438,13 +438,8 @@ absl::Status CpuStream::attention(const AttentionParams &p, BufferRef q,
                    "value"));
   uint8_t *mp = nullptr;
   if (p.hasMask) {
-    OMNI_ASSIGN_OR_RETURN(
-        mp,
-        resolveSized(mask,
-                     bytesOf({p.maskBatchShared ? 1 : p.batch,
-                              p.maskHeadShared ? 1 : p.heads, p.seqQ, p.seqK},
-                             p.dtype),
-                     "mask"));
+    OMNI_ASSIGN_OR_RETURN(mp,
+                          resolveSized(mask, attentionMaskBytes(p), "mask"));
   }
   OMNI_ASSIGN_OR_RETURN(
       uint8_t *out,
@@ -455,20 +450,20 @@ absl::Status CpuStream::attention(const AttentionParams &p, BufferRef q,
 }
 
 absl::Status CpuStream::attentionBackward(const AttentionParams &p, BufferRef q,
-                                          BufferRef k, BufferRef v, BufferRef o,
+                                          BufferRef k, BufferRef v,
+                                          BufferRef mask, BufferRef o,
                                           BufferRef dO, BufferRef dq,
                                           BufferRef dk, BufferRef dv) {
   if (capture_)
     return record(
         [=](CpuStream &s) {
-          return s.attentionBackward(p, q, k, v, o, dO, dq, dk, dv);
+          return s.attentionBackward(p, q, k, v, mask, o, dO, dq, dk, dv);
         },
-        {q, k, v, o, dO, dq, dk, dv});
-  if (!device_.supportsLibrary(Library::AttentionBackward, p.dtype) ||
-      p.hasMask)
-    return absl::UnimplementedError(absl::StrCat(
-        "the cpu AttentionBackward supports f32 and bf16 without a mask, not ",
-        dtypeName(p.dtype), p.hasMask ? " with a mask" : ""));
+        {q, k, v, mask, o, dO, dq, dk, dv});
+  if (!device_.supportsLibrary(Library::AttentionBackward, p.dtype))
+    return absl::UnimplementedError(
+        absl::StrCat("the cpu AttentionBackward supports f32 and bf16, not ",
+                     dtypeName(p.dtype)));
   const int64_t qs = bytesOf({p.batch, p.heads, p.seqQ, p.headDim}, p.dtype),
                 ks = bytesOf({p.batch, p.heads, p.seqK, p.headDim}, p.dtype),
                 vs = bytesOf({p.batch, p.heads, p.seqK, p.valueDim}, p.dtype),
@@ -481,7 +476,12 @@ absl::Status CpuStream::attentionBackward(const AttentionParams &p, BufferRef q,
   OMNI_ASSIGN_OR_RETURN(uint8_t *dqp, resolveSized(dq, qs, "d_query"));
   OMNI_ASSIGN_OR_RETURN(uint8_t *dkp, resolveSized(dk, ks, "d_key"));
   OMNI_ASSIGN_OR_RETURN(uint8_t *dvp, resolveSized(dv, vs, "d_value"));
-  return runAttentionBackward(p, qp, kp, vp, op, dop, dqp, dkp, dvp,
+  uint8_t *mp = nullptr;
+  if (p.hasMask) {
+    OMNI_ASSIGN_OR_RETURN(mp,
+                          resolveSized(mask, attentionMaskBytes(p), "mask"));
+  }
+  return runAttentionBackward(p, qp, kp, vp, mp, op, dop, dqp, dkp, dvp,
                               device_.pool());
 }
 

@@ -64,9 +64,9 @@ public:
                          BufferRef k, BufferRef v, BufferRef mask,
                          BufferRef result) override;
   absl::Status attentionBackward(const AttentionParams &params, BufferRef q,
-                                 BufferRef k, BufferRef v, BufferRef o,
-                                 BufferRef dO, BufferRef dq, BufferRef dk,
-                                 BufferRef dv) override;
+                                 BufferRef k, BufferRef v, BufferRef mask,
+                                 BufferRef o, BufferRef dO, BufferRef dq,
+                                 BufferRef dk, BufferRef dv) override;
   absl::StatusOr<std::shared_ptr<Event>> recordEvent() override;
   absl::Status waitEvent(const std::shared_ptr<Event> &event) override;
   absl::Status synchronize() override;

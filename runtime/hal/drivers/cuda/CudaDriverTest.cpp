@@ -706,13 +706,14 @@ TEST_F(CudaGpuTest, FlashAttentionAgreesWithTheUnfusedPath) {
   }
 }
 
-/// The attention backward (no mask) on the GPU, unfused and flash, against
+/// The attention backward on the GPU, unfused and flash, against
 /// the op's definition in double from the same rounded operands. Each
 /// path rounds P and dS to the element type before the products that read
 /// them (the unfused path's dS also reads the rounded P), so an element is
 /// within 2 u times the magnitude of its rounded terms, plus the rounding
 /// of the result (u |exact|) and f32 arithmetic (2^-16 of the magnitudes;
-/// docs/precision.md). f32 runs the unfused path.
+/// docs/precision.md). f32 runs the unfused path. Masked variants: a mask
+/// shared over the batch with some keys at -inf.
 TEST_F(CudaGpuTest, AttentionBackwardMatchesItsDefinition) {
   ScopedEnv flash("OMNI_CUDA_ATTENTION", "flash");
   auto flashDevice = builtinDrivers().createDevice("cuda", {});
@@ -725,12 +726,15 @@ TEST_F(CudaGpuTest, AttentionBackwardMatchesItsDefinition) {
   struct Variant {
     DType dtype;
     int64_t seqQ, seqK, dim;
-    bool flash;
+    bool flash, masked;
   };
-  for (const Variant &var : {Variant{DType::BF16, 77, 150, 64, true},
-                             Variant{DType::BF16, 77, 150, 64, false},
-                             Variant{DType::F16, 130, 65, 128, true},
-                             Variant{DType::F32, 40, 70, 64, false}}) {
+  for (const Variant &var : {Variant{DType::BF16, 77, 150, 64, true, false},
+                             Variant{DType::BF16, 77, 150, 64, false, false},
+                             Variant{DType::F16, 130, 65, 128, true, false},
+                             Variant{DType::F32, 40, 70, 64, false, false},
+                             Variant{DType::BF16, 70, 130, 64, true, true},
+                             Variant{DType::BF16, 70, 130, 64, false, true},
+                             Variant{DType::F32, 40, 70, 64, false, true}}) {
     AttentionParams p;
     p.dtype = var.dtype;
     p.batch = 2;
@@ -739,6 +743,8 @@ TEST_F(CudaGpuTest, AttentionBackwardMatchesItsDefinition) {
     p.seqK = var.seqK;
     p.headDim = p.valueDim = var.dim;
     p.scale = 1.0 / std::sqrt(double(p.headDim));
+    p.hasMask = var.masked;
+    p.maskBatchShared = true;
     const int64_t es = dtypeSize(p.dtype), pairs = p.batch * p.heads,
                   qn = pairs * p.seqQ * p.headDim,
                   kn = pairs * p.seqK * p.headDim;
@@ -755,7 +761,12 @@ TEST_F(CudaGpuTest, AttentionBackwardMatchesItsDefinition) {
       return t;
     };
     std::vector<double> q = random(qn), k = random(kn), v = random(kn),
-                        dO = random(qn), o(qn);
+                        dO = random(qn), o(qn), mask;
+    if (var.masked) {
+      mask = random(p.heads * p.seqQ * p.seqK);
+      for (size_t i = 0; i < mask.size(); i += 3)
+        mask[i] = -INFINITY;
+    }
     // P in double, o = P v rounded (the forward's result).
     std::vector<double> P(static_cast<size_t>(pairs * p.seqQ * p.seqK));
     const int64_t D = p.headDim;
@@ -767,7 +778,10 @@ TEST_F(CudaGpuTest, AttentionBackwardMatchesItsDefinition) {
           double dot = 0;
           for (int64_t e = 0; e < D; ++e)
             dot += q[(b * p.seqQ + i) * D + e] * k[(b * p.seqK + j) * D + e];
-          maxS = std::max(maxS, row[j] = dot * p.scale);
+          row[j] = dot * p.scale;
+          if (var.masked)
+            row[j] += mask[((b % p.heads) * p.seqQ + i) * p.seqK + j];
+          maxS = std::max(maxS, row[j]);
         }
         for (int64_t j = 0; j < p.seqK; ++j)
           sum += (row[j] = std::exp(row[j] - maxS));
@@ -803,13 +817,14 @@ TEST_F(CudaGpuTest, AttentionBackwardMatchesItsDefinition) {
       return buffer;
     };
     auto bq = upload(q), bk = upload(k), bv = upload(v), bo = upload(o),
-         bdO = upload(dO);
+         bdO = upload(dO), bm = upload(var.masked ? mask : q);
     auto bdq = *device.allocate(qn * es), bdk = *device.allocate(kn * es),
          bdv = *device.allocate(kn * es);
     absl::Status s = stream->attentionBackward(
         p, BufferRef::all(*bq), BufferRef::all(*bk), BufferRef::all(*bv),
-        BufferRef::all(*bo), BufferRef::all(*bdO), BufferRef::all(*bdq),
-        BufferRef::all(*bdk), BufferRef::all(*bdv));
+        var.masked ? BufferRef::all(*bm) : BufferRef(), BufferRef::all(*bo),
+        BufferRef::all(*bdO), BufferRef::all(*bdq), BufferRef::all(*bdk),
+        BufferRef::all(*bdv));
     ASSERT_TRUE(s.ok()) << s;
     auto read = [&](Buffer &buffer, int64_t n) {
       std::vector<uint8_t> raw(static_cast<size_t>(n * es));
@@ -895,10 +910,10 @@ TEST_F(CudaGpuTest, AttentionBackwardMatchesItsDefinition) {
           expectNear(dv[at], wantV, u * std::fabs(wantV) + mV, "dv", at);
         }
     }
-    std::printf("attention backward, %s d=%lld %s: largest error %.3g\n",
+    std::printf("attention backward, %s d=%lld %s%s: largest error %.3g\n",
                 std::string(dtypeName(p.dtype)).c_str(),
                 static_cast<long long>(D), var.flash ? "flash" : "unfused",
-                worst);
+                var.masked ? ", masked" : "", worst);
   }
 }
 

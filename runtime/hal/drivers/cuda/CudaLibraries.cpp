@@ -22,8 +22,8 @@
 //    OMNI_CUDA_ATTENTION=flash, f16/bf16 attention of head dimension 64 or
 //    128 is instead one launch of the flash kernel (kernels/
 //    FlashAttention.h): no scores in global memory.
-//  - attention backward (no mask): per chunk of pairs, S = q k^T scale and
-//    P = softmax(S) as above, dv = P^T dO, dP = dO v^T (into S's memory),
+//  - attention backward: per chunk of pairs, S = q k^T scale and P =
+//    softmax(S + mask) as above, dv = P^T dO, dP = dO v^T (into S's memory),
 //    the omni_attention_grad_scores kernel turning P into dS = P (dP -
 //    rowsum(dO o)) in place (rounded to the input type, as P), then dq =
 //    dS k scale and dk = dS^T q scale: seven launches. With
@@ -582,13 +582,8 @@ absl::Status CudaStream::enqueueAttention(const AttentionParams &p, BufferRef q,
                    "value"));
   CUdeviceptr mp = 0;
   if (p.hasMask) {
-    OMNI_ASSIGN_OR_RETURN(
-        mp,
-        resolveSized(mask,
-                     bytesOf({p.maskBatchShared ? 1 : p.batch,
-                              p.maskHeadShared ? 1 : p.heads, p.seqQ, p.seqK},
-                             p.dtype),
-                     "mask"));
+    OMNI_ASSIGN_OR_RETURN(mp,
+                          resolveSized(mask, attentionMaskBytes(p), "mask"));
   }
   OMNI_ASSIGN_OR_RETURN(
       CUdeviceptr out,
@@ -729,15 +724,14 @@ absl::Status CudaStream::rowSoftmax(const AttentionParams &p,
 
 absl::Status CudaStream::enqueueAttentionBackward(const AttentionParams &p,
                                                   BufferRef q, BufferRef k,
-                                                  BufferRef v, BufferRef o,
-                                                  BufferRef dO, BufferRef dq,
-                                                  BufferRef dk, BufferRef dv) {
-  if (p.hasMask ||
-      !device_.supportsLibrary(Library::AttentionBackward, p.dtype))
+                                                  BufferRef v, BufferRef mask,
+                                                  BufferRef o, BufferRef dO,
+                                                  BufferRef dq, BufferRef dk,
+                                                  BufferRef dv) {
+  if (!device_.supportsLibrary(Library::AttentionBackward, p.dtype))
     return absl::UnimplementedError(absl::StrCat(
-        "the cuda AttentionBackward supports f32, f64, f16 and bf16 without a "
-        "mask, not ",
-        dtypeName(p.dtype), p.hasMask ? " with a mask" : ""));
+        "the cuda AttentionBackward supports f32, f64, f16 and bf16, not ",
+        dtypeName(p.dtype)));
   const int64_t qs = bytesOf({p.batch, p.heads, p.seqQ, p.headDim}, p.dtype),
                 ks = bytesOf({p.batch, p.heads, p.seqK, p.headDim}, p.dtype),
                 vs = bytesOf({p.batch, p.heads, p.seqK, p.valueDim}, p.dtype),
@@ -750,6 +744,11 @@ absl::Status CudaStream::enqueueAttentionBackward(const AttentionParams &p,
   OMNI_ASSIGN_OR_RETURN(CUdeviceptr dqp, resolveSized(dq, qs, "d_query"));
   OMNI_ASSIGN_OR_RETURN(CUdeviceptr dkp, resolveSized(dk, ks, "d_key"));
   OMNI_ASSIGN_OR_RETURN(CUdeviceptr dvp, resolveSized(dv, vs, "d_value"));
+  CUdeviceptr mp = 0;
+  if (p.hasMask) {
+    OMNI_ASSIGN_OR_RETURN(mp,
+                          resolveSized(mask, attentionMaskBytes(p), "mask"));
+  }
   OMNI_RETURN_IF_ERROR(begin());
   const CudaApi &api = device_.api();
   const int64_t pairs = p.batch * p.heads;
@@ -778,18 +777,50 @@ absl::Status CudaStream::enqueueAttentionBackward(const AttentionParams &p,
                                                      int64_t(sizeof(float))));
     CUdeviceptr delta =
         lse + static_cast<CUdeviceptr>(pairs * p.seqQ * sizeof(float));
-    int64_t seqQ = p.seqQ, seqK = p.seqK;
+    int64_t seqQ = p.seqQ, seqK = p.seqK, heads = p.heads;
+    int64_t maskHeadStride = p.maskHeadShared ? 0 : p.seqQ * p.seqK;
+    int64_t maskBatchStride =
+        p.maskBatchShared ? 0
+                          : (p.maskHeadShared ? 1 : p.heads) * p.seqQ * p.seqK;
     float scale = static_cast<float>(p.scale);
     int64_t rowBlocks = flash::blocksFor(pairs, p.seqQ);
-    void *rowsParams[] = {&qp,  &kp,    &vp,        &op,   &dop,  &dqp,
-                          &lse, &delta, &rowBlocks, &seqQ, &seqK, &scale};
+    void *rowsParams[] = {&qp,
+                          &kp,
+                          &vp,
+                          &op,
+                          &dop,
+                          &mp,
+                          &heads,
+                          &maskBatchStride,
+                          &maskHeadStride,
+                          &dqp,
+                          &lse,
+                          &delta,
+                          &rowBlocks,
+                          &seqQ,
+                          &seqK,
+                          &scale};
     absl::Status status = launchFlash(
         rowsKernel, rowBlocks, flash::rowsSharedBytes(p.headDim, 2), rowsParams,
         "launching the flash attention backward (rows)");
     if (status.ok()) {
       int64_t keyBlocks = flash::keyBlocksFor(pairs, p.seqK);
-      void *keysParams[] = {&qp,  &kp,  &vp,        &dop,  &lse,  &delta,
-                            &dkp, &dvp, &keyBlocks, &seqQ, &seqK, &scale};
+      void *keysParams[] = {&qp,
+                            &kp,
+                            &vp,
+                            &dop,
+                            &mp,
+                            &heads,
+                            &maskBatchStride,
+                            &maskHeadStride,
+                            &lse,
+                            &delta,
+                            &dkp,
+                            &dvp,
+                            &keyBlocks,
+                            &seqQ,
+                            &seqK,
+                            &scale};
       status = launchFlash(keysKernel, keyBlocks,
                            flash::keysSharedBytes(p.headDim, 2), keysParams,
                            "launching the flash attention backward (keys)");
@@ -823,7 +854,7 @@ absl::Status CudaStream::enqueueAttentionBackward(const AttentionParams &p,
                   GemmOperand{kChunk.pointer, true, kStride}, t.scores, square,
                   p.scale);
     if (status.ok())
-      status = rowSoftmax(p, t, nb * p.seqQ, b0, 0);
+      status = rowSoftmax(p, t, nb * p.seqQ, b0, mp);
     if (status.ok())
       status = gemm(p.dtype, p.dtype, nb, p.seqK, p.valueDim, p.seqQ,
                     GemmOperand{t.probs, true, square}, dOChunk,

@@ -587,11 +587,12 @@ absl::Status CudaStream::attention(const AttentionParams &params, BufferRef q,
 
 absl::Status CudaStream::attentionBackward(const AttentionParams &params,
                                            BufferRef q, BufferRef k,
-                                           BufferRef v, BufferRef o,
-                                           BufferRef dO, BufferRef dq,
-                                           BufferRef dk, BufferRef dv) {
+                                           BufferRef v, BufferRef mask,
+                                           BufferRef o, BufferRef dO,
+                                           BufferRef dq, BufferRef dk,
+                                           BufferRef dv) {
   return command([&] {
-    return enqueueAttentionBackward(params, q, k, v, o, dO, dq, dk, dv);
+    return enqueueAttentionBackward(params, q, k, v, mask, o, dO, dq, dk, dv);
   });
 }
 

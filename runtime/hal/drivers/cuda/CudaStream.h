@@ -108,12 +108,10 @@ public:
   absl::Status attention(const AttentionParams &params, BufferRef q,
                          BufferRef k, BufferRef v, BufferRef mask,
                          BufferRef result) override;
-  /// Unimplemented (no backward kernel, CudaDevice::supportsLibrary), as a
-  /// command: a call while capturing fails the capture.
   absl::Status attentionBackward(const AttentionParams &params, BufferRef q,
-                                 BufferRef k, BufferRef v, BufferRef o,
-                                 BufferRef dO, BufferRef dq, BufferRef dk,
-                                 BufferRef dv) override;
+                                 BufferRef k, BufferRef v, BufferRef mask,
+                                 BufferRef o, BufferRef dO, BufferRef dq,
+                                 BufferRef dk, BufferRef dv) override;
   absl::StatusOr<std::shared_ptr<Event>> recordEvent() override;
   absl::Status waitEvent(const std::shared_ptr<Event> &event) override;
   absl::Status synchronize() override;
@@ -183,7 +181,8 @@ private:
                                 BufferRef result);
   absl::Status enqueueAttentionBackward(const AttentionParams &params,
                                         BufferRef q, BufferRef k, BufferRef v,
-                                        BufferRef o, BufferRef dO, BufferRef dq,
+                                        BufferRef mask, BufferRef o,
+                                        BufferRef dO, BufferRef dq,
                                         BufferRef dk, BufferRef dv);
   /// Binds the context and returns the stream's sticky error, if any.
   absl::Status begin();

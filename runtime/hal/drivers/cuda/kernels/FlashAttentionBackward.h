@@ -1,25 +1,28 @@
 //===- FlashAttentionBackward.h - Attention's cotangents, fused -*- C++ -*-===//
 //
 // The flash-style attention backward of the cuda driver (docs/backend-cuda.md,
-// "Library routines"): dq, dk, dv of attention without a mask, for f16 /
-// bf16 operands of head dimension 64 or 128, without [Sq, Sk] matrices in
-// global memory. It is flash-attention-2's backward in its deterministic
-// form: two kernels, neither with atomics, so every bit of the result is
-// the same from run to run.
+// "Library routines"): dq, dk, dv of attention (with or without an additive
+// mask), for f16 / bf16 operands of head dimension 64 or 128, without
+// [Sq, Sk] matrices in global memory. It is flash-attention-2's backward in its
+// deterministic form: two kernels, neither with atomics, so every bit of the
+// result is the same from run to run.
 //
 //   rows kernel (a block per 64 query rows, as the forward):
-//     pass 1 over the key tiles: S = Q K^T (tensor cores), the online row
-//       max m and sum l of exp(S scale - m); L = m + log l per row;
+//     pass 1 over the key tiles: S = Q K^T scale + mask (tensor cores),
+//       the online row max m and sum l of exp(S - m); L = m + log l;
 //       Delta = rowsum(dO o) in f32; L and Delta go to `stats`;
-//     pass 2 over the key tiles: S again, P = exp(S scale - L),
+//     pass 2 over the key tiles: S again, P = exp(S - L),
 //       dP = dO V^T, dS = P (dP - Delta) rounded to T,
 //       dq += dS K (tensor cores; held in WMMA accumulators);
 //     dq = dq scale, rounded to T once.
 //   keys kernel (a block per 64 keys of a (batch, head) pair):
 //     for every query tile: S^T = K Q^T, dP^T = V dO^T (tensor cores),
-//       P^T = exp(S^T scale - L), dS^T = P^T (dP^T - Delta) (both
+//       P^T = exp(S^T scale + mask^T - L), dS^T = P^T (dP^T - Delta) (both
 //       rounded to T), dv += P^T dO, dk += dS^T Q (WMMA accumulators);
 //     dk = dk scale, dv, rounded to T once.
+//
+// A row whose keys are all masked has L = -inf and gives NaN, as the
+// forward and the unfused path do.
 //
 // Each warp owns 16 rows (query rows in the first kernel, keys in the
 // second), so within a tile only __syncwarp orders its steps;
@@ -66,6 +69,20 @@ constexpr int64_t keyBlocksFor(int64_t pairs, int64_t seqK) {
 
 #ifdef OMNI_FA_FN
 
+/// An additive mask [B|1, H|1, seqQ, seqK] of a call (FlashAttention.h's
+/// convention: strides 0 where a dimension broadcasts); `mask` null: none.
+template <typename T> struct MaskRef {
+  const T *mask;
+  int64_t heads, batchStride, headStride;
+  /// The mask's row for query `row` of pair `pair`, or null.
+  OMNI_FA_FN const T *row(int64_t pair, int64_t row, int64_t seqQ,
+                          int64_t seqK) const {
+    return mask ? mask + maskRowOffset(pair * seqQ + row, 0, seqQ, seqK, heads,
+                                       batchStride, headStride)
+                : nullptr;
+  }
+};
+
 /// Rows [row0, row0 + 64) of a [rows, D] matrix at `src` into `dst`
 /// (64 x D), zeros past `rows`; the whole block calls it.
 template <typename T, int D>
@@ -101,11 +118,11 @@ OMNI_FA_FN void storeRows(const Acc *acc, float factor, T *dst, int64_t row0,
 /// ([pairs, seqQ] f32). q, o, dO, dq are [pairs, seqQ, D], k, v [pairs,
 /// seqK, D]; seqK >= 1.
 template <typename T, int D>
-OMNI_FA_FN void attentionRowsBlock(const T *q, const T *k, const T *v,
-                                   const T *o, const T *dO, T *dq, float *lse,
-                                   float *delta, int64_t block, int64_t seqQ,
-                                   int64_t seqK, float scale,
-                                   unsigned char *shared, int thread) {
+OMNI_FA_FN void
+attentionRowsBlock(const T *q, const T *k, const T *v, const T *o, const T *dO,
+                   MaskRef<T> mask, T *dq, float *lse, float *delta,
+                   int64_t block, int64_t seqQ, int64_t seqK, float scale,
+                   unsigned char *shared, int thread) {
   static_assert(D % kKeys == 0 && kKeys % kTile == 0, "WMMA tiles");
   using namespace faWmma;
   const int64_t tilesQ = (seqQ + kRows - 1) / kRows;
@@ -140,6 +157,10 @@ OMNI_FA_FN void attentionRowsBlock(const T *q, const T *k, const T *v,
   T *dSw = dS + warp * kWarpRows * kKeys;
   const int r = warp * kWarpRows + lane; // the row of lanes < 16
   const int64_t row = row0 + r;
+  // The mask's row of lanes < 16 (null past seqQ or without a mask).
+  const T *maskRow = lane < kWarpRows && row < seqQ
+                         ? mask.row(pair, row, seqQ, seqK)
+                         : nullptr;
 
   // Delta = rowsum(dO o), in f32 from the rounded operands.
   if (lane < kWarpRows) {
@@ -166,15 +187,19 @@ OMNI_FA_FN void attentionRowsBlock(const T *q, const T *k, const T *v,
     }
     faSyncWarp();
     if (lane < kWarpRows) {
-      const float *s = Sw + lane * kKeys;
+      float *s = Sw + lane * kKeys;
       const float mOld = M[r];
       float mNew = mOld;
-      for (int j = 0; j < kKeys && key0 + j < seqK; ++j)
-        mNew = maxPropagatingNan(mNew, s[j] * scale);
+      for (int j = 0; j < kKeys && key0 + j < seqK; ++j) {
+        s[j] = s[j] * scale + (maskRow ? faToFloat(maskRow[key0 + j]) : 0.0f);
+        mNew = maxPropagatingNan(mNew, s[j]);
+      }
+      // All -inf so far: exponentials of -inf - 0 are 0, not NaN.
+      const float base = mNew == -INFINITY ? 0.0f : mNew;
       float sum = 0.0f;
       for (int j = 0; j < kKeys && key0 + j < seqK; ++j)
-        sum += expf(s[j] * scale - mNew);
-      Lsum[r] = Lsum[r] * expf(mOld - mNew) + sum;
+        sum += expf(s[j] - base);
+      Lsum[r] = Lsum[r] * expf(mOld - base) + sum;
       M[r] = mNew;
     }
     // The next tile overwrites K.
@@ -212,9 +237,13 @@ OMNI_FA_FN void attentionRowsBlock(const T *q, const T *k, const T *v,
     // All 32 lanes over the warp's 16 x 64 scores.
     for (int i = lane; i < kWarpRows * kKeys; i += 32) {
       const int rr = warp * kWarpRows + i / kKeys;
+      const int64_t key = key0 + i % kKeys;
       float ds = 0.0f;
-      if (row0 + rr < seqQ && key0 + i % kKeys < seqK)
-        ds = expf(Sw[i] * scale - L[rr]) * (dPw[i] - Delta[rr]);
+      if (row0 + rr < seqQ && key < seqK) {
+        const T *m = mask.row(pair, row0 + rr, seqQ, seqK);
+        const float x = Sw[i] * scale + (m ? faToFloat(m[key]) : 0.0f);
+        ds = expf(x - L[rr]) * (dPw[i] - Delta[rr]);
+      }
       dSw[i] = faFromFloat<T>(ds);
     }
     faSyncWarp();
@@ -236,9 +265,9 @@ OMNI_FA_FN void attentionRowsBlock(const T *q, const T *k, const T *v,
 template <typename T, int D>
 OMNI_FA_FN void
 attentionKeysBlock(const T *q, const T *k, const T *v, const T *dO,
-                   const float *lse, const float *delta, T *dk, T *dv,
-                   int64_t block, int64_t seqQ, int64_t seqK, float scale,
-                   unsigned char *shared, int thread) {
+                   MaskRef<T> mask, const float *lse, const float *delta, T *dk,
+                   T *dv, int64_t block, int64_t seqQ, int64_t seqK,
+                   float scale, unsigned char *shared, int thread) {
   static_assert(D % kKeys == 0 && kKeys % kTile == 0, "WMMA tiles");
   static_assert(kRows == kKeys, "a warp's S^T row is one query tile");
   using namespace faWmma;
@@ -300,9 +329,11 @@ attentionKeysBlock(const T *q, const T *k, const T *v, const T *dO,
     faSyncWarp();
     for (int i = lane; i < kWarpRows * kRows; i += 32) {
       const int c = i % kRows;
+      const int64_t key = key0 + warp * kWarpRows + i / kRows;
       float p = 0.0f, ds = 0.0f;
-      if (key0 + warp * kWarpRows + i / kRows < seqK && row0 + c < seqQ) {
-        p = expf(Sw[i] * scale - L[c]);
+      if (key < seqK && row0 + c < seqQ) {
+        const T *m = mask.row(pair, row0 + c, seqQ, seqK);
+        p = expf(Sw[i] * scale + (m ? faToFloat(m[key]) : 0.0f) - L[c]);
         ds = p * (dPw[i] - Delta[c]);
       }
       Pw[i] = faFromFloat<T>(p);

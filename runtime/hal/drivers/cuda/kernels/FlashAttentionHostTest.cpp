@@ -360,10 +360,22 @@ TEST(FlashAttentionHost, SharedMemoryFitsAnSM) {
 //===----------------------------------------------------------------------===//
 
 /// One backward call: q, k, v, the forward's result o (rounded to T) and
-/// its cotangent dO; the kernels' dq, dk, dv.
+/// its cotangent dO; the kernels' dq, dk, dv. With a mask, the pairs are
+/// (batch, 2 heads) and the mask [batch, 1, seqQ, seqK] (shared by the
+/// heads).
 template <typename T> struct GradCase {
   int64_t pairs, seqQ, seqK;
-  std::vector<T> q, k, v, o, dO, dq, dk, dv;
+  std::vector<T> q, k, v, o, dO, dq, dk, dv, mask;
+  MaskRef<T> maskRef() const {
+    if (mask.empty())
+      return {nullptr, 1, 0, 0};
+    return {mask.data(), 2, seqQ * seqK, 0};
+  }
+  /// The mask's value at (pair, i, j), 0 without one.
+  double maskAt(int64_t pair, int64_t i, int64_t j) const {
+    return mask.empty() ? 0.0
+                        : faToFloat(mask[((pair / 2) * seqQ + i) * seqK + j]);
+  }
 };
 
 /// The rows kernel then the keys kernel, every block on the host.
@@ -378,16 +390,16 @@ void runFlashBackward(GradCase<T> &c, float scale) {
   runBlocks(blocksFor(c.pairs, c.seqQ), rowsSharedBytes(D, sizeof(T)),
             [&](int64_t block, unsigned char *shared, int t) {
               attentionRowsBlock<T, D>(c.q.data(), c.k.data(), c.v.data(),
-                                       c.o.data(), c.dO.data(), c.dq.data(),
-                                       lse.data(), delta.data(), block, c.seqQ,
-                                       c.seqK, scale, shared, t);
+                                       c.o.data(), c.dO.data(), c.maskRef(),
+                                       c.dq.data(), lse.data(), delta.data(),
+                                       block, c.seqQ, c.seqK, scale, shared, t);
             });
   runBlocks(keyBlocksFor(c.pairs, c.seqK), keysSharedBytes(D, sizeof(T)),
             [&](int64_t block, unsigned char *shared, int t) {
               attentionKeysBlock<T, D>(c.q.data(), c.k.data(), c.v.data(),
-                                       c.dO.data(), lse.data(), delta.data(),
-                                       c.dk.data(), c.dv.data(), block, c.seqQ,
-                                       c.seqK, scale, shared, t);
+                                       c.dO.data(), c.maskRef(), lse.data(),
+                                       delta.data(), c.dk.data(), c.dv.data(),
+                                       block, c.seqQ, c.seqK, scale, shared, t);
             });
 }
 
@@ -400,16 +412,28 @@ void runFlashBackward(GradCase<T> &c, float scale) {
 ///  - f32 arithmetic (S, L, exp, Delta, dP, the sums) at most 2^-16 of the
 ///    same magnitudes (D <= 128 and |S scale| of a few units keep the f32
 ///    errors some 2^-20; 2^-16 is far below u = 2^-8 or 2^-11).
+/// With `masked`, a mask shared by the 2 heads of each batch: -inf for a
+/// quarter of the keys, and for keys [0, 70) of query row 1 (a whole
+/// first key tile masked; the row's max comes later).
 /// Returns the largest error.
 template <typename T, int D>
-double checkBackward(int64_t pairs, int64_t seqQ, int64_t seqK, uint32_t seed) {
+double checkBackward(int64_t pairs, int64_t seqQ, int64_t seqK, uint32_t seed,
+                     bool masked = false) {
   std::mt19937 rng(seed);
-  GradCase<T> c{pairs, seqQ, seqK, {}, {}, {}, {}, {}, {}, {}, {}};
+  GradCase<T> c{pairs, seqQ, seqK, {}, {}, {}, {}, {}, {}, {}, {}, {}};
   c.q = randomTensor<T>(pairs * seqQ * D, rng, 1.0f);
   c.k = randomTensor<T>(pairs * seqK * D, rng, 1.0f);
   c.v = randomTensor<T>(pairs * seqK * D, rng, 1.0f);
   c.dO = randomTensor<T>(pairs * seqQ * D, rng, 1.0f);
   c.o.assign(c.dO.size(), faFromFloat<T>(0.0f));
+  if (masked) {
+    c.mask = randomTensor<T>(pairs / 2 * seqQ * seqK, rng, 2.0f);
+    std::uniform_int_distribution<int> coin(0, 3);
+    for (int64_t i = 0; i < int64_t(c.mask.size()); ++i)
+      if (coin(rng) == 0 ||
+          (i / seqK % seqQ == 1 && i % seqK < 70 && i % seqK + 1 < seqK))
+        c.mask[i] = faFromFloat<T>(-INFINITY);
+  }
   const float scale = 1.0f / std::sqrt(float(D));
   auto at = [](const std::vector<T> &x, int64_t row, int e) {
     return double(faToFloat(x[static_cast<size_t>(row * D + e)]));
@@ -425,7 +449,7 @@ double checkBackward(int64_t pairs, int64_t seqQ, int64_t seqK, uint32_t seed) {
         double dot = 0;
         for (int e = 0; e < D; ++e)
           dot += at(c.q, b * seqQ + i, e) * at(c.k, b * seqK + j, e);
-        p[i * seqK + j] = dot * scale;
+        p[i * seqK + j] = dot * scale + c.maskAt(b, i, j);
         maxS = std::max(maxS, p[i * seqK + j]);
       }
       for (int64_t j = 0; j < seqK; ++j)
@@ -517,6 +541,16 @@ TEST(FlashAttentionBackwardHost, F16HeadDim128) {
   EXPECT_GT((checkBackward<F16, 128>(1, 70, 65, 12)), 0);
 }
 
+// A mask shared over the heads, with masked keys and a query row whose
+// first key tile is all masked.
+TEST(FlashAttentionBackwardHost, MaskedBf16) {
+  EXPECT_GT((checkBackward<Bf16, 64>(4, 70, 150, 16, true)), 0);
+}
+
+TEST(FlashAttentionBackwardHost, MaskedF16HeadDim128) {
+  EXPECT_GT((checkBackward<F16, 128>(2, 40, 90, 17, true)), 0);
+}
+
 // Fewer queries than keys and the other way round, each under one tile.
 TEST(FlashAttentionBackwardHost, ShortTiles) {
   EXPECT_GT((checkBackward<Bf16, 128>(3, 5, 33, 13)), 0);
@@ -526,7 +560,7 @@ TEST(FlashAttentionBackwardHost, ShortTiles) {
 // One key: P = 1, so dS = dP - Delta is (dO v - dO o) with o = v rounded
 // (exactly v: o = P v = v), hence 0, and dq = dk = 0 exactly; dv = dO.
 TEST(FlashAttentionBackwardHost, OneKey) {
-  GradCase<Bf16> c{2, 3, 1, {}, {}, {}, {}, {}, {}, {}, {}};
+  GradCase<Bf16> c{2, 3, 1, {}, {}, {}, {}, {}, {}, {}, {}, {}};
   std::mt19937 rng(15);
   c.q = randomTensor<Bf16>(2 * 3 * 64, rng, 1.0f);
   c.k = randomTensor<Bf16>(2 * 1 * 64, rng, 1.0f);

@@ -220,26 +220,28 @@ __device__ void flashKernel(const T *q, const T *k, const T *v, const T *mask,
 /// (FlashAttentionBackward.h).
 template <typename T, int D>
 __device__ void flashRowsKernel(const T *q, const T *k, const T *v,
-                                const T *o, const T *dO, T *dq, float *lse,
-                                float *delta, int64_t blocks, int64_t seqQ,
-                                int64_t seqK, float scale) {
+                                const T *o, const T *dO,
+                                omni::hal::cuda::flash::MaskRef<T> mask, T *dq,
+                                float *lse, float *delta, int64_t blocks,
+                                int64_t seqQ, int64_t seqK, float scale) {
   extern __shared__ __align__(128) unsigned char flashShared[];
   for (int64_t b = blockIdx.x; b < blocks; b += gridDim.x)
     omni::hal::cuda::flash::attentionRowsBlock<T, D>(
-        q, k, v, o, dO, dq, lse, delta, b, seqQ, seqK, scale, flashShared,
-        static_cast<int>(threadIdx.x));
+        q, k, v, o, dO, mask, dq, lse, delta, b, seqQ, seqK, scale,
+        flashShared, static_cast<int>(threadIdx.x));
 }
 template <typename T, int D>
 __device__ void flashKeysKernel(const T *q, const T *k, const T *v,
-                                const T *dO, const float *lse,
-                                const float *delta, T *dk, T *dv,
-                                int64_t blocks, int64_t seqQ, int64_t seqK,
-                                float scale) {
+                                const T *dO,
+                                omni::hal::cuda::flash::MaskRef<T> mask,
+                                const float *lse, const float *delta, T *dk,
+                                T *dv, int64_t blocks, int64_t seqQ,
+                                int64_t seqK, float scale) {
   extern __shared__ __align__(128) unsigned char flashShared[];
   for (int64_t b = blockIdx.x; b < blocks; b += gridDim.x)
     omni::hal::cuda::flash::attentionKeysBlock<T, D>(
-        q, k, v, dO, lse, delta, dk, dv, b, seqQ, seqK, scale, flashShared,
-        static_cast<int>(threadIdx.x));
+        q, k, v, dO, mask, lse, delta, dk, dv, b, seqQ, seqK, scale,
+        flashShared, static_cast<int>(threadIdx.x));
 }
 } // namespace
 
@@ -326,20 +328,25 @@ OMNI_GRAD_SCORES(f16, float, __half)
 OMNI_GRAD_SCORES(bf16, float, __nv_bfloat16)
 #undef OMNI_GRAD_SCORES
 
+// The mask (null without one) broadcasts by its strides (0: shared).
 #define OMNI_FLASH_BACKWARD(name, T, D)                                        \
   __global__ void __launch_bounds__(128) omni_flash_attention_rows_##name(    \
-      const T *q, const T *k, const T *v, const T *o, const T *dO, T *dq,      \
-      float *lse, float *delta, int64_t blocks, int64_t seqQ, int64_t seqK,    \
-      float scale) {                                                           \
-    flashRowsKernel<T, D>(q, k, v, o, dO, dq, lse, delta, blocks, seqQ, seqK,  \
-                          scale);                                              \
+      const T *q, const T *k, const T *v, const T *o, const T *dO,             \
+      const T *mask, int64_t heads, int64_t maskBatchStride,                   \
+      int64_t maskHeadStride, T *dq, float *lse, float *delta,                 \
+      int64_t blocks, int64_t seqQ, int64_t seqK, float scale) {               \
+    flashRowsKernel<T, D>(q, k, v, o, dO,                                      \
+                          {mask, heads, maskBatchStride, maskHeadStride}, dq,  \
+                          lse, delta, blocks, seqQ, seqK, scale);              \
   }                                                                            \
   __global__ void __launch_bounds__(128) omni_flash_attention_keys_##name(    \
-      const T *q, const T *k, const T *v, const T *dO, const float *lse,       \
-      const float *delta, T *dk, T *dv, int64_t blocks, int64_t seqQ,          \
-      int64_t seqK, float scale) {                                             \
-    flashKeysKernel<T, D>(q, k, v, dO, lse, delta, dk, dv, blocks, seqQ,       \
-                          seqK, scale);                                        \
+      const T *q, const T *k, const T *v, const T *dO, const T *mask,          \
+      int64_t heads, int64_t maskBatchStride, int64_t maskHeadStride,          \
+      const float *lse, const float *delta, T *dk, T *dv, int64_t blocks,      \
+      int64_t seqQ, int64_t seqK, float scale) {                               \
+    flashKeysKernel<T, D>(q, k, v, dO,                                         \
+                          {mask, heads, maskBatchStride, maskHeadStride}, lse, \
+                          delta, dk, dv, blocks, seqQ, seqK, scale);           \
   }
 OMNI_FLASH_BACKWARD(f16_d64, __half, 64)
 OMNI_FLASH_BACKWARD(f16_d128, __half, 128)
