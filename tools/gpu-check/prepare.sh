@@ -71,19 +71,21 @@ MANIFEST="$OUTDIR/manifest.txt"
 } > "$MANIFEST"
 
 # --- omnirun and the libraries a GPU machine may lack -------------------
-# Everything ldd names except glibc's own libraries (the GPU machine has
-# glibc >= 2.34, which omnirun needs), packed with xz (libopenblas alone is
-# 36 MB); run.sh unpacks it and runs omnirun with LD_LIBRARY_PATH.
-cp "$BIN/omnirun" "$OUTDIR/bin/omnirun"
-strip "$OUTDIR/bin/omnirun" 2>/dev/null || true
-mkdir -p "$WORK/lib"
+# omnirun and everything ldd names except glibc's own libraries (the GPU
+# machine has glibc >= 2.34, which omnirun needs), packed with xz
+# (libopenblas alone is 36 MB; omnirun carries the cuda driver's helper
+# PTX, text that packs tenfold); run.sh unpacks it and runs bin/omnirun
+# with LD_LIBRARY_PATH.
+mkdir -p "$WORK/bin" "$WORK/lib"
+cp "$BIN/omnirun" "$WORK/bin/omnirun"
+strip "$WORK/bin/omnirun" 2>/dev/null || true
 ldd "$BIN/omnirun" | awk '/=>/ && $3 ~ /^\// {print $3}' | while read -r lib; do
   case "$(basename "$lib")" in
     libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*|libresolv.so.*) ;;
     *) cp -L "$lib" "$WORK/lib/" ;;
   esac
 done
-tar -C "$WORK" -cf - lib | xz -T2 -6 > "$OUTDIR/lib.tar.xz"
+tar -C "$WORK" -cf - bin/omnirun lib | xz -T2 -6 > "$OUTDIR/lib.tar.xz"
 echo "omnirun $(ldd "$BIN/omnirun" | awk '/=>/' | wc -l) libraries" >> "$MANIFEST"
 
 # --- the driver tests (gtest, static) ----------------------------------

@@ -60,14 +60,14 @@ out ""
 out "- bundle: $(grep -v "^torch wheels" "$BUNDLE/manifest.txt" 2>/dev/null | tr "\n" ";")"
 out "- host: $(uname -n), $(uname -sr), $(nproc) cores, run $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 
-# --- omnirun from the bundle ---------------------------------------------
-if [ ! -f "$BUNDLE/bin/omnirun" ] || [ ! -f "$BUNDLE/lib.tar.xz" ]; then
-  out "- ERROR: the bundle has no bin/omnirun or lib.tar.xz"
+# --- omnirun from the bundle (lib.tar.xz: bin/omnirun and lib/) ----------
+if [ ! -f "$BUNDLE/lib.tar.xz" ]; then
+  out "- ERROR: the bundle has no lib.tar.xz"
   echo "run.sh: $BUNDLE is not a prepare.sh bundle" >&2
   exit 2
 fi
-if ! xz -dc "$BUNDLE/lib.tar.xz" | tar -C "$TMP" -xf -; then
-  out "- ERROR: cannot unpack lib.tar.xz"
+if ! xz -dc "$BUNDLE/lib.tar.xz" | tar -C "$TMP" -xf - || [ ! -x "$TMP/bin/omnirun" ]; then
+  out "- ERROR: cannot unpack bin/omnirun and lib/ from lib.tar.xz"
   exit 2
 fi
 DRY=${GPU_CHECK_DRY_RUN:-0}
@@ -76,7 +76,7 @@ if [ "$DRY" = 1 ]; then
 else
   RUNFLAGS=(--gpus 1) OPS=ops-cuda.bin TINY=tiny-cuda.bin
 fi
-OMNIRUN=("env" "LD_LIBRARY_PATH=$TMP/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$BUNDLE/bin/omnirun")
+OMNIRUN=("env" "LD_LIBRARY_PATH=$TMP/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$TMP/bin/omnirun")
 
 # --- 1. the machine -------------------------------------------------------
 out ""
