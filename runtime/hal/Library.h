@@ -62,6 +62,17 @@ struct AttentionParams {
   bool maskBatchShared = false, maskHeadShared = false;
 };
 
+/// An attention mask's strides, in elements, for the batch and head
+/// dimensions of the scores (0 where the mask broadcasts).
+struct AttentionMaskStrides {
+  int64_t batch = 0, head = 0;
+};
+inline AttentionMaskStrides attentionMaskStrides(const AttentionParams &p) {
+  const int64_t plane = p.seqQ * p.seqK;
+  return {p.maskBatchShared ? 0 : (p.maskHeadShared ? 1 : p.heads) * plane,
+          p.maskHeadShared ? 0 : plane};
+}
+
 /// The bytes of an attention call's mask, [batch|1, heads|1, seqQ, seqK]
 /// (-1 when they overflow).
 inline int64_t attentionMaskBytes(const AttentionParams &p) {

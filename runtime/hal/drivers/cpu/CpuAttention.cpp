@@ -984,10 +984,8 @@ void fusedAttention(const AttentionParams &p, const float *q, const float *k,
     j.tile = roundUp((p.seqQ + tiles - 1) / tiles, kGroup);
   }
   j.tiles = (p.seqQ + j.tile - 1) / j.tile;
-  const int64_t plane = p.seqQ * p.seqK;
-  j.maskHeadStride = p.maskHeadShared ? 0 : plane;
-  j.maskBatchStride =
-      p.maskBatchShared ? 0 : (p.maskHeadShared ? 1 : p.heads) * plane;
+  const AttentionMaskStrides strides = attentionMaskStrides(p);
+  j.maskBatchStride = strides.batch, j.maskHeadStride = strides.head;
   j.scale = static_cast<float>(p.scale);
   pool.parallelFor(bhCount * j.tiles,
                    [&](int64_t i0, int64_t i1) { copy.run(j, i0, i1); });
@@ -1019,10 +1017,8 @@ void fusedAttentionBackward(const AttentionParams &p, const float *q,
   j.tile = j.tiles = 1;
   if (p.headDim >= kAttentionGemmMinHeadDim)
     gemmTiles(p, j); // the tiles run in turn within a (batch, head)
-  const int64_t square = p.seqQ * p.seqK;
-  j.maskBatchStride =
-      p.maskBatchShared ? 0 : (p.maskHeadShared ? 1 : p.heads) * square;
-  j.maskHeadStride = p.maskHeadShared ? 0 : square;
+  const AttentionMaskStrides strides = attentionMaskStrides(p);
+  j.maskBatchStride = strides.batch, j.maskHeadStride = strides.head;
   j.scale = static_cast<float>(p.scale);
   pool.parallelFor(bh,
                    [&](int64_t i0, int64_t i1) { copy.backward(j, i0, i1); });

@@ -594,9 +594,8 @@ absl::Status CudaStream::enqueueAttention(const AttentionParams &p, BufferRef q,
   const int64_t pairs = p.batch * p.heads;
   if (pairs == 0 || p.seqQ == 0 || p.valueDim == 0)
     return absl::OkStatus();
-  const int64_t maskHeads = p.maskHeadShared ? 1 : p.heads;
-  int64_t maskBatchStride = p.maskBatchShared ? 0 : maskHeads * p.seqQ * p.seqK;
-  int64_t maskHeadStride = p.maskHeadShared ? 0 : p.seqQ * p.seqK;
+  const AttentionMaskStrides strides = attentionMaskStrides(p);
+  int64_t maskBatchStride = strides.batch, maskHeadStride = strides.head;
   int64_t hasMask = p.hasMask ? 1 : 0;
   // The flash kernel (kernels/FlashAttention.h), where chosen and it
   // applies: f16 / bf16, head and value dimensions both 64 or 128, keys.
@@ -710,9 +709,8 @@ absl::Status CudaStream::rowSoftmax(const AttentionParams &p,
       : p.dtype == DType::F64 ? HelperKernel::SoftmaxF64
       : p.dtype == DType::F16 ? HelperKernel::SoftmaxF16
                               : HelperKernel::SoftmaxBF16;
-  const int64_t maskHeads = p.maskHeadShared ? 1 : p.heads;
-  int64_t maskBatchStride = p.maskBatchShared ? 0 : maskHeads * p.seqQ * p.seqK;
-  int64_t maskHeadStride = p.maskHeadShared ? 0 : p.seqQ * p.seqK;
+  const AttentionMaskStrides strides = attentionMaskStrides(p);
+  int64_t maskBatchStride = strides.batch, maskHeadStride = strides.head;
   int64_t hasMask = mask ? 1 : 0, seqQ = p.seqQ, seqK = p.seqK, heads = p.heads;
   CUdeviceptr scores = t.scores, probs = t.probs;
   constexpr unsigned kBlock = 256;
@@ -778,10 +776,8 @@ absl::Status CudaStream::enqueueAttentionBackward(const AttentionParams &p,
     CUdeviceptr delta =
         lse + static_cast<CUdeviceptr>(pairs * p.seqQ * sizeof(float));
     int64_t seqQ = p.seqQ, seqK = p.seqK, heads = p.heads;
-    int64_t maskHeadStride = p.maskHeadShared ? 0 : p.seqQ * p.seqK;
-    int64_t maskBatchStride =
-        p.maskBatchShared ? 0
-                          : (p.maskHeadShared ? 1 : p.heads) * p.seqQ * p.seqK;
+    const AttentionMaskStrides strides = attentionMaskStrides(p);
+    int64_t maskBatchStride = strides.batch, maskHeadStride = strides.head;
     float scale = static_cast<float>(p.scale);
     int64_t rowBlocks = flash::blocksFor(pairs, p.seqQ);
     void *rowsParams[] = {&qp,

@@ -99,6 +99,45 @@ OMNI_FA_FN void multiplyAccumulate(Acc &acc, const T *a, unsigned lda,
   }
 }
 
+static_assert(kRows == kKeys, "query and key tiles load alike (loadTile)");
+
+/// Rows [row0, row0 + 64) of a [rows, D] matrix at `src` into `dst`
+/// (64 x D), zeros past `rows`; the whole block calls it.
+template <typename T, int D>
+OMNI_FA_FN void loadTile(T *dst, const T *src, int64_t row0, int64_t rows,
+                         int thread) {
+  const T zero = faFromFloat<T>(0.0f);
+  for (int i = thread; i < kRows * D; i += kThreads)
+    dst[i] = row0 + i / D < rows ? src[row0 * D + i] : zero;
+}
+
+/// out (16 x 64, row stride 64) = a b^T for a warp: `a` its 16 rows
+/// (row-major, D wide), `b` a 64 x D tile (row-major), so column block n
+/// of out reads rows 16 n.. of b as a column-major 16 x 16 (b(k', c) =
+/// b[16 n + c][16 kk + k']). Tensor cores, f32 sums.
+/// With `a2`, also out2 = a2 b2^T, interleaved column block by column
+/// block (the backward's S and dP: two independent chains of tensor-core
+/// products, and fewer live registers than one product after the other).
+template <typename T, int D>
+OMNI_FA_FN void scoreRows(float *out, const T *a, const T *b,
+                          float *out2 = nullptr, const T *a2 = nullptr,
+                          const T *b2 = nullptr) {
+  using namespace faWmma;
+  for (int n = 0; n < kKeys / kTile; ++n) {
+    fragment<accumulator, kTile, kTile, kTile, float> acc, acc2;
+    fill_fragment(acc, 0.0f);
+    multiplyAccumulate<T, col_major, D / kTile>(acc, a, D, b + n * kTile * D, D,
+                                                kTile);
+    if (a2) {
+      fill_fragment(acc2, 0.0f);
+      multiplyAccumulate<T, col_major, D / kTile>(acc2, a2, D,
+                                                  b2 + n * kTile * D, D, kTile);
+      store_matrix_sync(out2 + n * kTile, acc2, kKeys, mem_row_major);
+    }
+    store_matrix_sync(out + n * kTile, acc, kKeys, mem_row_major);
+  }
+}
+
 /// Block `block` (of blocksFor(pairs, seqQ)) of attention over q [pairs,
 /// seqQ, D], k, v [pairs, seqK, D] into out [pairs, seqQ, D], run by thread
 /// `thread` of kThreads with `shared` the block's sharedBytes(D, 2) bytes.
@@ -127,14 +166,11 @@ attentionBlock(const T *q, const T *k, const T *v, const T *mask, T *out,
   T *Vs = Ks + kKeys * D;
   T *P = Vs + kKeys * D;
 
-  const T zero = faFromFloat<T>(0.0f);
-  const T *qp = q + (pair * seqQ + row0) * D;
   const T *kp = k + pair * seqK * D;
   const T *vp = v + pair * seqK * D;
-  for (int i = thread; i < kRows * D; i += kThreads) {
-    Qs[i] = row0 + i / D < seqQ ? qp[i] : zero;
+  loadTile<T, D>(Qs, q + pair * seqQ * D, row0, seqQ, thread);
+  for (int i = thread; i < kRows * D; i += kThreads)
     O[i] = 0.0f;
-  }
   for (int r = thread; r < kRows; r += kThreads) {
     M[r] = -INFINITY;
     L[r] = 0.0f;
@@ -147,22 +183,12 @@ attentionBlock(const T *q, const T *k, const T *v, const T *mask, T *out,
   T *Pw = P + warp * kWarpRows * kKeys;
   float *Ow = O + warp * kWarpRows * D;
   for (int64_t key0 = 0; key0 < seqK; key0 += kKeys) {
-    for (int i = thread; i < kKeys * D; i += kThreads) {
-      const bool in = key0 + i / D < seqK;
-      Ks[i] = in ? kp[key0 * D + i] : zero;
-      Vs[i] = in ? vp[key0 * D + i] : zero;
-    }
+    loadTile<T, D>(Ks, kp, key0, seqK, thread);
+    loadTile<T, D>(Vs, vp, key0, seqK, thread);
     faSyncThreads();
 
-    // S = Q K^T: column block n of S is Q times rows n*16.. of K, read as
-    // a column-major 16x16 (b(k', c) = K[n*16 + c][kk*16 + k']).
-    for (int n = 0; n < kKeys / kTile; ++n) {
-      fragment<accumulator, kTile, kTile, kTile, float> acc;
-      fill_fragment(acc, 0.0f);
-      multiplyAccumulate<T, col_major, D / kTile>(acc, Qw, D,
-                                                  Ks + n * kTile * D, D, kTile);
-      store_matrix_sync(Sw + n * kTile, acc, kKeys, mem_row_major);
-    }
+    // S = Q K^T.
+    scoreRows<T, D>(Sw, Qw, Ks);
     faSyncWarp();
 
     // The online softmax: lane r < 16 owns row r of the warp.

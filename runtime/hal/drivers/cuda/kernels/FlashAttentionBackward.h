@@ -83,16 +83,6 @@ template <typename T> struct MaskRef {
   }
 };
 
-/// Rows [row0, row0 + 64) of a [rows, D] matrix at `src` into `dst`
-/// (64 x D), zeros past `rows`; the whole block calls it.
-template <typename T, int D>
-OMNI_FA_FN void loadTile(T *dst, const T *src, int64_t row0, int64_t rows,
-                         int thread) {
-  const T zero = faFromFloat<T>(0.0f);
-  for (int i = thread; i < kRows * D; i += kThreads)
-    dst[i] = row0 + i / D < rows ? src[row0 * D + i] : zero;
-}
-
 /// Writes a warp's accumulators (16 rows x D, `acc[c]` the 16 columns
 /// from 16 c) times `factor`, rounded to T, to rows [row0, row0 + 16) of
 /// the [rows, D] matrix `dst`, through `scratch` (16 x kKeys floats).
@@ -178,13 +168,7 @@ attentionRowsBlock(const T *q, const T *k, const T *v, const T *o, const T *dO,
   for (int64_t key0 = 0; key0 < seqK; key0 += kKeys) {
     loadTile<T, D>(Ks, kp, key0, seqK, thread);
     faSyncThreads();
-    for (int n = 0; n < kKeys / kTile; ++n) {
-      fragment<accumulator, kTile, kTile, kTile, float> acc;
-      fill_fragment(acc, 0.0f);
-      multiplyAccumulate<T, col_major, D / kTile>(acc, Qw, D,
-                                                  Ks + n * kTile * D, D, kTile);
-      store_matrix_sync(Sw + n * kTile, acc, kKeys, mem_row_major);
-    }
+    scoreRows<T, D>(Sw, Qw, Ks);
     faSyncWarp();
     if (lane < kWarpRows) {
       float *s = Sw + lane * kKeys;
@@ -222,17 +206,7 @@ attentionRowsBlock(const T *q, const T *k, const T *v, const T *o, const T *dO,
     loadTile<T, D>(Ks, kp, key0, seqK, thread);
     loadTile<T, D>(Vs, vp, key0, seqK, thread);
     faSyncThreads();
-    for (int n = 0; n < kKeys / kTile; ++n) {
-      fragment<accumulator, kTile, kTile, kTile, float> s, p;
-      fill_fragment(s, 0.0f);
-      fill_fragment(p, 0.0f);
-      multiplyAccumulate<T, col_major, D / kTile>(s, Qw, D, Ks + n * kTile * D,
-                                                  D, kTile);
-      multiplyAccumulate<T, col_major, D / kTile>(p, dOw, D, Vs + n * kTile * D,
-                                                  D, kTile);
-      store_matrix_sync(Sw + n * kTile, s, kKeys, mem_row_major);
-      store_matrix_sync(dPw + n * kTile, p, kKeys, mem_row_major);
-    }
+    scoreRows<T, D>(Sw, Qw, Ks, dPw, dOw, Vs);
     faSyncWarp();
     // All 32 lanes over the warp's 16 x 64 scores.
     for (int i = lane; i < kWarpRows * kKeys; i += 32) {
@@ -269,7 +243,6 @@ attentionKeysBlock(const T *q, const T *k, const T *v, const T *dO,
                    T *dv, int64_t block, int64_t seqQ, int64_t seqK,
                    float scale, unsigned char *shared, int thread) {
   static_assert(D % kKeys == 0 && kKeys % kTile == 0, "WMMA tiles");
-  static_assert(kRows == kKeys, "a warp's S^T row is one query tile");
   using namespace faWmma;
   const int64_t tilesK = (seqK + kKeys - 1) / kKeys;
   const int64_t pair = block / tilesK;
@@ -315,17 +288,7 @@ attentionKeysBlock(const T *q, const T *k, const T *v, const T *dO,
     }
     faSyncThreads();
     // S^T = K Q^T and dP^T = V dO^T for the warp's 16 keys.
-    for (int n = 0; n < kRows / kTile; ++n) {
-      fragment<accumulator, kTile, kTile, kTile, float> s, p;
-      fill_fragment(s, 0.0f);
-      fill_fragment(p, 0.0f);
-      multiplyAccumulate<T, col_major, D / kTile>(s, Kw, D, Qs + n * kTile * D,
-                                                  D, kTile);
-      multiplyAccumulate<T, col_major, D / kTile>(p, Vw, D, dOs + n * kTile * D,
-                                                  D, kTile);
-      store_matrix_sync(Sw + n * kTile, s, kRows, mem_row_major);
-      store_matrix_sync(dPw + n * kTile, p, kRows, mem_row_major);
-    }
+    scoreRows<T, D>(Sw, Kw, Qs, dPw, Vw, dOs);
     faSyncWarp();
     for (int i = lane; i < kWarpRows * kRows; i += 32) {
       const int c = i % kRows;

@@ -202,46 +202,14 @@ namespace faWmma = nvcuda::wmma;
 #include "runtime/hal/drivers/cuda/kernels/FlashAttentionBackward.h"
 
 namespace {
-/// A grid-stride loop over the call's blocks (FlashAttention.h).
-template <typename T, int D>
-__device__ void flashKernel(const T *q, const T *k, const T *v, const T *mask,
-                            T *out, int64_t blocks, int64_t seqQ,
-                            int64_t seqK, int64_t heads,
-                            int64_t maskBatchStride, int64_t maskHeadStride,
-                            int64_t hasMask, float scale) {
+/// body(block, shared, thread) for the call's blocks of a flash kernel
+/// (FlashAttention.h, FlashAttentionBackward.h), a grid-stride loop: the
+/// grid may be smaller than the call.
+template <typename Body>
+__device__ void overFlashBlocks(int64_t blocks, const Body &body) {
   extern __shared__ __align__(128) unsigned char flashShared[];
   for (int64_t b = blockIdx.x; b < blocks; b += gridDim.x)
-    omni::hal::cuda::flash::attentionBlock<T, D>(
-        q, k, v, mask, out, b, seqQ, seqK, heads, maskBatchStride,
-        maskHeadStride, hasMask, scale, flashShared,
-        static_cast<int>(threadIdx.x));
-}
-/// Grid-stride loops over the blocks of the backward's two kernels
-/// (FlashAttentionBackward.h).
-template <typename T, int D>
-__device__ void flashRowsKernel(const T *q, const T *k, const T *v,
-                                const T *o, const T *dO,
-                                omni::hal::cuda::flash::MaskRef<T> mask, T *dq,
-                                float *lse, float *delta, int64_t blocks,
-                                int64_t seqQ, int64_t seqK, float scale) {
-  extern __shared__ __align__(128) unsigned char flashShared[];
-  for (int64_t b = blockIdx.x; b < blocks; b += gridDim.x)
-    omni::hal::cuda::flash::attentionRowsBlock<T, D>(
-        q, k, v, o, dO, mask, dq, lse, delta, b, seqQ, seqK, scale,
-        flashShared, static_cast<int>(threadIdx.x));
-}
-template <typename T, int D>
-__device__ void flashKeysKernel(const T *q, const T *k, const T *v,
-                                const T *dO,
-                                omni::hal::cuda::flash::MaskRef<T> mask,
-                                const float *lse, const float *delta, T *dk,
-                                T *dv, int64_t blocks, int64_t seqQ,
-                                int64_t seqK, float scale) {
-  extern __shared__ __align__(128) unsigned char flashShared[];
-  for (int64_t b = blockIdx.x; b < blocks; b += gridDim.x)
-    omni::hal::cuda::flash::attentionKeysBlock<T, D>(
-        q, k, v, dO, mask, lse, delta, dk, dv, b, seqQ, seqK, scale,
-        flashShared, static_cast<int>(threadIdx.x));
+    body(b, flashShared, static_cast<int>(threadIdx.x));
 }
 } // namespace
 
@@ -307,8 +275,11 @@ OMNI_SOFTMAX(bf16, float, __nv_bfloat16)
       int64_t blocks, int64_t seqQ, int64_t seqK, int64_t heads,               \
       int64_t maskBatchStride, int64_t maskHeadStride, int64_t hasMask,        \
       float scale) {                                                           \
-    flashKernel<T, D>(q, k, v, mask, out, blocks, seqQ, seqK, heads,           \
-                      maskBatchStride, maskHeadStride, hasMask, scale);        \
+    overFlashBlocks(blocks, [&](int64_t b, unsigned char *shared, int t) {     \
+      omni::hal::cuda::flash::attentionBlock<T, D>(                            \
+          q, k, v, mask, out, b, seqQ, seqK, heads, maskBatchStride,           \
+          maskHeadStride, hasMask, scale, shared, t);                          \
+    });                                                                        \
   }
 OMNI_FLASH(f16_d64, __half, 64)
 OMNI_FLASH(f16_d128, __half, 128)
@@ -335,18 +306,22 @@ OMNI_GRAD_SCORES(bf16, float, __nv_bfloat16)
       const T *mask, int64_t heads, int64_t maskBatchStride,                   \
       int64_t maskHeadStride, T *dq, float *lse, float *delta,                 \
       int64_t blocks, int64_t seqQ, int64_t seqK, float scale) {               \
-    flashRowsKernel<T, D>(q, k, v, o, dO,                                      \
-                          {mask, heads, maskBatchStride, maskHeadStride}, dq,  \
-                          lse, delta, blocks, seqQ, seqK, scale);              \
+    overFlashBlocks(blocks, [&](int64_t b, unsigned char *shared, int t) {     \
+      omni::hal::cuda::flash::attentionRowsBlock<T, D>(                        \
+          q, k, v, o, dO, {mask, heads, maskBatchStride, maskHeadStride}, dq,  \
+          lse, delta, b, seqQ, seqK, scale, shared, t);                        \
+    });                                                                        \
   }                                                                            \
   __global__ void __launch_bounds__(128) omni_flash_attention_keys_##name(    \
       const T *q, const T *k, const T *v, const T *dO, const T *mask,          \
       int64_t heads, int64_t maskBatchStride, int64_t maskHeadStride,          \
       const float *lse, const float *delta, T *dk, T *dv, int64_t blocks,      \
       int64_t seqQ, int64_t seqK, float scale) {                               \
-    flashKeysKernel<T, D>(q, k, v, dO,                                         \
-                          {mask, heads, maskBatchStride, maskHeadStride}, lse, \
-                          delta, dk, dv, blocks, seqQ, seqK, scale);           \
+    overFlashBlocks(blocks, [&](int64_t b, unsigned char *shared, int t) {     \
+      omni::hal::cuda::flash::attentionKeysBlock<T, D>(                        \
+          q, k, v, dO, {mask, heads, maskBatchStride, maskHeadStride}, lse,    \
+          delta, dk, dv, b, seqQ, seqK, scale, shared, t);                     \
+    });                                                                        \
   }
 OMNI_FLASH_BACKWARD(f16_d64, __half, 64)
 OMNI_FLASH_BACKWARD(f16_d128, __half, 128)
