@@ -109,6 +109,11 @@ struct GraphStats {
   /// on: refused ones, those over the budget, those over the limit of
   /// graphs per region.
   int64_t uncaptured = 0;
+  /// Graphs held now (each holds device memory on a GPU), and graphs of
+  /// loops dropped because a run of commands holding the loop was captured
+  /// (the run's graph replays the loop; the loop's own would go unused).
+  int64_t held = 0;
+  int64_t released = 0;
   /// One line per loop or run that is never captured, with the reason:
   /// "functions[2].commands[363] (Loop): body[5] is a ScalarOp FromTensor
   /// (it reads the device)".
@@ -273,6 +278,11 @@ private:
       Frame &frame,
       const flatbuffers::Vector<flatbuffers::Offset<step::Command>> *commands,
       uint32_t begin, uint32_t end, const Path &parent, const char *field);
+  /// Drops the graphs of the loops in [begin, end) of `commands` (nested
+  /// loops included): a graph of the run replays them now.
+  void releaseLoopGraphs(
+      const flatbuffers::Vector<flatbuffers::Offset<step::Command>> *commands,
+      uint32_t begin, uint32_t end);
   /// Both: `run` runs the region command by command (to capture it);
   /// `where` names it in messages.
   absl::StatusOr<bool> runAsGraph(Frame &frame, const Region &region,

@@ -352,7 +352,27 @@ Executor::runAsGraph(Frame &frame, const Region &region,
   OMNI_RETURN_IF_ERROR(stream_->launchGraph(*g.graph));
   ++graphStats_.launches;
   graphs.graphs.push_back(std::move(g));
+  ++graphStats_.held;
+  if (!region.loop)
+    releaseLoopGraphs(region.commands, region.begin, region.end);
   return true;
+}
+
+void Executor::releaseLoopGraphs(const Vector<Offset<step::Command>> *commands,
+                                 uint32_t begin, uint32_t end) {
+  for (uint32_t i = begin; i < end; ++i) {
+    const step::Loop *loop = commands->Get(i)->kind_as_Loop();
+    if (!loop)
+      continue;
+    releaseLoopGraphs(loop->body(), 0, sizeOf(loop->body()));
+    auto it = regionGraphs_.find(loop);
+    if (it == regionGraphs_.end())
+      continue;
+    std::vector<CapturedGraph> &graphs = it->second->graphs;
+    graphStats_.held -= static_cast<int64_t>(graphs.size());
+    graphStats_.released += static_cast<int64_t>(graphs.size());
+    graphs.clear();
+  }
 }
 
 absl::StatusOr<std::vector<hal::BufferRef>>

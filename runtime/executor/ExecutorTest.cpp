@@ -1210,6 +1210,45 @@ TEST_F(ExecutorTest, RunsOfCommandsReplayAsGraphs) {
   }
 }
 
+/// A loop inside a run of commands has its own graph until the run is
+/// captured; the run's graph replays the loop from then on, so the loop's
+/// graph (and its memory on a GPU) is dropped.
+TEST_F(ExecutorTest, ARunsGraphReplacesTheGraphOfALoopInIt) {
+  const int64_t n = 4;
+  StepBuilder b;
+  uint32_t exe = b.executable(testKernels());
+  uint32_t i = b.scalar("i");
+  uint32_t v = b.argument(sd::DType::F32, {n}, 0, "v");
+  std::vector<uint32_t> t;
+  for (int k = 0; k < 7; ++k)
+    t.push_back(b.arena(sd::DType::F32, {n}));
+  std::vector<CommandRef> commands = {
+      b.dispatch(exe, 0, n, {v, v}, {t[0]}),
+      b.loop(i, 0, 3, 1, {b.dispatch(exe, 0, n, {t[0], t[0]}, {t[0]})})};
+  for (int k = 1; k < 7; ++k)
+    commands.push_back(b.dispatch(exe, 0, n, {t[k - 1], t[k - 1]}, {t[k]}));
+  b.function("f", {v}, {t.back()}, commands, 1);
+  auto executor = load(b.finish(), withGraphs(ExecutorOptions::Graphs::On));
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  const GraphStats &stats = (*executor)->graphStats();
+  // Held after each run: the loop's graph; the run's and, for the moment
+  // of its capture, the loop's; the run's.
+  const int64_t held[] = {1, 1, 1};
+  const int64_t released[] = {0, 1, 1};
+  for (int r = 0; r < 3; ++r) {
+    HostTensor x = f32({n}, 1 + r);
+    auto results = runHostTensors(**executor, "f", {x});
+    ASSERT_TRUE(results.ok()) << results.status();
+    for (int64_t k = 0; k < n; ++k)
+      EXPECT_EQ(results->at(0).floats()[k], 1024 * x.floats()[k]) << r;
+    EXPECT_EQ(stats.held, held[r]) << "run " << r;
+    EXPECT_EQ(stats.released, released[r]) << "run " << r;
+  }
+  EXPECT_EQ(stats.captures, 2);
+  EXPECT_EQ(stats.launches, 3);
+  EXPECT_TRUE(stats.refused.empty());
+}
+
 /// A run whose capture fails is refused for good: it runs command by
 /// command and reports the error with its path.
 TEST_F(ExecutorTest, AFailedCaptureRunsTheCommandsOneByOne) {
