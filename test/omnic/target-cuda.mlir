@@ -47,38 +47,30 @@
 // CHECK-NOT: {{[0-9]}}
 // CHECK: ]
 
-// The row sum (64 rows of 300): the accumulator, an f64 scratch buffer
-// (buffer 2: 64 x 8 bytes), is filled; 64 x 18 threads (5 blocks) each sum
-// every 18th element of a row (at least 16 elements per thread) into
-// partials (buffer 3: 64 x 18 f64); one thread per row folds its 18
-// partials in order into the accumulator; a last launch rounds it into the
-// result (buffer 1).
+// The row sum (64 rows of 300): 64 x 18 threads (5 blocks) each sum every
+// 18th element of a row (at least 16 elements per thread) into partials
+// (scratch buffer 3: 64 x 18 f64); then one launch of a thread per row
+// fills the accumulator (scratch buffer 2: 64 f64), folds the row's 18
+// partials into it in order and rounds it into the result (buffer 1): the
+// fill, fold and rounding loops are fused (CudaLoopFusion.cpp).
 // CHECK: "entry": "omni_kernel_1_0",
-// CHECK: "block": [
-// CHECK-NEXT: 64,
-// CHECK: "args": [
-// CHECK-NEXT: 2
-// CHECK-NEXT: ]
-// CHECK: "entry": "omni_kernel_1_1",
 // CHECK-NEXT: "grid": [
 // CHECK-NEXT: 5,
 // CHECK: "args": [
 // CHECK-NEXT: 0,
 // CHECK-NEXT: 3
 // CHECK-NEXT: ]
-// CHECK: "entry": "omni_kernel_1_2",
+// CHECK: "entry": "omni_kernel_1_1",
 // CHECK: "block": [
 // CHECK-NEXT: 64,
 // CHECK: "args": [
 // CHECK-NEXT: 2,
-// CHECK-NEXT: 3
-// CHECK-NEXT: ]
-// CHECK: "entry": "omni_kernel_1_3",
-// CHECK: "args": [
-// CHECK-NEXT: 2,
+// CHECK-NEXT: 3,
 // CHECK-NEXT: 1
 // CHECK-NEXT: ]
-// CHECK: "scratch": [
+// CHECK-NEXT: }
+// CHECK-NEXT: ],
+// CHECK-NEXT: "scratch": [
 // CHECK-NEXT: 512,
 // CHECK-NEXT: 9216
 // CHECK-NEXT: ]
@@ -109,9 +101,10 @@
 // = 32 blocks: thread t of 8192 sums elements t, t + 8192, ... into
 // partials[t] (scratch buffer 3: 8192 f64); thread k of 32 folds block k's
 // 256 partials into blockPartials[k] (scratch 4: 32 f64); then one thread
-// adds those, in order, to the accumulator (scratch 2, filled by launch 0).
+// fills the accumulator (scratch 2), adds those to it in order and rounds
+// it into the result (buffer 1): the fill waits for that launch, since the
+// others do not read what it writes.
 // CHECK: "entry": "omni_kernel_4_0",
-// CHECK: "entry": "omni_kernel_4_1",
 // CHECK-NEXT: "grid": [
 // CHECK-NEXT: 32,
 // CHECK: "block": [
@@ -120,7 +113,7 @@
 // CHECK-NEXT: 0,
 // CHECK-NEXT: 3
 // CHECK-NEXT: ]
-// CHECK: "entry": "omni_kernel_4_2",
+// CHECK: "entry": "omni_kernel_4_1",
 // CHECK-NEXT: "grid": [
 // CHECK-NEXT: 1,
 // CHECK: "block": [
@@ -129,25 +122,40 @@
 // CHECK-NEXT: 3,
 // CHECK-NEXT: 4
 // CHECK-NEXT: ]
-// CHECK: "entry": "omni_kernel_4_3",
+// CHECK: "entry": "omni_kernel_4_2",
 // CHECK-NEXT: "grid": [
 // CHECK-NEXT: 1,
 // CHECK: "block": [
 // CHECK-NEXT: 1,
 // CHECK: "args": [
 // CHECK-NEXT: 2,
-// CHECK-NEXT: 4
-// CHECK-NEXT: ]
-// CHECK: "entry": "omni_kernel_4_4",
-// CHECK: "args": [
-// CHECK-NEXT: 2,
+// CHECK-NEXT: 4,
 // CHECK-NEXT: 1
 // CHECK-NEXT: ]
-// CHECK: "scratch": [
+// CHECK-NEXT: }
+// CHECK-NEXT: ],
+// CHECK-NEXT: "scratch": [
 // CHECK-NEXT: 8,
 // CHECK-NEXT: 65536,
 // CHECK-NEXT: 256
 // CHECK-NEXT: ]
+
+// Two results of one shape: one launch.
+// CHECK: "entry": "omni_kernel_8_0",
+// CHECK-NOT: "entry"
+// CHECK: "scratch": [
+
+// 1024 x 1028 elements, a multiple of 4 and at least 2^20: 4 per thread,
+// 263168 threads (1028 blocks).
+// CHECK: "entry": "omni_kernel_9_0",
+// CHECK-NEXT: "grid": [
+// CHECK-NEXT: 1028,
+// CHECK: "block": [
+// CHECK-NEXT: 256,
+// 1023 x 1027 is not a multiple of 4: one element per thread.
+// CHECK: "entry": "omni_kernel_10_0",
+// CHECK-NEXT: "grid": [
+// CHECK-NEXT: 4104,
 // CHECK: "ptx": "<{{[0-9]+}} bytes>"
 
 // PTX: .version 8.1
@@ -157,21 +165,35 @@
 // exp goes through libdevice's __nv_expf, inlined (no call is left).
 // PTX-NOT: call{{.*}}__nv_
 // PTX: ex2.approx
-// PTX: .entry omni_kernel_1_0(
-// PTX: .maxntid 64, 1, 1
 // The sum accumulates in f64 (the row chunks' launch).
-// PTX: .entry omni_kernel_1_1(
+// PTX: .entry omni_kernel_1_0(
+// PTX: .maxntid 256, 1, 1
 // PTX: cvt.f64.f32
 // PTX: add.rn.f64
+// PTX: .entry omni_kernel_1_1(
+// PTX: .maxntid 64, 1, 1
 // PTX: .entry omni_kernel_3_0(
 // PTX: .maxntid 1, 1, 1
 // The cooperative sum: a register accumulates the thread's f64 sum, stored
 // once.
-// PTX: .entry omni_kernel_4_1(
+// PTX: .entry omni_kernel_4_0(
 // PTX: .maxntid 256, 1, 1
 // PTX: add.rn.f64
 // PTX: st.global.b64
 // PTX-NEXT: ret;
+// No result in place: the parameters are noalias, and read-only ones are
+// read through the non-coherent cache.
+// PTX: .entry omni_kernel_8_0(
+// PTX: ld.global.nc.b32
+// The coarsened kernel issues the loads of its 4 elements (2 each) before
+// its first store.
+// PTX: .entry omni_kernel_9_0(
+// PTX-COUNT-8: ld.global.nc.b32
+// PTX-NOT: ld.global
+// PTX: st.global.b8
+// PTX-COUNT-3: st.global.b8
+// PTX-NOT: ld.global
+// PTX: ret;
 
 // Square roots are correctly rounded as on the cpu (not libdevice's
 // approximate __nv_sqrtf); rsqrt is 1 / sqrt.
@@ -223,4 +245,28 @@ func.func @roots(%x: tensor<1000xf32>, %d: tensor<1000xf64>) -> (tensor<1000xf32
   %b = omni.rsqrt %x : tensor<1000xf32>
   %c = omni.sqrt %d : tensor<1000xf64>
   return %a, %b, %c : tensor<1000xf32>, tensor<1000xf32>, tensor<1000xf64>
+}
+
+func.func @two_results(%x: tensor<64x300xf32>, %y: tensor<64x300xf32>) -> (tensor<64x300xf32>, tensor<64x300xf32>) {
+  %s = omni.add %x, %y : tensor<64x300xf32>
+  %d = omni.sub %x, %y : tensor<64x300xf32>
+  return %s, %d : tensor<64x300xf32>, tensor<64x300xf32>
+}
+
+func.func @big(%x: tensor<1024xf32>, %y: tensor<1028xf32>) -> tensor<1024x1028xi1> {
+  %bx = omni.broadcast_in_dim %x, dims = [0] : tensor<1024xf32> -> tensor<1024x1028xf32>
+  %by = omni.broadcast_in_dim %y, dims = [1] : tensor<1028xf32> -> tensor<1024x1028xf32>
+  %s = omni.add %bx, %by : tensor<1024x1028xf32>
+  %z = omni.constant dense<0.0> : tensor<1024x1028xf32>
+  %p = omni.compare lt, %s, %z : tensor<1024x1028xf32>
+  return %p : tensor<1024x1028xi1>
+}
+
+func.func @big_odd(%x: tensor<1023xf32>, %y: tensor<1027xf32>) -> tensor<1023x1027xi1> {
+  %bx = omni.broadcast_in_dim %x, dims = [0] : tensor<1023xf32> -> tensor<1023x1027xf32>
+  %by = omni.broadcast_in_dim %y, dims = [1] : tensor<1027xf32> -> tensor<1023x1027xf32>
+  %s = omni.add %bx, %by : tensor<1023x1027xf32>
+  %z = omni.constant dense<0.0> : tensor<1023x1027xf32>
+  %p = omni.compare lt, %s, %z : tensor<1023x1027xf32>
+  return %p : tensor<1023x1027xi1>
 }

@@ -83,6 +83,19 @@ func.func @big_sum(%x: tensor<1048583xf32>) -> tensor<f32> {
   return %s : tensor<f32>
 }
 
+// A large elementwise kernel (2^20 elements or more, a multiple of 4):
+// each thread runs 4 elements, N / 4 apart (docs/backend-cuda.md, "Launch
+// configuration"). Small inputs broadcast, and a bool result (1 byte per
+// element), keep the bundle small; the sums are exact IEEE on both sides.
+func.func @big_elementwise(%x: tensor<1024xf32>, %y: tensor<1028xf32>) -> tensor<1024x1028xi1> {
+  %bx = omni.broadcast_in_dim %x, dims = [0] : tensor<1024xf32> -> tensor<1024x1028xf32>
+  %by = omni.broadcast_in_dim %y, dims = [1] : tensor<1028xf32> -> tensor<1024x1028xf32>
+  %s = omni.add %bx, %by : tensor<1024x1028xf32>
+  %z = omni.constant dense<0.0> : tensor<1024x1028xf32>
+  %p = omni.compare lt, %s, %z : tensor<1024x1028xf32>
+  return %p : tensor<1024x1028xi1>
+}
+
 // Layout: broadcasts, transposes, slices, concatenation, pads, reshapes.
 func.func @layout(%x: tensor<5x37x19xf32>, %v: tensor<19xf32>) -> (tensor<19x5x37xf32>, tensor<5x37x19xf32>, tensor<2x13x19xf32>, tensor<5x74x19xf32>, tensor<5x39x21xf32>, tensor<185x19xf32>) {
   %t = omni.transpose %x, permutation = [2, 0, 1] : tensor<5x37x19xf32> -> tensor<19x5x37xf32>

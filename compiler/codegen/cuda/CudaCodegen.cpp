@@ -20,14 +20,18 @@
 //    reduction to one element of at least 1024 elements runs on many
 //    blocks, and a partial one with few outputs or a long extent on chunks
 //    of each output (register partials, then an ordered fold:
-//    CudaReductions.cpp); other top-level
+//    CudaReductions.cpp). Parallel loops over one space then fuse where no
+//    iteration can tell (CudaLoopFusion.cpp: a reduction's fill, fold and
+//    rounding become one launch), and large loop-free ones run 4
+//    iterations per thread, their loads first. Other top-level
 //    work that is not a parallel loop (0-d results, small full reductions)
 //    runs in a one-thread launch. Side-effect-free ops (constants,
 //    index arithmetic, view ops) are cloned into every launch that uses
 //    them, so each launch's parameters are function arguments only.
 // 4. gpu-kernel-outlining; each gpu.launch_func, in order, becomes a
 //    GpuLaunch (entry, grid, block, the function argument of each kernel
-//    parameter), and all kernels move into one gpu.module.
+//    parameter), and all kernels move into one gpu.module; a kernel with
+//    no result written over an input gets noalias parameters.
 // 5. NVVM: nvvm-attach-target (the SM architecture, +ptx81, libdevice for
 //    math functions), convert-gpu-to-nvvm with bare-pointer kernel
 //    parameters, gpu-module-to-binary format=isa -> PTX text.
@@ -126,7 +130,8 @@ gpu::LaunchOp createLaunch(OpBuilder &b, Operation *at, int64_t grid,
 /// Step 3: `par` (constant bounds, no results) becomes a gpu.launch whose
 /// thread `blockIdx.x * block + threadIdx.x` runs the iteration with that
 /// row-major linear index.
-LogicalResult parallelToLaunch(scf::ParallelOp par, StringRef symbol) {
+LogicalResult parallelToLaunch(scf::ParallelOp par, StringRef symbol,
+                               function_ref<bool(Value, Value)> mayOverlap) {
   Location loc = par.getLoc();
   if (par.getNumResults() != 0)
     return emitError(loc, symbol)
@@ -154,9 +159,20 @@ LogicalResult parallelToLaunch(scf::ParallelOp par, StringRef symbol) {
     par.erase();
     return success();
   }
+  // Large elementwise loops: kCoarsen iterations per thread, n / kCoarsen
+  // apart (each load still coalesced), so that a thread has several
+  // independent loads in flight.
+  const bool loopFree =
+      !par.getBody()
+           ->walk([](LoopLikeOpInterface) { return WalkResult::interrupt(); })
+           .wasInterrupted();
+  const int64_t per =
+      loopFree && n >= kCoarsenMinIterations && n % kCoarsen == 0 ? kCoarsen
+                                                                  : 1;
+  const int64_t threads = n / per;
   int64_t block =
-      std::min(kBlockThreads, static_cast<int64_t>(llvm::alignTo(n, 32)));
-  int64_t grid = (n + block - 1) / block;
+      std::min(kBlockThreads, static_cast<int64_t>(llvm::alignTo(threads, 32)));
+  int64_t grid = (threads + block - 1) / block;
   if (grid > kMaxGridX)
     return emitError(loc, symbol)
            << ": " << n << " threads need more than 2^31-1 blocks";
@@ -164,7 +180,8 @@ LogicalResult parallelToLaunch(scf::ParallelOp par, StringRef symbol) {
   gpu::LaunchOp launch = createLaunch(b, par, grid, block);
   // 32-bit index arithmetic when it cannot overflow: the delinearization's
   // divisions are much cheaper.
-  bool narrow = grid * block <= std::numeric_limits<int32_t>::max();
+  bool narrow =
+      std::max(grid * block, n) <= std::numeric_limits<int32_t>::max();
   Type index = b.getIndexType();
   Type it = narrow ? Type(b.getI32Type()) : index;
   auto toIt = [&](Value v) -> Value {
@@ -178,40 +195,89 @@ LogicalResult parallelToLaunch(scf::ParallelOp par, StringRef symbol) {
       arith::MulIOp::create(b, loc, toIt(launch.getBlockIds().x),
                             indexConst(b, loc, it, block)),
       toIt(launch.getThreadIds().x));
-  if (grid * block != n) {
+  if (grid * block != threads) {
     Value inRange = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, id,
-                                          indexConst(b, loc, it, n));
+                                          indexConst(b, loc, it, threads));
     auto guard = scf::IfOp::create(b, loc, inRange, /*withElseRegion=*/false);
     b.setInsertionPoint(guard.thenBlock()->getTerminator());
   }
-  SmallVector<Value> ivs(rank);
-  Value rest = id;
-  for (int d = static_cast<int>(rank) - 1; d >= 0; --d) {
-    Value i;
-    if (trip[d] == 1) {
-      i = indexConst(b, loc, it, 0);
-    } else if (d == 0) {
-      i = rest;
-    } else {
-      Value t = indexConst(b, loc, it, trip[d]);
-      i = arith::RemUIOp::create(b, loc, rest, t);
-      rest = arith::DivUIOp::create(b, loc, rest, t);
+  for (int64_t k = 0; k < per; ++k) {
+    Value rest = k == 0 ? id
+                        : Value(arith::AddIOp::create(
+                              b, loc, id, indexConst(b, loc, it, k * threads)));
+    SmallVector<Value> ivs(rank);
+    for (int d = static_cast<int>(rank) - 1; d >= 0; --d) {
+      Value i;
+      if (trip[d] == 1) {
+        i = indexConst(b, loc, it, 0);
+      } else if (d == 0) {
+        i = rest;
+      } else {
+        Value t = indexConst(b, loc, it, trip[d]);
+        i = arith::RemUIOp::create(b, loc, rest, t);
+        rest = arith::DivUIOp::create(b, loc, rest, t);
+      }
+      Value iv = toIndex(i);
+      if (step[d] != 1)
+        iv = arith::MulIOp::create(b, loc, iv,
+                                   indexConst(b, loc, index, step[d]));
+      if (lower[d] != 0)
+        iv = arith::AddIOp::create(b, loc, iv,
+                                   indexConst(b, loc, index, lower[d]));
+      ivs[d] = iv;
     }
-    Value iv = toIndex(i);
-    if (step[d] != 1)
-      iv =
-          arith::MulIOp::create(b, loc, iv, indexConst(b, loc, index, step[d]));
-    if (lower[d] != 0)
-      iv = arith::AddIOp::create(b, loc, iv,
-                                 indexConst(b, loc, index, lower[d]));
-    ivs[d] = iv;
+    IRMapping map;
+    map.map(par.getInductionVars(), ivs);
+    for (Operation &op : par.getBody()->without_terminator())
+      b.clone(op, map);
   }
-  IRMapping map;
-  map.map(par.getInductionVars(), ivs);
-  for (Operation &op : par.getBody()->without_terminator())
-    b.clone(op, map);
+  if (per > 1 && mayOverlap)
+    loadsFirst(b.getInsertionBlock(), mayOverlap);
   par.erase();
   return success();
+}
+
+/// In a straight-line block, every load of a buffer that no store of the
+/// block may write, and all pure ops, move up to just after their operands:
+/// the loads of all of a thread's iterations issue before the first store.
+/// Stores and other ops keep their order. A block with another kind of
+/// side effect stays as it is.
+void loadsFirst(Block *block, function_ref<bool(Value, Value)> mayOverlap) {
+  SmallVector<Value> written;
+  for (Operation &op : *block) {
+    WalkResult walked = op.walk([&](Operation *inner) {
+      if (auto store = dyn_cast<memref::StoreOp>(inner))
+        written.push_back(store.getMemRef());
+      else if (!isa<memref::LoadOp>(inner) && !isMemoryEffectFree(inner) &&
+               !inner->hasTrait<OpTrait::HasRecursiveMemoryEffects>())
+        return WalkResult::interrupt();
+      return WalkResult::advance();
+    });
+    // Another kind of write: nothing moves.
+    if (walked.wasInterrupted())
+      return;
+  }
+  auto floats = [&](Operation &op) {
+    if (auto load = dyn_cast<memref::LoadOp>(op))
+      return llvm::none_of(
+          written, [&](Value w) { return mayOverlap(w, load.getMemRef()); });
+    return op.getNumRegions() == 0 && isMemoryEffectFree(&op);
+  };
+  for (Operation &op :
+       llvm::make_early_inc_range(block->without_terminator())) {
+    if (!floats(op))
+      continue;
+    Operation *after = nullptr;
+    for (Value v : op.getOperands())
+      if (Operation *def = v.getDefiningOp();
+          def && def->getBlock() == block &&
+          (!after || after->isBeforeInBlock(def)))
+        after = def;
+    if (!after)
+      op.moveBefore(block, block->begin());
+    else if (after->getNextNode() != &op)
+      op.moveAfter(after);
+  }
 }
 
 } // namespace mlir::omni::cuda
@@ -369,21 +435,60 @@ LogicalResult sinkIntoLaunch(gpu::LaunchOp launch, func::FuncOp fn,
   return success();
 }
 
-/// Step 3 for one kernel function (loops already parallel): its top-level
-/// ops become launches.
+/// Whether the top-level `ops` may run after launches that read the
+/// buffers `read` (and write only buffers of their own): they only load,
+/// store and compute, and store into nothing that overlaps `read`.
+bool canWaitPast(ArrayRef<Operation *> ops, ArrayRef<Value> read,
+                 function_ref<bool(Value, Value)> mayOverlap) {
+  return llvm::all_of(ops, [&](Operation *op) {
+    WalkResult walked = op->walk([&](Operation *inner) {
+      if (auto store = dyn_cast<memref::StoreOp>(inner)) {
+        for (Value r : read)
+          if (mayOverlap(store.getMemRef(), r))
+            return WalkResult::interrupt();
+        return WalkResult::advance();
+      }
+      if (isa<memref::LoadOp>(inner) || isMemoryEffectFree(inner) ||
+          inner->hasTrait<OpTrait::HasRecursiveMemoryEffects>())
+        return WalkResult::advance();
+      return WalkResult::interrupt();
+    });
+    return !walked.wasInterrupted();
+  });
+}
+
+/// Step 3 for one kernel function (loops already parallel): partial
+/// reductions split where that pays, loops over one space fused, then its
+/// top-level ops become launches. `resultsOverInputs`: the kernel has
+/// in-place patterns (KernelDef::overwrites).
 LogicalResult mapToLaunches(func::FuncOp fn, StringRef symbol,
-                            std::vector<int64_t> &scratch) {
+                            std::vector<int64_t> &scratch,
+                            bool resultsOverInputs) {
   Block &body = fn.front();
+  for (auto par : llvm::to_vector(body.getOps<scf::ParallelOp>())) {
+    SmallVector<scf::ParallelOp> parts;
+    if (failed(splitPartialReduction(par, fn, scratch, parts)))
+      return failure();
+  }
+  fuseParallelLoops(fn, fn.getNumArguments() - scratch.size(),
+                    resultsOverInputs);
+  // Scratch buffers are the trailing arguments, more as reductions add them.
+  auto mayOverlap = [&](Value x, Value y) {
+    return buffersMayOverlap(fn, fn.getNumArguments() - scratch.size(),
+                             resultsOverInputs, x, y);
+  };
   SmallVector<Operation *> ops;
   for (Operation &op : body.without_terminator())
     ops.push_back(&op);
   llvm::DenseSet<Operation *> sinkable;
   SmallVector<Operation *> serial;
   OpBuilder b(fn.getContext());
+  // The launch goes where the last of them is: the first ones may have
+  // been kept back past a full reduction's launches (below).
   auto flushSerial = [&] {
     if (serial.empty())
       return;
-    createLaunch(b, serial.front(), 1, 1);
+    createLaunch(b, serial.back(), 1, 1);
     Operation *terminator = b.getInsertionBlock()->getTerminator();
     for (Operation *op : serial)
       op->moveBefore(terminator);
@@ -392,19 +497,21 @@ LogicalResult mapToLaunches(func::FuncOp fn, StringRef symbol,
   for (Operation *op : ops) {
     if (auto par = dyn_cast<scf::ParallelOp>(op)) {
       flushSerial();
-      SmallVector<scf::ParallelOp> parts;
-      if (failed(splitPartialReduction(par, fn, scratch, parts)))
+      if (failed(parallelToLaunch(par, symbol, mayOverlap)))
         return failure();
-      for (scf::ParallelOp part : parts)
-        if (failed(parallelToLaunch(part, symbol)))
-          return failure();
       continue;
     }
     if (auto loop = dyn_cast<scf::ForOp>(op)) {
       if (isLargeFullReduction(loop)) {
-        flushSerial();
-        if (failed(cooperativeReduction(loop, fn, scratch, symbol)))
+        // The serial work before it (the accumulator's fill) joins the
+        // reduction's last one-thread step when the reduction's launches
+        // read nothing it writes.
+        if (!canWaitPast(serial, reducedBuffers(loop), mayOverlap))
+          flushSerial();
+        SmallVector<Operation *> last;
+        if (failed(cooperativeReduction(loop, fn, scratch, symbol, last)))
           return failure();
+        serial.append(last.begin(), last.end());
         continue;
       }
     }
@@ -434,7 +541,8 @@ LogicalResult mapToLaunches(func::FuncOp fn, StringRef symbol,
 /// Step 4: one kernel's launches, in order, renamed `<symbol>_<k>` and
 /// moved into `merged`.
 LogicalResult collectLaunches(func::FuncOp fn, StringRef symbol,
-                              gpu::GPUModuleOp merged, GpuLaunches &out) {
+                              gpu::GPUModuleOp merged, GpuLaunches &out,
+                              bool noalias) {
   SmallVector<gpu::LaunchFuncOp> calls;
   fn.walk([&](gpu::LaunchFuncOp call) { calls.push_back(call); });
   for (gpu::LaunchFuncOp call : calls) {
@@ -478,6 +586,14 @@ LogicalResult collectLaunches(func::FuncOp fn, StringRef symbol,
         continue;
       op.moveBefore(merged.getBody(), merged.getBody()->end());
     }
+    // No result written over an input: no buffer the kernel writes
+    // overlaps another parameter, which lets the GPU compiler move loads
+    // ahead of stores and read through the non-coherent cache.
+    if (noalias)
+      for (unsigned i = 0; i < kernel.getNumArguments(); ++i)
+        if (isa<MemRefType>(kernel.getArgument(i).getType()))
+          kernel.setArgAttr(i, LLVM::LLVMDialect::getNoAliasAttrName(),
+                            UnitAttr::get(kernel.getContext()));
     kernel.setName(launch.entry);
     kernel->moveBefore(merged.getBody(), merged.getBody()->end());
     module.erase();
@@ -631,7 +747,8 @@ mlir::omni::lowerKernelSetForCuda(KernelSet &set, const CodegenOptions &options,
                                   "canonicalize)")))
     return emitError(loc, "lowering the cuda kernels to loops failed");
   for (auto [k, def] : llvm::enumerate(set.kernels))
-    if (failed(mapToLaunches(fns[k], def.symbol, launches[k].scratch)))
+    if (failed(mapToLaunches(fns[k], def.symbol, launches[k].scratch,
+                             !def.overwrites.empty())))
       return failure();
   if (failed(runPipeline(kernels, "gpu-kernel-outlining")))
     return emitError(loc, "outlining the cuda kernels failed");
@@ -639,7 +756,8 @@ mlir::omni::lowerKernelSetForCuda(KernelSet &set, const CodegenOptions &options,
   OpBuilder b = OpBuilder::atBlockEnd(kernels.getBody());
   auto merged = gpu::GPUModuleOp::create(b, loc, "omni_kernels");
   for (auto [k, def] : llvm::enumerate(set.kernels))
-    if (failed(collectLaunches(fns[k], def.symbol, merged, launches[k])))
+    if (failed(collectLaunches(fns[k], def.symbol, merged, launches[k],
+                               def.overwrites.empty())))
       return failure();
   // The kernels' buffers (operands, results, scratch), for --cuda-emulate.
   SmallVector<SmallVector<Type>> argTypes;

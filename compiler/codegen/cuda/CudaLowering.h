@@ -24,6 +24,16 @@ namespace mlir::omni::cuda {
 /// spread over many SMs.
 constexpr int64_t kBlockThreads = 256;
 
+/// A loop-free parallel loop of at least kCoarsenMinIterations iterations,
+/// a multiple of kCoarsen, runs kCoarsen of them per thread (iterations
+/// t, t + n / kCoarsen, ...): a thread with one 4-byte load in flight per
+/// buffer keeps too little memory traffic in flight to approach an H200's
+/// bandwidth (about 22 KB per SM at 4.8 TB/s and 600 ns; 2048 resident
+/// threads hold 8 KB). With 2^20 iterations the launch still fills every
+/// SM of an H200 with 2048 threads.
+constexpr int64_t kCoarsen = 4;
+constexpr int64_t kCoarsenMinIterations = int64_t{1} << 20;
+
 /// Bytes of one element in memory (i1 takes one byte, as on the cpu).
 int64_t elementBytes(Type t);
 
@@ -43,7 +53,16 @@ gpu::LaunchOp createLaunch(OpBuilder &b, Operation *at, int64_t grid,
 /// `par` (constant bounds, no results) becomes a gpu.launch whose thread
 /// `blockIdx.x * block + threadIdx.x` runs the iteration with that
 /// row-major linear index; `symbol` names the kernel in errors.
-LogicalResult parallelToLaunch(scf::ParallelOp par, StringRef symbol);
+/// A loop run kCoarsen iterations per thread issues the loads of all of
+/// them first where no store may write their buffers (`mayOverlap(written,
+/// read)`; without it, nothing moves).
+LogicalResult
+parallelToLaunch(scf::ParallelOp par, StringRef symbol,
+                 function_ref<bool(Value, Value)> mayOverlap = nullptr);
+
+/// In the straight-line `block`: loads of buffers no store of the block may
+/// write, and pure ops, move up to just after their operands.
+void loadsFirst(Block *block, function_ref<bool(Value, Value)> mayOverlap);
 
 /// Whether `loop` is a full reduction to one element large enough to run
 /// on many blocks (cooperativeReduction).
@@ -51,12 +70,19 @@ bool isLargeFullReduction(scf::ForOp loop);
 
 /// A full reduction (isLargeFullReduction): thread t of T reduces elements
 /// t, t + T, ... in a register into a scratch partials[t]; with several
-/// blocks, thread k then folds block k's partials in order, and one thread
-/// combines the accumulator with those (or with the T partials of a single
-/// block) in order. Deterministic; float sums still accumulate in f64.
+/// blocks, thread k then folds block k's partials in order (both are
+/// launches), and one thread combines the accumulator with those (or with
+/// the T partials of a single block) in order: the top-level ops of that
+/// last step are appended to `last`, for the caller's one-thread launch.
+/// Deterministic; float sums still accumulate in f64.
 LogicalResult cooperativeReduction(scf::ForOp loop, func::FuncOp fn,
                                    std::vector<int64_t> &scratch,
-                                   StringRef symbol);
+                                   StringRef symbol,
+                                   SmallVectorImpl<Operation *> &last);
+
+/// The buffers a full reduction's elements come from (its loads but the
+/// accumulator's): what the launches of cooperativeReduction read.
+SmallVector<Value> reducedBuffers(scf::ForOp loop);
 
 /// A partial reduction (a top-level scf.parallel over the outputs whose
 /// body is a reduction nest into `acc[ivs]`) with few outputs or a long
@@ -67,6 +93,21 @@ LogicalResult cooperativeReduction(scf::ForOp loop, func::FuncOp fn,
 LogicalResult splitPartialReduction(scf::ParallelOp par, func::FuncOp fn,
                                     std::vector<int64_t> &scratch,
                                     SmallVector<scf::ParallelOp> &parts);
+
+/// Fuses top-level parallel loops of `fn` over the same iteration space
+/// where no iteration can see a difference (CudaLoopFusion.cpp): a
+/// reduction's fill, fold and rounding loops become one launch. Arguments
+/// from `firstScratch` on are the kernel's scratch buffers; with
+/// `resultsOverInputs` (the memory plan writes some result of this kernel
+/// over an input) any two other arguments may overlap.
+void fuseParallelLoops(func::FuncOp fn, unsigned firstScratch,
+                       bool resultsOverInputs);
+
+/// Whether memrefs `a` and `b` of `fn` may share bytes, by the rule above:
+/// views of one buffer may; scratch buffers overlap nothing else; other
+/// arguments may overlap each other only with `resultsOverInputs`.
+bool buffersMayOverlap(func::FuncOp fn, unsigned firstScratch,
+                       bool resultsOverInputs, Value a, Value b);
 
 } // namespace mlir::omni::cuda
 

@@ -215,7 +215,8 @@ constexpr int64_t kCooperativeMaxBlocks = 264;
 /// accumulate in f64.
 LogicalResult cooperativeReductionOf(ReductionNest &r, func::FuncOp fn,
                                      std::vector<int64_t> &scratch,
-                                     StringRef symbol) {
+                                     StringRef symbol,
+                                     SmallVectorImpl<Operation *> &last) {
   scf::ForOp outer = r.nest.front();
   Location loc = outer.getLoc();
   int64_t blocks =
@@ -261,7 +262,7 @@ LogicalResult cooperativeReductionOf(ReductionNest &r, func::FuncOp fn,
   // blockPartials[k], so that the last launch's one thread folds `blocks`
   // values, not `threads` (67584 serial loads from L2 take a thread
   // milliseconds).
-  Value last = *partials;
+  Value partialsLeft = *partials;
   int64_t lastCount = threads;
   if (blocks > 1) {
     FailureOr<Value> blockPartials =
@@ -281,14 +282,21 @@ LogicalResult cooperativeReductionOf(ReductionNest &r, func::FuncOp fn,
         });
     if (failed(parallelToLaunch(perBlock, symbol)))
       return failure();
-    last = *blockPartials;
+    partialsLeft = *blockPartials;
     lastCount = blocks;
   }
-  // The last launch: one thread folds them into the accumulator, in order.
-  createLaunch(b, outer, 1, 1);
+  // Last, one thread folds them into the accumulator, in order: top-level
+  // ops the caller runs in a one-thread launch with the serial work around
+  // them (the accumulator's fill before, the rounding into the result
+  // after).
+  b.setInsertionPoint(outer);
+  Operation *before = outer->getPrevNode();
   Value init = memref::LoadOp::create(b, loc, acc, ValueRange{});
-  Value folded = foldInto(b, loc, init, last, c(0), lastCount);
+  Value folded = foldInto(b, loc, init, partialsLeft, c(0), lastCount);
   memref::StoreOp::create(b, loc, folded, acc, ValueRange{});
+  for (Operation *op = before->getNextNode(); op != outer.getOperation();
+       op = op->getNextNode())
+    last.push_back(op);
   outer.erase();
   return success();
 }
@@ -312,12 +320,25 @@ bool isLargeFullReduction(scf::ForOp loop) {
 
 LogicalResult cooperativeReduction(scf::ForOp loop, func::FuncOp fn,
                                    std::vector<int64_t> &scratch,
-                                   StringRef symbol) {
+                                   StringRef symbol,
+                                   SmallVectorImpl<Operation *> &last) {
   std::optional<ReductionNest> r = matchReductionNest(loop);
   if (!r)
     return emitError(loop.getLoc(), symbol)
            << ": internal error: not a full reduction";
-  return cooperativeReductionOf(*r, fn, scratch, symbol);
+  return cooperativeReductionOf(*r, fn, scratch, symbol, last);
+}
+
+SmallVector<Value> reducedBuffers(scf::ForOp loop) {
+  SmallVector<Value> out;
+  std::optional<ReductionNest> r = matchReductionNest(loop);
+  if (!r)
+    return out;
+  loop.walk([&](memref::LoadOp load) {
+    if (load != r->load)
+      out.push_back(load.getMemRef());
+  });
+  return out;
 }
 
 /// Step 3 for a partial reduction (a top-level scf.parallel over the

@@ -1,0 +1,274 @@
+//===- CudaLoopFusion.cpp - one launch for parallel loops over one space --===//
+//
+// Step 3 of the cuda lowering (CudaCodegen.cpp), before the launches: a
+// kernel's top-level parallel loops over the same iteration space become
+// one loop, hence one launch, when that cannot change what any iteration
+// sees. A reduction is written as three loops over its outputs (fill the
+// accumulator, fold the elements, round into the result), a multi-result
+// elementwise kernel as one loop per result: each a launch of its own, with
+// a pass over memory and a launch's latency each. docs/backend-cuda.md,
+// "Lowering".
+//
+// Loops A, then B, over the same space fuse into one whose iteration i runs
+// A's body, then B's, when every element that one of them writes the other
+// touches only in the same iteration: the same memref value indexed by the
+// same function of the induction variables, each variable used (so distinct
+// iterations touch distinct elements). Loops between them must be
+// independent of B (then B's body joins A) or of A (then A's body joins B).
+//
+// Which buffers may overlap: scratch buffers are the kernel's own; other
+// arguments only where the memory plan writes a result over an input (a
+// kernel with `overwrites` patterns, docs/fusion.md "In-place rules"), and
+// then any two of them may. Two views of one buffer always may.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/codegen/cuda/CudaLowering.h"
+
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
+#include "mlir/Transforms/RegionUtils.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallBitVector.h"
+
+#include <variant>
+
+using namespace mlir;
+
+namespace mlir::omni::cuda {
+namespace {
+
+/// One load or store of a top-level op, with its indices in terms of the
+/// op's induction variables where they are that simple: each index an
+/// induction variable's position or a constant.
+struct Access {
+  Value memref;
+  bool write = false;
+  /// Empty when an index is neither (then it matches nothing).
+  SmallVector<std::variant<unsigned, int64_t>> at;
+  bool usesEveryIv = false;
+};
+
+/// The loads and stores of `op` (nested ones included), or failure when it
+/// holds another op with memory effects.
+FailureOr<SmallVector<Access>> accessesOf(Operation *op) {
+  ValueRange ivs;
+  if (auto par = dyn_cast<scf::ParallelOp>(op))
+    ivs = par.getInductionVars();
+  SmallVector<Access> out;
+  auto record = [&](Value memref, ValueRange indices, bool write) {
+    Access &a = out.emplace_back();
+    a.memref = memref;
+    a.write = write;
+    llvm::SmallBitVector used(ivs.size());
+    for (Value index : indices) {
+      auto iv = llvm::find(ivs, index);
+      if (iv != ivs.end()) {
+        unsigned d = static_cast<unsigned>(std::distance(ivs.begin(), iv));
+        a.at.push_back(d);
+        used.set(d);
+      } else if (std::optional<int64_t> c = getConstantIntValue(index)) {
+        a.at.push_back(*c);
+      } else {
+        a.at.clear();
+        return;
+      }
+    }
+    a.usesEveryIv = !ivs.empty() && used.all();
+  };
+  WalkResult walked = op->walk([&](Operation *inner) {
+    if (auto load = dyn_cast<memref::LoadOp>(inner)) {
+      record(load.getMemRef(), load.getIndices(), false);
+      return WalkResult::advance();
+    }
+    if (auto store = dyn_cast<memref::StoreOp>(inner)) {
+      record(store.getMemRef(), store.getIndices(), true);
+      return WalkResult::advance();
+    }
+    if (isMemoryEffectFree(inner) ||
+        inner->hasTrait<OpTrait::HasRecursiveMemoryEffects>())
+      return WalkResult::advance();
+    return WalkResult::interrupt();
+  });
+  if (walked.wasInterrupted())
+    return failure();
+  return out;
+}
+
+/// The buffer a memref value views: a function argument, or the value
+/// itself when it is not a view of one.
+Value baseOf(Value v) {
+  while (Operation *def = v.getDefiningOp()) {
+    if (auto view = dyn_cast<ViewLikeOpInterface>(def))
+      v = view.getViewSource();
+    else if (auto cast = dyn_cast<memref::CastOp>(def))
+      v = cast.getSource();
+    else
+      break;
+  }
+  return v;
+}
+
+class Fuser {
+public:
+  Fuser(func::FuncOp fn, unsigned firstScratch, bool resultsOverInputs)
+      : fn(fn), firstScratch(firstScratch),
+        resultsOverInputs(resultsOverInputs) {}
+
+  void run();
+
+private:
+  bool mayAlias(Value a, Value b) const {
+    return buffersMayOverlap(fn, firstScratch, resultsOverInputs, a, b);
+  }
+
+  /// No element one of them writes is touched by the other.
+  bool independent(ArrayRef<Access> a, ArrayRef<Access> b) const {
+    for (const Access &x : a)
+      for (const Access &y : b)
+        if ((x.write || y.write) && mayAlias(x.memref, y.memref))
+          return false;
+    return true;
+  }
+
+  /// Every element one writes the other touches only in the same iteration.
+  bool fusible(ArrayRef<Access> a, ArrayRef<Access> b) const {
+    for (const Access &x : a)
+      for (const Access &y : b) {
+        if (!(x.write || y.write) || !mayAlias(x.memref, y.memref))
+          continue;
+        if (x.memref != y.memref || x.at.empty() || !x.usesEveryIv ||
+            x.at != y.at)
+          return false;
+      }
+    return true;
+  }
+
+  static bool sameSpace(scf::ParallelOp a, scf::ParallelOp b) {
+    if (a.getNumLoops() != b.getNumLoops())
+      return false;
+    for (auto [x, y] :
+         llvm::zip(llvm::concat<Value>(a.getLowerBound(), a.getUpperBound(),
+                                       a.getStep()),
+                   llvm::concat<Value>(b.getLowerBound(), b.getUpperBound(),
+                                       b.getStep()))) {
+      std::optional<int64_t> cx = getConstantIntValue(x);
+      std::optional<int64_t> cy = getConstantIntValue(y);
+      if (!cx || !cy || *cx != *cy)
+        return false;
+    }
+    return true;
+  }
+
+  /// Moves `into`'s body ahead of (front) or after (!front) `from`'s; the
+  /// values `from` uses from between the two loops move above both.
+  void merge(scf::ParallelOp from, scf::ParallelOp into, bool front);
+
+  func::FuncOp fn;
+  unsigned firstScratch;
+  bool resultsOverInputs;
+};
+
+void Fuser::merge(scf::ParallelOp from, scf::ParallelOp into, bool front) {
+  // Pure ops between the loops that `from` (moving up into `into`) uses.
+  if (into->isBeforeInBlock(from)) {
+    llvm::SetVector<Value> above;
+    getUsedValuesDefinedAbove(from.getRegion(), above);
+    SmallVector<Operation *> hoist;
+    std::function<void(Value)> need = [&](Value v) {
+      Operation *def = v.getDefiningOp();
+      if (!def || def->getBlock() != into->getBlock() ||
+          def->isBeforeInBlock(into) || llvm::is_contained(hoist, def))
+        return;
+      for (Value operand : def->getOperands())
+        need(operand);
+      hoist.push_back(def);
+    };
+    for (Value v : above)
+      need(v);
+    for (Operation *op : hoist)
+      op->moveBefore(into);
+  }
+  Block &target = into.getRegion().front();
+  Block &source = from.getRegion().front();
+  for (auto [x, y] :
+       llvm::zip(from.getInductionVars(), into.getInductionVars()))
+    x.replaceAllUsesWith(y);
+  Operation *anchor = front ? &target.front() : target.getTerminator();
+  for (Operation &op : llvm::make_early_inc_range(source.without_terminator()))
+    op.moveBefore(anchor);
+  from.erase();
+}
+
+void Fuser::run() {
+  Block &body = fn.front();
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    SmallVector<Operation *> ops;
+    for (Operation &op : body.without_terminator())
+      if (!isMemoryEffectFree(&op))
+        ops.push_back(&op);
+    SmallVector<std::optional<SmallVector<Access>>> accesses;
+    for (Operation *op : ops) {
+      FailureOr<SmallVector<Access>> a = accessesOf(op);
+      accesses.push_back(succeeded(a) ? std::optional(*a) : std::nullopt);
+    }
+    for (size_t j = 0; j < ops.size() && !changed; ++j) {
+      auto b = dyn_cast<scf::ParallelOp>(ops[j]);
+      if (!b || b.getNumResults() != 0 || !accesses[j])
+        continue;
+      // The nearest earlier loop over the same space it can join.
+      for (size_t i = j; i-- > 0;) {
+        if (!accesses[i])
+          break;
+        auto a = dyn_cast<scf::ParallelOp>(ops[i]);
+        bool between = true, bJumps = true, aJumps = true;
+        for (size_t k = i + 1; k < j && between; ++k) {
+          if (!accesses[k]) {
+            between = false;
+            break;
+          }
+          bJumps = bJumps && independent(*accesses[j], *accesses[k]);
+          aJumps = aJumps && independent(*accesses[i], *accesses[k]);
+        }
+        if (!between || !(bJumps || aJumps))
+          break;
+        if (!a || a.getNumResults() != 0 || !sameSpace(a, b) ||
+            !fusible(*accesses[i], *accesses[j]))
+          continue;
+        if (bJumps)
+          merge(b, a, /*front=*/false);
+        else
+          merge(a, b, /*front=*/true);
+        changed = true;
+        break;
+      }
+    }
+  }
+}
+
+} // namespace
+
+bool buffersMayOverlap(func::FuncOp fn, unsigned firstScratch,
+                       bool resultsOverInputs, Value a, Value b) {
+  Value x = baseOf(a), y = baseOf(b);
+  if (x == y)
+    return true;
+  auto ax = dyn_cast<BlockArgument>(x), ay = dyn_cast<BlockArgument>(y);
+  Block *entry = &fn.front();
+  if (!ax || !ay || ax.getOwner() != entry || ay.getOwner() != entry)
+    return false;
+  return resultsOverInputs && ax.getArgNumber() < firstScratch &&
+         ay.getArgNumber() < firstScratch;
+}
+
+void fuseParallelLoops(func::FuncOp fn, unsigned firstScratch,
+                       bool resultsOverInputs) {
+  Fuser(fn, firstScratch, resultsOverInputs).run();
+}
+
+} // namespace mlir::omni::cuda

@@ -1,0 +1,229 @@
+//===- CudaLoopFusionTest.cpp - which parallel loops become one launch ----===//
+//
+// fuseParallelLoops (CudaLoopFusion.cpp) on hand-written kernels of
+// scf.parallel loops over memrefs: each case says how many loops are left
+// and, for a fused kernel, that the fused order is the original order of
+// every element's accesses. The values themselves are checked end to end by
+// test/omnic/cuda-emulate.test.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/codegen/cuda/CudaLowering.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+
+#include <gtest/gtest.h>
+
+using namespace mlir;
+
+namespace {
+
+struct Fused {
+  int loops = -1;
+  /// The stores and loads of the first loop left, in order, as
+  /// "store <arg>" / "load <arg>" (the memref's argument number).
+  std::vector<std::string> accesses;
+};
+
+/// Parses `body` as the body of @k(%a0, %a1, %a2, %a3: memref<8x8xf32>,
+/// %s: memref<8xf64>) (the last one scratch), fuses, and reports.
+Fused fuse(const std::string &body, bool resultsOverInputs = false) {
+  DialectRegistry registry;
+  registry.insert<arith::ArithDialect, func::FuncDialect, memref::MemRefDialect,
+                  scf::SCFDialect>();
+  MLIRContext context(registry);
+  const std::string source =
+      "func.func @k(%a0: memref<8x8xf32>, %a1: memref<8x8xf32>, "
+      "%a2: memref<8x8xf32>, %a3: memref<8x8xf32>, %s: memref<8xf64>) {\n"
+      "  %c0 = arith.constant 0 : index\n"
+      "  %c1 = arith.constant 1 : index\n"
+      "  %c7 = arith.constant 7 : index\n"
+      "  %c8 = arith.constant 8 : index\n"
+      "  %f0 = arith.constant 0.0 : f32\n"
+      "  %d0 = arith.constant 0.0 : f64\n" +
+      body + "  return\n}\n";
+  OwningOpRef<ModuleOp> module =
+      parseSourceString<ModuleOp>(source, ParserConfig(&context));
+  Fused out;
+  if (!module) {
+    ADD_FAILURE() << "does not parse:\n" << source;
+    return out;
+  }
+  auto fn = *module->getOps<func::FuncOp>().begin();
+  mlir::omni::cuda::fuseParallelLoops(fn, /*firstScratch=*/4,
+                                      resultsOverInputs);
+  EXPECT_TRUE(succeeded(verify(*module)));
+  auto loops = llvm::to_vector(fn.front().getOps<scf::ParallelOp>());
+  out.loops = static_cast<int>(loops.size());
+  if (!loops.empty())
+    loops.front().walk([&](Operation *op) {
+      auto name = [](Value m) {
+        return std::to_string(cast<BlockArgument>(m).getArgNumber());
+      };
+      if (auto store = dyn_cast<memref::StoreOp>(op))
+        out.accesses.push_back("store " + name(store.getMemRef()));
+      if (auto load = dyn_cast<memref::LoadOp>(op))
+        out.accesses.push_back("load " + name(load.getMemRef()));
+    });
+  return out;
+}
+
+/// A reduction as the lowering writes it: fill the f64 accumulator (the
+/// scratch), fold each row into it, round it into the result.
+const char *kRowSum = R"(
+  scf.parallel (%i) = (%c0) to (%c8) step (%c1) {
+    memref.store %d0, %s[%i] : memref<8xf64>
+  }
+  scf.parallel (%i) = (%c0) to (%c8) step (%c1) {
+    %init = memref.load %s[%i] : memref<8xf64>
+    %r = scf.for %j = %c0 to %c8 step %c1 iter_args(%acc = %init) -> f64 {
+      %x = memref.load %a0[%i, %j] : memref<8x8xf32>
+      %w = arith.extf %x : f32 to f64
+      %n = arith.addf %acc, %w : f64
+      scf.yield %n : f64
+    }
+    memref.store %r, %s[%i] : memref<8xf64>
+  }
+  scf.parallel (%i) = (%c0) to (%c8) step (%c1) {
+    %v = memref.load %s[%i] : memref<8xf64>
+    %t = arith.truncf %v : f64 to f32
+    memref.store %t, %a1[%i, %c0] : memref<8x8xf32>
+  }
+)";
+
+TEST(CudaLoopFusion, AReductionsThreeLoopsBecomeOne) {
+  Fused f = fuse(kRowSum);
+  EXPECT_EQ(f.loops, 1);
+  EXPECT_EQ(f.accesses,
+            (std::vector<std::string>{"store 4", "load 4", "load 0", "store 4",
+                                      "load 4", "store 1"}));
+}
+
+TEST(CudaLoopFusion, AResultThatMayBeOverAnInputStaysApart) {
+  // With results over inputs, a1 (the rounding's result) may be a0 (what
+  // the fold reads at other elements): the fill still joins the fold, whose
+  // accumulator is scratch, but the rounding stays apart.
+  Fused f = fuse(kRowSum, /*resultsOverInputs=*/true);
+  EXPECT_EQ(f.loops, 2);
+  EXPECT_EQ(f.accesses, (std::vector<std::string>{"store 4", "load 4", "load 0",
+                                                  "store 4"}));
+}
+
+TEST(CudaLoopFusion, AnElementReadInAnotherIterationKeepsTwoLaunches) {
+  // The second loop reads the first's result transposed: iteration i reads
+  // what iteration j wrote.
+  EXPECT_EQ(fuse(R"(
+  scf.parallel (%i, %j) = (%c0, %c0) to (%c8, %c8) step (%c1, %c1) {
+    %x = memref.load %a0[%i, %j] : memref<8x8xf32>
+    memref.store %x, %a1[%i, %j] : memref<8x8xf32>
+  }
+  scf.parallel (%i, %j) = (%c0, %c0) to (%c8, %c8) step (%c1, %c1) {
+    %x = memref.load %a1[%j, %i] : memref<8x8xf32>
+    memref.store %x, %a2[%i, %j] : memref<8x8xf32>
+  }
+)")
+                .loops,
+            2);
+  // A shifted read, likewise.
+  EXPECT_EQ(fuse(R"(
+  scf.parallel (%i) = (%c0) to (%c7) step (%c1) {
+    memref.store %f0, %a1[%i, %c0] : memref<8x8xf32>
+  }
+  scf.parallel (%i) = (%c0) to (%c7) step (%c1) {
+    %n = arith.addi %i, %c1 : index
+    %x = memref.load %a1[%n, %c0] : memref<8x8xf32>
+    memref.store %x, %a2[%i, %c0] : memref<8x8xf32>
+  }
+)")
+                .loops,
+            2);
+  // Every iteration writing one element (a column of the space unused).
+  EXPECT_EQ(fuse(R"(
+  scf.parallel (%i, %j) = (%c0, %c0) to (%c8, %c8) step (%c1, %c1) {
+    memref.store %f0, %a1[%i, %c0] : memref<8x8xf32>
+  }
+  scf.parallel (%i, %j) = (%c0, %c0) to (%c8, %c8) step (%c1, %c1) {
+    %x = memref.load %a1[%i, %c0] : memref<8x8xf32>
+    memref.store %x, %a2[%i, %j] : memref<8x8xf32>
+  }
+)")
+                .loops,
+            2);
+}
+
+TEST(CudaLoopFusion, ResultsOverInputsMayBeTheSameBuffer) {
+  // The second loop writes a2 where the first reads a0 at other elements:
+  // independent buffers, unless a result may be written over an input.
+  const char *body = R"(
+  scf.parallel (%i) = (%c0) to (%c8) step (%c1) {
+    %x = memref.load %a0[%c0, %i] : memref<8x8xf32>
+    memref.store %x, %a1[%i, %c0] : memref<8x8xf32>
+  }
+  scf.parallel (%i) = (%c0) to (%c8) step (%c1) {
+    memref.store %f0, %a2[%i, %c0] : memref<8x8xf32>
+  }
+)";
+  EXPECT_EQ(fuse(body).loops, 1);
+  EXPECT_EQ(fuse(body, /*resultsOverInputs=*/true).loops, 2);
+}
+
+TEST(CudaLoopFusion, DifferentSpacesStayApart) {
+  EXPECT_EQ(fuse(R"(
+  scf.parallel (%i) = (%c0) to (%c8) step (%c1) {
+    memref.store %f0, %a1[%i, %c0] : memref<8x8xf32>
+  }
+  scf.parallel (%i) = (%c0) to (%c7) step (%c1) {
+    memref.store %f0, %a2[%i, %c0] : memref<8x8xf32>
+  }
+)")
+                .loops,
+            2);
+}
+
+TEST(CudaLoopFusion, ALoopMovesOverAnIndependentOne) {
+  // The fill moves past the chunks' loop (which does not touch the
+  // accumulator) to join the fold, as in a split reduction.
+  Fused f = fuse(R"(
+  scf.parallel (%i) = (%c0) to (%c8) step (%c1) {
+    memref.store %d0, %s[%i] : memref<8xf64>
+  }
+  scf.parallel (%i, %j) = (%c0, %c0) to (%c8, %c8) step (%c1, %c1) {
+    %x = memref.load %a0[%i, %j] : memref<8x8xf32>
+    memref.store %x, %a3[%i, %j] : memref<8x8xf32>
+  }
+  scf.parallel (%i) = (%c0) to (%c8) step (%c1) {
+    %init = memref.load %s[%i] : memref<8xf64>
+    %x = memref.load %a3[%i, %c0] : memref<8x8xf32>
+    %w = arith.extf %x : f32 to f64
+    %n = arith.addf %init, %w : f64
+    memref.store %n, %s[%i] : memref<8xf64>
+  }
+)");
+  EXPECT_EQ(f.loops, 2);
+  // The first loop left is the chunks'; the fill now leads the fold.
+  EXPECT_EQ(f.accesses, (std::vector<std::string>{"load 0", "store 3"}));
+
+  // An op between that depends on both keeps them apart: it reads what
+  // the first writes and writes what the third reads.
+  EXPECT_EQ(fuse(R"(
+  scf.parallel (%i) = (%c0) to (%c8) step (%c1) {
+    memref.store %d0, %s[%i] : memref<8xf64>
+  }
+  %v = memref.load %s[%c0] : memref<8xf64>
+  %t = arith.truncf %v : f64 to f32
+  memref.store %t, %a3[%c0, %c0] : memref<8x8xf32>
+  scf.parallel (%i) = (%c0) to (%c8) step (%c1) {
+    %x = memref.load %a3[%c0, %c0] : memref<8x8xf32>
+    memref.store %x, %a2[%i, %c0] : memref<8x8xf32>
+  }
+)")
+                .loops,
+            2);
+}
+
+} // namespace
