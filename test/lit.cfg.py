@@ -21,7 +21,8 @@ llvm_config.use_default_substitutions()
 
 tool_dirs = [config.omni_tools_dir, config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(
-    ["omni-opt", "omni-eval", "omnic", "omnirun", "omnirun-testgen", "omnigen"], tool_dirs)
+    ["omni-opt", "omni-eval", "omnic", "omnirun", "omnirun-testgen", "omnigen",
+     "omni-bench-kernels"], tool_dirs)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
 # The tools print a phase that runs longer than 2 s (runtime/base/

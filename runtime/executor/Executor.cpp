@@ -54,6 +54,41 @@ hal::Library toHal(step::Library library) {
 
 } // namespace
 
+hal::ExecutableSpec executableSpec(const step::Executable &exe,
+                                   uint32_t index) {
+  hal::ExecutableSpec spec;
+  spec.name = exe.name() ? exe.name()->str() : absl::StrCat("#", index);
+  spec.format = toHal(exe.format());
+  if (exe.data())
+    spec.code = absl::MakeConstSpan(exe.data()->data(), exe.data()->size());
+  spec.target = exe.target() ? exe.target()->str() : "";
+  for (uint32_t k = 0; k < sizeOf(exe.kernels()); ++k)
+    spec.kernels.push_back(exe.kernels()->Get(k)->str());
+  // GPU code: how each kernel launches (the loader checked the counts and
+  // the launch shapes), and the PTX beside a cubin.
+  for (uint32_t k = 0; k < sizeOf(exe.gpu_kernels()); ++k) {
+    const step::GpuKernel *kernel = exe.gpu_kernels()->Get(k);
+    hal::GpuKernelSpec &gk = spec.gpuKernels.emplace_back();
+    for (uint32_t s = 0; s < sizeOf(kernel->scratch()); ++s)
+      gk.scratch.push_back(kernel->scratch()->Get(s));
+    for (uint32_t l = 0; l < sizeOf(kernel->launches()); ++l) {
+      const step::GpuLaunch *launch = kernel->launches()->Get(l);
+      hal::GpuLaunchSpec &gl = gk.launches.emplace_back();
+      gl.entry = launch->entry() ? launch->entry()->str() : "";
+      for (uint32_t d = 0; d < 3 && d < sizeOf(launch->grid()); ++d)
+        gl.grid[d] = launch->grid()->Get(d);
+      for (uint32_t d = 0; d < 3 && d < sizeOf(launch->block()); ++d)
+        gl.block[d] = launch->block()->Get(d);
+      gl.sharedBytes = launch->shared_bytes();
+      for (uint32_t a = 0; a < sizeOf(launch->args()); ++a)
+        gl.args.push_back(launch->args()->Get(a));
+    }
+  }
+  if (exe.ptx())
+    spec.ptx = absl::MakeConstSpan(exe.ptx()->data(), exe.ptx()->size());
+  return spec;
+}
+
 Executor::Executor(std::shared_ptr<const loader::Program> program,
                    hal::Device &device, ExecutorOptions options)
     : program_(std::move(program)), device_(device),
@@ -103,36 +138,7 @@ absl::Status Executor::prepare() {
 
   for (uint32_t e = 0; e < sizeOf(s.executables()); ++e) {
     const step::Executable *exe = s.executables()->Get(e);
-    hal::ExecutableSpec spec;
-    spec.name = exe->name() ? exe->name()->str() : absl::StrCat("#", e);
-    spec.format = toHal(exe->format());
-    if (exe->data())
-      spec.code = absl::MakeConstSpan(exe->data()->data(), exe->data()->size());
-    spec.target = exe->target() ? exe->target()->str() : "";
-    for (uint32_t k = 0; k < sizeOf(exe->kernels()); ++k)
-      spec.kernels.push_back(exe->kernels()->Get(k)->str());
-    // GPU code: how each kernel launches (the loader checked the counts and
-    // the launch shapes), and the PTX beside a cubin.
-    for (uint32_t k = 0; k < sizeOf(exe->gpu_kernels()); ++k) {
-      const step::GpuKernel *kernel = exe->gpu_kernels()->Get(k);
-      hal::GpuKernelSpec &gk = spec.gpuKernels.emplace_back();
-      for (uint32_t s = 0; s < sizeOf(kernel->scratch()); ++s)
-        gk.scratch.push_back(kernel->scratch()->Get(s));
-      for (uint32_t l = 0; l < sizeOf(kernel->launches()); ++l) {
-        const step::GpuLaunch *launch = kernel->launches()->Get(l);
-        hal::GpuLaunchSpec &gl = gk.launches.emplace_back();
-        gl.entry = launch->entry() ? launch->entry()->str() : "";
-        for (uint32_t d = 0; d < 3 && d < sizeOf(launch->grid()); ++d)
-          gl.grid[d] = launch->grid()->Get(d);
-        for (uint32_t d = 0; d < 3 && d < sizeOf(launch->block()); ++d)
-          gl.block[d] = launch->block()->Get(d);
-        gl.sharedBytes = launch->shared_bytes();
-        for (uint32_t a = 0; a < sizeOf(launch->args()); ++a)
-          gl.args.push_back(launch->args()->Get(a));
-      }
-    }
-    if (exe->ptx())
-      spec.ptx = absl::MakeConstSpan(exe->ptx()->data(), exe->ptx()->size());
+    hal::ExecutableSpec spec = executableSpec(*exe, e);
     std::string path = absl::StrCat("executables[", e, "]");
     if (!device_.supportsFormat(spec.format))
       return fail(path,

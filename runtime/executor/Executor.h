@@ -48,6 +48,7 @@
 #define OMNI_RUNTIME_EXECUTOR_EXECUTOR_H
 
 #include "runtime/hal/Device.h"
+#include "runtime/hal/Executable.h"
 #include "runtime/hostfn/HostFunctions.h"
 #include "runtime/io/HostTensor.h"
 #include "runtime/io/TypedTensor.h"
@@ -126,6 +127,11 @@ struct TransferStats {
   int64_t hostToDevice = 0;
   int64_t deviceToHost = 0;
 };
+
+/// What a device needs to load executable `index` of a step.bin: its code,
+/// kernels and, for GPU code, each kernel's launches (the views point into
+/// `exe`).
+hal::ExecutableSpec executableSpec(const step::Executable &exe, uint32_t index);
 
 class Executor {
 public:

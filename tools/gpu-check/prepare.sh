@@ -52,7 +52,7 @@ if [ "$BUILDING" = 1 ]; then
   ninja -C "$BUILD" omnirun omnic omnigen >&2
   # The driver tests exist only in a build with the CUDA toolkit.
   ninja -C "$BUILD" OmniHalCudaTest OmniHalConformanceTest \
-    omni-bench-cuda-attention >&2 || true
+    omni-bench-cuda-attention omni-bench-kernels >&2 || true
 fi
 for tool in omnirun omnic omnigen; do
   [ -x "$BIN/$tool" ] || { say "no $BIN/$tool (build it, or drop --no-build)"; exit 1; }
@@ -91,9 +91,11 @@ echo "omnirun $(ldd "$BIN/omnirun" | awk '/=>/' | wc -l) libraries" >> "$MANIFES
 # --- the driver tests (gtest, static) ----------------------------------
 # The cuda driver's own tests (CudaGpuTest.*) and the hal conformance
 # suite's cuda instances are the most direct check of each driver feature
-# on a GPU, and the attention benchmark times the driver's two attention
-# forwards; they need no library omnirun does not (checked: a subset).
-TESTS=(OmniHalCudaTest OmniHalConformanceTest omni-bench-cuda-attention)
+# on a GPU, the attention benchmark times the driver's two attention
+# forwards and backwards, and the kernel benchmark the fused kernels'
+# bandwidth; they need no library omnirun does not (checked: a subset).
+TESTS=(OmniHalCudaTest OmniHalConformanceTest omni-bench-cuda-attention
+       omni-bench-kernels)
 if for t in "${TESTS[@]}"; do [ -x "$BIN/$t" ] || exit 1; done; then
   mkdir -p "$WORK/tests"
   for t in "${TESTS[@]}"; do
