@@ -11,8 +11,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/executor/Executor.h"
-#include "runtime/executor/ExecutorTesting.h"
 #include "runtime/executor/Profile.h"
+#include "runtime/executor/testing/ExecutorTesting.h"
 
 #include "gtest/gtest.h"
 

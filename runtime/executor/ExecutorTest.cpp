@@ -6,13 +6,13 @@
 // library calls, runtime/flowgrpo's Philox bit for bit for Random,
 // computeReward for HostCall, the kernel's formula for Dispatch. Graphs
 // are ExecutorGraphsTest.cpp's; the fixture and shared helpers are in
-// ExecutorTesting.h.
+// testing/ExecutorTesting.h.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/executor/Executor.h"
-#include "runtime/executor/ExecutorTesting.h"
 #include "runtime/executor/Profile.h"
+#include "runtime/executor/testing/ExecutorTesting.h"
 
 #include "runtime/flowgrpo/Philox.h"
 #include "runtime/hal/drivers/Drivers.h"

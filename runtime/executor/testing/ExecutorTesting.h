@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef OMNI_RUNTIME_EXECUTOR_EXECUTORTESTING_H
-#define OMNI_RUNTIME_EXECUTOR_EXECUTORTESTING_H
+#ifndef OMNI_RUNTIME_EXECUTOR_TESTING_EXECUTORTESTING_H
+#define OMNI_RUNTIME_EXECUTOR_TESTING_EXECUTORTESTING_H
 
 #include "runtime/executor/Executor.h"
 
@@ -190,4 +190,4 @@ inline ExecutorOptions withGraphs(ExecutorOptions::Graphs graphs) {
 
 } // namespace omni::executor::test
 
-#endif // OMNI_RUNTIME_EXECUTOR_EXECUTORTESTING_H
+#endif // OMNI_RUNTIME_EXECUTOR_TESTING_EXECUTORTESTING_H
