@@ -163,8 +163,10 @@ private:
     return true;
   }
 
-  /// Moves `into`'s body ahead of (front) or after (!front) `from`'s; the
-  /// values `from` uses from between the two loops move above both.
+  /// Moves `from`'s body into `into` and erases `from`: to the front of
+  /// `into`'s body (`from` came first and moves down to `into`) or to its
+  /// end (`from` came later); the pure ops between the loops that a body
+  /// moving up uses move above both.
   void merge(scf::ParallelOp from, scf::ParallelOp into, bool front);
 
   func::FuncOp fn;
