@@ -43,8 +43,9 @@ namespace omni::hal::cuda {
 // some names to their _v2 versions with macros; the member and the call
 // sites go through the same macro, the string does not). At the 12.0 ABI:
 // cuStreamBeginCapture is cuStreamBeginCapture_v2 (with a capture mode,
-// since 10.1), cuGraphInstantiateWithFlags exists since 11.4, the other
-// graph entries since 10.0, all unchanged up to 13.0 (cuda.h).
+// since 10.1), cuGraphInstantiateWithFlags and cuDeviceGetGraphMemAttribute
+// exist since 11.4, the other graph entries since 10.0, all unchanged up to
+// 13.0 (cuda.h).
 #define OMNI_CUDA_DRIVER_ENTRIES(X)                                            \
   X(cuGetErrorName)                                                            \
   X(cuGetErrorString)                                                          \
@@ -89,7 +90,8 @@ namespace omni::hal::cuda {
   X(cuGraphInstantiateWithFlags)                                               \
   X(cuGraphLaunch)                                                             \
   X(cuGraphExecDestroy)                                                        \
-  X(cuGraphDestroy)
+  X(cuGraphDestroy)                                                            \
+  X(cuDeviceGetGraphMemAttribute)
 
 #define OMNI_CUBLASLT_ENTRIES(X)                                               \
   X(cublasLtCreate)                                                            \

@@ -295,6 +295,16 @@ bool CudaDevice::supportsFormat(ExecutableFormat format) const {
   return format == ExecutableFormat::Ptx || format == ExecutableFormat::Cubin;
 }
 
+int64_t CudaDevice::bytesInUse() const {
+  int64_t bytes = allocated_.load(std::memory_order_relaxed);
+  cuuint64_t graphs = 0;
+  if (api_->cuDeviceGetGraphMemAttribute(device_,
+                                         CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT,
+                                         &graphs) == CUDA_SUCCESS)
+    bytes += static_cast<int64_t>(graphs);
+  return bytes;
+}
+
 absl::StatusOr<std::unique_ptr<Executable>>
 CudaDevice::loadExecutable(const ExecutableSpec &spec) {
   OMNI_RETURN_IF_ERROR(bind());

@@ -12,8 +12,9 @@
 // pool keeps freed memory cached (release threshold: unlimited), so the
 // executor's arenas and the drivers' temporaries do not return to the OS
 // between steps. memoryLimitBytes bounds the bytes of live buffers, and
-// bytesInUse reports them (omnirun --stats); scratch buffers of
-// executables count too, the library routines' temporaries do not.
+// bytesInUse reports them (omnirun --stats) with the graph memory pool's
+// reserve; scratch buffers of executables count too, the library
+// routines' temporaries do not.
 //
 // Helper kernels (kernels/HelperKernels.cu: random numbers, fills, im2col,
 // softmax) are JIT-compiled from their embedded PTX once, at creation.
@@ -129,9 +130,10 @@ public:
   /// True: a launch costs microseconds of host time, a graph launch one
   /// for all its nodes (CudaStream.h, Graphs).
   bool prefersGraphs() const override { return true; }
-  int64_t bytesInUse() const override {
-    return allocated_.load(std::memory_order_relaxed);
-  }
+  /// The live buffers' bytes, plus what the device's graph memory pool
+  /// holds for CUDA graphs' allocation nodes (reserved while any graph
+  /// that uses it exists).
+  int64_t bytesInUse() const override;
   /// The NCCL channel (NcclChannel.h).
   absl::StatusOr<std::unique_ptr<Channel>>
   createChannel(const ChannelSpec &spec) override;

@@ -204,6 +204,7 @@ TEST(CudaApi, LoadsTheFake) {
   EXPECT_NE((*api)->cuGraphLaunch, nullptr);
   EXPECT_NE((*api)->cuGraphExecDestroy, nullptr);
   EXPECT_NE((*api)->cuGraphDestroy, nullptr);
+  EXPECT_NE((*api)->cuDeviceGetGraphMemAttribute, nullptr);
   // The fake cannot name errors; the built-in table can.
   EXPECT_EQ((*api)->errorName(CUDA_ERROR_ILLEGAL_ADDRESS),
             "CUDA_ERROR_ILLEGAL_ADDRESS");
