@@ -15,13 +15,17 @@
 // to back and one synchronize (launch costs overlap as they do in a run),
 // against a copy of half those bytes (read plus write) timed the same way.
 // Scalars are 0 (index registers such as a rank's AxisIndex). Prints a
-// table, largest first, and the bytes-weighted totals. Not a test: nothing
-// is asserted; docs/performance.md records the results.
+// table, largest first, and the bytes-weighted totals. Then the function's
+// distinct Matmul library calls, most flops per run first (--top of them),
+// each in TFLOP/s against a square gemm of the same element type
+// (--baseline-gemm, default 4096^3) timed in the same run: how far the
+// model's shapes are from what the library gives its best shape. Not a
+// test: nothing is asserted; docs/performance.md records the results.
 //
 // Usage: omni-bench-kernels STEP.bin [--function=train_step]
 //          [--device=cpu|cuda] [--reps=20] [--min-mb=16] [--top=25]
 //          [--peak-gbs=G] (the device's nominal bandwidth, for a column
-//          of percentages)
+//          of percentages) [--baseline-gemm=N]
 // Exits 1 with one line when the step.bin or the device cannot be used.
 //
 //===----------------------------------------------------------------------===//
@@ -50,7 +54,7 @@ namespace {
 
 struct Options {
   std::string stepBin, function = "train_step", device = "cpu";
-  int reps = 20, top = 25;
+  int reps = 20, top = 25, baselineGemm = 4096;
   double minMb = 16, peakGbs = 0;
 };
 
@@ -61,11 +65,20 @@ struct Site {
   int64_t bytes = 0, count = 0;
 };
 
+/// One distinct Matmul library call: its shapes and how often it runs.
+struct MatmulSite {
+  hal::MatmulParams params;
+  int64_t count = 0;
+  double flops() const {
+    return 2.0 * params.batch * params.m * params.n * params.k;
+  }
+};
+
 int usage(const std::string &why) {
   std::fprintf(stderr,
                "omni-bench-kernels: %s\nusage: omni-bench-kernels STEP.bin "
                "[--function=NAME] [--device=cpu|cuda] [--reps=N] "
-               "[--min-mb=MB] [--top=N] [--peak-gbs=G]\n",
+               "[--min-mb=MB] [--top=N] [--peak-gbs=G] [--baseline-gemm=N]\n",
                why.c_str());
   return 1;
 }
@@ -92,6 +105,9 @@ bool parse(int argc, char **argv, Options &o, std::string &error) {
       ok = absl::SimpleAtod(v, &o.minMb) && o.minMb >= 0;
     else if (value("--peak-gbs", v))
       ok = absl::SimpleAtod(v, &o.peakGbs) && o.peakGbs > 0;
+    else if (value("--baseline-gemm", v))
+      ok = absl::SimpleAtoi(v, &o.baselineGemm) && o.baselineGemm > 0 &&
+           o.baselineGemm <= 65536;
     else if (arg.rfind("--", 0) != 0 && o.stepBin.empty())
       o.stepBin = arg;
     else
@@ -111,7 +127,8 @@ bool parse(int argc, char **argv, Options &o, std::string &error) {
 void collect(
     const loader::Program &program,
     const flatbuffers::Vector<flatbuffers::Offset<step::Command>> *commands,
-    int64_t times, std::map<std::vector<int64_t>, Site> &sites) {
+    int64_t times, std::map<std::vector<int64_t>, Site> &sites,
+    std::map<std::vector<int64_t>, MatmulSite> &matmuls) {
   if (!commands)
     return;
   for (const step::Command *command : *commands) {
@@ -121,7 +138,17 @@ void collect(
               ? (loop->upper() - loop->lower() + loop->step() - 1) /
                     loop->step()
               : 0;
-      collect(program, loop->body(), times * trips, sites);
+      collect(program, loop->body(), times * trips, sites, matmuls);
+      continue;
+    }
+    if (const step::LibraryCall *call = command->kind_as_LibraryCall();
+        call && call->library() == step::Library::Matmul) {
+      hal::MatmulParams p = executor::matmulParams(program, *call);
+      MatmulSite &site =
+          matmuls[{static_cast<int64_t>(p.dtype), p.batch, p.m, p.n, p.k,
+                   p.transposeLhs, p.transposeRhs, p.rhsShared}];
+      site.params = p;
+      site.count += times;
       continue;
     }
     const step::Dispatch *d = command->kind_as_Dispatch();
@@ -184,6 +211,86 @@ std::string shortWhere(const std::string &where) {
   return names.front() + " in " + names.back();
 }
 
+/// Seconds per matmul of `p` on fresh zero-filled buffers.
+absl::StatusOr<double> timeMatmul(hal::Device &device, hal::Stream &stream,
+                                  const hal::MatmulParams &p, int reps) {
+  const int64_t e = dtypeSize(p.dtype);
+  const int64_t lhs = p.batch * p.m * p.k * e;
+  const int64_t rhs = (p.rhsShared ? 1 : p.batch) * p.k * p.n * e;
+  const int64_t out = p.batch * p.m * p.n * e;
+  std::vector<std::unique_ptr<hal::Buffer>> b;
+  for (int64_t bytes : {lhs, rhs, out}) {
+    auto buffer = device.allocate(bytes);
+    if (!buffer.ok())
+      return buffer.status();
+    b.push_back(std::move(*buffer));
+  }
+  return timePerCall(stream, reps, [&] {
+    return stream.matmul(p, hal::BufferRef::all(*b[0]),
+                         hal::BufferRef::all(*b[1]),
+                         hal::BufferRef::all(*b[2]));
+  });
+}
+
+/// The matmul table: the function's distinct matmul shapes with the most
+/// flops per run, each against a square gemm of the same element type
+/// (--baseline-gemm) timed in the same run. False when a baseline fails.
+bool timeMatmuls(hal::Device &device, hal::Stream &stream, const Options &o,
+                 const std::map<std::vector<int64_t>, MatmulSite> &byKey) {
+  std::vector<MatmulSite> sites;
+  for (const auto &[key, site] : byKey)
+    sites.push_back(site);
+  std::stable_sort(sites.begin(), sites.end(),
+                   [](const MatmulSite &a, const MatmulSite &b) {
+                     return a.flops() * a.count > b.flops() * b.count;
+                   });
+  if (static_cast<int>(sites.size()) > o.top)
+    sites.resize(o.top);
+  std::printf("\n%zu matmul shapes, most flops per run first; against a "
+              "%d^3 gemm of the same type\n",
+              sites.size(), o.baselineGemm);
+  if (sites.empty())
+    return true;
+  std::printf("| dtype | batch x m x n x k | t | per run | us | TFLOP/s | "
+              "vs the square gemm |\n|---|---|---|---|---|---|---|\n");
+  std::map<DType, double> baseline;
+  for (const MatmulSite &site : sites) {
+    const hal::MatmulParams &p = site.params;
+    const std::string type(dtypeName(p.dtype));
+    if (!baseline.count(p.dtype)) {
+      hal::MatmulParams square;
+      square.dtype = p.dtype;
+      square.m = square.n = square.k = o.baselineGemm;
+      absl::StatusOr<double> t = timeMatmul(device, stream, square, o.reps);
+      if (!t.ok()) {
+        std::printf("the %s baseline gemm failed: %s\n", type.c_str(),
+                    std::string(t.status().message()).c_str());
+        return false;
+      }
+      baseline[p.dtype] = 2.0 * square.m * square.n * square.k / *t / 1e12;
+    }
+    absl::StatusOr<double> t = timeMatmul(device, stream, p, o.reps);
+    const std::string shape =
+        absl::StrCat(p.batch, " x ", p.m, " x ", p.n, " x ", p.k);
+    const char *trans = p.transposeLhs ? (p.transposeRhs ? "tt" : "tn")
+                                       : (p.transposeRhs ? "nt" : "nn");
+    if (!t.ok()) {
+      std::printf("| %s | %s | %s | failed: %s |\n", type.c_str(),
+                  shape.c_str(), trans,
+                  std::string(t.status().message()).c_str());
+      continue;
+    }
+    const double tflops = site.flops() / *t / 1e12;
+    std::printf("| %s | %s | %s | %lld | %.1f | %.3f | %.2f |\n", type.c_str(),
+                shape.c_str(), trans, static_cast<long long>(site.count),
+                *t * 1e6, tflops, tflops / baseline[p.dtype]);
+  }
+  for (const auto &[dtype, tflops] : baseline)
+    std::printf("the %d^3 %s gemm: %.3f TFLOP/s\n", o.baselineGemm,
+                std::string(dtypeName(dtype)).c_str(), tflops);
+  return true;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -216,7 +323,9 @@ int main(int argc, char **argv) {
   }
 
   std::map<std::vector<int64_t>, Site> byKey;
-  collect(**program, s.functions()->Get(*fn)->commands(), 1, byKey);
+  std::map<std::vector<int64_t>, MatmulSite> matmulsByKey;
+  collect(**program, s.functions()->Get(*fn)->commands(), 1, byKey,
+          matmulsByKey);
   std::vector<Site> sites;
   for (auto &[key, site] : byKey)
     if (site.bytes >= o.minMb * 1e6)
@@ -303,5 +412,5 @@ int main(int argc, char **argv) {
                   100 * bytesAll / kernelAll / 1e9 / o.peakGbs, o.peakGbs);
     std::printf("\n");
   }
-  return 0;
+  return timeMatmuls(**device, **stream, o, matmulsByKey) ? 0 : 1;
 }

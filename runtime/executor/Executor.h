@@ -49,6 +49,7 @@
 
 #include "runtime/hal/Device.h"
 #include "runtime/hal/Executable.h"
+#include "runtime/hal/Library.h"
 #include "runtime/hostfn/HostFunctions.h"
 #include "runtime/io/HostTensor.h"
 #include "runtime/io/TypedTensor.h"
@@ -132,6 +133,11 @@ struct TransferStats {
 /// kernels and, for GPU code, each kernel's launches (the views point into
 /// `exe`).
 hal::ExecutableSpec executableSpec(const step::Executable &exe, uint32_t index);
+
+/// The shapes of Matmul library call `c` of `program` (checked by the
+/// loader).
+hal::MatmulParams matmulParams(const loader::Program &program,
+                               const step::LibraryCall &c);
 
 class Executor {
 public:

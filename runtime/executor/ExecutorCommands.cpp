@@ -286,6 +286,27 @@ absl::Status Executor::runDispatch(Frame &frame, const step::Dispatch &d) {
                            buffers, scalars);
 }
 
+hal::MatmulParams matmulParams(const loader::Program &program,
+                               const step::LibraryCall &c) {
+  // Attribute order (step.fbs): transpose_lhs, transpose_rhs.
+  const TensorInfo &lhs = program.tensor(c.operands()->Get(0));
+  const TensorInfo &rhs = program.tensor(c.operands()->Get(1));
+  const TensorInfo &result = program.tensor(c.results()->Get(0));
+  hal::MatmulParams p;
+  p.dtype = result.dtype;
+  p.transposeLhs = c.int_attrs()->Get(0) != 0;
+  p.transposeRhs = c.int_attrs()->Get(1) != 0;
+  size_t rank = lhs.shape.size();
+  p.m = result.shape[rank - 2];
+  p.n = result.shape[rank - 1];
+  p.k = p.transposeLhs ? lhs.shape[rank - 2] : lhs.shape[rank - 1];
+  p.batch = 1;
+  for (size_t d = 0; d + 2 < rank; ++d)
+    p.batch *= lhs.shape[d];
+  p.rhsShared = rhs.shape.size() == 2;
+  return p;
+}
+
 absl::Status Executor::runLibraryCall(Frame &frame, const step::LibraryCall &c,
                                       const step::Dispatch *epilogue) {
   auto operand = [&](uint32_t i) -> const TensorInfo & {
@@ -313,20 +334,7 @@ absl::Status Executor::runLibraryCall(Frame &frame, const step::LibraryCall &c,
   };
   switch (c.library()) {
   case step::Library::Matmul: {
-    // Attribute order (step.fbs): transpose_lhs, transpose_rhs.
-    const TensorInfo &lhs = operand(0), &rhs = operand(1);
-    hal::MatmulParams p;
-    p.dtype = result.dtype;
-    p.transposeLhs = c.int_attrs()->Get(0) != 0;
-    p.transposeRhs = c.int_attrs()->Get(1) != 0;
-    size_t rank = lhs.shape.size();
-    p.m = result.shape[rank - 2];
-    p.n = result.shape[rank - 1];
-    p.k = p.transposeLhs ? lhs.shape[rank - 2] : lhs.shape[rank - 1];
-    p.batch = 1;
-    for (size_t d = 0; d + 2 < rank; ++d)
-      p.batch *= lhs.shape[d];
-    p.rhsShared = rhs.shape.size() == 2;
+    const hal::MatmulParams p = matmulParams(*program_, c);
     if (!epilogue)
       return stream_->matmul(p, ref(0), ref(1), out);
     // The loader checked the epilogue (checkEpilogue): its kernel's
