@@ -245,17 +245,11 @@ LogicalResult parallelToLaunch(scf::ParallelOp par, StringRef symbol,
 void loadsFirst(Block *block, function_ref<bool(Value, Value)> mayOverlap) {
   SmallVector<Value> written;
   for (Operation &op : *block) {
-    WalkResult walked = op.walk([&](Operation *inner) {
-      if (auto store = dyn_cast<memref::StoreOp>(inner))
-        written.push_back(store.getMemRef());
-      else if (!isa<memref::LoadOp>(inner) && !isMemoryEffectFree(inner) &&
-               !inner->hasTrait<OpTrait::HasRecursiveMemoryEffects>())
-        return WalkResult::interrupt();
-      return WalkResult::advance();
-    });
-    // Another kind of write: nothing moves.
-    if (walked.wasInterrupted())
+    FailureOr<SmallVector<Value>> stored = storedBuffers(&op);
+    // Another kind of side effect: nothing moves.
+    if (failed(stored))
       return;
+    llvm::append_range(written, *stored);
   }
   auto floats = [&](Operation &op) {
     if (auto load = dyn_cast<memref::LoadOp>(op))
@@ -441,19 +435,10 @@ LogicalResult sinkIntoLaunch(gpu::LaunchOp launch, func::FuncOp fn,
 bool canWaitPast(ArrayRef<Operation *> ops, ArrayRef<Value> read,
                  function_ref<bool(Value, Value)> mayOverlap) {
   return llvm::all_of(ops, [&](Operation *op) {
-    WalkResult walked = op->walk([&](Operation *inner) {
-      if (auto store = dyn_cast<memref::StoreOp>(inner)) {
-        for (Value r : read)
-          if (mayOverlap(store.getMemRef(), r))
-            return WalkResult::interrupt();
-        return WalkResult::advance();
-      }
-      if (isa<memref::LoadOp>(inner) || isMemoryEffectFree(inner) ||
-          inner->hasTrait<OpTrait::HasRecursiveMemoryEffects>())
-        return WalkResult::advance();
-      return WalkResult::interrupt();
-    });
-    return !walked.wasInterrupted();
+    FailureOr<SmallVector<Value>> stored = storedBuffers(op);
+    return succeeded(stored) && llvm::none_of(*stored, [&](Value w) {
+             return llvm::any_of(read, [&](Value r) { return mayOverlap(w, r); });
+           });
   });
 }
 
@@ -465,11 +450,9 @@ LogicalResult mapToLaunches(func::FuncOp fn, StringRef symbol,
                             std::vector<int64_t> &scratch,
                             bool resultsOverInputs) {
   Block &body = fn.front();
-  for (auto par : llvm::to_vector(body.getOps<scf::ParallelOp>())) {
-    SmallVector<scf::ParallelOp> parts;
-    if (failed(splitPartialReduction(par, fn, scratch, parts)))
+  for (auto par : llvm::to_vector(body.getOps<scf::ParallelOp>()))
+    if (failed(splitPartialReduction(par, fn, scratch)))
       return failure();
-  }
   fuseParallelLoops(fn, fn.getNumArguments() - scratch.size(),
                     resultsOverInputs);
   // Scratch buffers are the trailing arguments, more as reductions add them.

@@ -255,6 +255,17 @@ void Fuser::run() {
 
 } // namespace
 
+FailureOr<SmallVector<Value>> storedBuffers(Operation *op) {
+  FailureOr<SmallVector<Access>> accesses = accessesOf(op);
+  if (failed(accesses))
+    return failure();
+  SmallVector<Value> out;
+  for (const Access &a : *accesses)
+    if (a.write)
+      out.push_back(a.memref);
+  return out;
+}
+
 bool buffersMayOverlap(func::FuncOp fn, unsigned firstScratch,
                        bool resultsOverInputs, Value a, Value b) {
   Value x = baseOf(a), y = baseOf(b);

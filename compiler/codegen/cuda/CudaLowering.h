@@ -88,11 +88,10 @@ SmallVector<Value> reducedBuffers(scf::ForOp loop);
 /// body is a reduction nest into `acc[ivs]`) with few outputs or a long
 /// reduced extent becomes two parallel loops: chunks of each output into
 /// scratch partials, then one thread per output folding its chunks in
-/// order. `parts` receives the loops to map to launches (`par` itself when
-/// it is not split).
+/// order. Unsplit, it still folds in a register. The new loops take
+/// `par`'s place.
 LogicalResult splitPartialReduction(scf::ParallelOp par, func::FuncOp fn,
-                                    std::vector<int64_t> &scratch,
-                                    SmallVector<scf::ParallelOp> &parts);
+                                    std::vector<int64_t> &scratch);
 
 /// Fuses top-level parallel loops of `fn` over the same iteration space
 /// where no iteration can see a difference (CudaLoopFusion.cpp): a
@@ -102,6 +101,11 @@ LogicalResult splitPartialReduction(scf::ParallelOp par, func::FuncOp fn,
 /// over an input) any two other arguments may overlap.
 void fuseParallelLoops(func::FuncOp fn, unsigned firstScratch,
                        bool resultsOverInputs);
+
+/// The memrefs `op` (nested ops included) stores into, or failure when it
+/// has a side effect other than memref loads and stores (the rule
+/// fuseParallelLoops reads a loop's accesses by).
+FailureOr<SmallVector<Value>> storedBuffers(Operation *op);
 
 /// Whether memrefs `a` and `b` of `fn` may share bytes, by the rule above:
 /// views of one buffer may; scratch buffers overlap nothing else; other

@@ -352,8 +352,8 @@ SmallVector<Value> reducedBuffers(scf::ForOp loop) {
 /// Consecutive threads read consecutive addresses: in a row reduction (the
 /// innermost reduced index is a load's last) the chunk varies fastest, in
 /// a column reduction the output. Deterministic; sums stay f64 as the
-/// accumulator is. `parts` receives the loops to map to launches. The
-/// partials are a scratch buffer.
+/// accumulator is. The partials are a scratch buffer. The new loops take
+/// `par`'s place.
 ///
 /// Unsplit (many outputs, or a short extent), each thread still folds its
 /// output's elements in a register, from acc[output] and in the nest's
@@ -361,9 +361,7 @@ SmallVector<Value> reducedBuffers(scf::ForOp loop) {
 /// accumulator is loaded and stored through global memory at every element,
 /// since nothing tells the GPU compiler that it does not alias the inputs.
 LogicalResult splitPartialReduction(scf::ParallelOp par, func::FuncOp fn,
-                                    std::vector<int64_t> &scratch,
-                                    SmallVector<scf::ParallelOp> &parts) {
-  parts = {par};
+                                    std::vector<int64_t> &scratch) {
   auto ops = par.getBody()->without_terminator();
   if (par.getNumResults() != 0 || !llvm::hasSingleElement(ops))
     return success();
@@ -400,7 +398,7 @@ LogicalResult splitPartialReduction(scf::ParallelOp par, func::FuncOp fn,
   Type indexType = b.getIndexType();
   auto c = [&](int64_t v) { return indexConst(b, loc, indexType, v); };
   if (chunks < 2) {
-    auto single = scf::ParallelOp::create(
+    scf::ParallelOp::create(
         b, loc, par.getLowerBound(), par.getUpperBound(), par.getStep(),
         [&](OpBuilder &nb, Location nl, ValueRange ivs) {
           IRMapping map;
@@ -416,7 +414,6 @@ LogicalResult splitPartialReduction(scf::ParallelOp par, func::FuncOp fn,
           memref::StoreOp::create(nb, nl, folded.getResult(0), acc, ivs);
         });
     par.erase();
-    parts = {single};
     return success();
   }
   Value innermost = r->nest.back().getInductionVar();
@@ -446,7 +443,7 @@ LogicalResult splitPartialReduction(scf::ParallelOp par, func::FuncOp fn,
   lbs.insert(lbs.begin() + chunkDim, c(0));
   ubs.insert(ubs.begin() + chunkDim, c(chunks));
   steps.insert(steps.begin() + chunkDim, c(1));
-  auto first = scf::ParallelOp::create(
+  scf::ParallelOp::create(
       b, loc, lbs, ubs, steps, [&](OpBuilder &nb, Location nl, ValueRange ivs) {
         IRMapping map;
         SmallVector<Value> outIvs(ivs);
@@ -462,7 +459,7 @@ LogicalResult splitPartialReduction(scf::ParallelOp par, func::FuncOp fn,
             });
         memref::StoreOp::create(nb, nl, strided.getResult(0), partials, ivs);
       });
-  auto second = scf::ParallelOp::create(
+  scf::ParallelOp::create(
       b, loc, par.getLowerBound(), par.getUpperBound(), par.getStep(),
       [&](OpBuilder &nb, Location nl, ValueRange ivs) {
         Value init = memref::LoadOp::create(nb, nl, acc, ivs);
@@ -476,7 +473,6 @@ LogicalResult splitPartialReduction(scf::ParallelOp par, func::FuncOp fn,
         memref::StoreOp::create(nb, nl, folded, acc, ivs);
       });
   par.erase();
-  parts = {first, second};
   return success();
 }
 
