@@ -12,7 +12,7 @@
 //                           gpu.grid_dim their launch sizes>
 //   }
 //
-// The launches are the cuda lowering's (mapToLaunches, CudaCodegen.cpp):
+// The launches are the cuda lowering's (mapToLaunches, CudaLaunches.cpp):
 // 1-D grids (y and z are 1), no shared memory, no barriers; a kernel body
 // with anything else is refused in one line.
 //

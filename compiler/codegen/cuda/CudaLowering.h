@@ -1,8 +1,9 @@
 //===- CudaLowering.h - what the cuda lowering's files share ----*- C++ -*-===//
 //
-// Internal to compiler/codegen/cuda: the launch helpers of step 3 of the
-// lowering (CudaCodegen.cpp) and the reductions' mapping to many threads
-// (CudaReductions.cpp).
+// Internal to compiler/codegen/cuda: step 3 of the lowering (CudaCodegen.cpp
+// runs it): the launches (CudaLaunches.cpp), the reductions' mapping to
+// many threads (CudaReductions.cpp) and the fusion of loops over one space
+// (CudaLoopFusion.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -63,6 +64,15 @@ parallelToLaunch(scf::ParallelOp par, StringRef symbol,
 /// In the straight-line `block`: loads of buffers no store of the block may
 /// write, and pure ops, move up to just after their operands.
 void loadsFirst(Block *block, function_ref<bool(Value, Value)> mayOverlap);
+
+/// Step 3 for one kernel function (loops already parallel,
+/// CudaLaunches.cpp): partial reductions split where that pays, loops over
+/// one space fused, then its top-level ops become launches; `scratch`
+/// receives the scratch buffers added. `resultsOverInputs`: the kernel has
+/// in-place patterns (KernelDef::overwrites).
+LogicalResult mapToLaunches(func::FuncOp fn, StringRef symbol,
+                            std::vector<int64_t> &scratch,
+                            bool resultsOverInputs);
 
 /// Whether `loop` is a full reduction to one element large enough to run
 /// on many blocks (cooperativeReduction).
