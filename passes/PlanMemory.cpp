@@ -295,11 +295,19 @@ Buffer *Planner::inPlaceBuffer(Operation *op, OpResult r,
   auto fusion = dyn_cast<FusionOp>(op);
   if (fusion)
     llvm::append_range(candidates, fusion.getInputs());
-  // A loop slot first: taking it saves the copy at the yield.
-  std::stable_partition(candidates.begin(), candidates.end(), [&](Value x) {
+  // A loop slot first: taking it saves the copy at the yield; then a
+  // donated argument or state slot: taking it saves the copy at the return
+  // (an AdamW update whose gradient, a dead transient of the same size,
+  // comes first among the inputs would otherwise take the gradient's buffer
+  // and leave the new parameters to be copied into their slot).
+  auto rank = [&](Value x) {
     Buffer *b = bufferOf.lookup(aliasRoot(x));
-    return b && b->kind == Buffer::Carried;
-  });
+    if (b && b->kind == Buffer::Carried)
+      return 0;
+    return b && b->kind == Buffer::Donated ? 1 : 2;
+  };
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [&](Value x, Value y) { return rank(x) < rank(y); });
 
   for (Value x : candidates) {
     Buffer *b = bufferOf.lookup(aliasRoot(x));

@@ -64,3 +64,31 @@ func.func @negative_read_after_update(%p: tensor<16xf32> {omni.state = "p"})
   }
   return %n, %m : tensor<16xf32>, tensor<16xf32>
 }
+
+// -----
+
+// Tests that a state slot is preferred to a dead transient of the same size
+// that comes first among the inputs (an optimizer step whose gradient is
+// computed in the function): the update goes into the parameter's slot, so
+// nothing is copied into the slot at the return; the gradient's buffer is
+// released instead of taken.
+// CHECK-LABEL: func.func @slot_before_dead_transient
+// CHECK: omni.fusion({{.*}}) {omni.offsets = array<i64: 0>}
+// CHECK: omni.fusion({{.*}}) {omni.donated_args = array<i64: 0>, omni.offsets = array<i64: -1>, omni.overwrites = array<i64: -1, 0>}
+func.func @slot_before_dead_transient(%p: tensor<16xf32> {omni.state = "p"},
+                                      %x: tensor<16xf32>)
+    -> (tensor<16xf32> {omni.state = "p"}) {
+  %g = omni.fusion (%x) : (tensor<16xf32>) -> tensor<16xf32> {
+  ^bb0(%a: tensor<16xf32>):
+    %e = omni.exp %a : tensor<16xf32>
+    omni.yield %e : tensor<16xf32>
+  }
+  %n = omni.fusion (%g, %p) : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32> {
+  ^bb0(%a: tensor<16xf32>, %b: tensor<16xf32>):
+    %lr = omni.constant dense<0.1> : tensor<16xf32>
+    %s = omni.mul %a, %lr : tensor<16xf32>
+    %u = omni.sub %b, %s : tensor<16xf32>
+    omni.yield %u : tensor<16xf32>
+  }
+  return %n : tensor<16xf32>
+}
