@@ -49,29 +49,28 @@
 
 // The row sum (64 rows of 300): 64 x 18 threads (5 blocks) each sum every
 // 18th element of a row (at least 16 elements per thread) into partials
-// (scratch buffer 3: 64 x 18 f64); then one launch of a thread per row
-// fills the accumulator (scratch buffer 2: 64 f64), folds the row's 18
-// partials into it in order and rounds it into the result (buffer 1): the
-// fill, fold and rounding loops are fused (CudaLoopFusion.cpp).
+// (scratch buffer 2: 64 x 18 f64); then one launch of a thread per row
+// folds the row's 18 partials in order and rounds the sum into the result
+// (buffer 1): the fill, fold and rounding loops are fused
+// (CudaLoopFusion.cpp), so the accumulator is the thread's register and
+// needs no scratch buffer (scratchToRegisters).
 // CHECK: "entry": "omni_kernel_1_0",
 // CHECK-NEXT: "grid": [
 // CHECK-NEXT: 5,
 // CHECK: "args": [
 // CHECK-NEXT: 0,
-// CHECK-NEXT: 3
+// CHECK-NEXT: 2
 // CHECK-NEXT: ]
 // CHECK: "entry": "omni_kernel_1_1",
 // CHECK: "block": [
 // CHECK-NEXT: 64,
 // CHECK: "args": [
 // CHECK-NEXT: 2,
-// CHECK-NEXT: 3,
 // CHECK-NEXT: 1
 // CHECK-NEXT: ]
 // CHECK-NEXT: }
 // CHECK-NEXT: ],
 // CHECK-NEXT: "scratch": [
-// CHECK-NEXT: 512,
 // CHECK-NEXT: 9216
 // CHECK-NEXT: ]
 

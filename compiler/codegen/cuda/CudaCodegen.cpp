@@ -30,8 +30,9 @@
 //    uses them, so each launch's parameters are function arguments only.
 // 4. gpu-kernel-outlining; each gpu.launch_func, in order, becomes a
 //    GpuLaunch (entry, grid, block, the function argument of each kernel
-//    parameter), and all kernels move into one gpu.module; a kernel with
-//    no result written over an input gets noalias parameters.
+//    parameter), and all kernels move into one gpu.module; a parameter
+//    that no result is written over (and that is no result written over
+//    an input) is noalias.
 // 5. NVVM: nvvm-attach-target (the SM architecture, +ptx81, libdevice for
 //    math functions), convert-gpu-to-nvvm with bare-pointer kernel
 //    parameters, gpu-module-to-binary format=isa -> PTX text.
@@ -225,11 +226,27 @@ void parallelDimsFirst(ModuleOp kernels) {
   }
 }
 
+/// The kernel function's argument pairs (an operand, a result) that the
+/// memory plan writes one over the other in some dispatch of `def`.
+std::vector<std::pair<unsigned, unsigned>> inPlacePairs(const KernelDef &def) {
+  std::vector<std::pair<unsigned, unsigned>> out;
+  for (const std::vector<int64_t> &pattern : def.overwrites)
+    for (auto [operand, result] : llvm::enumerate(pattern))
+      if (result >= 0) {
+        std::pair<unsigned, unsigned> pair(
+            static_cast<unsigned>(operand),
+            static_cast<unsigned>(pattern.size() + result));
+        if (!llvm::is_contained(out, pair))
+          out.push_back(pair);
+      }
+  return out;
+}
+
 /// Step 4: one kernel's launches, in order, renamed `<symbol>_<k>` and
 /// moved into `merged`.
 LogicalResult collectLaunches(func::FuncOp fn, StringRef symbol,
                               gpu::GPUModuleOp merged, GpuLaunches &out,
-                              bool noalias) {
+                              SameBuffers sameBuffers) {
   SmallVector<gpu::LaunchFuncOp> calls;
   fn.walk([&](gpu::LaunchFuncOp call) { calls.push_back(call); });
   for (gpu::LaunchFuncOp call : calls) {
@@ -273,14 +290,18 @@ LogicalResult collectLaunches(func::FuncOp fn, StringRef symbol,
         continue;
       op.moveBefore(merged.getBody(), merged.getBody()->end());
     }
-    // No result written over an input: no buffer the kernel writes
-    // overlaps another parameter, which lets the GPU compiler move loads
-    // ahead of stores and read through the non-coherent cache.
-    if (noalias)
-      for (unsigned i = 0; i < kernel.getNumArguments(); ++i)
-        if (isa<MemRefType>(kernel.getArgument(i).getType()))
-          kernel.setArgAttr(i, LLVM::LLVMDialect::getNoAliasAttrName(),
-                            UnitAttr::get(kernel.getContext()));
+    // A parameter in no in-place pair, passed once, shares no byte with
+    // another, which lets the GPU compiler move loads ahead of stores and
+    // read through the non-coherent cache.
+    for (auto [i, arg] : llvm::enumerate(launch.args)) {
+      bool paired = llvm::any_of(sameBuffers, [&, arg = arg](auto pair) {
+        return pair.first == arg || pair.second == arg;
+      });
+      if (!paired && llvm::count(launch.args, arg) == 1 &&
+          isa<MemRefType>(kernel.getArgument(i).getType()))
+        kernel.setArgAttr(i, LLVM::LLVMDialect::getNoAliasAttrName(),
+                          UnitAttr::get(kernel.getContext()));
+    }
     kernel.setName(launch.entry);
     kernel->moveBefore(merged.getBody(), merged.getBody()->end());
     module.erase();
@@ -433,9 +454,12 @@ mlir::omni::lowerKernelSetForCuda(KernelSet &set, const CodegenOptions &options,
   if (failed(runPipeline(kernels, "func.func(convert-linalg-to-parallel-loops,"
                                   "canonicalize)")))
     return emitError(loc, "lowering the cuda kernels to loops failed");
+  std::vector<std::vector<std::pair<unsigned, unsigned>>> sameBuffers;
+  for (const KernelDef &def : set.kernels)
+    sameBuffers.push_back(inPlacePairs(def));
   for (auto [k, def] : llvm::enumerate(set.kernels))
     if (failed(mapToLaunches(fns[k], def.symbol, launches[k].scratch,
-                             !def.overwrites.empty())))
+                             sameBuffers[k])))
       return failure();
   if (failed(runPipeline(kernels, "gpu-kernel-outlining")))
     return emitError(loc, "outlining the cuda kernels failed");
@@ -444,7 +468,7 @@ mlir::omni::lowerKernelSetForCuda(KernelSet &set, const CodegenOptions &options,
   auto merged = gpu::GPUModuleOp::create(b, loc, "omni_kernels");
   for (auto [k, def] : llvm::enumerate(set.kernels))
     if (failed(collectLaunches(fns[k], def.symbol, merged, launches[k],
-                               def.overwrites.empty())))
+                               sameBuffers[k])))
       return failure();
   // The kernels' buffers (operands, results, scratch), for --cuda-emulate.
   SmallVector<SmallVector<Type>> argTypes;

@@ -258,17 +258,17 @@ bool canWaitPast(ArrayRef<Operation *> ops, ArrayRef<Value> read,
 
 LogicalResult mapToLaunches(func::FuncOp fn, StringRef symbol,
                             std::vector<int64_t> &scratch,
-                            bool resultsOverInputs) {
+                            SameBuffers sameBuffers) {
   Block &body = fn.front();
   for (auto par : llvm::to_vector(body.getOps<scf::ParallelOp>()))
     if (failed(splitPartialReduction(par, fn, scratch)))
       return failure();
-  fuseParallelLoops(fn, fn.getNumArguments() - scratch.size(),
-                    resultsOverInputs);
+  fuseParallelLoops(fn, fn.getNumArguments() - scratch.size(), sameBuffers);
+  scratchToRegisters(fn, fn.getNumArguments() - scratch.size(), scratch);
   // Scratch buffers are the trailing arguments, more as reductions add them.
   auto mayOverlap = [&](Value x, Value y) {
     return buffersMayOverlap(fn, fn.getNumArguments() - scratch.size(),
-                             resultsOverInputs, x, y);
+                             sameBuffers, x, y);
   };
   SmallVector<Operation *> ops;
   for (Operation &op : body.without_terminator())

@@ -17,9 +17,11 @@
 // independent of B (then B's body joins A) or of A (then A's body joins B).
 //
 // Which buffers may overlap: scratch buffers are the kernel's own; other
-// arguments only where the memory plan writes a result over an input (a
-// kernel with `overwrites` patterns, docs/fusion.md "In-place rules"), and
-// then any two of them may. Two views of one buffer always may.
+// arguments only as a pair of an input and the result the memory plan may
+// write over it (the kernel's `overwrites` patterns, docs/fusion.md
+// "In-place rules"), and then they are one buffer: two such arguments of
+// one type, read and written directly, count as one memref here. Two views
+// of one buffer always may overlap.
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,6 +42,11 @@ using namespace mlir;
 
 namespace mlir::omni::cuda {
 namespace {
+
+bool isPair(SameBuffers pairs, unsigned a, unsigned b) {
+  return llvm::is_contained(pairs, std::pair(a, b)) ||
+         llvm::is_contained(pairs, std::pair(b, a));
+}
 
 /// One load or store of a top-level op, with its indices in terms of the
 /// op's induction variables where they are that simple: each index an
@@ -114,15 +121,30 @@ Value baseOf(Value v) {
 
 class Fuser {
 public:
-  Fuser(func::FuncOp fn, unsigned firstScratch, bool resultsOverInputs)
-      : fn(fn), firstScratch(firstScratch),
-        resultsOverInputs(resultsOverInputs) {}
+  Fuser(func::FuncOp fn, unsigned firstScratch, SameBuffers sameBuffers)
+      : fn(fn), firstScratch(firstScratch), sameBuffers(sameBuffers) {}
 
   void run();
 
 private:
   bool mayAlias(Value a, Value b) const {
-    return buffersMayOverlap(fn, firstScratch, resultsOverInputs, a, b);
+    return buffersMayOverlap(fn, firstScratch, sameBuffers, a, b);
+  }
+
+  /// The same elements at the same indices: one memref value, or the two
+  /// arguments of an in-place pair with one type (the plan gives a result
+  /// the whole buffer of the input it overwrites, shape for shape).
+  bool sameMemref(Value a, Value b) const {
+    if (a == b)
+      return true;
+    auto x = dyn_cast<BlockArgument>(a), y = dyn_cast<BlockArgument>(b);
+    Block *entry = x ? x.getOwner() : nullptr;
+    if (!x || !y || !entry->isEntryBlock() ||
+        !isa<func::FuncOp>(entry->getParentOp()) || y.getOwner() != entry ||
+        x.getType() != y.getType() ||
+        !cast<MemRefType>(x.getType()).getLayout().isIdentity())
+      return false;
+    return isPair(sameBuffers, x.getArgNumber(), y.getArgNumber());
   }
 
   /// No element one of them writes is touched by the other.
@@ -140,7 +162,7 @@ private:
       for (const Access &y : b) {
         if (!(x.write || y.write) || !mayAlias(x.memref, y.memref))
           continue;
-        if (x.memref != y.memref || x.at.empty() || !x.usesEveryIv ||
+        if (!sameMemref(x.memref, y.memref) || x.at.empty() || !x.usesEveryIv ||
             x.at != y.at)
           return false;
       }
@@ -171,7 +193,7 @@ private:
 
   func::FuncOp fn;
   unsigned firstScratch;
-  bool resultsOverInputs;
+  SameBuffers sameBuffers;
 };
 
 void Fuser::merge(scf::ParallelOp from, scf::ParallelOp into, bool front) {
@@ -267,7 +289,7 @@ FailureOr<SmallVector<Value>> storedBuffers(Operation *op) {
 }
 
 bool buffersMayOverlap(func::FuncOp fn, unsigned firstScratch,
-                       bool resultsOverInputs, Value a, Value b) {
+                       SameBuffers sameBuffers, Value a, Value b) {
   Value x = baseOf(a), y = baseOf(b);
   if (x == y)
     return true;
@@ -275,13 +297,87 @@ bool buffersMayOverlap(func::FuncOp fn, unsigned firstScratch,
   Block *entry = &fn.front();
   if (!ax || !ay || ax.getOwner() != entry || ay.getOwner() != entry)
     return false;
-  return resultsOverInputs && ax.getArgNumber() < firstScratch &&
-         ay.getArgNumber() < firstScratch;
+  return ax.getArgNumber() < firstScratch && ay.getArgNumber() < firstScratch &&
+         isPair(sameBuffers, ax.getArgNumber(), ay.getArgNumber());
 }
 
 void fuseParallelLoops(func::FuncOp fn, unsigned firstScratch,
-                       bool resultsOverInputs) {
-  Fuser(fn, firstScratch, resultsOverInputs).run();
+                       SameBuffers sameBuffers) {
+  Fuser(fn, firstScratch, sameBuffers).run();
+}
+
+namespace {
+
+/// The top-level parallel loop whose body (not a region nested in it) holds
+/// every use of `buffer`, each a load or store at the loop's induction
+/// variables, every one once and in one order; or null.
+scf::ParallelOp ownLoop(Value buffer) {
+  scf::ParallelOp loop;
+  SmallVector<Value> at;
+  for (Operation *user : buffer.getUsers()) {
+    ValueRange indices;
+    if (auto load = dyn_cast<memref::LoadOp>(user))
+      indices = load.getIndices();
+    else if (auto store = dyn_cast<memref::StoreOp>(user);
+             store && store.getMemRef() == buffer)
+      indices = store.getIndices();
+    else
+      return nullptr;
+    auto par = dyn_cast<scf::ParallelOp>(user->getParentOp());
+    if (!par || (loop && par != loop) ||
+        par->getBlock() != buffer.getParentBlock())
+      return nullptr;
+    if (!loop) {
+      loop = par;
+      at.assign(indices.begin(), indices.end());
+      if (at.size() != par.getNumLoops() ||
+          !llvm::all_of(par.getInductionVars(),
+                        [&](Value iv) { return llvm::count(at, iv) == 1; }))
+        return nullptr;
+    } else if (!llvm::equal(indices, at)) {
+      return nullptr;
+    }
+  }
+  return loop;
+}
+
+} // namespace
+
+void scratchToRegisters(func::FuncOp fn, unsigned firstScratch,
+                        std::vector<int64_t> &scratch) {
+  for (unsigned a = fn.getNumArguments(); a-- > firstScratch;) {
+    Value buffer = fn.getArgument(a);
+    scf::ParallelOp loop = ownLoop(buffer);
+    if (!loop)
+      continue;
+    // In body order each load reads the value its iteration stored last;
+    // a load before the first store reads no value of this iteration.
+    SmallVector<std::pair<memref::LoadOp, Value>> loads;
+    SmallVector<Operation *> stores;
+    Value stored;
+    bool ok = true;
+    for (Operation &op : loop.getBody()->without_terminator()) {
+      if (auto store = dyn_cast<memref::StoreOp>(op);
+          store && store.getMemRef() == buffer) {
+        stored = store.getValueToStore();
+        stores.push_back(store);
+      } else if (auto load = dyn_cast<memref::LoadOp>(op);
+                 load && load.getMemRef() == buffer) {
+        ok &= static_cast<bool>(stored);
+        loads.emplace_back(load, stored);
+      }
+    }
+    if (!ok)
+      continue;
+    for (auto [load, value] : loads) {
+      load.getResult().replaceAllUsesWith(value);
+      load.erase();
+    }
+    for (Operation *store : stores)
+      store->erase();
+    (void)fn.eraseArgument(a);
+    scratch.erase(scratch.begin() + (a - firstScratch));
+  }
 }
 
 } // namespace mlir::omni::cuda

@@ -25,6 +25,9 @@ namespace {
 
 struct Fused {
   int loops = -1;
+  /// The function's arguments and scratch sizes left.
+  unsigned arguments = 0;
+  std::vector<int64_t> scratch;
   /// The stores and loads of the first loop left, in order, as
   /// "store <arg>" / "load <arg>" (the memref's argument number).
   std::vector<std::string> accesses;
@@ -32,7 +35,11 @@ struct Fused {
 
 /// Parses `body` as the body of @k(%a0, %a1, %a2, %a3: memref<8x8xf32>,
 /// %s: memref<8xf64>) (the last one scratch), fuses, and reports.
-Fused fuse(const std::string &body, bool resultsOverInputs = false) {
+/// `sameBuffers`: the argument pairs the memory plan may make one buffer.
+/// With `registers`, scratchToRegisters runs after the fusion.
+Fused fuse(const std::string &body,
+           std::vector<std::pair<unsigned, unsigned>> sameBuffers = {},
+           bool registers = false) {
   DialectRegistry registry;
   registry.insert<arith::ArithDialect, func::FuncDialect, memref::MemRefDialect,
                   scf::SCFDialect>();
@@ -55,8 +62,11 @@ Fused fuse(const std::string &body, bool resultsOverInputs = false) {
     return out;
   }
   auto fn = *module->getOps<func::FuncOp>().begin();
-  mlir::omni::cuda::fuseParallelLoops(fn, /*firstScratch=*/4,
-                                      resultsOverInputs);
+  mlir::omni::cuda::fuseParallelLoops(fn, /*firstScratch=*/4, sameBuffers);
+  out.scratch = {64};
+  if (registers)
+    mlir::omni::cuda::scratchToRegisters(fn, /*firstScratch=*/4, out.scratch);
+  out.arguments = fn.getNumArguments();
   EXPECT_TRUE(succeeded(verify(*module)));
   auto loops = llvm::to_vector(fn.front().getOps<scf::ParallelOp>());
   out.loops = static_cast<int>(loops.size());
@@ -104,11 +114,48 @@ TEST(CudaLoopFusion, AReductionsThreeLoopsBecomeOne) {
                                       "load 4", "store 1"}));
 }
 
+TEST(CudaLoopFusion, AFusedReductionsAccumulatorIsARegister) {
+  // Fused, the accumulator is stored and read back by its own iteration
+  // only: the scratch buffer goes, the fold reads the row and stores the
+  // rounded sum.
+  Fused f = fuse(kRowSum, {}, /*registers=*/true);
+  EXPECT_EQ(f.loops, 1);
+  EXPECT_EQ(f.accesses, (std::vector<std::string>{"load 0", "store 1"}));
+  EXPECT_EQ(f.arguments, 4u);
+  EXPECT_TRUE(f.scratch.empty());
+}
+
+TEST(CudaLoopFusion, AScratchBufferTwoLoopsShareStaysInMemory) {
+  // Unfused (a1 may be written over a0), the rounding's loop reads the
+  // accumulator the fold's loop stored: it stays a buffer.
+  Fused f = fuse(kRowSum, {{0, 1}}, /*registers=*/true);
+  EXPECT_EQ(f.loops, 2);
+  EXPECT_EQ(f.arguments, 5u);
+  EXPECT_EQ(f.scratch, (std::vector<int64_t>{64}));
+}
+
+TEST(CudaLoopFusion, AScratchElementReadBeforeItsStoreStaysInMemory) {
+  // The load reads what the buffer held before the loop: no register of
+  // this iteration has it.
+  Fused f = fuse(R"(
+  scf.parallel (%i) = (%c0) to (%c8) step (%c1) {
+    %v = memref.load %s[%i] : memref<8xf64>
+    %t = arith.truncf %v : f64 to f32
+    memref.store %t, %a1[%i, %c0] : memref<8x8xf32>
+    memref.store %d0, %s[%i] : memref<8xf64>
+  }
+)",
+                 {}, /*registers=*/true);
+  EXPECT_EQ(f.arguments, 5u);
+  EXPECT_EQ(f.accesses,
+            (std::vector<std::string>{"load 4", "store 1", "store 4"}));
+}
+
 TEST(CudaLoopFusion, AResultThatMayBeOverAnInputStaysApart) {
-  // With results over inputs, a1 (the rounding's result) may be a0 (what
-  // the fold reads at other elements): the fill still joins the fold, whose
+  // With a1 written over a0, a1 (the rounding's result) is what the fold
+  // reads at other elements: the fill still joins the fold, whose
   // accumulator is scratch, but the rounding stays apart.
-  Fused f = fuse(kRowSum, /*resultsOverInputs=*/true);
+  Fused f = fuse(kRowSum, {{0, 1}});
   EXPECT_EQ(f.loops, 2);
   EXPECT_EQ(f.accesses, (std::vector<std::string>{"store 4", "load 4", "load 0",
                                                   "store 4"}));
@@ -158,7 +205,7 @@ TEST(CudaLoopFusion, AnElementReadInAnotherIterationKeepsTwoLaunches) {
 
 TEST(CudaLoopFusion, ResultsOverInputsMayBeTheSameBuffer) {
   // The second loop writes a2 where the first reads a0 at other elements:
-  // independent buffers, unless a result may be written over an input.
+  // independent buffers, unless a2 may be written over a0.
   const char *body = R"(
   scf.parallel (%i) = (%c0) to (%c8) step (%c1) {
     %x = memref.load %a0[%c0, %i] : memref<8x8xf32>
@@ -169,7 +216,37 @@ TEST(CudaLoopFusion, ResultsOverInputsMayBeTheSameBuffer) {
   }
 )";
   EXPECT_EQ(fuse(body).loops, 1);
-  EXPECT_EQ(fuse(body, /*resultsOverInputs=*/true).loops, 2);
+  EXPECT_EQ(fuse(body, {{0, 2}}).loops, 2);
+  // Another kernel's pair leaves a0 and a2 apart.
+  EXPECT_EQ(fuse(body, {{3, 1}}).loops, 1);
+}
+
+TEST(CudaLoopFusion, AnInPlacePairIsOneBufferAtTheSameElements) {
+  // An in-place update in two loops (as an optimizer step): the first
+  // writes a temporary a3 from a0, the second writes a1 over a0 from it.
+  // With a1 over a0 every element is read and written in one iteration,
+  // so the loops fuse; with the first loop reading a0 at another element
+  // (one the second overwrites in another iteration), they may not.
+  const char *body = R"(
+  scf.parallel (%i, %j) = (%c0, %c0) to (%c8, %c8) step (%c1, %c1) {
+    %x = memref.load %a0[%i, %j] : memref<8x8xf32>
+    memref.store %x, %a3[%i, %j] : memref<8x8xf32>
+  }
+  scf.parallel (%i, %j) = (%c0, %c0) to (%c8, %c8) step (%c1, %c1) {
+    %x = memref.load %a3[%i, %j] : memref<8x8xf32>
+    %y = memref.load %a0[%i, %j] : memref<8x8xf32>
+    %z = arith.subf %y, %x : f32
+    memref.store %z, %a1[%i, %j] : memref<8x8xf32>
+  }
+)";
+  Fused f = fuse(body, {{0, 1}});
+  EXPECT_EQ(f.loops, 1);
+  EXPECT_EQ(f.accesses, (std::vector<std::string>{"load 0", "store 3", "load 3",
+                                                  "load 0", "store 1"}));
+  std::string shifted = body;
+  shifted.replace(shifted.find("%a0[%i, %j]"), 11, "%a0[%j, %i]");
+  EXPECT_EQ(fuse(shifted, {{0, 1}}).loops, 2);
+  EXPECT_EQ(fuse(shifted).loops, 1);
 }
 
 TEST(CudaLoopFusion, DifferentSpacesStayApart) {

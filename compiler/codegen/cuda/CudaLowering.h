@@ -20,6 +20,12 @@
 
 namespace mlir::omni::cuda {
 
+/// Pairs of a kernel function's argument numbers (an input, then a result)
+/// that the memory plan may make one buffer: the result written over the
+/// input by rule (a) of docs/fusion.md, whole buffer over whole buffer. Any
+/// other two arguments never share a byte.
+using SameBuffers = ArrayRef<std::pair<unsigned, unsigned>>;
+
 /// Threads per block of a parallel launch: enough to hide memory latency
 /// with several resident blocks per SM, few enough that small tensors still
 /// spread over many SMs.
@@ -68,11 +74,11 @@ void loadsFirst(Block *block, function_ref<bool(Value, Value)> mayOverlap);
 /// Step 3 for one kernel function (loops already parallel,
 /// CudaLaunches.cpp): partial reductions split where that pays, loops over
 /// one space fused, then its top-level ops become launches; `scratch`
-/// receives the scratch buffers added. `resultsOverInputs`: the kernel has
-/// in-place patterns (KernelDef::overwrites).
+/// receives the scratch buffers added. `sameBuffers`: the kernel's in-place
+/// pairs (KernelDef::overwrites).
 LogicalResult mapToLaunches(func::FuncOp fn, StringRef symbol,
                             std::vector<int64_t> &scratch,
-                            bool resultsOverInputs);
+                            SameBuffers sameBuffers);
 
 /// Whether `loop` is a full reduction to one element large enough to run
 /// on many blocks (cooperativeReduction).
@@ -106,11 +112,17 @@ LogicalResult splitPartialReduction(scf::ParallelOp par, func::FuncOp fn,
 /// Fuses top-level parallel loops of `fn` over the same iteration space
 /// where no iteration can see a difference (CudaLoopFusion.cpp): a
 /// reduction's fill, fold and rounding loops become one launch. Arguments
-/// from `firstScratch` on are the kernel's scratch buffers; with
-/// `resultsOverInputs` (the memory plan writes some result of this kernel
-/// over an input) any two other arguments may overlap.
+/// from `firstScratch` on are the kernel's scratch buffers; of the others,
+/// only the pairs of `sameBuffers` may be one buffer.
 void fuseParallelLoops(func::FuncOp fn, unsigned firstScratch,
-                       bool resultsOverInputs);
+                       SameBuffers sameBuffers);
+
+/// After fuseParallelLoops: a scratch buffer (argument `firstScratch` on)
+/// that one top-level parallel loop alone uses, each iteration storing its
+/// own element before reading it back, becomes the values stored: no
+/// memory pass, and the argument and its entry of `scratch` go.
+void scratchToRegisters(func::FuncOp fn, unsigned firstScratch,
+                        std::vector<int64_t> &scratch);
 
 /// The memrefs `op` (nested ops included) stores into, or failure when it
 /// has a side effect other than memref loads and stores (the rule
@@ -119,9 +131,9 @@ FailureOr<SmallVector<Value>> storedBuffers(Operation *op);
 
 /// Whether memrefs `a` and `b` of `fn` may share bytes, by the rule above:
 /// views of one buffer may; scratch buffers overlap nothing else; other
-/// arguments may overlap each other only with `resultsOverInputs`.
+/// arguments only as a pair of `sameBuffers`.
 bool buffersMayOverlap(func::FuncOp fn, unsigned firstScratch,
-                       bool resultsOverInputs, Value a, Value b);
+                       SameBuffers sameBuffers, Value a, Value b);
 
 } // namespace mlir::omni::cuda
 
