@@ -359,13 +359,26 @@ LogicalResult GradientBuilder::differentiateUpstream(
 
 /// Forward ops tagged omni.recompute (from calls named in `recompute`) that
 /// the backward program reads are cloned right before their first backward
-/// use, so their forward values need not stay alive until then.
+/// use, so their forward values need not stay alive until then. Except a
+/// cast of an argument to an element type no wider (a weight's bf16 copy):
+/// keeping it costs at most the bytes of the argument, which stays alive
+/// anyway, and recomputing it would be another pass over the weight.
 void GradientBuilder::rematerialize(Block &body, Operation *firstBackward) {
   DenseMap<Value, Value> recomputed;
+  auto keptCast = [&](Operation *def) {
+    auto cast = dyn_cast<CastOp>(def);
+    if (!cast)
+      return false;
+    auto arg = dyn_cast<BlockArgument>(cast->getOperand(0));
+    auto from = dyn_cast<RankedTensorType>(cast->getOperand(0).getType());
+    auto to = dyn_cast<RankedTensorType>(cast->getResult(0).getType());
+    return arg && arg.getOwner() == &body && from && to &&
+           to.getElementTypeBitWidth() <= from.getElementTypeBitWidth();
+  };
   auto isForwardRecompute = [&](Value v) {
     Operation *def = v.getDefiningOp();
     return def && def->hasAttr("omni.recompute") &&
-           def->isBeforeInBlock(firstBackward);
+           def->isBeforeInBlock(firstBackward) && !keptCast(def);
   };
   std::function<Value(Value, OpBuilder &)> materialize = [&](Value v,
                                                              OpBuilder &b) {

@@ -8,16 +8,22 @@
 // graph (docs/backend.md, "Graphs"). The FlowGRPO train loop reads its
 // window start that way once per micro-batch.
 //
-// Only scalars move: a tensor-valued op moved out of a loop would keep its
-// buffer live across the whole loop, which is omni-plan-memory's business.
+// Of tensor-valued ops, only casts of loop-invariant tensors to an element
+// type no wider move (the bf16 copy of a weight, which the rollout's
+// denoise loop would otherwise make again at every step): the copy then
+// lives across the loop, but it is no larger than its operand, which lives
+// across the loop anyway. Any other tensor-valued op would keep a buffer
+// live across the whole loop that nothing bounds, so it stays.
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialects/omni/OmniOps.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Dominance.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Transforms/LoopInvariantCodeMotionUtils.h"
 
@@ -34,9 +40,28 @@ namespace {
 
 bool isScalar(Type t) { return t.isIntOrIndexOrFloat(); }
 
+/// A cast of a float tensor to a narrower 16-bit float type (a weight's
+/// bf16 copy). Not f64 -> f32: the schedule's arithmetic, whose casts are
+/// small, stays where its phase computes it.
+bool isNarrowingCast(Operation *op) {
+  auto cast = dyn_cast<omni::CastOp>(op);
+  if (!cast)
+    return false;
+  auto from = dyn_cast<RankedTensorType>(cast->getOperand(0).getType());
+  auto to = dyn_cast<RankedTensorType>(cast->getResult(0).getType());
+  return from && to && isa<FloatType>(from.getElementType()) &&
+         isa<FloatType>(to.getElementType()) &&
+         to.getElementTypeBitWidth() < from.getElementTypeBitWidth() &&
+         to.getElementTypeBitWidth() <= 16;
+}
+
 /// Whether `op` may run once before the loop instead of in every iteration
-/// (its operands being defined outside the loop is checked by the caller).
+/// (its operands being defined outside the loop is checked by the caller):
+/// a scalar op, or a cast that does not widen (omni.cast is pure and
+/// defined for every element).
 bool isHoistableScalarOp(Operation *op) {
+  if (isNarrowingCast(op))
+    return true;
   if (op->getNumRegions() != 0 || op->getNumResults() == 0 ||
       !llvm::all_of(op->getResultTypes(), isScalar))
     return false;
@@ -53,15 +78,45 @@ struct OmniHoistLoopScalarsPass
   void runOnOperation() override {
     // Post-order: an inner loop's scalars leave it first, then may leave the
     // loops around it too.
-    getOperation().walk([](scf::ForOp loop) {
+    SmallVector<Operation *> casts;
+    getOperation().walk([&](scf::ForOp loop) {
       moveLoopInvariantCode(
           loop.getLoopRegions(),
           [&](Value value, Region *) {
             return loop.isDefinedOutsideOfLoop(value);
           },
           [](Operation *op, Region *) { return isHoistableScalarOp(op); },
-          [&](Operation *op, Region *) { loop.moveOutOfLoop(op); });
+          [&](Operation *op, Region *) {
+            loop.moveOutOfLoop(op);
+            if (isNarrowingCast(op))
+              casts.push_back(op);
+          });
     });
+    // A hoisted cast of a function argument (a weight) serves the same
+    // casts it dominates (the train phase's casts of the weights the
+    // rollout's loop cast): one copy per iteration. Only those merge: a
+    // computed value's cast, shared with later code, would let omni-fuse
+    // schedule that code (the train phase's own schedule arithmetic) before
+    // the loop, out of its phase.
+    if (casts.empty())
+      return;
+    DominanceInfo dominance(getOperation());
+    Block *entry = &getOperation().getBody().front();
+    for (Operation *hoisted : casts) {
+      auto arg = dyn_cast<BlockArgument>(hoisted->getOperand(0));
+      if (!hoisted->getBlock() || !arg || arg.getOwner() != entry)
+        continue;
+      for (Operation *user :
+           llvm::make_early_inc_range(hoisted->getOperand(0).getUsers())) {
+        if (user == hoisted || user->getName() != hoisted->getName() ||
+            user->getResultTypes() != hoisted->getResultTypes() ||
+            user->getAttrDictionary() != hoisted->getAttrDictionary() ||
+            !dominance.properlyDominates(hoisted, user))
+          continue;
+        user->getResult(0).replaceAllUsesWith(hoisted->getResult(0));
+        user->erase();
+      }
+    }
   }
 };
 

@@ -258,9 +258,22 @@ def OmniHoistLoopScalarsPass
     - speculatable, side-effect-free ops without regions whose operands are
       defined outside the loop and whose results are all scalars (index,
       integer or float: arith's index arithmetic and casts).
-    Tensor-valued ops stay where they are: moving them would make their
-    buffers live across the whole loop (omni-plan-memory). Values do not
-    change: the same ops run on the same operands, once.
+    - `omni.cast` of a float tensor defined outside the loop to a
+      narrower 16-bit float type: in a bf16 program the rollout's denoise
+      loop casts every f32 weight to bf16 at every step, a pass over all
+      the weights per step. Hoisted, the copy lives across the loop, which
+      costs at most the bytes of its operand (live across the loop
+      anyway): 4.5 GB for SD3.5-Medium's 2.24 B parameters, which saves
+      9 of 10 casts of 13.4 GB each per rollout. A hoisted cast of a
+      function argument (a weight) then replaces the same casts it
+      dominates (the train phase's), so each weight is cast once per
+      call. Other casts are not shared that way: omni-fuse would schedule
+      the later code that reads a shared value before the loop, out of
+      its phase.
+    Other tensor-valued ops stay where they are: moving them would make
+    their buffers live across the whole loop (omni-plan-memory), with no
+    bound. Values do not change: the same ops run on the same operands,
+    once.
 
     ```mlir
     scf.for %k = %c0 to %c4 step %c1 {

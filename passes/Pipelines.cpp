@@ -62,7 +62,9 @@ void addShardStage(OpPassManager &pm, const StageOptions &) {
 
 // 5. Kernel boundaries (loop-invariant scalar reads first leave their
 //    loops, so a loop that only enqueues device work can be captured as a
-//    graph; large sums over the leading rows become two sums, so the
+//    graph, and so do narrowing casts of loop-invariant tensors, a bf16
+//    program's weight copies, shared with the same casts after the loop;
+//    large sums over the leading rows become two sums, so the
 //    kernels around them split over threads).
 void addFuseStage(OpPassManager &pm, const StageOptions &) {
   pm.addNestedPass<func::FuncOp>(createOmniHoistLoopScalarsPass());

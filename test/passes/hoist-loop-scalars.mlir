@@ -85,3 +85,43 @@ func.func @nested(%start: tensor<i64>, %stack: tensor<16x8xf32>,
   }
   return %r : tensor<1x8xf32>
 }
+
+// -----
+
+// Tests that a cast of a float tensor defined outside the loop to a 16-bit
+// float (a weight's bf16 copy, which a denoise loop would otherwise make at
+// every step) leaves the loop and replaces the same cast after the loop
+// (the train phase's), while a widening cast of the same tensor, a cast to
+// f32 (schedule arithmetic) and a cast of the carried value stay.
+// CHECK-LABEL: func.func @narrowing_casts
+// CHECK: %[[W:.*]] = omni.cast %arg0 : tensor<4x4xf32> -> tensor<4x4xbf16>
+// CHECK-NEXT: scf.for
+// CHECK-NOT: omni.cast %arg0 : tensor<4x4xf32> -> tensor<4x4xbf16>
+// CHECK: omni.cast %arg0 : tensor<4x4xf32> -> tensor<4x4xf64>
+// CHECK: omni.cast %arg2 : tensor<4x4xf64> -> tensor<4x4xf32>
+// CHECK: omni.cast %{{.*}} : tensor<4x4xf32> -> tensor<4x4xbf16>
+// CHECK: scf.yield
+// CHECK-NOT: omni.cast %arg0
+// CHECK: return %{{.*}}, %{{.*}}, %[[W]]
+func.func @narrowing_casts(%w: tensor<4x4xf32>, %init: tensor<4x4xf32>,
+                           %sigma: tensor<4x4xf64>)
+    -> (tensor<4x4xf32>, tensor<4x4xf64>, tensor<4x4xbf16>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %z = omni.constant dense<0.0> : tensor<4x4xf64>
+  %r:2 = scf.for %k = %c0 to %c4 step %c1 iter_args(%x = %init, %s = %z)
+      -> (tensor<4x4xf32>, tensor<4x4xf64>) {
+    %wb = omni.cast %w : tensor<4x4xf32> -> tensor<4x4xbf16>
+    %wd = omni.cast %w : tensor<4x4xf32> -> tensor<4x4xf64>
+    %sf = omni.cast %sigma : tensor<4x4xf64> -> tensor<4x4xf32>
+    %xs = omni.mul %x, %sf : tensor<4x4xf32>
+    %xb = omni.cast %xs : tensor<4x4xf32> -> tensor<4x4xbf16>
+    %p = omni.matmul %xb, %wb : tensor<4x4xbf16>, tensor<4x4xbf16> -> tensor<4x4xbf16>
+    %y = omni.cast %p : tensor<4x4xbf16> -> tensor<4x4xf32>
+    %t = omni.add %s, %wd : tensor<4x4xf64>
+    scf.yield %y, %t : tensor<4x4xf32>, tensor<4x4xf64>
+  }
+  %after = omni.cast %w : tensor<4x4xf32> -> tensor<4x4xbf16>
+  return %r#0, %r#1, %after : tensor<4x4xf32>, tensor<4x4xf64>, tensor<4x4xbf16>
+}
