@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""What one call of each function of a step.bin moves and computes, per
+phase, and the time that takes at a device's peaks: a lower bound.
+
+  omnic --target=cuda train.mlir --emit=json > step.json
+  step-traffic.py step.json [--function=train_step] [--peak-tflops=989]
+                  [--peak-gbs=4800] [--launch-us=2] [--top=N]
+
+Counted from the step.bin alone (docs/performance.md, "A traffic model of
+the iteration"), every loop body times its trip count:
+
+- tensor FLOPs of the library calls: Matmul 2 M N K per batch entry,
+  Attention 2 Sq Sk (D + Dv) per (batch, head), AttentionBackward 2.5
+  times that (its five products of the unfused path), Conv2d 2 x output
+  elements x the filter's C KH KW;
+- bytes: a Dispatch reads its operands and writes its results once (the
+  kernel's own scratch buffers, cuda only, once written and once read); a
+  Copy reads and writes its bytes; a library call reads its operands and
+  writes its result once;
+- launches (cuda): each Dispatch's GPU launches, each Copy and each
+  library call one.
+
+The ideal time of a phase is FLOPs / peak-tflops + bytes / peak-gbs +
+launches x launch-us: what a device at those peaks, with no overlap
+between them, would need. A kernel that rereads an operand (a row kernel
+over a broadcast, a matmul reading its inputs several times) moves more
+than this counts, so measured times can only be longer; the model says
+where an iteration's time must go before a GPU measures where it does go.
+"""
+import argparse
+import collections
+import json
+import sys
+
+DTYPE_BYTES = {"F32": 4, "F64": 8, "F16": 2, "BF16": 2, "I1": 1, "I32": 4,
+               "I64": 8}
+
+
+def product(xs):
+    n = 1
+    for x in xs:
+        n *= x
+    return n
+
+
+class Model:
+    def __init__(self, step):
+        self.tensors = step["tensors"]
+        self.executables = step["executables"]
+        self.phases = collections.OrderedDict()
+        self.kernels = collections.Counter()
+
+    def shape(self, t):
+        return self.tensors[t]["shape"]
+
+    def nbytes(self, t):
+        tensor = self.tensors[t]
+        return product(tensor["shape"]) * DTYPE_BYTES[tensor["dtype"]]
+
+    def library_flops(self, call):
+        lib, ops, result = call["library"], call["operands"], call["results"][0]
+        if lib == "Matmul":
+            lhs, out = self.shape(ops[0]), self.shape(result)
+            k = lhs[-2] if call["int_attrs"][0] else lhs[-1]
+            return 2 * product(out) * k
+        if lib in ("Attention", "AttentionBackward"):
+            q, k, v = (self.shape(t) for t in ops[:3])
+            forward = 2 * product(q[:-1]) * k[-2] * (q[-1] + v[-1])
+            return forward if lib == "Attention" else 2.5 * forward
+        if lib == "Conv2d":
+            return 2 * product(self.shape(result)) * product(self.shape(ops[1])[1:])
+        return 0
+
+    def walk(self, commands, trips):
+        for command in commands:
+            kind, a = command["kind_type"], command["kind"]
+            if kind == "Loop":
+                n = max(0, -(-(a["upper"] - a["lower"]) // a["step"]))
+                self.walk(a["body"], trips * n)
+                continue
+            if kind not in ("Dispatch", "Copy", "LibraryCall", "Random"):
+                continue
+            p = self.phases.setdefault(command.get("phase", "-"),
+                                       collections.Counter())
+            if kind == "Dispatch":
+                e = self.executables[a["executable"]]
+                moved = sum(self.nbytes(t) for t in a["operands"] + a["results"])
+                launches = 1
+                gpu = e.get("gpu_kernels")
+                if gpu:
+                    k = gpu[a["kernel"]]
+                    launches = len(k["launches"])
+                    moved += 2 * sum(k["scratch"])
+                p["bytes"] += trips * moved
+                p["launches"] += trips * launches
+                p["dispatches"] += trips
+                self.kernels[(e["kernels"][a["kernel"]], moved, launches,
+                              command.get("phase", "-"))] += trips
+            elif kind == "Copy":
+                moved = a["bytes"] or self.nbytes(a["dest"])
+                p["bytes"] += trips * 2 * moved
+                p["launches"] += trips
+                p["copies"] += trips
+            elif kind == "LibraryCall":
+                p["flops"] += trips * self.library_flops(a)
+                p["bytes"] += trips * (sum(self.nbytes(t) for t in a["operands"])
+                                       + sum(self.nbytes(t) for t in a["results"]))
+                p["launches"] += trips
+                p["library_calls"] += trips
+            else:  # Random
+                p["bytes"] += trips * sum(self.nbytes(t) for t in a.get("results", []))
+                p["launches"] += trips
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("step_json", help="omnic --emit=json output ('-': stdin)")
+    parser.add_argument("--function", default=None,
+                        help="one function (default: every function)")
+    parser.add_argument("--peak-tflops", type=float, default=989.0)
+    parser.add_argument("--peak-gbs", type=float, default=4800.0)
+    parser.add_argument("--launch-us", type=float, default=2.0)
+    parser.add_argument("--top", type=int, default=0,
+                        help="also list the N fused kernels moving the most bytes")
+    args = parser.parse_args()
+    try:
+        source = sys.stdin if args.step_json == "-" else open(args.step_json)
+        with source:
+            step = json.load(source)
+        functions = step["functions"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        sys.exit(f"step-traffic.py: {args.step_json}: not omnic --emit=json "
+                 f"output ({e})")
+    names = [f["name"] for f in functions]
+    if args.function is not None and args.function not in names:
+        sys.exit(f"step-traffic.py: no function '{args.function}' in "
+                 f"{args.step_json} (it has: {', '.join(names)})")
+    print(f"peaks: {args.peak_tflops:g} TFLOP/s, {args.peak_gbs:g} GB/s, "
+          f"{args.launch_us:g} us per launch")
+    for function in functions:
+        if args.function is not None and function["name"] != args.function:
+            continue
+        model = Model(step)
+        model.walk(function["commands"], 1)
+        print(f"@{function['name']}")
+        total = collections.Counter()
+        for phase, p in model.phases.items():
+            total.update(p)
+            report(phase, p, args)
+        if len(model.phases) > 1:
+            report("total", total, args)
+        if args.top:
+            print("  fused kernels moving the most bytes:")
+            ranked = sorted(model.kernels.items(),
+                            key=lambda kv: -kv[0][1] * kv[1])[:args.top]
+            for (name, moved, launches, phase), n in ranked:
+                print(f"    {name} ({phase}): {n} x {si(moved, 'B')}, "
+                      f"{launches} launch(es) each")
+
+
+def si(value, unit):
+    """`value` with an SI prefix and 4 significant digits: 48.77 TFLOP."""
+    for prefix in ("", "k", "M", "G", "T"):
+        if abs(value) < 1000 or prefix == "T":
+            return f"{value:.4g} {prefix}{unit}"
+        value /= 1000
+
+
+def report(phase, p, args):
+    t_flops = 1e3 * p["flops"] / (args.peak_tflops * 1e12)
+    t_bytes = 1e3 * p["bytes"] / (args.peak_gbs * 1e9)
+    t_launch = 1e3 * p["launches"] * args.launch_us * 1e-6
+    print(f"  {phase}: {si(p['flops'], 'FLOP')}, {si(p['bytes'], 'B')}, "
+          f"{p['launches']} launches ({p['dispatches']} dispatches, "
+          f"{p['library_calls']} library calls, {p['copies']} copies); "
+          f"ideal {t_flops:.4g} + {t_bytes:.4g} + {t_launch:.4g} = "
+          f"{t_flops + t_bytes + t_launch:.4g} ms")
+
+
+if __name__ == "__main__":
+    main()
