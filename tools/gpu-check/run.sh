@@ -250,6 +250,13 @@ else
     "$PY" "$HERE/mfu.py" "$BUNDLE/sd35m/list.txt" "$TMP/sd/metrics.jsonl" > "$TMP/mfu.md" 2>&1
     cat "$TMP/mfu.md" >> "$RESULTS"
     out "- $(grep -h '^graphs:' "$TMP/sd.log" | tail -1 | cut -c1-600)"
+    if [ -f "$BUNDLE/sd35m/traffic.txt" ]; then
+      out ""
+      out "The lower bound per phase from the step.bin (tools/step-traffic: FLOPs, bytes moved once, launches at nominal peaks; measured times can only be longer):"
+      out '```'
+      cat "$BUNDLE/sd35m/traffic.txt" >> "$RESULTS"
+      out '```'
+    fi
     OMNI_TIME=$(grep -o 'median iteration [0-9.e+-]* s' "$TMP/mfu.md" | awk '{print $3}')
   else
     out "FAIL: $(tail -2 "$TMP/sd.log" | tr '\n' ' ')"
