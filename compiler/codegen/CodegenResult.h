@@ -58,6 +58,9 @@ struct GpuLaunch {
 struct GpuLaunches {
   std::vector<GpuLaunch> launches;
   std::vector<int64_t> scratch;
+  /// (operand, result) pairs, flattened, that a dispatch may make one
+  /// buffer (step.fbs GpuKernel.in_place).
+  std::vector<uint32_t> inPlace;
   int64_t grid = 1;
 };
 

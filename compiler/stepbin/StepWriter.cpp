@@ -630,7 +630,8 @@ Writer::executables() {
               l.sharedBytes, fbb.CreateVector(l.args)));
         gpuTables.push_back(
             st::CreateGpuKernel(fbb, fbb.CreateVector(launchTables),
-                                fbb.CreateVector(launches->scratch)));
+                                fbb.CreateVector(launches->scratch),
+                                fbb.CreateVector(launches->inPlace)));
       }
       gpuKernels = fbb.CreateVector(gpuTables);
       if (!exe.ptx.empty())

@@ -946,6 +946,86 @@ TEST(Loader, ChecksGpuKernels) {
   EXPECT_EQ(cubin([](auto &e) { (*e.gpuKernels)[0].scratch.clear(); }),
             at + "[0].launches[0].args[0]: = 3 but the kernel has 3 buffers "
                  "(operands, results, scratch)");
+  EXPECT_EQ(cubin([](auto &e) { (*e.gpuKernels)[0].inPlace = {{1, 0}}; }), "");
+  EXPECT_EQ(cubin([](auto &e) { (*e.gpuKernels)[0].inPlace = {{1}}; }),
+            at + "[0].in_place: has 1 entries but it holds (operand, "
+                 "result) pairs");
+  EXPECT_EQ(cubin([](auto &e) { (*e.gpuKernels)[0].inPlace = {{2, 0}}; }),
+            at + "[0].in_place[0]: pairs operand 2 with result 0 but the "
+                 "kernel has 2 operands and 1 results, and a pair is one "
+                 "size");
+}
+
+// A kernel writes each result apart from its other buffers or over one
+// operand whole (the memory plan's in-place rule), and GPU code, whose other
+// parameters are noalias, only over the operands its in_place pairs name:
+// anything else would compute wrong values without a word.
+TEST(Loader, ChecksTheBytesADispatchsBuffersShare) {
+  using Commands = std::vector<omni::testing::CommandRef>;
+  const std::string at =
+      "step.bin: functions[0].commands[0] (Dispatch) in 'f': ";
+  // 'add' (operands 0 and 1 at arena offsets 0 and 64, 16 bytes each)
+  // writing a tensor at `offset`.
+  auto add = [](int64_t offset) {
+    return [=](StepBuilder &b) {
+      uint32_t r = b.tensor({"r",
+                             DType::F32,
+                             {4},
+                             step::Storage::Arena,
+                             offset,
+                             step::Role::Transient});
+      return Commands{b.dispatch(0, 0, 4, {0, 1}, {r})};
+    };
+  };
+  EXPECT_EQ(errorOf(signed_(add(256))), "");
+  EXPECT_EQ(errorOf(signed_(add(64))), ""); // over operand 1 whole
+  EXPECT_EQ(
+      errorOf(signed_(add(72))),
+      at + "results[0] (" + "tensors[5] (tensor<4xf32>, 16 bytes)" +
+          ") and operands[1] (tensors[1] (tensor<4xf32>, 16 bytes)) share some "
+          "bytes, but a kernel writes a result apart from its other "
+          "buffers or over one operand whole");
+  // Two results in one buffer.
+  auto twoResults = [](StepBuilder::ExecutableSpec &e) {
+    e.signatures[1].operands = {{DType::F32, 16}};
+    e.signatures[1].results = {{DType::F32, 16}, {DType::F32, 16}};
+    e.signatures[1].grid = 4;
+  };
+  EXPECT_EQ(
+      errorOf(signed_(
+          [](StepBuilder &b) {
+            return Commands{b.dispatch(0, 1, 4, {0}, {1, 1})};
+          },
+          twoResults)),
+      at +
+          "results[1] (tensors[1] (tensor<4xf32>, 16 bytes)) and results[0] "
+          "(tensors[1] (tensor<4xf32>, 16 bytes)) share all their bytes, but a "
+          "kernel writes a result apart from its other buffers or "
+          "over one operand whole");
+  // GPU code: the pair must be listed, unless the file lists none (older
+  // files).
+  auto cubin = [&](std::optional<std::vector<uint32_t>> inPlace) {
+    return errorOf(signed_(add(64), [&](StepBuilder::ExecutableSpec &e) {
+      e.format = step::ExecutableFormat::Ptx;
+      e.target = "sm_90a";
+      StepBuilder::GpuLaunchSpec launch{
+          "add_0", {1, 1, 1}, {4, 1, 1}, 0, {0, 1, 2}};
+      e.gpuKernels = std::vector<StepBuilder::GpuKernelSpec>{
+          {{launch}, {}, inPlace}, {{}, {}, std::nullopt}};
+    }));
+  };
+  EXPECT_EQ(cubin(std::vector<uint32_t>{1, 0}), "");
+  EXPECT_EQ(cubin(std::nullopt), "");
+  EXPECT_EQ(
+      cubin(std::vector<uint32_t>{0, 0}),
+      at + "results[0] is written over operands[1] (tensors[1] "
+           "(tensor<4xf32>, 16 bytes)) but kernel 'add' was compiled with them "
+           "apart (in_place does not pair them)");
+  EXPECT_EQ(
+      cubin(std::vector<uint32_t>{}),
+      at + "results[0] is written over operands[1] (tensors[1] "
+           "(tensor<4xf32>, 16 bytes)) but kernel 'add' was compiled with them "
+           "apart (in_place does not pair them)");
 }
 
 // Issue 11: one changed byte in a Dispatch's operand list or in a tensor's

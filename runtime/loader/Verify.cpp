@@ -373,6 +373,27 @@ absl::Status ProgramVerifier::checkGpuKernels(const step::Executable *exe,
                                  " but it must be >= 0"));
     uint64_t numBuffers =
         uint64_t{sizeOf(sig->operands())} + sizeOf(sig->results()) + numScratch;
+    // In-place pairs: an operand and a result of one size.
+    uint32_t numInPlace = sizeOf(kernel->in_place());
+    if (numInPlace % 2 != 0)
+      return fail(at + ".in_place",
+                  absl::StrCat("has ", numInPlace,
+                               " entries but it holds (operand, result) "
+                               "pairs"));
+    for (uint32_t p = 0; p < numInPlace; p += 2) {
+      uint32_t operand = kernel->in_place()->Get(p);
+      uint32_t result = kernel->in_place()->Get(p + 1);
+      if (operand >= sizeOf(sig->operands()) ||
+          result >= sizeOf(sig->results()) ||
+          sig->operands()->Get(operand)->bytes() !=
+              sig->results()->Get(result)->bytes())
+        return fail(absl::StrCat(at, ".in_place[", p, "]"),
+                    absl::StrCat("pairs operand ", operand, " with result ",
+                                 result, " but the kernel has ",
+                                 sizeOf(sig->operands()), " operands and ",
+                                 sizeOf(sig->results()),
+                                 " results, and a pair is one size"));
+    }
     for (uint32_t l = 0; l < sizeOf(kernel->launches()); ++l) {
       const step::GpuLaunch *launch = kernel->launches()->Get(l);
       std::string lat = absl::StrCat(at, ".launches[", l, "]");

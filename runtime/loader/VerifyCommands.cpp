@@ -102,6 +102,37 @@ ProgramVerifier::checkCommands(FunctionContext &ctx,
   return absl::OkStatus();
 }
 
+namespace {
+
+enum class Overlap { Apart, Same, Partial };
+
+/// How the bytes of two tensors of one Dispatch relate, as far as step.bin
+/// says: arena ranges, and the same state slot or argument (whose aliases
+/// have its bytes).
+Overlap overlapOf(const TensorInfo &x, const TensorInfo &y) {
+  if (x.storage != y.storage || x.bytes == 0 || y.bytes == 0)
+    return Overlap::Apart;
+  if (x.storage == step::Storage::Arena) {
+    if (x.index + x.bytes <= y.index || y.index + y.bytes <= x.index)
+      return Overlap::Apart;
+    return x.index == y.index && x.bytes == y.bytes ? Overlap::Same
+                                                    : Overlap::Partial;
+  }
+  if (x.index != y.index)
+    return Overlap::Apart;
+  return x.bytes == y.bytes ? Overlap::Same : Overlap::Partial;
+}
+
+bool pairListed(const flatbuffers::Vector<uint32_t> &pairs, uint32_t operand,
+                uint32_t result) {
+  for (uint32_t p = 0; p + 1 < pairs.size(); p += 2)
+    if (pairs.Get(p) == operand && pairs.Get(p + 1) == result)
+      return true;
+  return false;
+}
+
+} // namespace
+
 absl::Status ProgramVerifier::checkDispatch(FunctionContext &ctx,
                                             const std::string &where,
                                             const step::Dispatch &d) {
@@ -162,6 +193,39 @@ absl::Status ProgramVerifier::checkDispatch(FunctionContext &ctx,
     return fail(at, absl::StrCat("scalars has ", sizeOf(d.scalars()),
                                  " entries but ", kernel, " reads ",
                                  sig.num_scalars(), " index registers"));
+  // A kernel writes each result apart from its other buffers, or over one
+  // operand whole (the memory plan's in-place rule); GPU code only over
+  // the operands it was compiled for, its other parameters being noalias.
+  const step::GpuKernel *gpu =
+      exe->gpu_kernels() ? exe->gpu_kernels()->Get(d.kernel()) : nullptr;
+  uint32_t numOperands = sizeOf(d.operands());
+  for (uint32_t r = 0; r < sizeOf(d.results()); ++r) {
+    uint32_t result = d.results()->Get(r);
+    for (uint32_t j = 0; j < numOperands + r; ++j) {
+      bool operand = j < numOperands;
+      uint32_t other =
+          operand ? d.operands()->Get(j) : d.results()->Get(j - numOperands);
+      Overlap o =
+          overlapOf(program_.tensors_[result], program_.tensors_[other]);
+      if (o == Overlap::Apart)
+        continue;
+      std::string name = operand
+                             ? absl::StrCat("operands[", j, "]")
+                             : absl::StrCat("results[", j - numOperands, "]");
+      if (o == Overlap::Partial || !operand)
+        return fail(
+            at, absl::StrCat("results[", r, "] (", describe(result), ") and ",
+                             name, " (", describe(other), ") share ",
+                             o == Overlap::Partial ? "some" : "all their",
+                             " bytes, but a kernel writes a result apart from "
+                             "its other buffers or over one operand whole"));
+      if (gpu && gpu->in_place() && !pairListed(*gpu->in_place(), j, r))
+        return fail(at, absl::StrCat("results[", r, "] is written over ", name,
+                                     " (", describe(other), ") but ", kernel,
+                                     " was compiled with them apart "
+                                     "(in_place does not pair them)"));
+    }
+  }
   return absl::OkStatus();
 }
 

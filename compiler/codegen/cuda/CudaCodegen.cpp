@@ -455,8 +455,15 @@ mlir::omni::lowerKernelSetForCuda(KernelSet &set, const CodegenOptions &options,
                                   "canonicalize)")))
     return emitError(loc, "lowering the cuda kernels to loops failed");
   std::vector<std::vector<std::pair<unsigned, unsigned>>> sameBuffers;
-  for (const KernelDef &def : set.kernels)
+  for (auto [k, def] : llvm::enumerate(set.kernels)) {
     sameBuffers.push_back(inPlacePairs(def));
+    unsigned numOperands =
+        def.overwrites.empty() ? 0 : def.overwrites.front().size();
+    for (auto [operand, result] : sameBuffers.back()) {
+      launches[k].inPlace.push_back(operand);
+      launches[k].inPlace.push_back(result - numOperands);
+    }
+  }
   for (auto [k, def] : llvm::enumerate(set.kernels))
     if (failed(mapToLaunches(fns[k], def.symbol, launches[k].scratch,
                              sameBuffers[k])))

@@ -114,6 +114,8 @@ public:
   struct GpuKernelSpec {
     std::vector<GpuLaunchSpec> launches;
     std::vector<int64_t> scratch;
+    /// GpuKernel.in_place (absent when unset).
+    std::optional<std::vector<uint32_t>> inPlace;
   };
   struct ExecutableSpec {
     std::string name;
@@ -413,8 +415,8 @@ public:
         for (const GpuLaunchSpec &l : k.launches)
           launches.push_back(step::CreateGpuLaunchDirect(
               fbb, l.entry.c_str(), &l.grid, &l.block, l.sharedBytes, &l.args));
-        gpuTables.push_back(
-            step::CreateGpuKernelDirect(fbb, &launches, &k.scratch));
+        gpuTables.push_back(step::CreateGpuKernelDirect(
+            fbb, &launches, &k.scratch, k.inPlace ? &*k.inPlace : nullptr));
       }
       exeTables.push_back(step::CreateExecutableDirect(
           fbb, e.name.c_str(), e.format, e.target.c_str(), &e.data, &kernels,
