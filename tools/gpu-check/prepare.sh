@@ -164,7 +164,7 @@ if [ "$SD35M" = 1 ] && has_target cuda; then
     "$BIN/omnirun" "$WORK/sd35m-cuda.bin" --list > "$OUTDIR/sd35m/list.txt"
     xz -T2 -6 -c "$WORK/sd35m-cuda.bin" > "$OUTDIR/sd35m/sd35m-cuda.bin.xz"
     echo "sd35m step.bin $(stat -c %s "$WORK/sd35m-cuda.bin") bytes, xz $(stat -c %s "$OUTDIR/sd35m/sd35m-cuda.bin.xz")" >> "$MANIFEST"
-    # The lower bound of each phase's time from the step.bin alone
+    # The floor of each phase's time from the step.bin alone
     # (tools/step-traffic, an H200's peaks), for run.sh to print beside
     # the measured phases.
     "$BIN/omnic" --target=cuda "$WORK/sd35m.mlir" --emit=json 2> /dev/null |

@@ -252,7 +252,7 @@ else
     out "- $(grep -h '^graphs:' "$TMP/sd.log" | tail -1 | cut -c1-600)"
     if [ -f "$BUNDLE/sd35m/traffic.txt" ]; then
       out ""
-      out "The lower bound per phase from the step.bin (tools/step-traffic: FLOPs, bytes moved once, launches at nominal peaks; measured times can only be longer):"
+      out "The floor per phase from the step.bin (tools/step-traffic at an H200's peaks: ideal L + M + K, L the library calls at the larger of FLOP and byte time, M the other commands' bytes, both a floor; K the launches at 2 us, an estimate):"
       out '```'
       cat "$BUNDLE/sd35m/traffic.txt" >> "$RESULTS"
       out '```'
