@@ -8,12 +8,12 @@
 // graph (docs/backend.md, "Graphs"). The FlowGRPO train loop reads its
 // window start that way once per micro-batch.
 //
-// Of tensor-valued ops, only casts of loop-invariant tensors to an element
-// type no wider move (the bf16 copy of a weight, which the rollout's
-// denoise loop would otherwise make again at every step): the copy then
-// lives across the loop, but it is no larger than its operand, which lives
-// across the loop anyway. Any other tensor-valued op would keep a buffer
-// live across the whole loop that nothing bounds, so it stays.
+// Of tensor-valued ops, only casts of loop-invariant float tensors to a
+// narrower 16-bit float move (the bf16 copy of a weight, which the
+// rollout's denoise loop would otherwise make again at every step): the
+// copy then lives across the loop, but it is smaller than its operand,
+// which lives across the loop anyway. Any other tensor-valued op would keep
+// a buffer live across the whole loop that nothing bounds, so it stays.
 //
 //===----------------------------------------------------------------------===//
 
@@ -57,8 +57,8 @@ bool isNarrowingCast(Operation *op) {
 
 /// Whether `op` may run once before the loop instead of in every iteration
 /// (its operands being defined outside the loop is checked by the caller):
-/// a scalar op, or a cast that does not widen (omni.cast is pure and
-/// defined for every element).
+/// a scalar op, or a narrowing cast to a 16-bit float (omni.cast is pure
+/// and defined for every element).
 bool isHoistableScalarOp(Operation *op) {
   if (isNarrowingCast(op))
     return true;
@@ -102,9 +102,12 @@ struct OmniHoistLoopScalarsPass
       return;
     DominanceInfo dominance(getOperation());
     Block *entry = &getOperation().getBody().front();
+    llvm::SmallPtrSet<Operation *, 16> erased;
     for (Operation *hoisted : casts) {
+      if (erased.contains(hoisted))
+        continue; // merged into a cast hoisted from an earlier loop
       auto arg = dyn_cast<BlockArgument>(hoisted->getOperand(0));
-      if (!hoisted->getBlock() || !arg || arg.getOwner() != entry)
+      if (!arg || arg.getOwner() != entry)
         continue;
       for (Operation *user :
            llvm::make_early_inc_range(hoisted->getOperand(0).getUsers())) {
@@ -114,6 +117,7 @@ struct OmniHoistLoopScalarsPass
             !dominance.properlyDominates(hoisted, user))
           continue;
         user->getResult(0).replaceAllUsesWith(hoisted->getResult(0));
+        erased.insert(user);
         user->erase();
       }
     }

@@ -125,3 +125,33 @@ func.func @narrowing_casts(%w: tensor<4x4xf32>, %init: tensor<4x4xf32>,
   %after = omni.cast %w : tensor<4x4xf32> -> tensor<4x4xbf16>
   return %r#0, %r#1, %after : tensor<4x4xf32>, tensor<4x4xf64>, tensor<4x4xbf16>
 }
+
+// -----
+
+// Tests that the same weight cast in two loops (a rollout in chunks) leaves
+// both and is made once: the second loop's hoisted cast merges into the
+// first's.
+// CHECK-LABEL: func.func @two_loops
+// CHECK: %[[W:.*]] = omni.cast %arg0 : tensor<4x4xf32> -> tensor<4x4xbf16>
+// CHECK-NOT: omni.cast %arg0
+// CHECK: scf.for
+// CHECK: omni.matmul %{{.*}}, %[[W]]
+// CHECK: scf.for
+// CHECK: omni.matmul %{{.*}}, %[[W]]
+func.func @two_loops(%w: tensor<4x4xf32>, %init: tensor<4x4xbf16>)
+    -> tensor<4x4xbf16> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %r = scf.for %k = %c0 to %c4 step %c1 iter_args(%x = %init) -> tensor<4x4xbf16> {
+    %wb = omni.cast %w : tensor<4x4xf32> -> tensor<4x4xbf16>
+    %y = omni.matmul %x, %wb : tensor<4x4xbf16>, tensor<4x4xbf16> -> tensor<4x4xbf16>
+    scf.yield %y : tensor<4x4xbf16>
+  }
+  %s = scf.for %k = %c0 to %c4 step %c1 iter_args(%x = %r) -> tensor<4x4xbf16> {
+    %wb = omni.cast %w : tensor<4x4xf32> -> tensor<4x4xbf16>
+    %y = omni.matmul %x, %wb : tensor<4x4xbf16>, tensor<4x4xbf16> -> tensor<4x4xbf16>
+    scf.yield %y : tensor<4x4xbf16>
+  }
+  return %s : tensor<4x4xbf16>
+}

@@ -118,7 +118,7 @@ class Model:
                 p["launches"] += trips
                 p["library_calls"] += trips
             else:  # Random
-                moved = sum(self.nbytes(t) for t in a.get("results", []))
+                moved = self.nbytes(a["result"])
                 p["bytes"] += trips * moved
                 p["other_bytes"] += trips * moved
                 p["launches"] += trips

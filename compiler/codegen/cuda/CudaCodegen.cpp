@@ -226,22 +226,6 @@ void parallelDimsFirst(ModuleOp kernels) {
   }
 }
 
-/// The kernel function's argument pairs (an operand, a result) that the
-/// memory plan writes one over the other in some dispatch of `def`.
-std::vector<std::pair<unsigned, unsigned>> inPlacePairs(const KernelDef &def) {
-  std::vector<std::pair<unsigned, unsigned>> out;
-  for (const std::vector<int64_t> &pattern : def.overwrites)
-    for (auto [operand, result] : llvm::enumerate(pattern))
-      if (result >= 0) {
-        std::pair<unsigned, unsigned> pair(
-            static_cast<unsigned>(operand),
-            static_cast<unsigned>(pattern.size() + result));
-        if (!llvm::is_contained(out, pair))
-          out.push_back(pair);
-      }
-  return out;
-}
-
 /// Step 4: one kernel's launches, in order, renamed `<symbol>_<k>` and
 /// moved into `merged`.
 LogicalResult collectLaunches(func::FuncOp fn, StringRef symbol,
@@ -454,15 +438,23 @@ mlir::omni::lowerKernelSetForCuda(KernelSet &set, const CodegenOptions &options,
   if (failed(runPipeline(kernels, "func.func(convert-linalg-to-parallel-loops,"
                                   "canonicalize)")))
     return emitError(loc, "lowering the cuda kernels to loops failed");
+  // Each kernel's in-place pairs (the memory plan writes the result over
+  // the operand in some dispatch): as function arguments for the lowering,
+  // as (operand, result) indices for step.bin.
   std::vector<std::vector<std::pair<unsigned, unsigned>>> sameBuffers;
   for (auto [k, def] : llvm::enumerate(set.kernels)) {
-    sameBuffers.push_back(inPlacePairs(def));
-    unsigned numOperands =
-        def.overwrites.empty() ? 0 : def.overwrites.front().size();
-    for (auto [operand, result] : sameBuffers.back()) {
-      launches[k].inPlace.push_back(operand);
-      launches[k].inPlace.push_back(result - numOperands);
-    }
+    auto &pairs = sameBuffers.emplace_back();
+    for (const std::vector<int64_t> &pattern : def.overwrites)
+      for (auto [operand, result] : llvm::enumerate(pattern)) {
+        std::pair<unsigned, unsigned> pair(
+            static_cast<unsigned>(operand),
+            static_cast<unsigned>(pattern.size() + result));
+        if (result < 0 || llvm::is_contained(pairs, pair))
+          continue;
+        pairs.push_back(pair);
+        launches[k].inPlace.push_back(static_cast<uint32_t>(operand));
+        launches[k].inPlace.push_back(static_cast<uint32_t>(result));
+      }
   }
   for (auto [k, def] : llvm::enumerate(set.kernels))
     if (failed(mapToLaunches(fns[k], def.symbol, launches[k].scratch,
