@@ -295,6 +295,65 @@ def OmniHoistLoopScalarsPass
   }];
 }
 
+def OmniMoveReshapesPass
+    : Pass<"omni-move-reshapes", "::mlir::func::FuncOp"> {
+  let summary = "move reshapes and narrowing casts out of chains of fusible "
+                "ops, so omni-fuse can make them one kernel";
+  let description = [{
+    A reshape never joins a fusion region (it aliases its operand), so one
+    between two fusible ops splits them into two kernels with the value
+    stored between. In an attention's q, k and v paths that is the bias add
+    (bf16 in, f32 out), the reshape to heads, then the per-head RMS norm,
+    transposed; and after the attention the transpose back, the reshape to
+    tokens, the slice and the rounding for the out projection.
+
+    This pass moves each reshape outside a fusion region (in every block:
+    function bodies and loop bodies) to an edge of its chain, where a
+    reshape costs nothing:
+    - up, when the value it reshapes is made, through elementwise ops read
+      only by the chain and through broadcasts (rebuilt for the new shape),
+      from values no region holds: arguments, library and opaque results,
+      loop results, splat constants. A broadcast moves only when every
+      dimension group of the reshape is either wholly broadcast or wholly
+      from source dimensions of the same sizes (`[64] -> [2, 4, 64]`,
+      reshaped to `[2, 4, 4, 16]`, is the source `[4, 16]` broadcast);
+    - else down, when every fusible reader is an elementwise op of the
+      chain and splat constants, or a slice cutting only dimensions the
+      reshape leaves as they are, up to readers no region holds.
+    Otherwise it stays. A reshape already at an edge, or read only by ops
+    outside regions, is left alone.
+
+    A float cast to a narrower type of a concatenation read only by it
+    becomes a concatenation of the casts of its parts: the concatenation
+    moves the narrower bytes, and each cast can join its part's kernel
+    (the joint attention's image and text heads, each RMS-normed in its own
+    kernel, rounded to bf16 there instead of after the concatenation).
+
+    Values do not change: the same ops compute the same elements, laid out
+    in another shape.
+
+    ```mlir
+    %y = omni.matmul %x, %w transpose_rhs : tensor<2x8x64xbf16>, tensor<64x64xbf16> -> tensor<2x8x64xbf16>
+    %f = omni.cast %y : tensor<2x8x64xbf16> -> tensor<2x8x64xf32>
+    %b = omni.broadcast_in_dim %bias, dims = [2] : tensor<64xf32> -> tensor<2x8x64xf32>
+    %a = omni.add %f, %b : tensor<2x8x64xf32>
+    %h = omni.reshape %a : tensor<2x8x64xf32> -> tensor<2x8x4x16xf32>
+    %t = omni.transpose %h, permutation = [0, 2, 1, 3] : tensor<2x8x4x16xf32> -> tensor<2x4x8x16xf32>
+    ```
+    becomes
+    ```mlir
+    %y = omni.matmul %x, %w transpose_rhs : tensor<2x8x64xbf16>, tensor<64x64xbf16> -> tensor<2x8x64xbf16>
+    %yh = omni.reshape %y : tensor<2x8x64xbf16> -> tensor<2x8x4x16xbf16>
+    %f = omni.cast %yh : tensor<2x8x4x16xbf16> -> tensor<2x8x4x16xf32>
+    %bh = omni.reshape %bias : tensor<64xf32> -> tensor<4x16xf32>
+    %b = omni.broadcast_in_dim %bh, dims = [2, 3] : tensor<4x16xf32> -> tensor<2x8x4x16xf32>
+    %a = omni.add %f, %b : tensor<2x8x4x16xf32>
+    %t = omni.transpose %a, permutation = [0, 2, 1, 3] : tensor<2x8x4x16xf32> -> tensor<2x4x8x16xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::omni::OmniDialect"];
+}
+
 def OmniFusePass : Pass<"omni-fuse", "::mlir::func::FuncOp"> {
   let summary = "group elementwise, broadcast, movement and reduction ops "
                 "into omni.fusion regions";

@@ -65,10 +65,12 @@ void addShardStage(OpPassManager &pm, const StageOptions &) {
 //    graph, and so do narrowing casts of loop-invariant tensors, a bf16
 //    program's weight copies, shared with the same casts after the loop;
 //    large sums over the leading rows become two sums, so the
-//    kernels around them split over threads).
+//    kernels around them split over threads; reshapes leave the middle of
+//    fusible chains, which they would split).
 void addFuseStage(OpPassManager &pm, const StageOptions &) {
   pm.addNestedPass<func::FuncOp>(createOmniHoistLoopScalarsPass());
   pm.addNestedPass<func::FuncOp>(createOmniSplitReductionsPass());
+  pm.addNestedPass<func::FuncOp>(createOmniMoveReshapesPass());
   pm.addNestedPass<func::FuncOp>(createOmniFusePass());
   pm.addPass(createCSEPass());
 }
