@@ -1,0 +1,73 @@
+// omnic --target=cuda recomputes an elementwise producer in each of its
+// readers (instead of storing it in a scratch buffer) when its inputs are
+// no larger than its value (compiler/codegen/cuda/CudaCodegen.cpp,
+// fuseProducer): an attention head's RMS norm reading the bf16 projection,
+// widened to f32 with its bias added and transposed, reads the bf16 input
+// in its sum of squares and again in its normalization.
+// REQUIRES: ptxas
+// RUN: omnic %s --target=cuda --emit=json | FileCheck %s
+
+// @norm: two launches, the sum of squares (one thread per row: 512 rows)
+// and the normalization (8192 elements), both reading the bf16 operand
+// (buffer 0); the only scratch is the rows' f64 accumulators (512 x 8
+// bytes), not the f32 value (32768 bytes).
+// CHECK-LABEL: "gpu_kernels": [
+// CHECK: "entry": "omni_kernel_0_0",
+// CHECK-NEXT: "grid": [
+// CHECK-NEXT: 2,
+// CHECK: "args": [
+// CHECK-NEXT: 3,
+// CHECK-NEXT: 1,
+// CHECK-NEXT: 0
+// CHECK-NEXT: ]
+// CHECK: "entry": "omni_kernel_0_1",
+// CHECK-NEXT: "grid": [
+// CHECK-NEXT: 32,
+// CHECK: "args": [
+// CHECK-NEXT: 1,
+// CHECK-NEXT: 0,
+// CHECK-NEXT: 3,
+// CHECK-NEXT: 2
+// CHECK-NEXT: ]
+// CHECK-NEXT: }
+// CHECK-NEXT: ],
+// CHECK-NEXT: "scratch": [
+// CHECK-NEXT: 4096
+// CHECK-NEXT: ]
+func.func @norm(%x: tensor<2x64x4x16xbf16>, %bias: tensor<4x16xf32>) -> tensor<2x4x64x16xbf16> {
+  %f = omni.cast %x : tensor<2x64x4x16xbf16> -> tensor<2x64x4x16xf32>
+  %b = omni.broadcast_in_dim %bias, dims = [2, 3] : tensor<4x16xf32> -> tensor<2x64x4x16xf32>
+  %a = omni.add %f, %b : tensor<2x64x4x16xf32>
+  %t = omni.transpose %a, permutation = [0, 2, 1, 3] : tensor<2x64x4x16xf32> -> tensor<2x4x64x16xf32>
+  %sq = omni.mul %t, %t : tensor<2x4x64x16xf32>
+  %ms = omni.reduce mean %sq dims = [3] : tensor<2x4x64x16xf32> -> tensor<2x4x64xf32>
+  %eps = omni.constant dense<1.0e-6> : tensor<2x4x64xf32>
+  %v = omni.add %ms, %eps : tensor<2x4x64xf32>
+  %r = omni.rsqrt %v : tensor<2x4x64xf32>
+  %rb = omni.broadcast_in_dim %r, dims = [0, 1, 2] : tensor<2x4x64xf32> -> tensor<2x4x64x16xf32>
+  %n = omni.mul %t, %rb : tensor<2x4x64x16xf32>
+  %q = omni.cast %n : tensor<2x4x64x16xf32> -> tensor<2x4x64x16xbf16>
+  return %q : tensor<2x4x64x16xbf16>
+}
+
+// @sum_norm: the producer adds two f32 tensors into one; recomputed, each
+// reader would read 64 KiB instead of 32 KiB, so it is stored: three
+// launches, the f32 value (32768 bytes) in scratch.
+// CHECK: "entry": "omni_kernel_1_0",
+// CHECK: "entry": "omni_kernel_1_1",
+// CHECK: "entry": "omni_kernel_1_2",
+// CHECK: "scratch": [
+// CHECK-NEXT: 32768,
+// CHECK-NEXT: 4096
+// CHECK-NEXT: ]
+func.func @sum_norm(%x: tensor<2x4x64x16xf32>, %y: tensor<2x4x64x16xf32>) -> tensor<2x4x64x16xf32> {
+  %t = omni.add %x, %y : tensor<2x4x64x16xf32>
+  %sq = omni.mul %t, %t : tensor<2x4x64x16xf32>
+  %ms = omni.reduce mean %sq dims = [3] : tensor<2x4x64x16xf32> -> tensor<2x4x64xf32>
+  %eps = omni.constant dense<1.0e-6> : tensor<2x4x64xf32>
+  %v = omni.add %ms, %eps : tensor<2x4x64xf32>
+  %r = omni.rsqrt %v : tensor<2x4x64xf32>
+  %rb = omni.broadcast_in_dim %r, dims = [0, 1, 2] : tensor<2x4x64xf32> -> tensor<2x4x64x16xf32>
+  %n = omni.mul %t, %rb : tensor<2x4x64x16xf32>
+  return %n : tensor<2x4x64x16xf32>
+}
