@@ -3,7 +3,8 @@
 // no larger than its value (compiler/codegen/cuda/CudaCodegen.cpp,
 // fuseProducer): an attention head's RMS norm reading the bf16 projection,
 // widened to f32 with its bias added and transposed, reads the bf16 input
-// in its sum of squares and again in its normalization.
+// in its sum of squares and again in its normalization. And a value read
+// only by slices is computed per slice (sliceProducers).
 // REQUIRES: ptxas
 // RUN: omnic %s --target=cuda --emit=json | FileCheck %s
 
@@ -70,4 +71,37 @@ func.func @sum_norm(%x: tensor<2x4x64x16xf32>, %y: tensor<2x4x64x16xf32>) -> ten
   %rb = omni.broadcast_in_dim %r, dims = [0, 1, 2] : tensor<2x4x64xf32> -> tensor<2x4x64x16xf32>
   %n = omni.mul %t, %rb : tensor<2x4x64x16xf32>
   return %n : tensor<2x4x64x16xf32>
+}
+
+// @sliced: the attention's output widened and transposed, cut into its
+// image and text tokens, each rounded: one launch per part, each reading
+// its part of the bf16 input (buffer 0) and writing its result (1, 2); no
+// scratch (before: the whole f32 value, 6144 bytes, and a third launch).
+// CHECK: "entry": "omni_kernel_2_0",
+// CHECK-NEXT: "grid": [
+// CHECK-NEXT: 4,
+// CHECK: "args": [
+// CHECK-NEXT: 0,
+// CHECK-NEXT: 1
+// CHECK-NEXT: ]
+// CHECK: "entry": "omni_kernel_2_1",
+// CHECK-NEXT: "grid": [
+// CHECK-NEXT: 2,
+// CHECK: "args": [
+// CHECK-NEXT: 0,
+// CHECK-NEXT: 2
+// CHECK-NEXT: ]
+// CHECK-NEXT: }
+// CHECK-NEXT: ],
+// CHECK-NEXT: "scratch": [
+// CHECK-EMPTY:
+// CHECK-NEXT: ],
+func.func @sliced(%o: tensor<2x4x12x16xbf16>) -> (tensor<2x8x4x16xbf16>, tensor<2x4x4x16xbf16>) {
+  %f = omni.cast %o : tensor<2x4x12x16xbf16> -> tensor<2x4x12x16xf32>
+  %t = omni.transpose %f, permutation = [0, 2, 1, 3] : tensor<2x4x12x16xf32> -> tensor<2x12x4x16xf32>
+  %a = omni.slice %t [0:2:1, 0:8:1, 0:4:1, 0:16:1] : tensor<2x12x4x16xf32> -> tensor<2x8x4x16xf32>
+  %ab = omni.cast %a : tensor<2x8x4x16xf32> -> tensor<2x8x4x16xbf16>
+  %b = omni.slice %t [0:2:1, 8:12:1, 0:4:1, 0:16:1] : tensor<2x12x4x16xf32> -> tensor<2x4x4x16xf32>
+  %bb = omni.cast %b : tensor<2x4x4x16xf32> -> tensor<2x4x4x16xbf16>
+  return %ab, %bb : tensor<2x8x4x16xbf16>, tensor<2x4x4x16xbf16>
 }
