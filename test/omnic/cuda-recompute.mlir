@@ -105,3 +105,27 @@ func.func @sliced(%o: tensor<2x4x12x16xbf16>) -> (tensor<2x8x4x16xbf16>, tensor<
   %bb = omni.cast %b : tensor<2x4x4x16xf32> -> tensor<2x4x4x16xbf16>
   return %ab, %bb : tensor<2x8x4x16xbf16>, tensor<2x4x4x16xbf16>
 }
+
+// @layer_norm: the centered rows x - mean, read by the variance and by the
+// normalization, read [2, 64, 64] f32 and a [2, 64] mean: 2 readers x
+// 32.5 KiB <= 3 x 32 KiB, so each reader recomputes them and no scratch
+// buffer holds them (before: a 32768-byte scratch buffer and one launch
+// more). The scratch left: the row sums' f64 partials and accumulators.
+// CHECK: "entry": "omni_kernel_3_4",
+// CHECK-NOT: "entry": "omni_kernel_3_5",
+// CHECK: "scratch": [
+// CHECK-NOT: 32768
+// CHECK: ],
+func.func @layer_norm(%x: tensor<2x64x64xf32>) -> tensor<2x64x64xf32> {
+  %m = omni.reduce mean %x dims = [2] : tensor<2x64x64xf32> -> tensor<2x64xf32>
+  %mb = omni.broadcast_in_dim %m, dims = [0, 1] : tensor<2x64xf32> -> tensor<2x64x64xf32>
+  %c = omni.sub %x, %mb : tensor<2x64x64xf32>
+  %sq = omni.mul %c, %c : tensor<2x64x64xf32>
+  %v = omni.reduce mean %sq dims = [2] : tensor<2x64x64xf32> -> tensor<2x64xf32>
+  %eps = omni.constant dense<1.0e-6> : tensor<2x64xf32>
+  %ve = omni.add %v, %eps : tensor<2x64xf32>
+  %r = omni.rsqrt %ve : tensor<2x64xf32>
+  %rb = omni.broadcast_in_dim %r, dims = [0, 1] : tensor<2x64xf32> -> tensor<2x64x64xf32>
+  %n = omni.mul %c, %rb : tensor<2x64x64xf32>
+  return %n : tensor<2x64x64xf32>
+}

@@ -182,13 +182,16 @@ constexpr unsigned kMaxRecomputeReaders = 4;
 /// computes it again from the producer's inputs. Stored, the producer's
 /// value is written once and read back by each reader, through a scratch
 /// buffer; recomputed, each reader reads the producer's inputs instead. So
-/// recomputing moves fewer bytes when the inputs are no larger than the
-/// value: a bf16 query projection widened to f32 with its bias added and
-/// transposed, read by the per-head RMS norm's sum of squares and by its
-/// normalization (SD3.5-Medium: 12.6 MB of f32 scratch written and read
-/// twice per call, 740 calls per rollout). Not when the producer reads an
-/// argument that a result may be written over (`overwritten`): a reader
-/// after that result's store would read the new value.
+/// with k readers, recomputing moves fewer bytes when k times the inputs'
+/// bytes are at most k + 1 times the value's: a bf16 query projection
+/// widened to f32 with its bias added and transposed, read by the per-head
+/// RMS norm's sum of squares and by its normalization (SD3.5-Medium: 12.6
+/// MB of f32 scratch written and read twice per call, 740 calls per
+/// rollout); a layer norm's centered rows, x minus the row means, read by
+/// the variance and the normalization (12.6 MB, 490 calls). Not when the
+/// producer reads an argument that a result may be written over
+/// (`overwritten`): a reader after that result's store would read the new
+/// value.
 bool fuseProducer(OpOperand *fused, const DenseSet<Value> &overwritten) {
   auto producer = fused->get().getDefiningOp<linalg::GenericOp>();
   if (!producer)
@@ -215,7 +218,7 @@ bool fuseProducer(OpOperand *fused, const DenseSet<Value> &overwritten) {
       return false;
     inputs += tensorBytes(in->get());
   }
-  return inputs <= tensorBytes(value);
+  return inputs * readers <= tensorBytes(value) * (readers + 1);
 }
 
 /// Step 2, first: linalg-fuse-elementwise-ops, with producers recomputed
