@@ -439,25 +439,21 @@ void Mover::eraseDead(Operation *op) {
 }
 
 void Mover::run(func::FuncOp fn) {
-  auto outsideFusions = [](Operation *op) {
-    return !op->getParentOfType<FusionOp>();
+  // Each kind collected first (the rewrites erase ops), those erased
+  // meanwhile skipped; never inside a fusion region.
+  auto each = [&](auto op, auto rewrite) {
+    using OpT = decltype(op);
+    SmallVector<OpT> ops;
+    fn.walk([&](OpT o) {
+      if (!o->template getParentOfType<FusionOp>())
+        ops.push_back(o);
+    });
+    for (OpT o : ops)
+      if (!erased.contains(o))
+        rewrite(o);
   };
-  SmallVector<CastOp> casts;
-  fn.walk([&](CastOp c) {
-    if (outsideFusions(c))
-      casts.push_back(c);
-  });
-  for (CastOp c : casts)
-    if (!erased.contains(c))
-      tryCastConcat(c);
-  SmallVector<ReshapeOp> reshapes;
-  fn.walk([&](ReshapeOp r) {
-    if (outsideFusions(r))
-      reshapes.push_back(r);
-  });
-  for (ReshapeOp r : reshapes)
-    if (!erased.contains(r))
-      tryMoveReshape(r);
+  each(CastOp(), [&](CastOp c) { tryCastConcat(c); });
+  each(ReshapeOp(), [&](ReshapeOp r) { tryMoveReshape(r); });
 }
 
 struct OmniMoveReshapesPass
