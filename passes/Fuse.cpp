@@ -205,6 +205,7 @@ public:
   void duplicateBroadcasts();
   void formGroups();
   void sinkBroadcasts();
+  void recomputeCheapValues();
   void materialize();
 
   /// Ops whose users the merge legality check walked (a pass statistic: it
@@ -635,7 +636,10 @@ void BlockFuser::sinkBroadcasts() {
     to->ops.insert(at, ops.begin(), ops.end());
   };
   for (Group &g : groups) {
-    for (Operation *op : llvm::reverse(SmallVector<Operation *>(g.ops))) {
+    // A copy: the moves below change g.ops (and a temporary in the range
+    // expression would not outlive llvm::reverse's view of it).
+    SmallVector<Operation *> members(g.ops);
+    for (Operation *op : llvm::reverse(members)) {
       if (groupOf(op) != &g || op->getNumResults() != 1)
         continue;
       Group *to = readerGroup(op, &g);
@@ -669,6 +673,121 @@ void BlockFuser::sinkBroadcasts() {
       run.push_back(op);
       move(run, &g, to);
     }
+  }
+}
+
+/// The bytes of a tensor value.
+int64_t bytesOf(Value v) {
+  auto t = cast<RankedTensorType>(v.getType());
+  return t.getNumElements() *
+         static_cast<int64_t>((t.getElementTypeBitWidth() + 7) / 8);
+}
+
+/// The most ops copied into a reader for one value.
+constexpr unsigned kMaxRecomputedOps = 16;
+
+/// Gives each later group that reads a value of another group its own
+/// copy of the ops that compute it, when they are elementwise ops and
+/// broadcasts of the first group's inputs and reading those inputs costs
+/// no more than storing the value: stored, the value is written once and
+/// read by each of the k reader groups; recomputed, each reads the inputs
+/// (broadcast sources count whole, splats nothing). Only values read by
+/// groups alone (none by a library op, a loop or the return, which need it
+/// stored anyway), and only when the inputs hold no more bytes than the
+/// value, so keeping them alive for the readers takes no more memory than
+/// the value took. An MLP's pre-activation, the bf16 product widened to
+/// f32 with its bias added, is read by the forward's GELU and by the
+/// backward's GELU derivative across matmuls: the backward now reads the
+/// bf16 product (docs/fusion.md, "Cheap values go to their readers").
+/// Runs once every merge is done.
+void BlockFuser::recomputeCheapValues() {
+  for (Group &g : groups) {
+    if (g.ops.empty())
+      continue;
+    DenseSet<Operation *> copied; // ops of g copied into readers
+    SmallVector<Operation *> candidates(g.ops);
+    for (Operation *op : candidates) {
+      if (op->getNumResults() != 1 || kindOf(op) != FusionKind::Elementwise)
+        continue;
+      Value v = op->getResult(0);
+      // A scalar stays one computation read by its consumers (rule 5).
+      if (cast<RankedTensorType>(v.getType()).getNumElements() <= 1)
+        continue;
+      SmallVector<Group *> readers;
+      bool onlyGroups = true;
+      for (Operation *user : v.getUsers()) {
+        Group *h = user->getBlock() == &block ? groupOf(user) : nullptr;
+        if (h == &g)
+          continue;
+        if (!h) {
+          onlyGroups = false;
+          break;
+        }
+        if (!llvm::is_contained(readers, h))
+          readers.push_back(h);
+      }
+      if (!onlyGroups || readers.empty())
+        continue;
+      // The ops of g that compute v from g's inputs (the leaves).
+      SetVector<Operation *> chain;
+      SetVector<Value> leaves;
+      SmallVector<Value> work = {v};
+      bool cheap = true;
+      while (cheap && !work.empty()) {
+        Value x = work.pop_back_val();
+        Operation *def = x.getDefiningOp();
+        if (!def || groupOf(def) != &g) {
+          leaves.insert(x);
+          continue;
+        }
+        FusionKind k = kindOf(def);
+        cheap = (k == FusionKind::Elementwise || k == FusionKind::Broadcast) &&
+                def->getNumResults() == 1 && chain.size() < kMaxRecomputedOps;
+        if (cheap && chain.insert(def))
+          llvm::append_range(work, def->getOperands());
+      }
+      if (!cheap)
+        continue;
+      int64_t inputs = 0;
+      for (Value leaf : leaves)
+        if (!splatValue(leaf))
+          inputs += bytesOf(leaf);
+      int64_t k = static_cast<int64_t>(readers.size());
+      if (inputs > bytesOf(v) || inputs * k > bytesOf(v) * (k + 1))
+        continue;
+      copied.insert(chain.begin(), chain.end());
+      SmallVector<Operation *> ordered(chain.begin(), chain.end());
+      llvm::sort(ordered, [](Operation *x, Operation *y) {
+        return x->isBeforeInBlock(y);
+      });
+      for (Group *h : readers) {
+        auto first = llvm::find_if(h->ops, [&](Operation *m) {
+          return llvm::is_contained(m->getOperands(), v);
+        });
+        Operation *reader = *first;
+        OpBuilder b(reader);
+        IRMapping map;
+        SmallVector<Operation *> copies;
+        for (Operation *c : ordered) {
+          Operation *copy = b.clone(*c, map);
+          owner[copy] = h;
+          copies.push_back(copy);
+        }
+        h->ops.insert(first, copies.begin(), copies.end());
+        Value copied = map.lookup(v);
+        for (Operation *m : h->ops)
+          m->replaceUsesOfWith(v, copied);
+      }
+    }
+    // What only the readers needed is dead in g now (a group may be left
+    // with nothing to compute).
+    SmallVector<Operation *> members(g.ops);
+    for (Operation *op : llvm::reverse(members))
+      if (copied.contains(op) && op->use_empty()) {
+        llvm::erase(g.ops, op);
+        owner.erase(op);
+        op->erase();
+      }
   }
 }
 
@@ -758,6 +877,7 @@ struct OmniFusePass : omni::impl::OmniFusePassBase<OmniFusePass> {
       fuser.duplicateBroadcasts();
       fuser.formGroups();
       fuser.sinkBroadcasts();
+      fuser.recomputeCheapValues();
       fuser.materialize();
       numLegalityVisits += fuser.visited;
       numKeysRenumbered += fuser.renumbered();

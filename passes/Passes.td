@@ -397,9 +397,14 @@ def OmniFusePass : Pass<"omni-fuse", "::mlir::func::FuncOp"> {
        one kernel per tensor).
 
     A broadcast read by several fusible ops is copied into each reader
-    rather than stored or shared. Nothing else is duplicated, so no
-    reduction is ever recomputed: a value needed both inside and outside a
-    region is a result of the region.
+    rather than stored or shared. After grouping, a tensor value that only
+    later regions read, computed by elementwise ops and broadcasts from
+    inputs no larger than it, is computed again in each reader region when
+    that reads fewer bytes than storing it and reading it back (an MLP's
+    widened, bias-added pre-activation read by the backward's GELU
+    derivative). Nothing else is duplicated, so no reduction is ever
+    recomputed: a value needed both inside and outside a region is a
+    result of the region.
 
     Before:
     ```mlir

@@ -401,14 +401,18 @@ func.func @mean_then_scalar_ops(%x: tensor<4x8xf32>) -> tensor<f32> {
 // -----
 
 // Tests that a broadcast read only after a matmul moves into its reader's
-// region (with the `+ 1` of it), so the first region exports the [4, 8]
-// modulation, not a [4, 16, 8] broadcast of it.
+// region (with the `+ 1` of it), so the reader reads the [4, 8]
+// modulation's source, not a [4, 16, 8] broadcast of it; and that the
+// modulation itself, computed from that many bytes of input, is computed
+// again in the reader rather than exported by the first region
+// (recomputeCheapValues).
 // CHECK-LABEL: func.func @broadcast_to_reader
-// CHECK: %[[G:.*]]:2 = omni.fusion(%{{.*}}, %{{.*}}) : (tensor<4x8xf32>, tensor<4x16x8xf32>) -> (tensor<4x8xf32>, tensor<4x16x8xf32>)
-// CHECK: %[[Z:.*]] = omni.matmul %[[G]]#1
-// CHECK: omni.fusion(%[[G]]#0, %[[Z]]) : (tensor<4x8xf32>, tensor<4x16x8xf32>) -> tensor<4x16x8xf32>
+// CHECK: %[[G:.*]] = omni.fusion(%arg0, %arg1) : (tensor<4x8xf32>, tensor<4x16x8xf32>) -> tensor<4x16x8xf32>
+// CHECK: %[[Z:.*]] = omni.matmul %[[G]]
+// CHECK: omni.fusion(%arg0, %[[Z]]) : (tensor<4x8xf32>, tensor<4x16x8xf32>) -> tensor<4x16x8xf32>
 // CHECK-NEXT: ^bb0
 // CHECK-NEXT: omni.constant dense<1.000000e+00>
+// CHECK-NEXT: omni.add
 // CHECK-NEXT: omni.broadcast_in_dim
 // CHECK-NEXT: omni.add
 // CHECK-NEXT: omni.mul
@@ -422,4 +426,57 @@ func.func @broadcast_to_reader(%m: tensor<4x8xf32>, %x: tensor<4x16x8xf32>, %w: 
   %p = omni.add %b2, %one : tensor<4x16x8xf32>
   %r = omni.mul %z, %p : tensor<4x16x8xf32>
   return %r : tensor<4x16x8xf32>
+}
+
+// -----
+
+// Tests that a value computed by elementwise ops and broadcasts from inputs
+// no larger than it, read by a region after a matmul (an MLP's widened,
+// bias-added pre-activation, read by the backward's GELU derivative), is
+// computed again in that region from the bf16 input and the bias rather
+// than exported by the first region (docs/fusion.md, "Cheap values go to
+// their readers").
+// CHECK-LABEL: func.func @cheap_value_to_reader
+// CHECK: %[[F:.*]] = omni.fusion(%arg1, %arg0) : (tensor<8xf32>, tensor<4x8xbf16>) -> tensor<4x8xf32>
+// CHECK: omni.exp
+// CHECK: %[[M:.*]] = omni.matmul %[[F]], %arg2
+// CHECK: omni.fusion(%arg1, %arg0, %[[M]]) : (tensor<8xf32>, tensor<4x8xbf16>, tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: omni.broadcast_in_dim
+// CHECK-NEXT: omni.cast
+// CHECK-NEXT: omni.add
+// CHECK-NEXT: omni.mul
+func.func @cheap_value_to_reader(%h: tensor<4x8xbf16>, %b: tensor<8xf32>, %w: tensor<8x8xf32>) -> tensor<4x8xf32> {
+  %f = omni.cast %h : tensor<4x8xbf16> -> tensor<4x8xf32>
+  %bb = omni.broadcast_in_dim %b, dims = [1] : tensor<8xf32> -> tensor<4x8xf32>
+  %a = omni.add %f, %bb : tensor<4x8xf32>
+  %g = omni.exp %a : tensor<4x8xf32>
+  %m = omni.matmul %g, %w : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+  %d = omni.mul %m, %a : tensor<4x8xf32>
+  return %d : tensor<4x8xf32>
+}
+
+// -----
+
+// Tests the values that stay stored: %a reads two tensors of its own size
+// (recomputed, the reader would read twice the bytes), and %e is also read
+// by a matmul, which needs it stored anyway.
+// CHECK-LABEL: func.func @stored_values
+// CHECK: %[[A:.*]]:2 = omni.fusion(%arg0, %arg1) : (tensor<4x8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>)
+// CHECK: %[[M:.*]] = omni.matmul %[[A]]#1
+// CHECK: omni.fusion(%[[M]], %[[A]]#0)
+// CHECK: %[[E:.*]]:2 = omni.fusion(%arg0) : (tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>)
+// CHECK: omni.fusion(%{{.*}}, %[[E]]#0, %{{.*}})
+func.func @stored_values(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %a = omni.add %x, %y : tensor<4x8xf32>
+  %g = omni.exp %a : tensor<4x8xf32>
+  %m = omni.matmul %g, %w : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+  %d = omni.mul %m, %a : tensor<4x8xf32>
+  %e = omni.exp %x : tensor<4x8xf32>
+  %n = omni.neg %e : tensor<4x8xf32>
+  %k = omni.matmul %n, %w : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+  %z = omni.mul %k, %e : tensor<4x8xf32>
+  %q = omni.matmul %e, %w : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+  %r = omni.add %z, %q : tensor<4x8xf32>
+  return %d, %r : tensor<4x8xf32>, tensor<4x8xf32>
 }
