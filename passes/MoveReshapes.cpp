@@ -28,6 +28,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Matchers.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/Support/Debug.h"
 
 #include <optional>
@@ -318,8 +319,11 @@ bool Mover::canSink(Value v, ArrayRef<int64_t> preShape, unsigned depth,
 void Mover::sink(Value oldV, Value newV) {
   ArrayRef<int64_t> oldShape = tensorType(oldV).getShape();
   Value back; // reshape(newV) to oldV's shape, made once
-  for (OpOperand &use : llvm::make_early_inc_range(oldV.getUses())) {
-    Operation *user = use.getOwner();
+  // Each reader once, however many of its operands oldV is (mul %r, %r):
+  // a rewritten reader is erased, with all its uses.
+  SetVector<Operation *> users(oldV.getUsers().begin(),
+                               oldV.getUsers().end());
+  for (Operation *user : users) {
     OpBuilder b(user);
     if (!isFusible(user) || isa<ReshapeOp>(user)) {
       if (!back) {
@@ -327,7 +331,7 @@ void Mover::sink(Value oldV, Value newV) {
         after.setInsertionPointAfterValue(newV);
         back = reshapeTo(after, user->getLoc(), newV, oldShape);
       }
-      use.set(back);
+      user->replaceUsesOfWith(oldV, back);
       continue;
     }
     ArrayRef<int64_t> newShape = tensorType(newV).getShape();

@@ -189,3 +189,20 @@ func.func @in_loop(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<4x2x4xf32
   }
   return %r : tensor<4x2x4xf32>
 }
+
+// -----
+
+// Tests a reshape sunk through a reader that reads it twice (mul %r, %r):
+// the reader is rewritten once (the pass used to rewrite it per operand
+// and crash on the second).
+// CHECK-LABEL: func.func @read_twice
+// CHECK: %[[E:.*]] = omni.exp %arg0 : tensor<2x8x4xf32>
+// CHECK: %[[M:.*]] = omni.mul %[[E]], %[[E]] : tensor<2x8x4xf32>
+// CHECK: %[[R:.*]] = omni.reshape %[[M]] : tensor<2x8x4xf32> -> tensor<2x32xf32>
+// CHECK: return %[[E]], %[[R]]
+func.func @read_twice(%x: tensor<2x8x4xf32>) -> (tensor<2x8x4xf32>, tensor<2x32xf32>) {
+  %e = omni.exp %x : tensor<2x8x4xf32>
+  %r = omni.reshape %e : tensor<2x8x4xf32> -> tensor<2x32xf32>
+  %m = omni.mul %r, %r : tensor<2x32xf32>
+  return %e, %m : tensor<2x8x4xf32>, tensor<2x32xf32>
+}
