@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/omni/OmniOps.h"
+#include "passes/FusibleOps.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -46,40 +47,6 @@ llvm::cl::opt<bool> printFuseStats(
                    "to stderr (ops visited, keys renumbered, landmark "
                    "rejections)"),
     llvm::cl::init(false));
-
-FusionKind kindOf(Operation *op) { return FusionKindOpInterface::kindOf(op); }
-
-bool isStaticTensor(Type t) {
-  auto tt = dyn_cast<RankedTensorType>(t);
-  return tt && tt.hasStaticShape();
-}
-
-/// The value of a splat constant (of any dialect), or null: regions get
-/// their own omni.constant instead of an input.
-DenseElementsAttr splatValue(Value v) {
-  DenseElementsAttr attr;
-  if (!isStaticTensor(v.getType()) || !matchPattern(v, m_Constant(&attr)) ||
-      !attr.isSplat() || !attr.getElementType().isIntOrFloat())
-    return {};
-  return attr;
-}
-
-/// Whether omni-fuse puts `op` in a region.
-bool isFusible(Operation *op) {
-  if (op->hasTrait<OpTrait::ConstantLike>() || op->getNumRegions() != 0)
-    return false;
-  switch (kindOf(op)) {
-  case FusionKind::Elementwise:
-  case FusionKind::Broadcast:
-  case FusionKind::Movement:
-  case FusionKind::Reduction:
-    break;
-  default:
-    return false;
-  }
-  return llvm::all_of(op->getOperandTypes(), isStaticTensor) &&
-         llvm::all_of(op->getResultTypes(), isStaticTensor);
-}
 
 /// Ops that read every element of their operands at the result's index
 /// (or all of them): siblings through a shared input.

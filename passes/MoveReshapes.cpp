@@ -24,6 +24,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/omni/OmniOps.h"
+#include "passes/FusibleOps.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -52,26 +53,6 @@ RankedTensorType tensorType(Value v) {
 bool isStatic(Value v) {
   RankedTensorType t = tensorType(v);
   return t && t.hasStaticShape();
-}
-
-FusionKind kindOf(Operation *op) { return FusionKindOpInterface::kindOf(op); }
-
-/// Whether omni-fuse may put `op` in a region (its isFusible, less the
-/// static-shape check the callers make on the values they follow).
-bool isFusible(Operation *op) {
-  if (op->hasTrait<OpTrait::ConstantLike>() || op->getNumRegions() != 0)
-    return false;
-  FusionKind k = kindOf(op);
-  return k == FusionKind::Elementwise || k == FusionKind::Broadcast ||
-         k == FusionKind::Movement || k == FusionKind::Reduction;
-}
-
-/// The value of a splat constant (of any dialect), or null.
-DenseElementsAttr splatOf(Value v) {
-  DenseElementsAttr attr;
-  if (!isStatic(v) || !matchPattern(v, m_Constant(&attr)) || !attr.isSplat())
-    return {};
-  return attr;
 }
 
 /// A reshape's value costs nothing where it is made from: a block argument
@@ -234,7 +215,7 @@ bool Mover::canHoist(Value v, ArrayRef<int64_t> shape, unsigned depth) {
   if (depth > kMaxDepth)
     return false;
   Operation *def = v.getDefiningOp();
-  if (splatOf(v))
+  if (splatValue(v))
     return true;
   if (auto bc = dyn_cast<BroadcastInDimOp>(def)) {
     // A broadcast is rebuilt for the reshaped reader, whatever its other
@@ -255,7 +236,7 @@ Value Mover::hoist(OpBuilder &b, Value v, ArrayRef<int64_t> shape) {
   Location loc = v.getLoc();
   if (t.getShape() == shape)
     return v;
-  if (DenseElementsAttr splat = splatOf(v))
+  if (DenseElementsAttr splat = splatValue(v))
     return ConstantOp::create(b, loc, splat.reshape(t.clone(shape)));
   if (isEdgeValue(v))
     return reshapeTo(b, loc, v, shape);
@@ -288,8 +269,9 @@ bool Mover::canSink(Value v, ArrayRef<int64_t> preShape, unsigned depth,
       continue; // the reshape goes before it, as before
     reachesFusible = true;
     if (isPlainElementwise(user)) {
-      bool onlyChainOrSplats = llvm::all_of(
-          user->getOperands(), [&](Value x) { return x == v || splatOf(x); });
+      bool onlyChainOrSplats = llvm::all_of(user->getOperands(), [&](Value x) {
+        return x == v || splatValue(x);
+      });
       if (!onlyChainOrSplats ||
           !canSink(user->getResult(0), preShape, depth + 1, reachesFusible))
         return false;
@@ -321,8 +303,7 @@ void Mover::sink(Value oldV, Value newV) {
   Value back; // reshape(newV) to oldV's shape, made once
   // Each reader once, however many of its operands oldV is (mul %r, %r):
   // a rewritten reader is erased, with all its uses.
-  SetVector<Operation *> users(oldV.getUsers().begin(),
-                               oldV.getUsers().end());
+  SetVector<Operation *> users(oldV.getUsers().begin(), oldV.getUsers().end());
   for (Operation *user : users) {
     OpBuilder b(user);
     if (!isFusible(user) || isa<ReshapeOp>(user)) {
@@ -359,7 +340,7 @@ void Mover::sink(Value oldV, Value newV) {
         else
           operands.push_back(ConstantOp::create(
               b, x.getLoc(),
-              splatOf(x).reshape(tensorType(x).clone(newShape))));
+              splatValue(x).reshape(tensorType(x).clone(newShape))));
       }
       Operation *clone = b.clone(*user);
       clone->setOperands(operands);

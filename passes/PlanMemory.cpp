@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/omni/OmniOps.h"
+#include "passes/FusibleOps.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -40,8 +41,6 @@ using namespace mlir::omni;
 namespace {
 
 constexpr int64_t kAlignment = 64;
-
-FusionKind kindOf(Operation *op) { return FusionKindOpInterface::kindOf(op); }
 
 /// Bytes of one element as the runtime stores it: i1 and other sub-byte
 /// integers take a byte, index takes eight.
