@@ -1,7 +1,7 @@
-// omnic --target=cuda recomputes an elementwise producer in each of its
-// readers (instead of storing it in a scratch buffer) when its inputs are
-// no larger than its value (compiler/codegen/cuda/CudaCodegen.cpp,
-// fuseProducer): an attention head's RMS norm reading the bf16 projection,
+// omnic --target=cuda recomputes an elementwise producer in each of its k
+// readers (instead of storing it in a scratch buffer) when k times its
+// inputs' bytes are at most k + 1 times its value's
+// (compiler/codegen/cuda/CudaLinalgFusion.cpp, fuseProducer): an attention head's RMS norm reading the bf16 projection,
 // widened to f32 with its bias added and transposed, reads the bf16 input
 // in its sum of squares and again in its normalization. And a value read
 // only by slices is computed per slice (sliceProducers).

@@ -1,8 +1,9 @@
 //===- CudaLowering.h - what the cuda lowering's files share ----*- C++ -*-===//
 //
-// Internal to compiler/codegen/cuda: step 3 of the lowering (CudaCodegen.cpp
-// runs it): the launches (CudaLaunches.cpp), the reductions' mapping to
-// many threads (CudaReductions.cpp) and the fusion of loops over one space
+// Internal to compiler/codegen/cuda: the elementwise fusion of step 2
+// (CudaLinalgFusion.cpp) and step 3 of the lowering (CudaCodegen.cpp runs
+// both): the launches (CudaLaunches.cpp), the reductions' mapping to many
+// threads (CudaReductions.cpp) and the fusion of loops over one space
 // (CudaLoopFusion.cpp).
 //
 //===----------------------------------------------------------------------===//
@@ -14,6 +15,7 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
 
 #include <cstdint>
 #include <vector>
@@ -25,6 +27,18 @@ namespace mlir::omni::cuda {
 /// input by rule (a) of docs/fusion.md, whole buffer over whole buffer. Any
 /// other two arguments never share a byte.
 using SameBuffers = ArrayRef<std::pair<unsigned, unsigned>>;
+
+/// Step 2, first: linalg-fuse-elementwise-ops over every kernel of
+/// `kernels`, with a producer of several readers recomputed in each where
+/// that moves fewer bytes than a scratch buffer. `overwritten`: the kernel
+/// arguments some result may be written over (never re-read).
+LogicalResult fuseElementwise(ModuleOp kernels,
+                              const DenseSet<Value> &overwritten);
+
+/// Step 2, between two elementwise fusions: a slice of a parallel
+/// linalg.generic that only slices read becomes the generic over the
+/// slice, reading slices of its inputs.
+void sliceProducers(ModuleOp kernels, const DenseSet<Value> &overwritten);
 
 /// Threads per block of a parallel launch: enough to hide memory latency
 /// with several resident blocks per SM, few enough that small tensors still

@@ -1,7 +1,7 @@
 // A kernel whose bf16 result %r the memory plan writes over its input %m
 // (the projection; its last reader), while %p, computed from %m, is read
 // again after %r: the cuda lowering must not recompute %p from %m in that
-// later reader (compiler/codegen/cuda/CudaCodegen.cpp, fuseProducer),
+// later reader (compiler/codegen/cuda/CudaLinalgFusion.cpp, fuseProducer),
 // which would then read %r (measured: 0.999 relative error when it did).
 // Run by cuda-emulate.test through emulated-ops.sh; not in
 // tools/gpu-check/ops.mlir, whose f32 tolerance a GPU's bf16 matmuls
