@@ -47,23 +47,24 @@
 // CHECK-NOT: {{[0-9]}}
 // CHECK: ]
 
-// The row sum (64 rows of 300): 64 x 18 threads (5 blocks) each sum every
-// 18th element of a row (at least 16 elements per thread) into partials
-// (scratch buffer 2: 64 x 18 f64); then one launch of a thread per row
-// folds the row's 18 partials in order and rounds the sum into the result
-// (buffer 1): the fill, fold and rounding loops are fused
+// The row sum (2 rows of 40000, longer than a row launch takes,
+// CudaRowLaunches.cpp): 2 x 2500 threads (20 blocks) each sum every
+// 2500th element of a row (at least 16 elements per thread) into partials
+// (scratch buffer 2: 2 x 2500 f64); then one launch of a thread per row
+// folds the row's 2500 partials in order and rounds the sum into the
+// result (buffer 1): the fill, fold and rounding loops are fused
 // (CudaLoopFusion.cpp), so the accumulator is the thread's register and
 // needs no scratch buffer (scratchToRegisters).
 // CHECK: "entry": "omni_kernel_1_0",
 // CHECK-NEXT: "grid": [
-// CHECK-NEXT: 5,
+// CHECK-NEXT: 20,
 // CHECK: "args": [
 // CHECK-NEXT: 0,
 // CHECK-NEXT: 2
 // CHECK-NEXT: ]
 // CHECK: "entry": "omni_kernel_1_1",
 // CHECK: "block": [
-// CHECK-NEXT: 64,
+// CHECK-NEXT: 32,
 // CHECK: "args": [
 // CHECK-NEXT: 2,
 // CHECK-NEXT: 1
@@ -71,7 +72,7 @@
 // CHECK-NEXT: }
 // CHECK-NEXT: ],
 // CHECK-NEXT: "scratch": [
-// CHECK-NEXT: 9216
+// CHECK-NEXT: 40000
 // CHECK-NEXT: ]
 
 // The broadcast add: 64 x 300 = 19200 elements = 75 blocks of 256.
@@ -170,7 +171,7 @@
 // PTX: cvt.f64.f32
 // PTX: add.rn.f64
 // PTX: .entry omni_kernel_1_1(
-// PTX: .maxntid 64, 1, 1
+// PTX: .maxntid 32, 1, 1
 // PTX: .entry omni_kernel_3_0(
 // PTX: .maxntid 1, 1, 1
 // The cooperative sum: a register accumulates the thread's f64 sum, stored
@@ -213,9 +214,9 @@ func.func @elementwise(%x: tensor<1000xf32>, %y: tensor<1000xf32>) -> tensor<100
   return %z : tensor<1000xf32>
 }
 
-func.func @row_sum(%x: tensor<64x300xf32>) -> tensor<64xf32> {
-  %s = omni.reduce sum %x dims = [1] : tensor<64x300xf32> -> tensor<64xf32>
-  return %s : tensor<64xf32>
+func.func @row_sum(%x: tensor<2x40000xf32>) -> tensor<2xf32> {
+  %s = omni.reduce sum %x dims = [1] : tensor<2x40000xf32> -> tensor<2xf32>
+  return %s : tensor<2xf32>
 }
 
 func.func @broadcast(%x: tensor<64x300xf32>, %b: tensor<300xf32>) -> tensor<64x300xf32> {

@@ -5,7 +5,7 @@
 //   func.func @<symbol>_impl(<operands>, <results>) {
 //     %scratch_i = memref.alloc()                       // the GPU's scratch
 //     for each launch: scf.for %block in [0, grid.x)
-//                        scf.for %thread in [0, block.x)
+//                        scf.for %thread in [0, block.x)  (per segment)
 //                          <the outlined gpu.func's body, with
 //                           gpu.block_id x = %block, gpu.thread_id x =
 //                           %thread, y and z = 0, gpu.block_dim and
@@ -13,8 +13,10 @@
 //   }
 //
 // The launches are the cuda lowering's (mapToLaunches, CudaLaunches.cpp):
-// 1-D grids (y and z are 1), no shared memory, no barriers; a kernel body
-// with anything else is refused in one line.
+// 1-D grids (y and z are 1), static shared memory, barriers only at the
+// top level of a body (a row launch's, CudaRowLaunches.cpp). A barrier ends
+// a segment of the body: each segment is its own loop over the threads.
+// A kernel body with anything else is refused in one line.
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,6 +30,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/STLExtras.h"
 
 using namespace mlir;
@@ -55,56 +58,99 @@ Value idValue(OpBuilder &b, Operation *op, Value block, Value thread,
 }
 
 /// Appends the loops that run `kernel` as `launch` does, its parameters
-/// bound to `buffers[launch.args[i]]`, at `b`'s insertion point.
+/// bound to `buffers[launch.args[i]]`, at `b`'s insertion point. Threads
+/// run one after another, so a barrier (at the top level of the body; the
+/// cuda lowering puts none elsewhere) ends a segment that all threads of
+/// the block run before any runs the next; a value used across a barrier
+/// must be recomputable (ids, constants, index arithmetic). Workgroup
+/// memory is one buffer that the blocks, run in turn, share.
 LogicalResult emitLaunch(OpBuilder &b, gpu::GPUFuncOp kernel,
                          const GpuLaunch &launch, ArrayRef<Value> buffers) {
   Location loc = kernel.getLoc();
   if (launch.grid[1] != 1 || launch.grid[2] != 1 || launch.block[1] != 1 ||
-      launch.block[2] != 1 || launch.sharedBytes != 0)
+      launch.block[2] != 1 || launch.sharedBytes != 0 ||
+      kernel.getNumPrivateAttributions() != 0)
     return emitError(loc, launch.entry)
-           << ": --cuda-emulate runs 1-D launches without shared memory";
+           << ": --cuda-emulate runs 1-D launches without dynamic shared or "
+              "private memory";
   if (!kernel.getBody().hasOneBlock())
     return emitError(loc, launch.entry)
            << ": --cuda-emulate needs a kernel body of one block";
+  Block &body = kernel.getBody().front();
   Operation *unsupported = nullptr;
   kernel.walk([&](Operation *op) {
+    bool topBarrier = isa<gpu::BarrierOp>(op) && op->getBlock() == &body;
     if (op != kernel.getOperation() &&
-        op->getDialect() == kernel->getDialect() &&
+        op->getDialect() == kernel->getDialect() && !topBarrier &&
         !isa<gpu::ThreadIdOp, gpu::BlockIdOp, gpu::BlockDimOp, gpu::GridDimOp,
              gpu::ReturnOp>(op))
       unsupported = op;
   });
   if (unsupported)
     return emitError(unsupported->getLoc(), launch.entry)
-           << ": --cuda-emulate cannot run " << unsupported->getName();
+           << ": --cuda-emulate cannot run " << unsupported->getName()
+           << (isa<gpu::BarrierOp>(unsupported) ? " inside control flow" : "");
+
+  IRMapping shared;
+  for (unsigned i = 0; i < kernel.getNumArguments(); ++i)
+    shared.map(kernel.getArgument(i), buffers[launch.args[i]]);
+  for (BlockArgument memory : kernel.getWorkgroupAttributions()) {
+    auto type = cast<MemRefType>(memory.getType());
+    shared.map(
+        memory,
+        memref::AllocaOp::create(
+            b, loc, MemRefType::get(type.getShape(), type.getElementType())));
+  }
+  SmallVector<SmallVector<Operation *>> segments(1);
+  for (Operation &op : body.without_terminator()) {
+    if (isa<gpu::BarrierOp>(op))
+      segments.emplace_back();
+    else
+      segments.back().push_back(&op);
+  }
+
   Value zero = arith::ConstantIndexOp::create(b, loc, 0);
   Value one = arith::ConstantIndexOp::create(b, loc, 1);
   Value blocks = arith::ConstantIndexOp::create(b, loc, launch.grid[0]);
   Value threads = arith::ConstantIndexOp::create(b, loc, launch.block[0]);
   auto blockLoop = scf::ForOp::create(b, loc, zero, blocks, one);
-  b.setInsertionPointToStart(blockLoop.getBody());
-  auto threadLoop = scf::ForOp::create(b, loc, zero, threads, one);
-  b.setInsertionPointToStart(threadLoop.getBody());
-
-  IRMapping map;
-  Block &body = kernel.getBody().front();
-  for (auto [i, arg] : llvm::enumerate(body.getArguments()))
-    map.map(arg, buffers[launch.args[i]]);
-  SmallVector<Operation *> ids;
-  for (Operation &op : body.without_terminator())
-    b.clone(op, map);
-  // Ids nested in regions too (an index computed inside an scf.if).
-  threadLoop.getBody()->walk([&](Operation *op) {
-    if (isa<gpu::ThreadIdOp, gpu::BlockIdOp, gpu::BlockDimOp, gpu::GridDimOp>(
-            op))
-      ids.push_back(op);
-  });
-  for (Operation *op : ids) {
-    OpBuilder at(op);
-    op->getResult(0).replaceAllUsesWith(
-        idValue(at, op, blockLoop.getInductionVar(),
-                threadLoop.getInductionVar(), launch));
-    op->erase();
+  SmallVector<Operation *> earlier;
+  for (ArrayRef<Operation *> segment : segments) {
+    b.setInsertionPoint(blockLoop.getBody()->getTerminator());
+    auto threadLoop = scf::ForOp::create(b, loc, zero, threads, one);
+    b.setInsertionPointToStart(threadLoop.getBody());
+    IRMapping map = shared;
+    // What earlier segments computed without side effects, again (unused
+    // copies fold away).
+    for (Operation *op : earlier)
+      b.clone(*op, map);
+    for (Operation *op : segment) {
+      b.clone(*op, map);
+      if (op->getNumRegions() == 0 && isMemoryEffectFree(op))
+        earlier.push_back(op);
+    }
+    // Ids nested in regions too (an index computed inside an scf.if).
+    SmallVector<Operation *> ids;
+    Operation *crossing = nullptr;
+    threadLoop.getBody()->walk([&](Operation *op) {
+      if (isa<gpu::ThreadIdOp, gpu::BlockIdOp, gpu::BlockDimOp, gpu::GridDimOp>(
+              op))
+        ids.push_back(op);
+      for (Value v : op->getOperands())
+        if (kernel->isAncestor(v.getParentRegion()->getParentOp()))
+          crossing = op;
+    });
+    if (crossing)
+      return emitError(crossing->getLoc(), launch.entry)
+             << ": --cuda-emulate: a value with side effects is used after "
+                "a barrier";
+    for (Operation *op : ids) {
+      OpBuilder at(op);
+      op->getResult(0).replaceAllUsesWith(
+          idValue(at, op, blockLoop.getInductionVar(),
+                  threadLoop.getInductionVar(), launch));
+      op->erase();
+    }
   }
   b.setInsertionPointAfter(blockLoop);
   return success();

@@ -260,6 +260,7 @@ LogicalResult mapToLaunches(func::FuncOp fn, StringRef symbol,
                             std::vector<int64_t> &scratch,
                             SameBuffers sameBuffers) {
   Block &body = fn.front();
+  rowLaunches(fn, fn.getNumArguments() - scratch.size(), sameBuffers);
   for (auto par : llvm::to_vector(body.getOps<scf::ParallelOp>()))
     if (failed(splitPartialReduction(par, fn, scratch)))
       return failure();
@@ -288,6 +289,10 @@ LogicalResult mapToLaunches(func::FuncOp fn, StringRef symbol,
     serial.clear();
   };
   for (Operation *op : ops) {
+    if (isa<gpu::LaunchOp>(op)) {
+      flushSerial();
+      continue;
+    }
     if (auto par = dyn_cast<scf::ParallelOp>(op)) {
       flushSerial();
       if (failed(parallelToLaunch(par, symbol, mayOverlap)))

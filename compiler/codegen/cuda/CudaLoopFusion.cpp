@@ -57,6 +57,8 @@ struct Access {
   /// Empty when an index is neither (then it matches nothing).
   SmallVector<std::variant<unsigned, int64_t>> at;
   bool usesEveryIv = false;
+  /// Each index's induction variable position, or -1 for another value.
+  SmallVector<int> ivAt;
 };
 
 /// The loads and stores of `op` (nested ones included), or failure when it
@@ -71,20 +73,23 @@ FailureOr<SmallVector<Access>> accessesOf(Operation *op) {
     a.memref = memref;
     a.write = write;
     llvm::SmallBitVector used(ivs.size());
+    bool simple = true;
     for (Value index : indices) {
       auto iv = llvm::find(ivs, index);
+      a.ivAt.push_back(iv == ivs.end() ? -1 : std::distance(ivs.begin(), iv));
       if (iv != ivs.end()) {
-        unsigned d = static_cast<unsigned>(std::distance(ivs.begin(), iv));
+        unsigned d = static_cast<unsigned>(a.ivAt.back());
         a.at.push_back(d);
         used.set(d);
       } else if (std::optional<int64_t> c = getConstantIntValue(index)) {
         a.at.push_back(*c);
       } else {
-        a.at.clear();
-        return;
+        simple = false;
       }
     }
-    a.usesEveryIv = !ivs.empty() && used.all();
+    if (!simple)
+      a.at.clear();
+    a.usesEveryIv = simple && !ivs.empty() && used.all();
   };
   WalkResult walked = op->walk([&](Operation *inner) {
     if (auto load = dyn_cast<memref::LoadOp>(inner)) {
@@ -156,19 +161,53 @@ private:
     return true;
   }
 
-  /// Every element one writes the other touches only in the same iteration.
-  bool fusible(ArrayRef<Access> a, ArrayRef<Access> b) const {
+  /// Whether every two accesses, one of `a` and one of `b`, that may touch
+  /// one element and one of which writes it, access the same memref and
+  /// `agree`.
+  bool conflictsAgree(
+      ArrayRef<Access> a, ArrayRef<Access> b,
+      function_ref<bool(const Access &, const Access &)> agree) const {
     for (const Access &x : a)
       for (const Access &y : b) {
         if (!(x.write || y.write) || !mayAlias(x.memref, y.memref))
           continue;
-        if (!sameMemref(x.memref, y.memref) || x.at.empty() || !x.usesEveryIv ||
-            x.at != y.at)
+        if (!sameMemref(x.memref, y.memref) || !agree(x, y))
           return false;
       }
     return true;
   }
 
+  /// Every element one writes the other touches only in the same iteration.
+  bool fusible(ArrayRef<Access> a, ArrayRef<Access> b) const {
+    return conflictsAgree(a, b, [](const Access &x, const Access &y) {
+      return !x.at.empty() && x.usesEveryIv && x.at == y.at;
+    });
+  }
+
+public:
+  /// Every element one writes the other touches only in the same row: both
+  /// index it by the first `rows` induction variables of their own loop,
+  /// each once, at the same positions.
+  bool rowLocal(ArrayRef<Access> a, ArrayRef<Access> b, unsigned rows) const {
+    auto positions = [&](const Access &x) {
+      SmallVector<int64_t> at(rows, -1);
+      for (auto [p, iv] : llvm::enumerate(x.ivAt))
+        if (iv >= 0 && static_cast<unsigned>(iv) < rows) {
+          if (at[iv] >= 0)
+            return SmallVector<int64_t>();
+          at[iv] = static_cast<int64_t>(p);
+        }
+      if (llvm::is_contained(at, -1))
+        return SmallVector<int64_t>();
+      return at;
+    };
+    return conflictsAgree(a, b, [&](const Access &x, const Access &y) {
+      SmallVector<int64_t> px = positions(x);
+      return !px.empty() && px == positions(y);
+    });
+  }
+
+private:
   static bool sameSpace(scf::ParallelOp a, scf::ParallelOp b) {
     if (a.getNumLoops() != b.getNumLoops())
       return false;
@@ -299,6 +338,13 @@ bool buffersMayOverlap(func::FuncOp fn, unsigned firstScratch,
     return false;
   return ax.getArgNumber() < firstScratch && ay.getArgNumber() < firstScratch &&
          isPair(sameBuffers, ax.getArgNumber(), ay.getArgNumber());
+}
+
+bool rowLocal(func::FuncOp fn, unsigned firstScratch, SameBuffers sameBuffers,
+              scf::ParallelOp a, scf::ParallelOp b, unsigned rows) {
+  FailureOr<SmallVector<Access>> x = accessesOf(a), y = accessesOf(b);
+  return succeeded(x) && succeeded(y) &&
+         Fuser(fn, firstScratch, sameBuffers).rowLocal(*x, *y, rows);
 }
 
 void fuseParallelLoops(func::FuncOp fn, unsigned firstScratch,

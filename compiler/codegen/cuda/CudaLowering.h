@@ -13,8 +13,10 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseSet.h"
 
 #include <cstdint>
@@ -94,6 +96,44 @@ LogicalResult mapToLaunches(func::FuncOp fn, StringRef symbol,
                             std::vector<int64_t> &scratch,
                             SameBuffers sameBuffers);
 
+/// A reduction nest: a perfect nest of scf.for loops with constant bounds
+/// whose innermost body loads an accumulator element once, combines it with
+/// a value that does not depend on it by an associative, commutative op
+/// with an identity, and stores it back to the same element; nothing else
+/// in the body has side effects but loads. A full reduction's accumulator
+/// is 0-d; a partial one's element is indexed by the enclosing parallel
+/// loop's induction variables.
+struct ReductionNest {
+  SmallVector<scf::ForOp> nest;
+  SmallVector<int64_t> lower, trip, step;
+  int64_t elements = 1;
+  memref::LoadOp load;
+  memref::StoreOp store;
+  Operation *combine = nullptr;
+  TypedAttr identity;
+};
+
+/// The reduction nest rooted at `outer` whose accumulator element is
+/// `acc[accIndices]` (none: a 0-d accumulator), or nullopt.
+std::optional<ReductionNest> matchReductionNest(scf::ForOp outer,
+                                                ValueRange accIndices = {});
+
+/// In a loop over the elements of `r`'s nest (`e`, row-major), the value
+/// of one element combined with `acc`: `e` delinearized into the nest's
+/// induction variables, the innermost body cloned (without the
+/// accumulator's load and store, `acc` standing for the loaded value).
+/// `map` receives the clones.
+Value combinedAt(OpBuilder &nb, Location nl, ReductionNest &r, Value e,
+                 Value acc, IRMapping &map);
+
+/// `acc` combined with `other` by `r`'s combining op, built at `b`.
+Value combineWith(OpBuilder &b, ReductionNest &r, Value acc, Value other);
+
+/// Whether consecutive elements of `r`'s nest are consecutive in memory:
+/// the innermost induction variable is the last index of a load (a row
+/// sum; a column sum reads with the outputs' stride).
+bool readsAlongRows(ReductionNest &r);
+
 /// Whether `loop` is a full reduction to one element large enough to run
 /// on many blocks (cooperativeReduction).
 bool isLargeFullReduction(scf::ForOp loop);
@@ -130,6 +170,23 @@ LogicalResult splitPartialReduction(scf::ParallelOp par, func::FuncOp fn,
 /// only the pairs of `sameBuffers` may be one buffer.
 void fuseParallelLoops(func::FuncOp fn, unsigned firstScratch,
                        SameBuffers sameBuffers);
+
+/// Whether `a` and `b` (in either order), whose first `rows` induction
+/// variables range over one space, may run row by row: row r of one, then
+/// row r of the other, rows in any order. Every element one writes that the
+/// other touches is indexed in both by those variables, directly, each
+/// once, at the same positions of the same memref (by the rule of
+/// fuseParallelLoops).
+bool rowLocal(func::FuncOp fn, unsigned firstScratch, SameBuffers sameBuffers,
+              scf::ParallelOp a, scf::ParallelOp b, unsigned rows);
+
+/// Step 3, first: runs of top-level parallel loops over one leading row
+/// space with a reduction over rows of 32 to kRowMaxElements elements (a
+/// layer norm, a softmax) become one launch of one block per row
+/// (CudaRowLaunches.cpp): its threads stride over the row, each reduction
+/// folded through shared memory, barriers between the loops.
+void rowLaunches(func::FuncOp fn, unsigned firstScratch,
+                 SameBuffers sameBuffers);
 
 /// After fuseParallelLoops: a scratch buffer (argument `firstScratch` on)
 /// that one top-level parallel loop alone uses, each iteration storing its

@@ -26,23 +26,6 @@ using namespace mlir;
 namespace mlir::omni::cuda {
 namespace {
 
-/// A reduction nest: a perfect nest of scf.for loops with constant bounds
-/// whose innermost body loads an accumulator element once, combines it with
-/// a value that does not depend on it by an associative, commutative op
-/// with an identity, and stores it back to the same element; nothing else
-/// in the body has side effects but loads. A full reduction's accumulator
-/// is 0-d; a partial one's element is indexed by the enclosing parallel
-/// loop's induction variables.
-struct ReductionNest {
-  SmallVector<scf::ForOp> nest;
-  SmallVector<int64_t> lower, trip, step;
-  int64_t elements = 1;
-  memref::LoadOp load;
-  memref::StoreOp store;
-  Operation *combine = nullptr;
-  TypedAttr identity;
-};
-
 /// The identity of `combine` (0 for sums, -inf for max, ...), or null.
 TypedAttr identityOf(Operation *combine) {
   Type t = combine->getResult(0).getType();
@@ -72,10 +55,10 @@ TypedAttr identityOf(Operation *combine) {
   return arith::getIdentityValueAttr(*kind, t, b, combine->getLoc());
 }
 
-/// The reduction nest rooted at `outer` whose accumulator element is
-/// `acc[accIndices]` (none: a 0-d accumulator), or nullopt.
+} // namespace
+
 std::optional<ReductionNest> matchReductionNest(scf::ForOp outer,
-                                                ValueRange accIndices = {}) {
+                                                ValueRange accIndices) {
   ReductionNest r;
   for (scf::ForOp f = outer;;) {
     if (f.getNumResults() != 0)
@@ -141,13 +124,9 @@ std::optional<ReductionNest> matchReductionNest(scf::ForOp outer,
   return r;
 }
 
-/// In a loop over the elements of `r`'s nest (`e`, row-major), the body of
-/// one element: `e` delinearized into the nest's induction variables, the
-/// innermost body cloned (without the accumulator's load and store, `acc`
-/// standing for the loaded value) and its combined value yielded. `map`
-/// receives the clones.
-void yieldCombined(OpBuilder &nb, Location nl, ReductionNest &r, Value e,
-                   Value acc, IRMapping &map) {
+/// See CudaLowering.h.
+Value combinedAt(OpBuilder &nb, Location nl, ReductionNest &r, Value e,
+                 Value acc, IRMapping &map) {
   Type indexType = nb.getIndexType();
   Value rest = e;
   for (int d = static_cast<int>(r.nest.size()) - 1; d >= 0; --d) {
@@ -173,8 +152,31 @@ void yieldCombined(OpBuilder &nb, Location nl, ReductionNest &r, Value e,
   for (Operation &op : r.nest.back().getBody()->without_terminator())
     if (&op != r.load.getOperation() && &op != r.store.getOperation())
       nb.clone(op, map);
-  scf::YieldOp::create(nb, nl, map.lookup(r.store.getValue()));
+  return map.lookup(r.store.getValue());
 }
+
+bool readsAlongRows(ReductionNest &r) {
+  Value innermost = r.nest.back().getInductionVar();
+  for (Operation &op : r.nest.back().getBody()->without_terminator())
+    if (auto load = dyn_cast<memref::LoadOp>(op);
+        load && load != r.load && !load.getIndices().empty() &&
+        load.getIndices().back() == innermost)
+      return true;
+  return false;
+}
+
+Value combineWith(OpBuilder &b, ReductionNest &r, Value acc, Value other) {
+  Value accValue = r.load.getResult();
+  Value operand = r.combine->getOperand(0) == accValue
+                      ? r.combine->getOperand(1)
+                      : r.combine->getOperand(0);
+  IRMapping map;
+  map.map(accValue, acc);
+  map.map(operand, other);
+  return b.clone(*r.combine, map)->getResult(0);
+}
+
+namespace {
 
 /// Combines `init` with `count` values in order by `r`'s combining op:
 /// `load(k)` builds the k-th value (k an index, 0 to count - 1). Returns
@@ -183,19 +185,13 @@ Value foldInOrder(OpBuilder &b, Location loc, ReductionNest &r, Value init,
                   int64_t count,
                   function_ref<Value(OpBuilder &, Location, Value)> load) {
   Type indexType = b.getIndexType();
-  Value accValue = r.load.getResult();
-  Value other = r.combine->getOperand(0) == accValue ? r.combine->getOperand(1)
-                                                     : r.combine->getOperand(0);
   return scf::ForOp::create(
              b, loc, indexConst(b, loc, indexType, 0),
              indexConst(b, loc, indexType, count),
              indexConst(b, loc, indexType, 1), ValueRange{init},
              [&](OpBuilder &fb, Location fl, Value k, ValueRange iter) {
-               IRMapping map;
-               map.map(accValue, iter[0]);
-               map.map(other, load(fb, fl, k));
-               Operation *combined = fb.clone(*r.combine, map);
-               scf::YieldOp::create(fb, fl, combined->getResult(0));
+               scf::YieldOp::create(
+                   fb, fl, combineWith(fb, r, iter[0], load(fb, fl, k)));
              })
       .getResult(0);
 }
@@ -244,7 +240,7 @@ LogicalResult cooperativeReductionOf(ReductionNest &r, func::FuncOp fn,
       b, loc, t, c(r.elements), c(threads), ValueRange{identity},
       [&](OpBuilder &nb, Location nl, Value e, ValueRange iter) {
         IRMapping map;
-        yieldCombined(nb, nl, r, e, iter[0], map);
+        scf::YieldOp::create(nb, nl, combinedAt(nb, nl, r, e, iter[0], map));
       });
   memref::StoreOp::create(b, loc, strided.getResult(0), *partials,
                           ValueRange{t});
@@ -409,20 +405,15 @@ LogicalResult splitPartialReduction(scf::ParallelOp par, func::FuncOp fn,
               indexConst(nb, nl, indexType, r->elements),
               indexConst(nb, nl, indexType, 1), ValueRange{init},
               [&](OpBuilder &lb, Location ll, Value e, ValueRange iter) {
-                yieldCombined(lb, ll, *r, e, iter[0], map);
+                scf::YieldOp::create(lb, ll,
+                                     combinedAt(lb, ll, *r, e, iter[0], map));
               });
           memref::StoreOp::create(nb, nl, folded.getResult(0), acc, ivs);
         });
     par.erase();
     return success();
   }
-  Value innermost = r->nest.back().getInductionVar();
-  bool rowLike = false;
-  for (Operation &op : r->nest.back().getBody()->without_terminator())
-    if (auto load = dyn_cast<memref::LoadOp>(op);
-        load && load != r->load && !load.getIndices().empty() &&
-        load.getIndices().back() == innermost)
-      rowLike = true;
+  const bool rowLike = readsAlongRows(*r);
 
   Type accType = r->load.getResult().getType();
   SmallVector<int64_t> shape(trips);
@@ -455,7 +446,8 @@ LogicalResult splitPartialReduction(scf::ParallelOp par, func::FuncOp fn,
             nb, nl, chunk, indexConst(nb, nl, indexType, r->elements),
             indexConst(nb, nl, indexType, chunks), ValueRange{identity},
             [&](OpBuilder &lb, Location ll, Value e, ValueRange iter) {
-              yieldCombined(lb, ll, *r, e, iter[0], map);
+              scf::YieldOp::create(lb, ll,
+                                   combinedAt(lb, ll, *r, e, iter[0], map));
             });
         memref::StoreOp::create(nb, nl, strided.getResult(0), partials, ivs);
       });

@@ -1,0 +1,361 @@
+//===- CudaRowLaunches.cpp - a norm or a softmax as one block per row -----===//
+//
+// Step 3 of the cuda lowering, first (mapToLaunches, CudaLaunches.cpp). A
+// layer norm is loops over its rows (fill the accumulators, fold each row,
+// round the results) and loops over its elements (the input's producer,
+// the normalized output). Split and fused as other reductions are, that
+// is 4 to 7 launches, each with a launch's latency, most of them reading
+// the row again. Here a run of top-level parallel loops whose leading
+// dimensions are one "row" space, one of them a reduction over exactly
+// those rows, becomes one launch. Block b runs row b (b delinearized into
+// the row indices) with T threads:
+//
+// - a loop over the rows only: thread 0 runs the row's iteration;
+// - a loop over the rows and more: thread t runs the row's iterations
+//   t, t + T, ... (consecutive threads on consecutive elements);
+// - a reduction (a loop over the rows whose body is a reduction nest into
+//   acc[row]): thread t folds elements t, t + T, ... in a register from
+//   the identity, the block folds the T values as a tree in shared memory,
+//   and thread 0 combines acc[row] with the result;
+//
+// and a barrier after each loop, so that each sees what the ones before
+// it stored. This is right when every element that one loop of the run
+// writes and another touches is indexed by the row indices in both, at the
+// same positions (rowLocal, CudaLoopFusion.cpp): rows are then independent
+// of each other. Sums fold in another order than on the cpu, in f64 as
+// everywhere. docs/backend-cuda.md, "Lowering".
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/codegen/cuda/CudaLowering.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/Interfaces/LoopLikeInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/MathExtras.h"
+
+using namespace mlir;
+
+namespace mlir::omni::cuda {
+namespace {
+
+/// A reduction starts a row launch when its rows have at least this many
+/// elements (shorter ones are one thread per row already).
+constexpr int64_t kRowMinElements = 32;
+/// No loop of a row launch has more elements per row than this: with
+/// kBlockThreads threads a thread walks at most 64 of them, and a few long
+/// rows are better split (splitPartialReduction).
+constexpr int64_t kRowMaxElements = 16384;
+/// The most blocks a launch may have.
+constexpr int64_t kMaxBlocks = 2147483647;
+
+enum class Kind { Row, Elements, Reduce };
+
+/// One loop of a row launch.
+struct Member {
+  scf::ParallelOp par;
+  Kind kind = Kind::Row;
+  /// Elements per row: the reduced extent, or the iterations per row.
+  int64_t perRow = 1;
+  std::optional<ReductionNest> reduction;
+};
+
+/// The trip counts of `par` when its bounds are constants from 0 by 1.
+std::optional<SmallVector<int64_t>> unitTrips(scf::ParallelOp par) {
+  SmallVector<int64_t> trips;
+  for (unsigned d = 0; d < par.getNumLoops(); ++d) {
+    std::optional<int64_t> lb = getConstantIntValue(par.getLowerBound()[d]);
+    std::optional<int64_t> ub = getConstantIntValue(par.getUpperBound()[d]);
+    std::optional<int64_t> st = getConstantIntValue(par.getStep()[d]);
+    if (!lb || !ub || !st || *lb != 0 || *st != 1 || *ub < 1)
+      return std::nullopt;
+    trips.push_back(*ub);
+  }
+  return trips;
+}
+
+/// What `par` would be in a row launch over `rows`, or nullopt when it
+/// cannot join one.
+std::optional<Member> classify(scf::ParallelOp par, ArrayRef<int64_t> rows) {
+  std::optional<SmallVector<int64_t>> trips = unitTrips(par);
+  if (par.getNumResults() != 0 || !trips || trips->size() < rows.size() ||
+      !llvm::equal(ArrayRef(*trips).take_front(rows.size()), rows))
+    return std::nullopt;
+  Member m;
+  m.par = par;
+  if (trips->size() > rows.size()) {
+    m.kind = Kind::Elements;
+    for (int64_t t : ArrayRef(*trips).drop_front(rows.size()))
+      m.perRow *= t;
+    if (m.perRow > kRowMaxElements)
+      return std::nullopt;
+    return m;
+  }
+  auto ops = par.getBody()->without_terminator();
+  if (llvm::hasSingleElement(ops))
+    if (auto outer = dyn_cast<scf::ForOp>(*ops.begin())) {
+      std::optional<ReductionNest> r =
+          matchReductionNest(outer, par.getInductionVars());
+      // A column-like reduction would read with a stride in every thread;
+      // shared memory holds floats and integers of a byte or more.
+      Type acc = r ? r->load.getResult().getType() : Type();
+      if (!r || !readsAlongRows(*r) || r->elements > kRowMaxElements ||
+          !(isa<FloatType>(acc) ||
+            (isa<IntegerType>(acc) && acc.getIntOrFloatBitWidth() >= 8)))
+        return std::nullopt;
+      m.kind = Kind::Reduce;
+      m.perRow = r->elements;
+      m.reduction = std::move(r);
+      return m;
+    }
+  // Thread 0 runs a row's iteration: no loops in it.
+  if (par.getBody()
+          ->walk([](LoopLikeOpInterface) { return WalkResult::interrupt(); })
+          .wasInterrupted())
+    return std::nullopt;
+  m.kind = Kind::Row;
+  return m;
+}
+
+/// `linear` (an index) as indices of the row-major space `trips`.
+SmallVector<Value> delinearize(OpBuilder &b, Location loc, Value linear,
+                               ArrayRef<int64_t> trips) {
+  Type index = b.getIndexType();
+  SmallVector<Value> ivs(trips.size());
+  Value rest = linear;
+  for (int d = static_cast<int>(trips.size()) - 1; d >= 0; --d) {
+    if (trips[d] == 1) {
+      ivs[d] = indexConst(b, loc, index, 0);
+    } else if (d == 0) {
+      ivs[d] = rest;
+    } else {
+      Value t = indexConst(b, loc, index, trips[d]);
+      ivs[d] = arith::RemUIOp::create(b, loc, rest, t);
+      rest = arith::DivUIOp::create(b, loc, rest, t);
+    }
+  }
+  return ivs;
+}
+
+/// Thread `tid` of `threads` runs elements tid, tid + threads, ... of
+/// `count`: a loop of a constant trip count (LLVM unrolls it and issues the
+/// loads together), each element guarded when `count` is not a multiple of
+/// `threads`. `body` builds one element at `e` from the carried `iter`
+/// (empty, or one value) and returns what to carry on; the loop's results
+/// are returned.
+ValueRange stridedLoop(
+    OpBuilder &b, Location loc, Value tid, int64_t count, int64_t threads,
+    ValueRange init,
+    function_ref<SmallVector<Value>(OpBuilder &, Value, ValueRange)> body) {
+  Type index = b.getIndexType();
+  auto loop = scf::ForOp::create(
+      b, loc, indexConst(b, loc, index, 0),
+      indexConst(b, loc, index, (count + threads - 1) / threads),
+      indexConst(b, loc, index, 1), init,
+      [&](OpBuilder &nb, Location nl, Value j, ValueRange iter) {
+        Value e = arith::AddIOp::create(
+            nb, nl, tid,
+            arith::MulIOp::create(nb, nl, j,
+                                  indexConst(nb, nl, index, threads)));
+        if (count % threads == 0) {
+          scf::YieldOp::create(nb, nl, body(nb, e, iter));
+          return;
+        }
+        Value inRange =
+            arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::ult, e,
+                                  indexConst(nb, nl, index, count));
+        auto guard = scf::IfOp::create(nb, nl, iter.getTypes(), inRange,
+                                       /*withElseRegion=*/!iter.empty());
+        OpBuilder tb = OpBuilder::atBlockEnd(guard.thenBlock());
+        if (iter.empty())
+          tb.setInsertionPoint(guard.thenBlock()->getTerminator());
+        SmallVector<Value> out = body(tb, e, iter);
+        if (!iter.empty()) {
+          scf::YieldOp::create(tb, nl, out);
+          OpBuilder eb = OpBuilder::atBlockEnd(guard.elseBlock());
+          scf::YieldOp::create(eb, nl, iter);
+        }
+        scf::YieldOp::create(nb, nl, guard.getResults());
+      });
+  return loop.getResults();
+}
+
+/// Replaces the loops of `group` (over `rows`) by one launch of one block
+/// per row, where the last of them was.
+void emitRowLaunch(MutableArrayRef<Member> group, ArrayRef<int64_t> rows) {
+  scf::ParallelOp last = group.back().par;
+  Location loc = group.front().par.getLoc();
+  int64_t blocks = 1, widest = 1;
+  for (int64_t r : rows)
+    blocks *= r;
+  for (const Member &m : group)
+    widest = std::max(widest, m.perRow);
+  const int64_t threads = std::clamp<int64_t>(
+      static_cast<int64_t>(llvm::PowerOf2Ceil(widest)), 32, kBlockThreads);
+  OpBuilder b(last);
+  gpu::LaunchOp launch = createLaunch(b, last, blocks, threads);
+  Type index = b.getIndexType();
+  auto c = [&](int64_t v) { return indexConst(b, loc, index, v); };
+  Value tid = launch.getThreadIds().x;
+  SmallVector<Value> rowIvs = delinearize(b, loc, launch.getBlockIds().x, rows);
+  Value first =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid, c(0));
+  // One shared buffer per accumulator type, reused: a barrier separates
+  // one reduction's last read of it from the next one's first write.
+  DenseMap<Type, Value> shared;
+  auto workgroup =
+      gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
+  for (auto [k, m] : llvm::enumerate(group)) {
+    IRMapping map;
+    for (auto [d, iv] : llvm::enumerate(rowIvs))
+      map.map(m.par.getInductionVars()[d], iv);
+    Block *body = m.par.getBody();
+    switch (m.kind) {
+    case Kind::Row: {
+      auto guard = scf::IfOp::create(b, loc, first, /*withElseRegion=*/false);
+      OpBuilder gb = guard.getThenBodyBuilder();
+      for (Operation &op : body->without_terminator())
+        gb.clone(op, map);
+      break;
+    }
+    case Kind::Elements: {
+      SmallVector<int64_t> inner(
+          ArrayRef(*unitTrips(m.par)).drop_front(rows.size()));
+      stridedLoop(b, loc, tid, m.perRow, threads, {},
+                  [&](OpBuilder &nb, Value e, ValueRange) {
+                    for (auto [d, iv] :
+                         llvm::enumerate(delinearize(nb, loc, e, inner)))
+                      map.map(m.par.getInductionVars()[rows.size() + d], iv);
+                    for (Operation &op : body->without_terminator())
+                      nb.clone(op, map);
+                    return SmallVector<Value>();
+                  });
+      break;
+    }
+    case Kind::Reduce: {
+      ReductionNest &r = *m.reduction;
+      Type accType = r.load.getResult().getType();
+      Value &sh = shared[accType];
+      if (!sh)
+        sh = launch.addWorkgroupAttribution(
+            MemRefType::get({threads}, accType, MemRefLayoutAttrInterface(),
+                            workgroup),
+            loc);
+      Value identity = arith::ConstantOp::create(b, loc, r.identity);
+      Value partial = stridedLoop(
+          b, loc, tid, r.elements, threads, identity,
+          [&](OpBuilder &nb, Value e, ValueRange iter) {
+            return SmallVector<Value>{combinedAt(nb, loc, r, e, iter[0], map)};
+          })[0];
+      memref::StoreOp::create(b, loc, partial, sh, tid);
+      gpu::BarrierOp::create(b, loc);
+      // Thread t < s folds t + s into t; after s = 1, element 0 holds the
+      // row's value (thread 0 wrote it last and reads it next).
+      for (int64_t s = threads / 2; s >= 1; s /= 2) {
+        Value active =
+            arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, tid, c(s));
+        auto fold = scf::IfOp::create(b, loc, active, false);
+        OpBuilder fb = fold.getThenBodyBuilder();
+        Value mine = memref::LoadOp::create(fb, loc, sh, tid);
+        Value other = memref::LoadOp::create(
+            fb, loc, sh,
+            ValueRange{arith::AddIOp::create(fb, loc, tid,
+                                             indexConst(fb, loc, index, s))
+                           .getResult()});
+        memref::StoreOp::create(fb, loc, combineWith(fb, r, mine, other), sh,
+                                tid);
+        if (s > 1)
+          gpu::BarrierOp::create(b, loc);
+      }
+      auto guard = scf::IfOp::create(b, loc, first, false);
+      OpBuilder gb = guard.getThenBodyBuilder();
+      SmallVector<Value> at;
+      for (Value v : r.load.getIndices())
+        at.push_back(map.lookupOrDefault(v));
+      Value acc = r.store.getMemRef();
+      Value old = memref::LoadOp::create(gb, loc, acc, at);
+      Value total = memref::LoadOp::create(
+          gb, loc, sh, ValueRange{indexConst(gb, loc, index, 0)});
+      memref::StoreOp::create(gb, loc, combineWith(gb, r, old, total), acc, at);
+      break;
+    }
+    }
+    if (k + 1 < group.size())
+      gpu::BarrierOp::create(b, loc);
+  }
+  for (Member &m : group)
+    m.par.erase();
+}
+
+} // namespace
+
+void rowLaunches(func::FuncOp fn, unsigned firstScratch,
+                 SameBuffers sameBuffers) {
+  SmallVector<Operation *> top;
+  for (Operation &op : fn.front().without_terminator())
+    top.push_back(&op);
+  auto pure = [](Operation *op) {
+    return op->getNumRegions() == 0 && isMemoryEffectFree(op);
+  };
+  llvm::DenseSet<Operation *> taken;
+  std::vector<std::pair<SmallVector<Member, 4>, SmallVector<int64_t>>> groups;
+  for (auto [i, op] : llvm::enumerate(top)) {
+    auto seed = dyn_cast<scf::ParallelOp>(op);
+    if (!seed || taken.contains(op))
+      continue;
+    std::optional<SmallVector<int64_t>> rows = unitTrips(seed);
+    if (!rows)
+      continue;
+    std::optional<Member> m = classify(seed, *rows);
+    int64_t blocks = 1;
+    for (int64_t r : *rows)
+      blocks = std::min(kMaxBlocks + 1, blocks * r);
+    if (!m || m->kind != Kind::Reduce || m->perRow < kRowMinElements ||
+        blocks > kMaxBlocks)
+      continue;
+    SmallVector<Member, 4> group;
+    group.push_back(std::move(*m));
+    // The loops before and after it (pure ops between them stay where
+    // they are: the launch goes where the last loop was, after them).
+    auto join = [&](Operation *other) -> std::optional<Member> {
+      auto par = dyn_cast<scf::ParallelOp>(other);
+      if (!par || taken.contains(other))
+        return std::nullopt;
+      std::optional<Member> joined = classify(par, *rows);
+      if (!joined || llvm::any_of(group, [&](const Member &g) {
+            return !rowLocal(fn, firstScratch, sameBuffers, g.par, par,
+                             rows->size());
+          }))
+        return std::nullopt;
+      return joined;
+    };
+    for (size_t j = i; j-- > 0;) {
+      if (pure(top[j]))
+        continue;
+      std::optional<Member> joined = join(top[j]);
+      if (!joined)
+        break;
+      group.insert(group.begin(), std::move(*joined));
+    }
+    for (size_t j = i + 1; j < top.size(); ++j) {
+      if (pure(top[j]))
+        continue;
+      std::optional<Member> joined = join(top[j]);
+      if (!joined)
+        break;
+      group.push_back(std::move(*joined));
+    }
+    for (const Member &g : group)
+      taken.insert(g.par);
+    groups.emplace_back(std::move(group), std::move(*rows));
+  }
+  for (auto &[group, rows] : groups)
+    emitRowLaunch(group, rows);
+}
+
+} // namespace mlir::omni::cuda

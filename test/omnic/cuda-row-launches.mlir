@@ -1,0 +1,112 @@
+// omnic --target=cuda runs a norm or a softmax as one launch of a block per
+// row (compiler/codegen/cuda/CudaRowLaunches.cpp): the loops over its rows
+// and over their elements run row by row, each reduction folded by the
+// block through shared memory, barriers between the loops. Before, a layer
+// norm was 4 launches (each reduction split in two) and read its rows from
+// memory in each.
+// REQUIRES: ptxas
+// RUN: omnic %s --target=cuda --emit=json | FileCheck %s
+// RUN: omnic %s --target=cuda --emit=ptx | FileCheck %s --check-prefix=PTX
+// The same values as the cpu target's, through the emulation (which runs
+// each segment between barriers for all threads of a block in turn).
+// RUN: rm -rf %t && bash %S/Inputs/emulated-ops.sh omnic omnirun %s %omni_src_root/tools/gpu-check %t | FileCheck %s --check-prefix=SAME
+
+// @layer_norm: 96 rows of 384: one launch, a block of 256 threads per row
+// (each walks 2 elements of a row per loop); scratch: the rows' f64 sums,
+// their f32 means and the f64 sums of squares.
+// CHECK-LABEL: "gpu_kernels": [
+// CHECK: "entry": "omni_kernel_0_0",
+// CHECK-NEXT: "grid": [
+// CHECK-NEXT: 96,
+// CHECK: "block": [
+// CHECK-NEXT: 256,
+// CHECK-NOT: "entry": "omni_kernel_0_1",
+// CHECK: "scratch": [
+// CHECK-NEXT: 768,
+// CHECK-NEXT: 384,
+// CHECK-NEXT: 768
+// CHECK-NEXT: ]
+func.func @layer_norm(%x: tensor<96x384xf32>, %w: tensor<384xf32>, %b: tensor<384xf32>) -> tensor<96x384xf32> {
+  %y = omni.layer_norm %x weight %w bias %b {eps = 1.0e-06} : (tensor<96x384xf32>, tensor<384xf32>, tensor<384xf32>) -> tensor<96x384xf32>
+  return %y : tensor<96x384xf32>
+}
+
+// @softmax over 77 elements of 2 x 3 x 40 rows: one launch of 240 blocks of
+// 128 threads (the power of two at or above 77), the max and the sum of
+// exponentials each folded in shared memory.
+// CHECK: "entry": "omni_kernel_1_0",
+// CHECK-NEXT: "grid": [
+// CHECK-NEXT: 240,
+// CHECK: "block": [
+// CHECK-NEXT: 128,
+// CHECK-NOT: "entry": "omni_kernel_1_1",
+func.func @softmax(%x: tensor<2x3x40x77xf32>) -> tensor<2x3x40x77xf32> {
+  %y = omni.softmax %x, dim = 3 : tensor<2x3x40x77xf32>
+  return %y : tensor<2x3x40x77xf32>
+}
+
+// @other_row: element (i, j) reads the sum of row j, so the elementwise
+// loop cannot run row by row with the sum: the sum is a row launch (64
+// blocks of 64 threads) and the elementwise loop its own launch.
+// CHECK: "entry": "omni_kernel_2_0",
+// CHECK-NEXT: "grid": [
+// CHECK-NEXT: 64,
+// CHECK: "block": [
+// CHECK-NEXT: 64,
+// CHECK: "entry": "omni_kernel_2_1",
+// CHECK-NEXT: "grid": [
+// CHECK-NEXT: 16,
+// CHECK: "block": [
+// CHECK-NEXT: 256,
+func.func @other_row(%x: tensor<64x64xf32>) -> tensor<64x64xf32> {
+  %s = omni.reduce sum %x dims = [1] : tensor<64x64xf32> -> tensor<64xf32>
+  %sb = omni.broadcast_in_dim %s, dims = [1] : tensor<64xf32> -> tensor<64x64xf32>
+  %y = omni.sub %x, %sb : tensor<64x64xf32>
+  return %y : tensor<64x64xf32>
+}
+
+// @column_sum: a block per column would read with a stride of 64 floats in
+// every thread; it stays split in two launches (chunks of each column, then
+// one thread per column), without shared memory.
+// CHECK: "entry": "omni_kernel_3_0",
+// CHECK-NEXT: "grid": [
+// CHECK-NEXT: 5,
+// CHECK: "entry": "omni_kernel_3_1",
+func.func @column_sum(%x: tensor<300x64xf32>) -> tensor<64xf32> {
+  %s = omni.reduce sum %x dims = [0] : tensor<300x64xf32> -> tensor<64xf32>
+  return %s : tensor<64xf32>
+}
+
+// @short_rows: 16 elements a row are fewer than a row launch takes (32):
+// one thread per row.
+// CHECK: "entry": "omni_kernel_4_0",
+// CHECK-NEXT: "grid": [
+// CHECK-NEXT: 1,
+// CHECK: "block": [
+// CHECK-NEXT: 64,
+// CHECK-NOT: "entry": "omni_kernel_4_1",
+func.func @short_rows(%x: tensor<64x16xf32>) -> tensor<64xf32> {
+  %s = omni.reduce max %x dims = [1] : tensor<64x16xf32> -> tensor<64xf32>
+  return %s : tensor<64xf32>
+}
+
+// The layer norm's block holds 256 f64 partial sums (2048 bytes) in shared
+// memory, reused by its second reduction; the softmax one of f32 (for the
+// max) and one of f64 (the sum).
+// PTX: .entry omni_kernel_0_0(
+// PTX: .shared .align 8 .b8 __wg_omni_kernel_0_0_0[2048];
+// PTX-NOT: .shared .align
+// PTX: bar.sync
+// PTX: .entry omni_kernel_1_0(
+// PTX: .shared .align 4 .b8 __wg_omni_kernel_1_0_0[512];
+// PTX: .shared .align 8 .b8 __wg_omni_kernel_1_0_1[1024];
+// PTX: .entry omni_kernel_3_0(
+// PTX-NOT: .shared
+// PTX: .entry omni_kernel_3_1(
+
+// SAME: layer_norm result 0: PASS
+// SAME: softmax result 0: PASS
+// SAME: other_row result 0: PASS
+// SAME: column_sum result 0: PASS
+// SAME: short_rows result 0: PASS
+// SAME: 5 results, 0 failed
