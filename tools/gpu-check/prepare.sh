@@ -170,12 +170,20 @@ if [ "$SD35M" = 1 ] && has_target cuda; then
     xz -T2 -6 -c "$WORK/sd35m-cuda.bin" > "$OUTDIR/sd35m/sd35m-cuda.bin.xz"
     echo "sd35m step.bin $(stat -c %s "$WORK/sd35m-cuda.bin") bytes, xz $(stat -c %s "$OUTDIR/sd35m/sd35m-cuda.bin.xz")" >> "$MANIFEST"
     # The floor of each phase's time from the step.bin alone
-    # (tools/step-traffic, an H200's peaks), for run.sh to print beside
-    # the measured phases.
-    "$BIN/omnic" --target=cuda "$WORK/sd35m.mlir" --emit=json 2> /dev/null |
-      python3 "$ROOT/tools/step-traffic/step-traffic.py" - --function=train_step --top=10 \
-        > "$OUTDIR/sd35m/traffic.txt" ||
-      { say "step-traffic on sd35m failed"; rm -f "$OUTDIR/sd35m/traffic.txt"; }
+    # (tools/step-traffic, an H200's peaks), with the default attention and
+    # with the flash kernels, for run.sh to print beside the measured
+    # phases.
+    traffic="$ROOT/tools/step-traffic/step-traffic.py"
+    if "$BIN/omnic" --target=cuda "$WORK/sd35m.mlir" --emit=json > "$WORK/sd35m.json" 2> /dev/null &&
+      { python3 "$traffic" "$WORK/sd35m.json" --function=train_step --top=10 &&
+        echo "with OMNI_CUDA_ATTENTION=flash:" &&
+        python3 "$traffic" "$WORK/sd35m.json" --function=train_step --attention=flash; } \
+        > "$OUTDIR/sd35m/traffic.txt"; then
+      rm -f "$WORK/sd35m.json"
+    else
+      say "step-traffic on sd35m failed"
+      rm -f "$OUTDIR/sd35m/traffic.txt" "$WORK/sd35m.json"
+    fi
   fi
 else
   echo "no-sd35m: left out (--no-sd35m or no cuda target)" >> "$MANIFEST"

@@ -5,6 +5,7 @@ phase, and the time that takes at a device's peaks: a floor.
   omnic --target=cuda train.mlir --emit=json > step.json
   step-traffic.py step.json [--function=train_step] [--peak-tflops=989]
                   [--peak-gbs=4800] [--launch-us=2] [--top=N]
+                  [--attention=unfused|flash]
 
 Counted from the step.bin alone (docs/performance.md, "A traffic model of
 the iteration"), every loop body times its trip count:
@@ -18,7 +19,16 @@ the iteration"), every loop body times its trip count:
   Copy reads and writes its bytes; a library call reads its operands and
   writes its result once;
 - launches (cuda): each Dispatch's GPU launches, each Copy and each
-  library call one.
+  library call one;
+- the cuda driver's attention (cuda only, `--attention`): its default,
+  unfused path writes and reads the scores of each (batch, head) in
+  global memory, 12 bytes per score forward (S in f32 written and read by
+  the softmax, P in bf16 written and read by the second product) and 28
+  backward (runtime/hal/drivers/cuda/CudaLibraries.cpp; f32 inputs 16 and
+  40), in 3 and 7 launches per chunk of pairs; these bytes count as
+  memory time. With `--attention=flash` (OMNI_CUDA_ATTENTION=flash, f16
+  and bf16 with head dimension 64 or 128) the scores stay on chip, in 1
+  and 2 launches.
 
 The ideal time of a phase is L + M + K: L the library calls', each the
 larger of its FLOPs / peak-tflops and its bytes / peak-gbs; M the other
@@ -46,9 +56,16 @@ def product(xs):
     return n
 
 
+# The cuda driver's unfused attention: its temporaries per chunk of
+# (batch, head) pairs (kAttentionTempBytes in CudaLibraries.cpp).
+ATTENTION_TEMP_BYTES = 1 << 30
+
+
 class Model:
-    def __init__(self, step, peak_flops, peak_bytes):
+    def __init__(self, step, peak_flops, peak_bytes, attention="unfused"):
         self.peak_flops, self.peak_bytes = peak_flops, peak_bytes
+        self.cuda = step.get("target", {}).get("kind") == "cuda"
+        self.attention = attention
         self.tensors = step["tensors"]
         self.executables = step["executables"]
         self.phases = collections.OrderedDict()
@@ -74,6 +91,30 @@ class Model:
         if lib == "Conv2d":
             return 2 * product(self.shape(result)) * product(self.shape(ops[1])[1:])
         return 0
+
+    def attention_scores(self, call):
+        """(bytes, launches) of the cuda driver's attention call beyond
+        its operands and results, and beyond one launch."""
+        lib, ops = call["library"], call["operands"]
+        if not self.cuda or lib not in ("Attention", "AttentionBackward"):
+            return 0, 0
+        q, k = self.tensors[ops[0]], self.tensors[ops[1]]
+        es = DTYPE_BYTES[q["dtype"]]
+        forward = lib == "Attention"
+        if (self.attention == "flash" and q["dtype"] in ("F16", "BF16")
+                and q["shape"][-1] in (64, 128)):
+            return 0, 0 if forward else 1
+        pairs = product(q["shape"][:-2])
+        square = q["shape"][-2] * k["shape"][-2]
+        score_es = 8 if es == 8 else 4
+        chunk = max(1, min(pairs, ATTENTION_TEMP_BYTES //
+                           max(1, square * (score_es + es))))
+        chunks = -(-pairs // chunk)
+        if forward:
+            per_score = 2 * score_es + 2 * es
+            return pairs * square * per_score, 3 * chunks - 1
+        per_score = 4 * score_es + 6 * es
+        return pairs * square * per_score, 7 * chunks - 1
 
     def walk(self, commands, trips):
         for command in commands:
@@ -117,6 +158,11 @@ class Model:
                                               moved / self.peak_bytes)
                 p["launches"] += trips
                 p["library_calls"] += trips
+                scores, launches = self.attention_scores(a)
+                p["bytes"] += trips * scores
+                p["other_bytes"] += trips * scores
+                p["scores_bytes"] += trips * scores
+                p["launches"] += trips * launches
             else:  # Random
                 moved = self.nbytes(a["result"])
                 p["bytes"] += trips * moved
@@ -134,6 +180,10 @@ def main():
     parser.add_argument("--launch-us", type=float, default=2.0)
     parser.add_argument("--top", type=int, default=0,
                         help="also list the N fused kernels moving the most bytes")
+    parser.add_argument("--attention", choices=("unfused", "flash"),
+                        default="unfused",
+                        help="the cuda driver's attention path "
+                             "(OMNI_CUDA_ATTENTION; default unfused, as omnirun's)")
     args = parser.parse_args()
     try:
         source = sys.stdin if args.step_json == "-" else open(args.step_json)
@@ -152,7 +202,8 @@ def main():
     for function in functions:
         if args.function is not None and function["name"] != args.function:
             continue
-        model = Model(step, args.peak_tflops * 1e12, args.peak_gbs * 1e9)
+        model = Model(step, args.peak_tflops * 1e12, args.peak_gbs * 1e9,
+                      args.attention)
         model.walk(function["commands"], 1)
         print(f"@{function['name']}")
         total = collections.Counter()
@@ -161,6 +212,11 @@ def main():
             report(phase, p, args)
         if len(model.phases) > 1:
             report("total", total, args)
+        if total["scores_bytes"]:
+            print(f"  the unfused attention's scores (in the bytes above): "
+                  f"{si(total['scores_bytes'], 'B')}, "
+                  f"{1e3 * total['scores_bytes'] / (args.peak_gbs * 1e9):.4g}"
+                  f" ms")
         if args.top:
             print("  fused kernels moving the most bytes:")
             ranked = sorted(model.kernels.items(),
