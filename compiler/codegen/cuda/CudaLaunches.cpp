@@ -254,6 +254,107 @@ bool canWaitPast(ArrayRef<Operation *> ops, ArrayRef<Value> read,
   });
 }
 
+/// A launch's 1-D sizes (grid, block), or nullopt.
+std::optional<std::pair<int64_t, int64_t>> launchSizes(gpu::LaunchOp launch) {
+  std::optional<int64_t> grid = getConstantIntValue(launch.getGridSizeX());
+  std::optional<int64_t> block = getConstantIntValue(launch.getBlockSizeX());
+  auto one = [](Value v) { return getConstantIntValue(v) == int64_t{1}; };
+  if (!grid || !block || !one(launch.getGridSizeY()) ||
+      !one(launch.getGridSizeZ()) || !one(launch.getBlockSizeY()) ||
+      !one(launch.getBlockSizeZ()))
+    return std::nullopt;
+  return std::pair(*grid, *block);
+}
+
+/// Whether `launch` may share a launch with another: its threads use no
+/// shared memory and wait at no barrier, so they need not be all of a
+/// block.
+bool alone(gpu::LaunchOp launch) {
+  return launch.getWorkgroupAttributions().empty() &&
+         launch.getPrivateAttributions().empty() &&
+         !launch.getBody()
+              .walk([](gpu::BarrierOp) { return WalkResult::interrupt(); })
+              .wasInterrupted();
+}
+
+/// Clones `launch`'s body at `b` as block `block` (of `grid`) and thread
+/// `thread` (of `threads`) would run it, in a launch of `wide` >= `threads`
+/// threads a block: threads from `threads` on skip it.
+void cloneBody(OpBuilder &b, gpu::LaunchOp launch, Value block, Value thread,
+               int64_t grid, int64_t threads, int64_t wide) {
+  Location loc = launch.getLoc();
+  Type index = b.getIndexType();
+  OpBuilder::InsertionGuard keep(b);
+  if (threads < wide) {
+    Value inside =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, thread,
+                              indexConst(b, loc, index, threads));
+    auto guard = scf::IfOp::create(b, loc, inside, /*withElseRegion=*/false);
+    b.setInsertionPoint(guard.thenBlock()->getTerminator());
+  }
+  Value zero = indexConst(b, loc, index, 0), one = indexConst(b, loc, index, 1);
+  IRMapping map;
+  auto bind = [&](gpu::KernelDim3 dims, Value x, Value rest) {
+    map.map(dims.x, x);
+    map.map(dims.y, rest);
+    map.map(dims.z, rest);
+  };
+  bind(launch.getBlockIds(), block, zero);
+  bind(launch.getThreadIds(), thread, zero);
+  bind(launch.getGridSize(), indexConst(b, loc, index, grid), one);
+  bind(launch.getBlockSize(), indexConst(b, loc, index, threads), one);
+  for (Operation &op : launch.getBody().front().without_terminator())
+    b.clone(op, map);
+}
+
+/// Adjacent launches (pure ops between them) that `independent` says touch
+/// no element the other writes become one: the blocks of the first, then
+/// those of the second, each block running its launch's body. A concat's
+/// parts, a kernel's results of different shapes: one launch's latency
+/// instead of several.
+void mergeIndependentLaunches(
+    func::FuncOp fn,
+    function_ref<bool(gpu::LaunchOp, gpu::LaunchOp)> independent) {
+  gpu::LaunchOp current;
+  for (Operation &op : llvm::make_early_inc_range(fn.front())) {
+    auto launch = dyn_cast<gpu::LaunchOp>(op);
+    if (!launch) {
+      if (op.getNumRegions() != 0 || !isMemoryEffectFree(&op))
+        current = nullptr;
+      continue;
+    }
+    std::optional<std::pair<int64_t, int64_t>> a =
+        current ? launchSizes(current) : std::nullopt;
+    std::optional<std::pair<int64_t, int64_t>> b = launchSizes(launch);
+    if (!a || !b || !alone(current) || !alone(launch) ||
+        a->first + b->first > kMaxGridX || !independent(current, launch)) {
+      current = launch;
+      continue;
+    }
+    const int64_t wide = std::max(a->second, b->second);
+    OpBuilder builder(fn.getContext());
+    gpu::LaunchOp merged =
+        createLaunch(builder, launch, a->first + b->first, wide);
+    Location loc = launch.getLoc();
+    Type index = builder.getIndexType();
+    Value block = merged.getBlockIds().x, thread = merged.getThreadIds().x;
+    Value firstPart =
+        arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::ult, block,
+                              indexConst(builder, loc, index, a->first));
+    auto parts = scf::IfOp::create(builder, loc, firstPart,
+                                   /*withElseRegion=*/true);
+    OpBuilder then = parts.getThenBodyBuilder();
+    cloneBody(then, current, block, thread, a->first, a->second, wide);
+    OpBuilder other = parts.getElseBodyBuilder();
+    Value rest = arith::SubIOp::create(other, loc, block,
+                                       indexConst(other, loc, index, a->first));
+    cloneBody(other, launch, rest, thread, b->first, b->second, wide);
+    current.erase();
+    launch.erase();
+    current = merged;
+  }
+}
+
 } // namespace
 
 LogicalResult mapToLaunches(func::FuncOp fn, StringRef symbol,
@@ -329,6 +430,10 @@ LogicalResult mapToLaunches(func::FuncOp fn, StringRef symbol,
   for (gpu::LaunchOp launch : launches)
     if (failed(sinkIntoLaunch(launch, fn, sinkable, symbol)))
       return failure();
+  mergeIndependentLaunches(fn, [&](gpu::LaunchOp a, gpu::LaunchOp b) {
+    return independentOps(fn, fn.getNumArguments() - scratch.size(),
+                          sameBuffers, a, b);
+  });
   // The host side keeps only the launches (and their size constants).
   for (Operation *op : llvm::reverse(ops))
     if (sinkable.contains(op) && op->use_empty())

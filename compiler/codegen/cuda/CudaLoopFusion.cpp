@@ -124,6 +124,33 @@ Value baseOf(Value v) {
   return v;
 }
 
+/// Whether `a` and `b` are subviews of one buffer of identity layout (so
+/// that distinct indices are distinct elements), without rank reduction,
+/// whose static ranges of some dimension do not meet: the two halves of a
+/// concatenation.
+bool disjointSubviews(Value a, Value b) {
+  auto va = a.getDefiningOp<memref::SubViewOp>();
+  auto vb = b.getDefiningOp<memref::SubViewOp>();
+  if (!va || !vb || va.getSource() != vb.getSource())
+    return false;
+  auto source = cast<MemRefType>(va.getSource().getType());
+  if (!source.getLayout().isIdentity() ||
+      va.getType().getRank() != source.getRank() ||
+      vb.getType().getRank() != source.getRank())
+    return false;
+  for (int64_t d = 0; d < source.getRank(); ++d) {
+    int64_t offsetA = va.getStaticOffsets()[d], sizeA = va.getStaticSizes()[d];
+    int64_t offsetB = vb.getStaticOffsets()[d], sizeB = vb.getStaticSizes()[d];
+    if (llvm::any_of(ArrayRef<int64_t>{offsetA, sizeA, offsetB, sizeB},
+                     ShapedType::isDynamic) ||
+        va.getStaticStrides()[d] != 1 || vb.getStaticStrides()[d] != 1)
+      continue;
+    if (offsetA + sizeA <= offsetB || offsetB + sizeB <= offsetA)
+      return true;
+  }
+  return false;
+}
+
 class Fuser {
 public:
   Fuser(func::FuncOp fn, unsigned firstScratch, SameBuffers sameBuffers)
@@ -152,6 +179,7 @@ private:
     return isPair(sameBuffers, x.getArgNumber(), y.getArgNumber());
   }
 
+public:
   /// No element one of them writes is touched by the other.
   bool independent(ArrayRef<Access> a, ArrayRef<Access> b) const {
     for (const Access &x : a)
@@ -161,6 +189,7 @@ private:
     return true;
   }
 
+private:
   /// Whether every two accesses, one of `a` and one of `b`, that may touch
   /// one element and one of which writes it, access the same memref and
   /// `agree`.
@@ -331,7 +360,7 @@ bool buffersMayOverlap(func::FuncOp fn, unsigned firstScratch,
                        SameBuffers sameBuffers, Value a, Value b) {
   Value x = baseOf(a), y = baseOf(b);
   if (x == y)
-    return true;
+    return !disjointSubviews(a, b);
   auto ax = dyn_cast<BlockArgument>(x), ay = dyn_cast<BlockArgument>(y);
   Block *entry = &fn.front();
   if (!ax || !ay || ax.getOwner() != entry || ay.getOwner() != entry)
@@ -345,6 +374,13 @@ bool rowLocal(func::FuncOp fn, unsigned firstScratch, SameBuffers sameBuffers,
   FailureOr<SmallVector<Access>> x = accessesOf(a), y = accessesOf(b);
   return succeeded(x) && succeeded(y) &&
          Fuser(fn, firstScratch, sameBuffers).rowLocal(*x, *y, rows);
+}
+
+bool independentOps(func::FuncOp fn, unsigned firstScratch,
+                    SameBuffers sameBuffers, Operation *a, Operation *b) {
+  FailureOr<SmallVector<Access>> x = accessesOf(a), y = accessesOf(b);
+  return succeeded(x) && succeeded(y) &&
+         Fuser(fn, firstScratch, sameBuffers).independent(*x, *y);
 }
 
 void fuseParallelLoops(func::FuncOp fn, unsigned firstScratch,

@@ -129,6 +129,18 @@ Value combinedAt(OpBuilder &nb, Location nl, ReductionNest &r, Value e,
 /// `acc` combined with `other` by `r`'s combining op, built at `b`.
 Value combineWith(OpBuilder &b, ReductionNest &r, Value acc, Value other);
 
+/// A new shared (workgroup) buffer of `count` elements of `type` for the
+/// blocks of `launch`.
+Value addSharedBuffer(gpu::LaunchOp launch, Type type, int64_t count);
+
+/// In a launch of `threads` threads a block (a power of two), at `b`, the
+/// top level of its body: thread `tid` stores `value` into the block's
+/// `shared` buffer, then the block folds the values as a tree by `r`'s
+/// combining op, a barrier after each step but the last. shared[0] holds
+/// the block's value for thread 0 (the others need a barrier first).
+void foldBlock(OpBuilder &b, Location loc, ReductionNest &r, Value shared,
+               Value tid, int64_t threads, Value value);
+
 /// Whether consecutive elements of `r`'s nest are consecutive in memory:
 /// the innermost induction variable is the last index of a load (a row
 /// sum; a column sum reads with the outputs' stride).
@@ -139,12 +151,11 @@ bool readsAlongRows(ReductionNest &r);
 bool isLargeFullReduction(scf::ForOp loop);
 
 /// A full reduction (isLargeFullReduction): thread t of T reduces elements
-/// t, t + T, ... in a register into a scratch partials[t]; with several
-/// blocks, thread k then folds block k's partials in order (both are
-/// launches), and one thread combines the accumulator with those (or with
-/// the T partials of a single block) in order: the top-level ops of that
-/// last step are appended to `last`, for the caller's one-thread launch.
-/// Deterministic; float sums still accumulate in f64.
+/// t, t + T, ... in a register, each block folds its threads' values in
+/// shared memory into a scratch blockPartials[block] (one launch), and one
+/// thread combines the accumulator with those in order: the top-level ops
+/// of that last step are appended to `last`, for the caller's one-thread
+/// launch. Deterministic; float sums still accumulate in f64.
 LogicalResult cooperativeReduction(scf::ForOp loop, func::FuncOp fn,
                                    std::vector<int64_t> &scratch,
                                    StringRef symbol,
@@ -179,6 +190,11 @@ void fuseParallelLoops(func::FuncOp fn, unsigned firstScratch,
 /// fuseParallelLoops).
 bool rowLocal(func::FuncOp fn, unsigned firstScratch, SameBuffers sameBuffers,
               scf::ParallelOp a, scf::ParallelOp b, unsigned rows);
+
+/// Whether no element that `a` or `b` writes the other touches (by the
+/// rule of fuseParallelLoops), and they only load and store.
+bool independentOps(func::FuncOp fn, unsigned firstScratch,
+                    SameBuffers sameBuffers, Operation *a, Operation *b);
 
 /// Step 3, first: runs of top-level parallel loops over one leading row
 /// space with a reduction over rows of 32 to kRowMaxElements elements (a

@@ -165,6 +165,37 @@ bool readsAlongRows(ReductionNest &r) {
   return false;
 }
 
+Value addSharedBuffer(gpu::LaunchOp launch, Type type, int64_t count) {
+  auto workgroup = gpu::AddressSpaceAttr::get(launch.getContext(),
+                                              gpu::AddressSpace::Workgroup);
+  return launch.addWorkgroupAttribution(
+      MemRefType::get({count}, type, MemRefLayoutAttrInterface(), workgroup),
+      launch.getLoc());
+}
+
+void foldBlock(OpBuilder &b, Location loc, ReductionNest &r, Value shared,
+               Value tid, int64_t threads, Value value) {
+  Type index = b.getIndexType();
+  memref::StoreOp::create(b, loc, value, shared, tid);
+  gpu::BarrierOp::create(b, loc);
+  // Thread t < s folds t + s into t; after s = 1, element 0 holds the
+  // block's value (thread 0 wrote it last and reads it next).
+  for (int64_t s = threads / 2; s >= 1; s /= 2) {
+    Value active = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, tid,
+                                         indexConst(b, loc, index, s));
+    auto fold = scf::IfOp::create(b, loc, active, /*withElseRegion=*/false);
+    OpBuilder fb = fold.getThenBodyBuilder();
+    Value mine = memref::LoadOp::create(fb, loc, shared, tid);
+    Value at =
+        arith::AddIOp::create(fb, loc, tid, indexConst(fb, loc, index, s));
+    Value other = memref::LoadOp::create(fb, loc, shared, at);
+    memref::StoreOp::create(fb, loc, combineWith(fb, r, mine, other), shared,
+                            tid);
+    if (s > 1)
+      gpu::BarrierOp::create(b, loc);
+  }
+}
+
 Value combineWith(OpBuilder &b, ReductionNest &r, Value acc, Value other) {
   Value accValue = r.load.getResult();
   Value operand = r.combine->getOperand(0) == accValue
@@ -204,14 +235,12 @@ constexpr int64_t kCooperativeMaxBlocks = 264;
 
 /// Step 3 for a full reduction (matchReductionNest): instead of one thread,
 /// thread t of T reduces elements t, t + T, ... (consecutive threads read
-/// consecutive elements) in a register into partials[t] (a new scratch
-/// buffer); with several blocks, thread k then folds block k's partials in
-/// order, and one thread combines the accumulator with those (or with the
-/// T partials of a single block) in order. Deterministic; float sums still
-/// accumulate in f64.
+/// consecutive elements) in a register; each block folds its threads'
+/// values as a tree in shared memory into blockPartials[block] (a new
+/// scratch buffer), and one thread combines the accumulator with those in
+/// order. Deterministic; float sums still accumulate in f64.
 LogicalResult cooperativeReductionOf(ReductionNest &r, func::FuncOp fn,
                                      std::vector<int64_t> &scratch,
-                                     StringRef symbol,
                                      SmallVectorImpl<Operation *> &last) {
   scf::ForOp outer = r.nest.front();
   Location loc = outer.getLoc();
@@ -220,21 +249,22 @@ LogicalResult cooperativeReductionOf(ReductionNest &r, func::FuncOp fn,
                (r.elements + 4 * kBlockThreads - 1) / (4 * kBlockThreads));
   int64_t threads = blocks * kBlockThreads;
   Type accType = r.load.getResult().getType();
-  FailureOr<Value> partials =
-      addScratch(fn, MemRefType::get({threads}, accType), loc, scratch);
-  if (failed(partials))
+  FailureOr<Value> blockPartials =
+      addScratch(fn, MemRefType::get({blocks}, accType), loc, scratch);
+  if (failed(blockPartials))
     return failure();
   Value acc = r.store.getMemRef();
 
   OpBuilder b(outer);
   Type indexType = b.getIndexType();
   auto c = [&](int64_t v) { return indexConst(b, loc, indexType, v); };
-  // Launch 1: the partials.
+  // The launch: each block's value.
   gpu::LaunchOp first = createLaunch(b, outer, blocks, kBlockThreads);
+  Value tid = first.getThreadIds().x;
   Value t = arith::AddIOp::create(
       b, loc,
       arith::MulIOp::create(b, loc, first.getBlockIds().x, c(kBlockThreads)),
-      first.getThreadIds().x);
+      tid);
   Value identity = arith::ConstantOp::create(b, loc, r.identity);
   auto strided = scf::ForOp::create(
       b, loc, t, c(r.elements), c(threads), ValueRange{identity},
@@ -242,45 +272,17 @@ LogicalResult cooperativeReductionOf(ReductionNest &r, func::FuncOp fn,
         IRMapping map;
         scf::YieldOp::create(nb, nl, combinedAt(nb, nl, r, e, iter[0], map));
       });
-  memref::StoreOp::create(b, loc, strided.getResult(0), *partials,
-                          ValueRange{t});
-  // Folds the `count` values of the 1-D `from` starting at `first` into
-  // `init`, in order.
-  auto foldInto = [&](OpBuilder &nb, Location nl, Value init, Value from,
-                      Value first, int64_t count) {
-    return foldInOrder(nb, nl, r, init, count,
-                       [&](OpBuilder &fb, Location fl, Value k) -> Value {
-                         Value at = arith::AddIOp::create(fb, fl, first, k);
-                         return memref::LoadOp::create(fb, fl, from, at);
-                       });
-  };
-  // Launch 2, with several blocks: thread k folds block k's partials into
-  // blockPartials[k], so that the last launch's one thread folds `blocks`
-  // values, not `threads` (67584 serial loads from L2 take a thread
-  // milliseconds).
-  Value partialsLeft = *partials;
-  int64_t lastCount = threads;
-  if (blocks > 1) {
-    FailureOr<Value> blockPartials =
-        addScratch(fn, MemRefType::get({blocks}, accType), loc, scratch);
-    if (failed(blockPartials))
-      return failure();
-    OpBuilder pb(outer);
-    auto perBlock = scf::ParallelOp::create(
-        pb, loc, c(0), c(blocks), c(1),
-        [&](OpBuilder &nb, Location nl, ValueRange ivs) {
-          Value first = arith::MulIOp::create(
-              nb, nl, ivs[0], indexConst(nb, nl, indexType, kBlockThreads));
-          Value identity = arith::ConstantOp::create(nb, nl, r.identity);
-          Value sum =
-              foldInto(nb, nl, identity, *partials, first, kBlockThreads);
-          memref::StoreOp::create(nb, nl, sum, *blockPartials, ivs);
-        });
-    if (failed(parallelToLaunch(perBlock, symbol)))
-      return failure();
-    partialsLeft = *blockPartials;
-    lastCount = blocks;
-  }
+  Value shared = addSharedBuffer(first, accType, kBlockThreads);
+  foldBlock(b, loc, r, shared, tid, kBlockThreads, strided.getResult(0));
+  Value isFirst =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid, c(0));
+  auto guard = scf::IfOp::create(b, loc, isFirst, /*withElseRegion=*/false);
+  OpBuilder gb = guard.getThenBodyBuilder();
+  memref::StoreOp::create(
+      gb, loc,
+      memref::LoadOp::create(gb, loc, shared,
+                             ValueRange{indexConst(gb, loc, indexType, 0)}),
+      *blockPartials, ValueRange{first.getBlockIds().x});
   // Last, one thread folds them into the accumulator, in order: top-level
   // ops the caller runs in a one-thread launch with the serial work around
   // them (the accumulator's fill before, the rounding into the result
@@ -288,7 +290,11 @@ LogicalResult cooperativeReductionOf(ReductionNest &r, func::FuncOp fn,
   b.setInsertionPoint(outer);
   Operation *before = outer->getPrevNode();
   Value init = memref::LoadOp::create(b, loc, acc, ValueRange{});
-  Value folded = foldInto(b, loc, init, partialsLeft, c(0), lastCount);
+  Value folded =
+      foldInOrder(b, loc, r, init, blocks,
+                  [&](OpBuilder &fb, Location fl, Value k) -> Value {
+                    return memref::LoadOp::create(fb, fl, *blockPartials, k);
+                  });
   memref::StoreOp::create(b, loc, folded, acc, ValueRange{});
   for (Operation *op = before->getNextNode(); op != outer.getOperation();
        op = op->getNextNode())
@@ -322,7 +328,7 @@ LogicalResult cooperativeReduction(scf::ForOp loop, func::FuncOp fn,
   if (!r)
     return emitError(loop.getLoc(), symbol)
            << ": internal error: not a full reduction";
-  return cooperativeReductionOf(*r, fn, scratch, symbol, last);
+  return cooperativeReductionOf(*r, fn, scratch, last);
 }
 
 SmallVector<Value> reducedBuffers(scf::ForOp loop) {

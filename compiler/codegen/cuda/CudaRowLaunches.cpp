@@ -101,12 +101,8 @@ std::optional<Member> classify(scf::ParallelOp par, ArrayRef<int64_t> rows) {
     if (auto outer = dyn_cast<scf::ForOp>(*ops.begin())) {
       std::optional<ReductionNest> r =
           matchReductionNest(outer, par.getInductionVars());
-      // A column-like reduction would read with a stride in every thread;
-      // shared memory holds floats and integers of a byte or more.
-      Type acc = r ? r->load.getResult().getType() : Type();
-      if (!r || !readsAlongRows(*r) || r->elements > kRowMaxElements ||
-          !(isa<FloatType>(acc) ||
-            (isa<IntegerType>(acc) && acc.getIntOrFloatBitWidth() >= 8)))
+      // A column-like reduction would read with a stride in every thread.
+      if (!r || !readsAlongRows(*r) || r->elements > kRowMaxElements)
         return std::nullopt;
       m.kind = Kind::Reduce;
       m.perRow = r->elements;
@@ -208,8 +204,6 @@ void emitRowLaunch(MutableArrayRef<Member> group, ArrayRef<int64_t> rows) {
   // One shared buffer per accumulator type, reused: a barrier separates
   // one reduction's last read of it from the next one's first write.
   DenseMap<Type, Value> shared;
-  auto workgroup =
-      gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
   for (auto [k, m] : llvm::enumerate(group)) {
     IRMapping map;
     for (auto [d, iv] : llvm::enumerate(rowIvs))
@@ -242,36 +236,14 @@ void emitRowLaunch(MutableArrayRef<Member> group, ArrayRef<int64_t> rows) {
       Type accType = r.load.getResult().getType();
       Value &sh = shared[accType];
       if (!sh)
-        sh = launch.addWorkgroupAttribution(
-            MemRefType::get({threads}, accType, MemRefLayoutAttrInterface(),
-                            workgroup),
-            loc);
+        sh = addSharedBuffer(launch, accType, threads);
       Value identity = arith::ConstantOp::create(b, loc, r.identity);
       Value partial = stridedLoop(
           b, loc, tid, r.elements, threads, identity,
           [&](OpBuilder &nb, Value e, ValueRange iter) {
             return SmallVector<Value>{combinedAt(nb, loc, r, e, iter[0], map)};
           })[0];
-      memref::StoreOp::create(b, loc, partial, sh, tid);
-      gpu::BarrierOp::create(b, loc);
-      // Thread t < s folds t + s into t; after s = 1, element 0 holds the
-      // row's value (thread 0 wrote it last and reads it next).
-      for (int64_t s = threads / 2; s >= 1; s /= 2) {
-        Value active =
-            arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, tid, c(s));
-        auto fold = scf::IfOp::create(b, loc, active, false);
-        OpBuilder fb = fold.getThenBodyBuilder();
-        Value mine = memref::LoadOp::create(fb, loc, sh, tid);
-        Value other = memref::LoadOp::create(
-            fb, loc, sh,
-            ValueRange{arith::AddIOp::create(fb, loc, tid,
-                                             indexConst(fb, loc, index, s))
-                           .getResult()});
-        memref::StoreOp::create(fb, loc, combineWith(fb, r, mine, other), sh,
-                                tid);
-        if (s > 1)
-          gpu::BarrierOp::create(b, loc);
-      }
+      foldBlock(b, loc, r, sh, tid, threads, partial);
       auto guard = scf::IfOp::create(b, loc, first, false);
       OpBuilder gb = guard.getThenBodyBuilder();
       SmallVector<Value> at;
