@@ -3,8 +3,9 @@
 // fuseParallelLoops (CudaLoopFusion.cpp) on hand-written kernels of
 // scf.parallel loops over memrefs: each case says how many loops are left
 // and, for a fused kernel, that the fused order is the original order of
-// every element's accesses. The values themselves are checked end to end by
-// test/omnic/cuda-emulate.test.
+// every element's accesses. And rowLocal, which loops a row launch may run
+// row by row (CudaRowLaunches.cpp). The values themselves are checked end
+// to end by test/omnic/cuda-emulate.test and cuda-row-launches.mlir.
 //
 //===----------------------------------------------------------------------===//
 
@@ -301,6 +302,105 @@ TEST(CudaLoopFusion, ALoopMovesOverAnIndependentOne) {
 )")
                 .loops,
             2);
+}
+
+/// Whether the first and the last of `body`'s top-level parallel loops may
+/// run row by row over their first `rows` induction variables (rowLocal,
+/// the row launches' rule), in the kernel of fuse() with `sameBuffers`.
+bool rowLocal(const std::string &body, unsigned rows,
+              std::vector<std::pair<unsigned, unsigned>> sameBuffers = {}) {
+  DialectRegistry registry;
+  registry.insert<arith::ArithDialect, func::FuncDialect, memref::MemRefDialect,
+                  scf::SCFDialect>();
+  MLIRContext context(registry);
+  const std::string source =
+      "func.func @k(%a0: memref<8x8xf32>, %a1: memref<8x8xf32>, "
+      "%a2: memref<8x8xf32>, %a3: memref<8x8xf32>, %s: memref<8xf64>) {\n"
+      "  %c0 = arith.constant 0 : index\n"
+      "  %c1 = arith.constant 1 : index\n"
+      "  %c4 = arith.constant 4 : index\n"
+      "  %c8 = arith.constant 8 : index\n"
+      "  %d0 = arith.constant 0.0 : f64\n" +
+      body + "  return\n}\n";
+  OwningOpRef<ModuleOp> module =
+      parseSourceString<ModuleOp>(source, ParserConfig(&context));
+  if (!module) {
+    ADD_FAILURE() << "does not parse:\n" << source;
+    return false;
+  }
+  auto fn = *module->getOps<func::FuncOp>().begin();
+  auto loops = llvm::to_vector(fn.front().getOps<scf::ParallelOp>());
+  return mlir::omni::cuda::rowLocal(fn, /*firstScratch=*/4, sameBuffers,
+                                    loops.front(), loops.back(), rows);
+}
+
+/// Row i of a0 written by an elementwise loop, then summed into s[i].
+const char *kRowThenSum = R"(
+  scf.parallel (%i, %j) = (%c0, %c0) to (%c8, %c8) step (%c1, %c1) {
+    %x = memref.load %a1[%i, %j] : memref<8x8xf32>
+    memref.store %x, %a0[%i, %j] : memref<8x8xf32>
+  }
+  scf.parallel (%i) = (%c0) to (%c8) step (%c1) {
+    %init = memref.load %s[%i] : memref<8xf64>
+    %r = scf.for %k = %c0 to %c8 step %c1 iter_args(%acc = %init) -> f64 {
+      %x = memref.load %a0[%i, %k] : memref<8x8xf32>
+      %w = arith.extf %x : f32 to f64
+      %n = arith.addf %acc, %w : f64
+      scf.yield %n : f64
+    }
+    memref.store %r, %s[%i] : memref<8xf64>
+  }
+)";
+
+TEST(CudaRowLaunches, ARowWrittenThenSummedStaysInItsRow) {
+  EXPECT_TRUE(rowLocal(kRowThenSum, 1));
+}
+
+TEST(CudaRowLaunches, ASumOfAColumnReadsOtherRows) {
+  // The sum reads a0[k, i]: row i's sum reads every row's element i.
+  std::string column = kRowThenSum;
+  column.replace(column.find("%a0[%i, %k]"), 11, "%a0[%k, %i]");
+  EXPECT_FALSE(rowLocal(column, 1));
+}
+
+TEST(CudaRowLaunches, AnInPlacePairIsOneBuffer) {
+  // The sum reads a2, which the plan may make a0's buffer: one memref,
+  // indexed by the row at the same position, so still row-local; without
+  // the pair they never overlap.
+  std::string pair = kRowThenSum;
+  pair.replace(pair.find("%a0[%i, %k]"), 11, "%a2[%i, %k]");
+  EXPECT_TRUE(rowLocal(pair, 1, {{2, 0}}));
+  EXPECT_TRUE(rowLocal(pair, 1));
+  pair.replace(pair.find("%a2[%i, %k]"), 11, "%a2[%k, %i]");
+  EXPECT_FALSE(rowLocal(pair, 1, {{2, 0}}));
+  EXPECT_TRUE(rowLocal(pair, 1));
+}
+
+TEST(CudaRowLaunches, DisjointHalvesOfABufferDoNotOverlap) {
+  // Two loops writing the left and right halves of a0 (a concatenation's
+  // parts) touch different elements, though their first induction
+  // variables index different dimensions; overlapping column ranges do
+  // not.
+  const std::string halves = R"(
+  %l = memref.subview %a0[0, 0] [8, 4] [1, 1] : memref<8x8xf32> to memref<8x4xf32, strided<[8, 1]>>
+  %r = memref.subview %a0[0, LO] [8, 4] [1, 1] : memref<8x8xf32> to memref<8x4xf32, strided<[8, 1], offset: LO>>
+  scf.parallel (%i, %j) = (%c0, %c0) to (%c8, %c4) step (%c1, %c1) {
+    %x = memref.load %a1[%i, %j] : memref<8x8xf32>
+    memref.store %x, %l[%i, %j] : memref<8x4xf32, strided<[8, 1]>>
+  }
+  scf.parallel (%j, %i) = (%c0, %c0) to (%c4, %c8) step (%c1, %c1) {
+    %x = memref.load %a2[%i, %j] : memref<8x8xf32>
+    memref.store %x, %r[%i, %j] : memref<8x4xf32, strided<[8, 1], offset: LO>>
+  }
+)";
+  auto at = [&](const char *lo) {
+    std::string body = halves;
+    for (size_t p; (p = body.find("LO")) != std::string::npos;)
+      body.replace(p, 2, lo);
+    return body;
+  };
+  EXPECT_TRUE(rowLocal(at("4"), 1));
+  EXPECT_FALSE(rowLocal(at("3"), 1));
 }
 
 } // namespace
