@@ -106,14 +106,14 @@ func.func @sliced(%o: tensor<2x4x12x16xbf16>) -> (tensor<2x8x4x16xbf16>, tensor<
 // normalization, read [2, 64, 64] f32 and a [2, 64] mean: 2 readers x
 // 32.5 KiB <= 3 x 32 KiB, so each reader recomputes them and no scratch
 // buffer holds them (before: a 32768-byte scratch buffer and one launch
-// more). It is one row launch (CudaRowLaunches.cpp): a block of 64
-// threads per row. The scratch left: the rows' f64 accumulators and f32
+// more). It is one row launch (CudaRowLaunches.cpp): 16 threads a row,
+// 16 rows a block. The scratch left: the rows' f64 accumulators and f32
 // means.
 // CHECK: "entry": "omni_kernel_3_0",
 // CHECK-NEXT: "grid": [
-// CHECK-NEXT: 128,
+// CHECK-NEXT: 8,
 // CHECK: "block": [
-// CHECK-NEXT: 64,
+// CHECK-NEXT: 256,
 // CHECK-NOT: "entry": "omni_kernel_3_1",
 // CHECK: "scratch": [
 // CHECK-NOT: 32768

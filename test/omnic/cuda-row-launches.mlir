@@ -1,7 +1,9 @@
-// omnic --target=cuda runs a norm or a softmax as one launch of a block per
-// row (compiler/codegen/cuda/CudaRowLaunches.cpp): the loops over its rows
-// and over their elements run row by row, each reduction folded by the
-// block through shared memory, barriers between the loops. Before, a layer
+// omnic --target=cuda runs a norm or a softmax as one row launch
+// (compiler/codegen/cuda/CudaRowLaunches.cpp): the loops over its rows and
+// over their elements run row by row, T threads a row (about 4 elements
+// each, a power of two from 8 to 256) and 256 / T rows a block, each
+// reduction folded by its row's threads through shared memory, barriers
+// between the loops. Before, a layer
 // norm was 4 launches (each reduction split in two) and read its rows from
 // memory in each.
 // REQUIRES: ptxas
@@ -11,13 +13,13 @@
 // each segment between barriers for all threads of a block in turn).
 // RUN: rm -rf %t && bash %S/Inputs/emulated-ops.sh omnic omnirun %s %omni_src_root/tools/gpu-check %t | FileCheck %s --check-prefix=SAME
 
-// @layer_norm: 96 rows of 384: one launch, a block of 256 threads per row
-// (each walks 2 elements of a row per loop); scratch: the rows' f64 sums,
-// their f32 means and the f64 sums of squares.
+// @layer_norm: 96 rows of 384: one launch, 128 threads a row (each walks
+// 3 elements of a row per loop), 2 rows a block: 48 blocks; scratch: the
+// rows' f64 sums, their f32 means and the f64 sums of squares.
 // CHECK-LABEL: "gpu_kernels": [
 // CHECK: "entry": "omni_kernel_0_0",
 // CHECK-NEXT: "grid": [
-// CHECK-NEXT: 96,
+// CHECK-NEXT: 48,
 // CHECK: "block": [
 // CHECK-NEXT: 256,
 // CHECK-NOT: "entry": "omni_kernel_0_1",
@@ -31,14 +33,15 @@ func.func @layer_norm(%x: tensor<96x384xf32>, %w: tensor<384xf32>, %b: tensor<38
   return %y : tensor<96x384xf32>
 }
 
-// @softmax over 77 elements of 2 x 3 x 40 rows: one launch of 240 blocks of
-// 128 threads (the power of two at or above 77), the max and the sum of
-// exponentials each folded in shared memory.
+// @softmax over 77 elements of 2 x 3 x 40 rows: one launch, 32 threads a
+// row (the power of two at or above 77 / 4), 8 rows a block: 30 blocks of
+// 256 threads, the max and the sum of exponentials each folded in shared
+// memory.
 // CHECK: "entry": "omni_kernel_1_0",
 // CHECK-NEXT: "grid": [
-// CHECK-NEXT: 240,
+// CHECK-NEXT: 30,
 // CHECK: "block": [
-// CHECK-NEXT: 128,
+// CHECK-NEXT: 256,
 // CHECK-NOT: "entry": "omni_kernel_1_1",
 func.func @softmax(%x: tensor<2x3x40x77xf32>) -> tensor<2x3x40x77xf32> {
   %y = omni.softmax %x, dim = 3 : tensor<2x3x40x77xf32>
@@ -46,13 +49,14 @@ func.func @softmax(%x: tensor<2x3x40x77xf32>) -> tensor<2x3x40x77xf32> {
 }
 
 // @other_row: element (i, j) reads the sum of row j, so the elementwise
-// loop cannot run row by row with the sum: the sum is a row launch (64
-// blocks of 64 threads) and the elementwise loop its own launch.
+// loop cannot run row by row with the sum: the sum is a row launch (16
+// threads a row, 16 rows a block: 4 blocks) and the elementwise loop its
+// own launch.
 // CHECK: "entry": "omni_kernel_2_0",
 // CHECK-NEXT: "grid": [
-// CHECK-NEXT: 64,
+// CHECK-NEXT: 4,
 // CHECK: "block": [
-// CHECK-NEXT: 64,
+// CHECK-NEXT: 256,
 // CHECK: "entry": "omni_kernel_2_1",
 // CHECK-NEXT: "grid": [
 // CHECK-NEXT: 16,
@@ -90,16 +94,16 @@ func.func @short_rows(%x: tensor<64x16xf32>) -> tensor<64xf32> {
   return %s : tensor<64xf32>
 }
 
-// The layer norm's block holds 256 f64 partial sums (2048 bytes) in shared
-// memory, reused by its second reduction; the softmax one of f32 (for the
-// max) and one of f64 (the sum).
+// The layer norm's block holds 256 f64 partial sums (2048 bytes, 128 for
+// each of its 2 rows) in shared memory, reused by its second reduction;
+// the softmax one of f32 (for the max) and one of f64 (the sum).
 // PTX: .entry omni_kernel_0_0(
 // PTX: .shared .align 8 .b8 __wg_omni_kernel_0_0_0[2048];
 // PTX-NOT: .shared .align
 // PTX: bar.sync
 // PTX: .entry omni_kernel_1_0(
-// PTX: .shared .align 4 .b8 __wg_omni_kernel_1_0_0[512];
-// PTX: .shared .align 8 .b8 __wg_omni_kernel_1_0_1[1024];
+// PTX: .shared .align 4 .b8 __wg_omni_kernel_1_0_0[1024];
+// PTX: .shared .align 8 .b8 __wg_omni_kernel_1_0_1[2048];
 // PTX: .entry omni_kernel_3_0(
 // PTX-NOT: .shared
 // PTX: .entry omni_kernel_3_1(

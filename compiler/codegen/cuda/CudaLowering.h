@@ -133,13 +133,14 @@ Value combineWith(OpBuilder &b, ReductionNest &r, Value acc, Value other);
 /// blocks of `launch`.
 Value addSharedBuffer(gpu::LaunchOp launch, Type type, int64_t count);
 
-/// In a launch of `threads` threads a block (a power of two), at `b`, the
-/// top level of its body: thread `tid` stores `value` into the block's
-/// `shared` buffer, then the block folds the values as a tree by `r`'s
-/// combining op, a barrier after each step but the last. shared[0] holds
-/// the block's value for thread 0 (the others need a barrier first).
+/// At `b`, the top level of a launch's body: lane `lane` of a group of
+/// `lanes` threads (a power of two) stores `value` into the block's
+/// `shared` buffer at base + lane, then the group folds its values as a
+/// tree by `r`'s combining op, a barrier (of the whole block) after each
+/// step but the last. shared[base] holds the group's value for lane 0
+/// (the others need a barrier first).
 void foldBlock(OpBuilder &b, Location loc, ReductionNest &r, Value shared,
-               Value tid, int64_t threads, Value value);
+               Value base, Value lane, int64_t lanes, Value value);
 
 /// Whether consecutive elements of `r`'s nest are consecutive in memory:
 /// the innermost induction variable is the last index of a load (a row

@@ -174,23 +174,24 @@ Value addSharedBuffer(gpu::LaunchOp launch, Type type, int64_t count) {
 }
 
 void foldBlock(OpBuilder &b, Location loc, ReductionNest &r, Value shared,
-               Value tid, int64_t threads, Value value) {
+               Value base, Value lane, int64_t lanes, Value value) {
   Type index = b.getIndexType();
-  memref::StoreOp::create(b, loc, value, shared, tid);
+  Value mineAt = arith::AddIOp::create(b, loc, base, lane);
+  memref::StoreOp::create(b, loc, value, shared, mineAt);
   gpu::BarrierOp::create(b, loc);
-  // Thread t < s folds t + s into t; after s = 1, element 0 holds the
-  // block's value (thread 0 wrote it last and reads it next).
-  for (int64_t s = threads / 2; s >= 1; s /= 2) {
-    Value active = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, tid,
-                                         indexConst(b, loc, index, s));
+  // Lane l < s folds l + s into l; after s = 1, element `base` holds the
+  // group's value (lane 0 wrote it last and reads it next).
+  for (int64_t s = lanes / 2; s >= 1; s /= 2) {
+    Value active = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                         lane, indexConst(b, loc, index, s));
     auto fold = scf::IfOp::create(b, loc, active, /*withElseRegion=*/false);
     OpBuilder fb = fold.getThenBodyBuilder();
-    Value mine = memref::LoadOp::create(fb, loc, shared, tid);
+    Value mine = memref::LoadOp::create(fb, loc, shared, mineAt);
     Value at =
-        arith::AddIOp::create(fb, loc, tid, indexConst(fb, loc, index, s));
+        arith::AddIOp::create(fb, loc, mineAt, indexConst(fb, loc, index, s));
     Value other = memref::LoadOp::create(fb, loc, shared, at);
     memref::StoreOp::create(fb, loc, combineWith(fb, r, mine, other), shared,
-                            tid);
+                            mineAt);
     if (s > 1)
       gpu::BarrierOp::create(b, loc);
   }
@@ -273,7 +274,7 @@ LogicalResult cooperativeReductionOf(ReductionNest &r, func::FuncOp fn,
         scf::YieldOp::create(nb, nl, combinedAt(nb, nl, r, e, iter[0], map));
       });
   Value shared = addSharedBuffer(first, accType, kBlockThreads);
-  foldBlock(b, loc, r, shared, tid, kBlockThreads, strided.getResult(0));
+  foldBlock(b, loc, r, shared, c(0), tid, kBlockThreads, strided.getResult(0));
   Value isFirst =
       arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid, c(0));
   auto guard = scf::IfOp::create(b, loc, isFirst, /*withElseRegion=*/false);

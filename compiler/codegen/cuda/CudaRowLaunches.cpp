@@ -51,6 +51,9 @@ constexpr int64_t kRowMinElements = 32;
 /// kBlockThreads threads a thread walks at most 64 of them, and a few long
 /// rows are better split (splitPartialReduction).
 constexpr int64_t kRowMaxElements = 16384;
+/// A row launch gives each row about this many elements per thread in its
+/// longest loop: enough loads in flight per thread, and a short fold.
+constexpr int64_t kRowElementsPerThread = 4;
 /// The most blocks a launch may have.
 constexpr int64_t kMaxBlocks = 2147483647;
 
@@ -181,26 +184,76 @@ ValueRange stridedLoop(
   return loop.getResults();
 }
 
-/// Replaces the loops of `group` (over `rows`) by one launch of one block
-/// per row, where the last of them was.
+/// Replaces the loops of `group` (over `rows`) by one launch, where the
+/// last of them was: T threads a row (a power of two, about
+/// kRowElementsPerThread elements each in the longest loop, 8 to
+/// kBlockThreads), P = kBlockThreads / T rows a block (fewer when there
+/// are fewer rows). Thread t of a block runs lane t % T of row
+/// block * P + t / T; the rows past the last (in the last block) only
+/// take part in the barriers.
 void emitRowLaunch(MutableArrayRef<Member> group, ArrayRef<int64_t> rows) {
   scf::ParallelOp last = group.back().par;
   Location loc = group.front().par.getLoc();
-  int64_t blocks = 1, widest = 1;
+  int64_t count = 1, widest = 1;
   for (int64_t r : rows)
-    blocks *= r;
+    count *= r;
   for (const Member &m : group)
     widest = std::max(widest, m.perRow);
-  const int64_t threads = std::clamp<int64_t>(
-      static_cast<int64_t>(llvm::PowerOf2Ceil(widest)), 32, kBlockThreads);
+  const int64_t lanes = std::clamp<int64_t>(
+      static_cast<int64_t>(llvm::PowerOf2Ceil(
+          (widest + kRowElementsPerThread - 1) / kRowElementsPerThread)),
+      8, kBlockThreads);
+  const int64_t perBlock = std::min(
+      kBlockThreads / lanes, static_cast<int64_t>(llvm::PowerOf2Ceil(count)));
+  const int64_t threads = lanes * perBlock;
+  const int64_t blocks = (count + perBlock - 1) / perBlock;
   OpBuilder b(last);
   gpu::LaunchOp launch = createLaunch(b, last, blocks, threads);
   Type index = b.getIndexType();
   auto c = [&](int64_t v) { return indexConst(b, loc, index, v); };
   Value tid = launch.getThreadIds().x;
-  SmallVector<Value> rowIvs = delinearize(b, loc, launch.getBlockIds().x, rows);
-  Value first =
-      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid, c(0));
+  Value lane =
+      perBlock == 1 ? tid : arith::RemUIOp::create(b, loc, tid, c(lanes));
+  Value slot =
+      perBlock == 1 ? c(0) : arith::DivUIOp::create(b, loc, tid, c(lanes));
+  Value row = arith::AddIOp::create(
+      b, loc,
+      arith::MulIOp::create(b, loc, launch.getBlockIds().x, c(perBlock)), slot);
+  // The row's part of each shared buffer.
+  Value base = arith::MulIOp::create(b, loc, slot, c(lanes));
+  SmallVector<Value> rowIvs = delinearize(b, loc, row, rows);
+  // Whether this thread's row exists (all do unless the last block has
+  // fewer): the loops' work is guarded, the barriers are not.
+  Value exists = count % perBlock == 0
+                     ? Value()
+                     : arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                             row, c(count))
+                           .getResult();
+  Value firstLane =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane, c(0));
+  Value leads =
+      exists ? arith::AndIOp::create(b, loc, firstLane, exists).getResult()
+             : firstLane;
+  // Runs `build` at `b` for existing rows only: in an scf.if yielding
+  // `otherwise`'s types (`otherwise` for the rows past the last).
+  auto ifExists = [&](ValueRange otherwise,
+                      function_ref<SmallVector<Value>(OpBuilder &)> build)
+      -> SmallVector<Value> {
+    if (!exists)
+      return build(b);
+    auto guard = scf::IfOp::create(b, loc, otherwise.getTypes(), exists,
+                                   /*withElseRegion=*/!otherwise.empty());
+    OpBuilder tb = OpBuilder::atBlockEnd(guard.thenBlock());
+    if (otherwise.empty()) {
+      tb.setInsertionPoint(guard.thenBlock()->getTerminator());
+      build(tb);
+      return {};
+    }
+    scf::YieldOp::create(tb, loc, build(tb));
+    OpBuilder eb = OpBuilder::atBlockEnd(guard.elseBlock());
+    scf::YieldOp::create(eb, loc, otherwise);
+    return guard.getResults();
+  };
   // One shared buffer per accumulator type, reused: a barrier separates
   // one reduction's last read of it from the next one's first write.
   DenseMap<Type, Value> shared;
@@ -211,7 +264,7 @@ void emitRowLaunch(MutableArrayRef<Member> group, ArrayRef<int64_t> rows) {
     Block *body = m.par.getBody();
     switch (m.kind) {
     case Kind::Row: {
-      auto guard = scf::IfOp::create(b, loc, first, /*withElseRegion=*/false);
+      auto guard = scf::IfOp::create(b, loc, leads, /*withElseRegion=*/false);
       OpBuilder gb = guard.getThenBodyBuilder();
       for (Operation &op : body->without_terminator())
         gb.clone(op, map);
@@ -220,15 +273,18 @@ void emitRowLaunch(MutableArrayRef<Member> group, ArrayRef<int64_t> rows) {
     case Kind::Elements: {
       SmallVector<int64_t> inner(
           ArrayRef(*unitTrips(m.par)).drop_front(rows.size()));
-      stridedLoop(b, loc, tid, m.perRow, threads, {},
-                  [&](OpBuilder &nb, Value e, ValueRange) {
-                    for (auto [d, iv] :
-                         llvm::enumerate(delinearize(nb, loc, e, inner)))
-                      map.map(m.par.getInductionVars()[rows.size() + d], iv);
-                    for (Operation &op : body->without_terminator())
-                      nb.clone(op, map);
-                    return SmallVector<Value>();
-                  });
+      ifExists({}, [&](OpBuilder &eb) {
+        stridedLoop(eb, loc, lane, m.perRow, lanes, {},
+                    [&](OpBuilder &nb, Value e, ValueRange) {
+                      for (auto [d, iv] :
+                           llvm::enumerate(delinearize(nb, loc, e, inner)))
+                        map.map(m.par.getInductionVars()[rows.size() + d], iv);
+                      for (Operation &op : body->without_terminator())
+                        nb.clone(op, map);
+                      return SmallVector<Value>();
+                    });
+        return SmallVector<Value>();
+      });
       break;
     }
     case Kind::Reduce: {
@@ -238,21 +294,23 @@ void emitRowLaunch(MutableArrayRef<Member> group, ArrayRef<int64_t> rows) {
       if (!sh)
         sh = addSharedBuffer(launch, accType, threads);
       Value identity = arith::ConstantOp::create(b, loc, r.identity);
-      Value partial = stridedLoop(
-          b, loc, tid, r.elements, threads, identity,
-          [&](OpBuilder &nb, Value e, ValueRange iter) {
-            return SmallVector<Value>{combinedAt(nb, loc, r, e, iter[0], map)};
-          })[0];
-      foldBlock(b, loc, r, sh, tid, threads, partial);
-      auto guard = scf::IfOp::create(b, loc, first, false);
+      Value partial = ifExists(identity, [&](OpBuilder &eb) {
+        return SmallVector<Value>(
+            stridedLoop(eb, loc, lane, r.elements, lanes, identity,
+                        [&](OpBuilder &nb, Value e, ValueRange iter) {
+                          return SmallVector<Value>{
+                              combinedAt(nb, loc, r, e, iter[0], map)};
+                        }));
+      })[0];
+      foldBlock(b, loc, r, sh, base, lane, lanes, partial);
+      auto guard = scf::IfOp::create(b, loc, leads, false);
       OpBuilder gb = guard.getThenBodyBuilder();
       SmallVector<Value> at;
       for (Value v : r.load.getIndices())
         at.push_back(map.lookupOrDefault(v));
       Value acc = r.store.getMemRef();
       Value old = memref::LoadOp::create(gb, loc, acc, at);
-      Value total = memref::LoadOp::create(
-          gb, loc, sh, ValueRange{indexConst(gb, loc, index, 0)});
+      Value total = memref::LoadOp::create(gb, loc, sh, base);
       memref::StoreOp::create(gb, loc, combineWith(gb, r, old, total), acc, at);
       break;
     }
