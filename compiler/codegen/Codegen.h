@@ -52,6 +52,12 @@ struct CudaTargetOptions {
   /// instead of PTX (omnic --cuda-emulate, cuda/CudaEmulation.h): a cpu
   /// step.bin that checks the lowering without a GPU.
   bool emulate = false;
+  /// Norms and softmaxes as one launch of a few rows a block (omnic
+  /// --cuda-row-launches, cuda/CudaRowLaunches.cpp); off only to compare.
+  bool rowLaunches = true;
+  /// Adjacent launches that touch nothing the other writes as one (omnic
+  /// --cuda-merge-launches); off only to compare.
+  bool mergeLaunches = true;
 };
 
 struct CodegenOptions {

@@ -119,9 +119,18 @@ int mlir::omni::runCompiler(const CompileOptions &options,
   codegenOptions.cpu.cpu = options.targetCpu;
   codegenOptions.cuda.arch = options.cudaArch;
   codegenOptions.cuda.emulate = options.cudaEmulate;
+  codegenOptions.cuda.rowLaunches = options.cudaRowLaunches;
+  codegenOptions.cuda.mergeLaunches = options.cudaMergeLaunches;
   if (options.cudaEmulate && options.target != "cuda")
     return fail("--cuda-emulate: needs --target=cuda (it runs that target's "
                 "kernels on this CPU)");
+  if (options.target != "cuda")
+    for (auto [flag, on] :
+         {std::pair("--cuda-row-launches", options.cudaRowLaunches),
+          std::pair("--cuda-merge-launches", options.cudaMergeLaunches)})
+      if (!on)
+        return fail(std::string(flag) + "=false: needs --target=cuda (the " +
+                    options.target + " target has no launches)");
   if (std::string bad = checkCodegenOptions(codegenOptions); !bad.empty())
     return fail(bad);
   // The target's own IR: LLVM IR for the cpu, PTX for cuda.

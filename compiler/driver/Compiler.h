@@ -39,6 +39,9 @@ struct CompileOptions {
   std::string cudaArch = "sm_90a";
   /// --cuda-emulate (CudaTargetOptions::emulate).
   bool cudaEmulate = false;
+  /// --cuda-row-launches, --cuda-merge-launches (CudaTargetOptions).
+  bool cudaRowLaunches = true;
+  bool cudaMergeLaunches = true;
   /// Print the memory plan's arena size.
   bool reportArena = false;
   /// Mark matmul epilogues in step.bin (StepWriterOptions).

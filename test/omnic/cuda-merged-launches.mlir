@@ -5,6 +5,8 @@
 // apart.
 // REQUIRES: ptxas
 // RUN: omnic %s --target=cuda --emit=json | FileCheck %s
+// RUN: omnic %s --target=cuda --cuda-merge-launches=false --emit=json | FileCheck %s --check-prefix=OFF
+// RUN: not omnic %s --cuda-merge-launches=false -o %t.bin 2>&1 | FileCheck %s --check-prefix=CPU
 // RUN: rm -rf %t && bash %S/Inputs/emulated-ops.sh omnic omnirun %s %omni_src_root/tools/gpu-check %t | FileCheck %s --check-prefix=SAME
 
 // @concat: the two parts write disjoint column ranges of the result (two
@@ -17,6 +19,9 @@
 // CHECK: "block": [
 // CHECK-NEXT: 256,
 // CHECK-NOT: "entry": "omni_kernel_0_1",
+// With --cuda-merge-launches=false (to compare), two launches.
+// OFF: "entry": "omni_kernel_0_1",
+// CPU: omnic: --cuda-merge-launches=false: needs --target=cuda (the cpu target has no launches)
 func.func @concat(%a: tensor<64x100xf32>, %b: tensor<64x28xf32>) -> tensor<64x128xf32> {
   %ea = omni.exp %a : tensor<64x100xf32>
   %c = omni.concat %ea, %b dim = 1 : (tensor<64x100xf32>, tensor<64x28xf32>) -> tensor<64x128xf32>

@@ -9,6 +9,16 @@
 // REQUIRES: ptxas
 // RUN: omnic %s --target=cuda --emit=json | FileCheck %s
 // RUN: omnic %s --target=cuda --emit=ptx | FileCheck %s --check-prefix=PTX
+// --cuda-row-launches=false, to compare: the layer norm as before, its
+// reductions split (5 launches: chunks and fold for each, then the
+// normalization).
+// RUN: omnic %s --target=cuda --cuda-row-launches=false --emit=json | FileCheck %s --check-prefix=OFF
+// OFF-LABEL: "gpu_kernels": [
+// OFF: "entry": "omni_kernel_0_4",
+// OFF-NOT: "entry": "omni_kernel_0_5",
+// The flag is the cuda target's.
+// RUN: not omnic %s --cuda-row-launches=false -o %t.bin 2>&1 | FileCheck %s --check-prefix=CPU
+// CPU: omnic: --cuda-row-launches=false: needs --target=cuda (the cpu target has no launches)
 // The same values as the cpu target's, through the emulation (which runs
 // each segment between barriers for all threads of a block in turn).
 // RUN: rm -rf %t && bash %S/Inputs/emulated-ops.sh omnic omnirun %s %omni_src_root/tools/gpu-check %t | FileCheck %s --check-prefix=SAME

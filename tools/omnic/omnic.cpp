@@ -63,6 +63,18 @@ int main(int argc, char **argv) {
                "cpu driver, to check the cuda lowering without a GPU "
                "(slow; docs/backend-cuda.md)"),
       cl::cat(category));
+  cl::opt<bool> cudaRowLaunches(
+      "cuda-row-launches",
+      cl::desc("with --target=cuda: run a norm or a softmax as one launch of "
+               "a few rows a block, its reductions folded in shared memory "
+               "(default true; false only to compare, docs/backend-cuda.md)"),
+      cl::init(true), cl::cat(category));
+  cl::opt<bool> cudaMergeLaunches(
+      "cuda-merge-launches",
+      cl::desc("with --target=cuda: make adjacent launches that touch "
+               "nothing the other writes one launch (default true; false "
+               "only to compare)"),
+      cl::init(true), cl::cat(category));
   cl::opt<bool> report("report-arena",
                        cl::desc("print each function's arena size"),
                        cl::cat(category));
@@ -97,6 +109,8 @@ int main(int argc, char **argv) {
   options.targetCpu = cpu;
   options.cudaArch = cudaArch;
   options.cudaEmulate = cudaEmulate;
+  options.cudaRowLaunches = cudaRowLaunches;
+  options.cudaMergeLaunches = cudaMergeLaunches;
   options.reportArena = report;
   options.reportFlops = reportFlops;
   options.matmulEpilogues = matmulEpilogues;

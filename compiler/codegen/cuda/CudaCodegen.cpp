@@ -475,7 +475,8 @@ mlir::omni::lowerKernelSetForCuda(KernelSet &set, const CodegenOptions &options,
   }
   for (auto [k, def] : llvm::enumerate(set.kernels))
     if (failed(mapToLaunches(fns[k], def.symbol, launches[k].scratch,
-                             sameBuffers[k])))
+                             sameBuffers[k], options.cuda.rowLaunches,
+                             options.cuda.mergeLaunches)))
       return failure();
   if (failed(runPipeline(kernels, "gpu-kernel-outlining")))
     return emitError(loc, "outlining the cuda kernels failed");

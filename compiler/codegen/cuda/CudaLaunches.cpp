@@ -359,9 +359,10 @@ void mergeIndependentLaunches(
 
 LogicalResult mapToLaunches(func::FuncOp fn, StringRef symbol,
                             std::vector<int64_t> &scratch,
-                            SameBuffers sameBuffers) {
+                            SameBuffers sameBuffers, bool rows, bool merge) {
   Block &body = fn.front();
-  rowLaunches(fn, fn.getNumArguments() - scratch.size(), sameBuffers);
+  if (rows)
+    rowLaunches(fn, fn.getNumArguments() - scratch.size(), sameBuffers);
   for (auto par : llvm::to_vector(body.getOps<scf::ParallelOp>()))
     if (failed(splitPartialReduction(par, fn, scratch)))
       return failure();
@@ -430,10 +431,11 @@ LogicalResult mapToLaunches(func::FuncOp fn, StringRef symbol,
   for (gpu::LaunchOp launch : launches)
     if (failed(sinkIntoLaunch(launch, fn, sinkable, symbol)))
       return failure();
-  mergeIndependentLaunches(fn, [&](gpu::LaunchOp a, gpu::LaunchOp b) {
-    return independentOps(fn, fn.getNumArguments() - scratch.size(),
-                          sameBuffers, a, b);
-  });
+  if (merge)
+    mergeIndependentLaunches(fn, [&](gpu::LaunchOp a, gpu::LaunchOp b) {
+      return independentOps(fn, fn.getNumArguments() - scratch.size(),
+                            sameBuffers, a, b);
+    });
   // The host side keeps only the launches (and their size constants).
   for (Operation *op : llvm::reverse(ops))
     if (sinkable.contains(op) && op->use_empty())

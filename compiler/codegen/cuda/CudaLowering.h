@@ -88,13 +88,15 @@ parallelToLaunch(scf::ParallelOp par, StringRef symbol,
 void loadsFirst(Block *block, function_ref<bool(Value, Value)> mayOverlap);
 
 /// Step 3 for one kernel function (loops already parallel,
-/// CudaLaunches.cpp): partial reductions split where that pays, loops over
-/// one space fused, then its top-level ops become launches; `scratch`
-/// receives the scratch buffers added. `sameBuffers`: the kernel's in-place
-/// pairs (KernelDef::overwrites).
+/// CudaLaunches.cpp): norms and softmaxes as row launches (`rowLaunches`),
+/// partial reductions split where that pays, loops over one space fused,
+/// then its top-level ops become launches, independent neighbours merged
+/// (`mergeLaunches`); `scratch` receives the scratch buffers added.
+/// `sameBuffers`: the kernel's in-place pairs (KernelDef::overwrites).
 LogicalResult mapToLaunches(func::FuncOp fn, StringRef symbol,
                             std::vector<int64_t> &scratch,
-                            SameBuffers sameBuffers);
+                            SameBuffers sameBuffers, bool rowLaunches = true,
+                            bool mergeLaunches = true);
 
 /// A reduction nest: a perfect nest of scf.for loops with constant bounds
 /// whose innermost body loads an accumulator element once, combines it with
