@@ -173,6 +173,17 @@ if [ "$SD35M" = 1 ] && has_target cuda; then
     # (tools/step-traffic, an H200's peaks), with the default attention and
     # with the flash kernels, for run.sh to print beside the measured
     # phases.
+    # The same program with the launches of before the sixth session
+    # (norms' reductions split, no merged launches), for run.sh to time
+    # its fused kernels against the default's (docs/backend-cuda.md).
+    if "$BIN/omnic" --target=cuda --cuda-row-launches=false --cuda-merge-launches=false \
+      "$WORK/sd35m.mlir" -o "$WORK/sd35m-split.bin" 2> "$WORK/omnic.split.log"; then
+      xz -T2 -6 -c "$WORK/sd35m-split.bin" > "$OUTDIR/sd35m/sd35m-cuda-split.bin.xz"
+      echo "sd35m split launches: xz $(stat -c %s "$OUTDIR/sd35m/sd35m-cuda-split.bin.xz")" >> "$MANIFEST"
+      rm -f "$WORK/sd35m-split.bin"
+    else
+      say "omnic --cuda-row-launches=false on sd35m failed: $(head -1 "$WORK/omnic.split.log")"
+    fi
     traffic="$ROOT/tools/step-traffic/step-traffic.py"
     if "$BIN/omnic" --target=cuda "$WORK/sd35m.mlir" --emit=json > "$WORK/sd35m.json" 2> /dev/null &&
       { python3 "$traffic" "$WORK/sd35m.json" --function=train_step --top=10 &&

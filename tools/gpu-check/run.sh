@@ -14,6 +14,8 @@
 #      shapes against a square gemm (omni-bench-kernels)
 #   5. the same iteration in PyTorch eager and torch.compile, the ratio
 #   5b. the SD3.5-Medium iteration with OMNI_CUDA_ATTENTION=flash
+#   5c. its fused kernels as launched before row launches (a step.bin
+#      compiled with --cuda-row-launches=false --cuda-merge-launches=false)
 #   6. with what is left: the SD3.5-Medium iteration under --profile
 # Each stage has its share of an overall budget (default 470 s, under the
 # device tool's 8 minutes); a stage that runs out is cut and reported.
@@ -332,6 +334,21 @@ elif within 150 env OMNI_CUDA_ATTENTION=flash "${OMNIRUN[@]}" "$TMP/sd35m.bin" -
 else
   out "FAIL (the opt-in flash path): $(tail -2 "$TMP/sdf.log" | tr '\n' ' ')"
   FAILED=1
+fi
+
+# --- 5c. The fused kernels with the launches of before ----------------------
+# The same program compiled with --cuda-row-launches=false
+# --cuda-merge-launches=false (norms' reductions split in launches of
+# their own, independent launches apart): omni-bench-kernels again, to set
+# beside 4b's table (docs/backend-cuda.md, "Row launches").
+out ""
+out "## Fused kernels with the launches of before (--cuda-row-launches=false --cuda-merge-launches=false)"
+out ""
+if [ "$DRY" = 1 ] || [ ! -x "$TMP/tests/omni-bench-kernels" ] || [ ! -f "$BUNDLE/sd35m/sd35m-cuda-split.bin.xz" ]; then
+  out "SKIPPED: $([ "$DRY" = 1 ] && echo "dry run" || echo "no omni-bench-kernels or no sd35m-cuda-split.bin.xz")"
+else
+  xz -dc "$BUNDLE/sd35m/sd35m-cuda-split.bin.xz" > "$TMP/sd35m-split.bin"
+  within 45 env "LD_LIBRARY_PATH=$TMP/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$TMP/tests/omni-bench-kernels" "$TMP/sd35m-split.bin" --device=cuda --min-mb=16 --top=20 --reps=20 ${PEAK:+--peak-gbs=$PEAK} >> "$RESULTS" 2>&1 || out "FAIL or out of time (exit $?)"
 fi
 
 # --- 6. Where the SD3.5-Medium iteration's time goes -----------------------
