@@ -1,4 +1,4 @@
-//===- CudaRowLaunches.cpp - a norm or a softmax as one block per row -----===//
+//===- CudaRowLaunches.cpp - a norm or a softmax as one launch ------------===//
 //
 // Step 3 of the cuda lowering, first (mapToLaunches, CudaLaunches.cpp). A
 // layer norm is loops over its rows (fill the accumulators, fold each row,
@@ -7,23 +7,23 @@
 // is 4 to 7 launches, each with a launch's latency, most of them reading
 // the row again. Here a run of top-level parallel loops whose leading
 // dimensions are one "row" space, one of them a reduction over exactly
-// those rows, becomes one launch. Block b runs row b (b delinearized into
-// the row indices) with T threads:
+// those rows, becomes one launch. Each row gets T threads (its lanes,
+// about one per 4 elements of the longest loop) and a block 256 / T rows:
 //
-// - a loop over the rows only: thread 0 runs the row's iteration;
-// - a loop over the rows and more: thread t runs the row's iterations
-//   t, t + T, ... (consecutive threads on consecutive elements);
+// - a loop over the rows only: lane 0 runs the row's iteration;
+// - a loop over the rows and more: lane l runs the row's iterations
+//   l, l + T, ... (consecutive lanes on consecutive elements);
 // - a reduction (a loop over the rows whose body is a reduction nest into
-//   acc[row]): thread t folds elements t, t + T, ... in a register from
-//   the identity, the block folds the T values as a tree in shared memory,
-//   and thread 0 combines acc[row] with the result;
+//   acc[row]): lane l folds elements l, l + T, ... in a register from the
+//   identity, the row's lanes fold the T values as a tree in shared
+//   memory, and lane 0 combines acc[row] with the result;
 //
 // and a barrier after each loop, so that each sees what the ones before
 // it stored. This is right when every element that one loop of the run
 // writes and another touches is indexed by the row indices in both, at the
 // same positions (rowLocal, CudaLoopFusion.cpp): rows are then independent
 // of each other. Sums fold in another order than on the cpu, in f64 as
-// everywhere. docs/backend-cuda.md, "Lowering".
+// everywhere. docs/backend-cuda.md, "Lowering", "Row launches".
 //
 //===----------------------------------------------------------------------===//
 
@@ -342,11 +342,12 @@ void rowLaunches(func::FuncOp fn, unsigned firstScratch,
     if (!rows)
       continue;
     std::optional<Member> m = classify(seed, *rows);
-    int64_t blocks = 1;
+    // Rows beyond a launch's blocks (each holds at least one) stay split.
+    int64_t count = 1;
     for (int64_t r : *rows)
-      blocks = std::min(kMaxBlocks + 1, blocks * r);
+      count = std::min(kMaxBlocks + 1, count * r);
     if (!m || m->kind != Kind::Reduce || m->perRow < kRowMinElements ||
-        blocks > kMaxBlocks)
+        count > kMaxBlocks)
       continue;
     SmallVector<Member, 4> group;
     group.push_back(std::move(*m));
