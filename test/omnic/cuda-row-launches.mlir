@@ -107,13 +107,23 @@ func.func @short_rows(%x: tensor<64x16xf32>) -> tensor<64xf32> {
 // The layer norm's block holds 256 f64 partial sums (2048 bytes, 128 for
 // each of its 2 rows) in shared memory, reused by its second reduction;
 // the softmax one of f32 (for the max) and one of f64 (the sum).
+// A row of the layer norm has 128 lanes (4 warps): the block waits at
+// bar.sync where lanes of different warps exchange values (the partial
+// sums stored, the first fold step, between the loops), and the last five
+// fold steps, within the row's first warp, need only bar.warp.sync.
 // PTX: .entry omni_kernel_0_0(
 // PTX: .shared .align 8 .b8 __wg_omni_kernel_0_0_0[2048];
 // PTX-NOT: .shared .align
 // PTX: bar.sync
+// PTX: bar.sync
+// PTX-COUNT-5: bar.warp.sync -1;
+// A softmax row has 32 lanes, one warp: warp barriers only.
 // PTX: .entry omni_kernel_1_0(
 // PTX: .shared .align 4 .b8 __wg_omni_kernel_1_0_0[1024];
 // PTX: .shared .align 8 .b8 __wg_omni_kernel_1_0_1[2048];
+// PTX-NOT: bar.sync
+// PTX: bar.warp.sync -1;
+// PTX-NOT: bar.sync
 // PTX: .entry omni_kernel_3_0(
 // PTX-NOT: .shared
 // PTX: .entry omni_kernel_3_1(

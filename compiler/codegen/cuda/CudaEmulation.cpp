@@ -13,9 +13,10 @@
 //   }
 //
 // The launches are the cuda lowering's (mapToLaunches, CudaLaunches.cpp):
-// 1-D grids (y and z are 1), static shared memory, barriers only at the
-// top level of a body (a row launch's, CudaRowLaunches.cpp). A barrier ends
-// a segment of the body: each segment is its own loop over the threads.
+// 1-D grids (y and z are 1), static shared memory, barriers (of the block,
+// or of a warp: nvvm.bar.warp.sync) only at the top level of a body (a row
+// launch's, CudaRowLaunches.cpp). A barrier ends a segment of the body:
+// each segment is its own loop over the threads.
 // A kernel body with anything else is refused in one line.
 //
 //===----------------------------------------------------------------------===//
@@ -26,6 +27,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
@@ -78,10 +80,16 @@ LogicalResult emitLaunch(OpBuilder &b, gpu::GPUFuncOp kernel,
            << ": --cuda-emulate needs a kernel body of one block";
   Block &body = kernel.getBody().front();
   Operation *unsupported = nullptr;
+  // Barriers of the block or of a warp; running threads one after
+  // another, both end a segment.
+  auto isBarrier = [](Operation *op) {
+    return isa<gpu::BarrierOp, NVVM::SyncWarpOp>(op);
+  };
   kernel.walk([&](Operation *op) {
-    bool topBarrier = isa<gpu::BarrierOp>(op) && op->getBlock() == &body;
-    if (op != kernel.getOperation() &&
-        op->getDialect() == kernel->getDialect() && !topBarrier &&
+    bool topBarrier = isBarrier(op) && op->getBlock() == &body;
+    if (op != kernel.getOperation() && !topBarrier &&
+        (op->getDialect() == kernel->getDialect() ||
+         isa<NVVM::NVVMDialect>(op->getDialect())) &&
         !isa<gpu::ThreadIdOp, gpu::BlockIdOp, gpu::BlockDimOp, gpu::GridDimOp,
              gpu::ReturnOp>(op))
       unsupported = op;
@@ -89,7 +97,7 @@ LogicalResult emitLaunch(OpBuilder &b, gpu::GPUFuncOp kernel,
   if (unsupported)
     return emitError(unsupported->getLoc(), launch.entry)
            << ": --cuda-emulate cannot run " << unsupported->getName()
-           << (isa<gpu::BarrierOp>(unsupported) ? " inside control flow" : "");
+           << (isBarrier(unsupported) ? " inside control flow" : "");
 
   IRMapping shared;
   for (unsigned i = 0; i < kernel.getNumArguments(); ++i)
@@ -103,7 +111,7 @@ LogicalResult emitLaunch(OpBuilder &b, gpu::GPUFuncOp kernel,
   }
   SmallVector<SmallVector<Operation *>> segments(1);
   for (Operation &op : body.without_terminator()) {
-    if (isa<gpu::BarrierOp>(op))
+    if (isBarrier(&op))
       segments.emplace_back();
     else
       segments.back().push_back(&op);

@@ -135,14 +135,27 @@ Value combineWith(OpBuilder &b, ReductionNest &r, Value acc, Value other);
 /// blocks of `launch`.
 Value addSharedBuffer(gpu::LaunchOp launch, Type type, int64_t count);
 
-/// At `b`, the top level of a launch's body: lane `lane` of a group of
-/// `lanes` threads (a power of two) stores `value` into the block's
+/// Threads in a warp.
+constexpr int64_t kWarpThreads = 32;
+
+/// At `b`, the top level of the body of a launch of `threads` threads a
+/// block: what each of `span` consecutive threads (a power of two,
+/// starting at a multiple of it) stored before, the others of them see
+/// after. Within a warp (span <= 32) a warp barrier (bar.warp.sync, which
+/// orders memory among its threads), else a block barrier.
+void syncLanes(OpBuilder &b, Location loc, int64_t span, int64_t threads);
+
+/// At `b`, the top level of a launch's body (`threads` a block): lane
+/// `lane` of a group of `lanes` threads (a power of two, the group's
+/// first thread a multiple of it) stores `value` into the block's
 /// `shared` buffer at base + lane, then the group folds its values as a
-/// tree by `r`'s combining op, a barrier (of the whole block) after each
-/// step but the last. shared[base] holds the group's value for lane 0
-/// (the others need a barrier first).
+/// tree by `r`'s combining op, syncLanes after each step but the last
+/// (steps among the first 32 lanes need only a warp's barrier).
+/// shared[base] holds the group's value for lane 0 (the others need a
+/// barrier first).
 void foldBlock(OpBuilder &b, Location loc, ReductionNest &r, Value shared,
-               Value base, Value lane, int64_t lanes, Value value);
+               Value base, Value lane, int64_t lanes, int64_t threads,
+               Value value);
 
 /// Whether consecutive elements of `r`'s nest are consecutive in memory:
 /// the innermost induction variable is the last index of a load (a row

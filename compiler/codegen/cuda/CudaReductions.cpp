@@ -14,6 +14,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/IRMapping.h"
@@ -173,12 +174,30 @@ Value addSharedBuffer(gpu::LaunchOp launch, Type type, int64_t count) {
       launch.getLoc());
 }
 
+void syncLanes(OpBuilder &b, Location loc, int64_t span, int64_t threads) {
+  if (span > kWarpThreads) {
+    gpu::BarrierOp::create(b, loc);
+    return;
+  }
+  // Every thread of the block runs it (it is at the top level of the
+  // body); a block smaller than a warp names only its threads.
+  const uint32_t mask =
+      threads >= kWarpThreads
+          ? 0xffffffffu
+          : static_cast<uint32_t>((uint64_t{1} << threads) - 1);
+  NVVM::SyncWarpOp::create(
+      b, loc,
+      arith::ConstantOp::create(
+          b, loc, b.getI32IntegerAttr(static_cast<int32_t>(mask))));
+}
+
 void foldBlock(OpBuilder &b, Location loc, ReductionNest &r, Value shared,
-               Value base, Value lane, int64_t lanes, Value value) {
+               Value base, Value lane, int64_t lanes, int64_t threads,
+               Value value) {
   Type index = b.getIndexType();
   Value mineAt = arith::AddIOp::create(b, loc, base, lane);
   memref::StoreOp::create(b, loc, value, shared, mineAt);
-  gpu::BarrierOp::create(b, loc);
+  syncLanes(b, loc, lanes, threads);
   // Lane l < s folds l + s into l; after s = 1, element `base` holds the
   // group's value (lane 0 wrote it last and reads it next).
   for (int64_t s = lanes / 2; s >= 1; s /= 2) {
@@ -192,8 +211,9 @@ void foldBlock(OpBuilder &b, Location loc, ReductionNest &r, Value shared,
     Value other = memref::LoadOp::create(fb, loc, shared, at);
     memref::StoreOp::create(fb, loc, combineWith(fb, r, mine, other), shared,
                             mineAt);
+    // The next step reads what lanes s / 2 to s - 1 wrote.
     if (s > 1)
-      gpu::BarrierOp::create(b, loc);
+      syncLanes(b, loc, s, threads);
   }
 }
 
@@ -274,7 +294,8 @@ LogicalResult cooperativeReductionOf(ReductionNest &r, func::FuncOp fn,
         scf::YieldOp::create(nb, nl, combinedAt(nb, nl, r, e, iter[0], map));
       });
   Value shared = addSharedBuffer(first, accType, kBlockThreads);
-  foldBlock(b, loc, r, shared, c(0), tid, kBlockThreads, strided.getResult(0));
+  foldBlock(b, loc, r, shared, c(0), tid, kBlockThreads, kBlockThreads,
+            strided.getResult(0));
   Value isFirst =
       arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid, c(0));
   auto guard = scf::IfOp::create(b, loc, isFirst, /*withElseRegion=*/false);

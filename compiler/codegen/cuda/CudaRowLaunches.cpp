@@ -302,7 +302,7 @@ void emitRowLaunch(MutableArrayRef<Member> group, ArrayRef<int64_t> rows) {
                               combinedAt(nb, loc, r, e, iter[0], map)};
                         }));
       })[0];
-      foldBlock(b, loc, r, sh, base, lane, lanes, partial);
+      foldBlock(b, loc, r, sh, base, lane, lanes, threads, partial);
       auto guard = scf::IfOp::create(b, loc, leads, false);
       OpBuilder gb = guard.getThenBodyBuilder();
       SmallVector<Value> at;
@@ -315,8 +315,10 @@ void emitRowLaunch(MutableArrayRef<Member> group, ArrayRef<int64_t> rows) {
       break;
     }
     }
+    // A row's lanes are one warp or whole warps, and only they exchange
+    // values (rowLocal).
     if (k + 1 < group.size())
-      gpu::BarrierOp::create(b, loc);
+      syncLanes(b, loc, lanes, threads);
   }
   for (Member &m : group)
     m.par.erase();
