@@ -34,41 +34,60 @@ struct Fused {
   std::vector<std::string> accesses;
 };
 
-/// Parses `body` as the body of @k(%a0, %a1, %a2, %a3: memref<8x8xf32>,
-/// %s: memref<8xf64>) (the last one scratch), fuses, and reports.
-/// `sameBuffers`: the argument pairs the memory plan may make one buffer.
-/// With `registers`, scratchToRegisters runs after the fusion.
+/// The test kernels' context.
+struct Kernel {
+  Kernel() : context(registry()) {}
+  static DialectRegistry registry() {
+    DialectRegistry r;
+    r.insert<arith::ArithDialect, func::FuncDialect, memref::MemRefDialect,
+             scf::SCFDialect>();
+    return r;
+  }
+  /// Parses `body` as the body of @k(%a0, %a1, %a2, %a3: memref<8x8xf32>,
+  /// %s: memref<8xf64>) (the last one scratch), with index constants %c0,
+  /// %c1, %c4, %c7, %c8 and zeros %f0 (f32), %d0 (f64); null (and a test
+  /// failure) when it does not parse.
+  func::FuncOp parse(const std::string &body) {
+    const std::string source =
+        "func.func @k(%a0: memref<8x8xf32>, %a1: memref<8x8xf32>, "
+        "%a2: memref<8x8xf32>, %a3: memref<8x8xf32>, %s: memref<8xf64>) {\n"
+        "  %c0 = arith.constant 0 : index\n"
+        "  %c1 = arith.constant 1 : index\n"
+        "  %c4 = arith.constant 4 : index\n"
+        "  %c7 = arith.constant 7 : index\n"
+        "  %c8 = arith.constant 8 : index\n"
+        "  %f0 = arith.constant 0.0 : f32\n"
+        "  %d0 = arith.constant 0.0 : f64\n" +
+        body + "  return\n}\n";
+    module = parseSourceString<ModuleOp>(source, ParserConfig(&context));
+    if (!module) {
+      ADD_FAILURE() << "does not parse:\n" << source;
+      return nullptr;
+    }
+    return *module->getOps<func::FuncOp>().begin();
+  }
+  MLIRContext context;
+  OwningOpRef<ModuleOp> module;
+};
+
+/// Parses `body` (Kernel::parse), fuses, and reports. `sameBuffers`: the
+/// argument pairs the memory plan may make one buffer. With `registers`,
+/// scratchToRegisters runs after the fusion.
 Fused fuse(const std::string &body,
            std::vector<std::pair<unsigned, unsigned>> sameBuffers = {},
            bool registers = false) {
-  DialectRegistry registry;
-  registry.insert<arith::ArithDialect, func::FuncDialect, memref::MemRefDialect,
-                  scf::SCFDialect>();
-  MLIRContext context(registry);
-  const std::string source =
-      "func.func @k(%a0: memref<8x8xf32>, %a1: memref<8x8xf32>, "
-      "%a2: memref<8x8xf32>, %a3: memref<8x8xf32>, %s: memref<8xf64>) {\n"
-      "  %c0 = arith.constant 0 : index\n"
-      "  %c1 = arith.constant 1 : index\n"
-      "  %c7 = arith.constant 7 : index\n"
-      "  %c8 = arith.constant 8 : index\n"
-      "  %f0 = arith.constant 0.0 : f32\n"
-      "  %d0 = arith.constant 0.0 : f64\n" +
-      body + "  return\n}\n";
-  OwningOpRef<ModuleOp> module =
-      parseSourceString<ModuleOp>(source, ParserConfig(&context));
+  Kernel kernel;
   Fused out;
-  if (!module) {
-    ADD_FAILURE() << "does not parse:\n" << source;
+  func::FuncOp fn = kernel.parse(body);
+  if (!fn)
     return out;
-  }
-  auto fn = *module->getOps<func::FuncOp>().begin();
+  ModuleOp module = *kernel.module;
   mlir::omni::cuda::fuseParallelLoops(fn, /*firstScratch=*/4, sameBuffers);
   out.scratch = {64};
   if (registers)
     mlir::omni::cuda::scratchToRegisters(fn, /*firstScratch=*/4, out.scratch);
   out.arguments = fn.getNumArguments();
-  EXPECT_TRUE(succeeded(verify(*module)));
+  EXPECT_TRUE(succeeded(verify(module)));
   auto loops = llvm::to_vector(fn.front().getOps<scf::ParallelOp>());
   out.loops = static_cast<int>(loops.size());
   if (!loops.empty())
@@ -84,12 +103,8 @@ Fused fuse(const std::string &body,
   return out;
 }
 
-/// A reduction as the lowering writes it: fill the f64 accumulator (the
-/// scratch), fold each row into it, round it into the result.
-const char *kRowSum = R"(
-  scf.parallel (%i) = (%c0) to (%c8) step (%c1) {
-    memref.store %d0, %s[%i] : memref<8xf64>
-  }
+/// Row i of a0 folded into the f64 accumulator s[i].
+const std::string kFoldRows = R"(
   scf.parallel (%i) = (%c0) to (%c8) step (%c1) {
     %init = memref.load %s[%i] : memref<8xf64>
     %r = scf.for %j = %c0 to %c8 step %c1 iter_args(%acc = %init) -> f64 {
@@ -100,6 +115,14 @@ const char *kRowSum = R"(
     }
     memref.store %r, %s[%i] : memref<8xf64>
   }
+)";
+/// A reduction as the lowering writes it: fill the f64 accumulator (the
+/// scratch), fold each row into it, round it into the result.
+const std::string kRowSum = R"(
+  scf.parallel (%i) = (%c0) to (%c8) step (%c1) {
+    memref.store %d0, %s[%i] : memref<8xf64>
+  }
+)" + kFoldRows + R"(
   scf.parallel (%i) = (%c0) to (%c8) step (%c1) {
     %v = memref.load %s[%i] : memref<8xf64>
     %t = arith.truncf %v : f64 to f32
@@ -309,57 +332,31 @@ TEST(CudaLoopFusion, ALoopMovesOverAnIndependentOne) {
 /// the row launches' rule), in the kernel of fuse() with `sameBuffers`.
 bool rowLocal(const std::string &body, unsigned rows,
               std::vector<std::pair<unsigned, unsigned>> sameBuffers = {}) {
-  DialectRegistry registry;
-  registry.insert<arith::ArithDialect, func::FuncDialect, memref::MemRefDialect,
-                  scf::SCFDialect>();
-  MLIRContext context(registry);
-  const std::string source =
-      "func.func @k(%a0: memref<8x8xf32>, %a1: memref<8x8xf32>, "
-      "%a2: memref<8x8xf32>, %a3: memref<8x8xf32>, %s: memref<8xf64>) {\n"
-      "  %c0 = arith.constant 0 : index\n"
-      "  %c1 = arith.constant 1 : index\n"
-      "  %c4 = arith.constant 4 : index\n"
-      "  %c8 = arith.constant 8 : index\n"
-      "  %d0 = arith.constant 0.0 : f64\n" +
-      body + "  return\n}\n";
-  OwningOpRef<ModuleOp> module =
-      parseSourceString<ModuleOp>(source, ParserConfig(&context));
-  if (!module) {
-    ADD_FAILURE() << "does not parse:\n" << source;
+  Kernel kernel;
+  func::FuncOp fn = kernel.parse(body);
+  if (!fn)
     return false;
-  }
-  auto fn = *module->getOps<func::FuncOp>().begin();
   auto loops = llvm::to_vector(fn.front().getOps<scf::ParallelOp>());
   return mlir::omni::cuda::rowLocal(fn, /*firstScratch=*/4, sameBuffers,
                                     loops.front(), loops.back(), rows);
 }
 
 /// Row i of a0 written by an elementwise loop, then summed into s[i].
-const char *kRowThenSum = R"(
+const std::string kRowThenSum = R"(
   scf.parallel (%i, %j) = (%c0, %c0) to (%c8, %c8) step (%c1, %c1) {
     %x = memref.load %a1[%i, %j] : memref<8x8xf32>
     memref.store %x, %a0[%i, %j] : memref<8x8xf32>
   }
-  scf.parallel (%i) = (%c0) to (%c8) step (%c1) {
-    %init = memref.load %s[%i] : memref<8xf64>
-    %r = scf.for %k = %c0 to %c8 step %c1 iter_args(%acc = %init) -> f64 {
-      %x = memref.load %a0[%i, %k] : memref<8x8xf32>
-      %w = arith.extf %x : f32 to f64
-      %n = arith.addf %acc, %w : f64
-      scf.yield %n : f64
-    }
-    memref.store %r, %s[%i] : memref<8xf64>
-  }
-)";
+)" + kFoldRows;
 
 TEST(CudaRowLaunches, ARowWrittenThenSummedStaysInItsRow) {
   EXPECT_TRUE(rowLocal(kRowThenSum, 1));
 }
 
 TEST(CudaRowLaunches, ASumOfAColumnReadsOtherRows) {
-  // The sum reads a0[k, i]: row i's sum reads every row's element i.
+  // The sum reads a0[j, i]: row i's sum reads every row's element i.
   std::string column = kRowThenSum;
-  column.replace(column.find("%a0[%i, %k]"), 11, "%a0[%k, %i]");
+  column.replace(column.rfind("%a0[%i, %j]"), 11, "%a0[%j, %i]");
   EXPECT_FALSE(rowLocal(column, 1));
 }
 
@@ -368,10 +365,10 @@ TEST(CudaRowLaunches, AnInPlacePairIsOneBuffer) {
   // indexed by the row at the same position, so still row-local; without
   // the pair they never overlap.
   std::string pair = kRowThenSum;
-  pair.replace(pair.find("%a0[%i, %k]"), 11, "%a2[%i, %k]");
+  pair.replace(pair.rfind("%a0[%i, %j]"), 11, "%a2[%i, %j]");
   EXPECT_TRUE(rowLocal(pair, 1, {{2, 0}}));
   EXPECT_TRUE(rowLocal(pair, 1));
-  pair.replace(pair.find("%a2[%i, %k]"), 11, "%a2[%k, %i]");
+  pair.replace(pair.find("%a2[%i, %j]"), 11, "%a2[%j, %i]");
   EXPECT_FALSE(rowLocal(pair, 1, {{2, 0}}));
   EXPECT_TRUE(rowLocal(pair, 1));
 }
