@@ -30,12 +30,24 @@
 using namespace mlir;
 
 namespace mlir::omni::cuda {
-namespace {
-
-/// The largest grid.x a launch may have.
-constexpr int64_t kMaxGridX = 2147483647;
-
-} // namespace
+SmallVector<Value> delinearize(OpBuilder &b, Location loc, Value linear,
+                               ArrayRef<int64_t> trips) {
+  Type type = linear.getType();
+  SmallVector<Value> ivs(trips.size());
+  Value rest = linear;
+  for (int d = static_cast<int>(trips.size()) - 1; d >= 0; --d) {
+    if (trips[d] == 1) {
+      ivs[d] = indexConst(b, loc, type, 0);
+    } else if (d == 0) {
+      ivs[d] = rest;
+    } else {
+      Value t = indexConst(b, loc, type, trips[d]);
+      ivs[d] = arith::RemUIOp::create(b, loc, rest, t);
+      rest = arith::DivUIOp::create(b, loc, rest, t);
+    }
+  }
+  return ivs;
+}
 
 /// Creates a gpu.launch of grid x block threads before `at`, with an empty
 /// body ending in gpu.terminator; `b` is left before the terminator.
@@ -133,19 +145,9 @@ LogicalResult parallelToLaunch(scf::ParallelOp par, StringRef symbol,
     Value rest = k == 0 ? id
                         : Value(arith::AddIOp::create(
                               b, loc, id, indexConst(b, loc, it, k * threads)));
-    SmallVector<Value> ivs(rank);
-    for (int d = static_cast<int>(rank) - 1; d >= 0; --d) {
-      Value i;
-      if (trip[d] == 1) {
-        i = indexConst(b, loc, it, 0);
-      } else if (d == 0) {
-        i = rest;
-      } else {
-        Value t = indexConst(b, loc, it, trip[d]);
-        i = arith::RemUIOp::create(b, loc, rest, t);
-        rest = arith::DivUIOp::create(b, loc, rest, t);
-      }
-      Value iv = toIndex(i);
+    SmallVector<Value> ivs = delinearize(b, loc, rest, trip);
+    for (unsigned d = 0; d < rank; ++d) {
+      Value iv = toIndex(ivs[d]);
       if (step[d] != 1)
         iv = arith::MulIOp::create(b, loc, iv,
                                    indexConst(b, loc, index, step[d]));

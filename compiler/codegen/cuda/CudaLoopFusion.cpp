@@ -158,28 +158,6 @@ public:
 
   void run();
 
-private:
-  bool mayAlias(Value a, Value b) const {
-    return buffersMayOverlap(fn, firstScratch, sameBuffers, a, b);
-  }
-
-  /// The same elements at the same indices: one memref value, or the two
-  /// arguments of an in-place pair with one type (the plan gives a result
-  /// the whole buffer of the input it overwrites, shape for shape).
-  bool sameMemref(Value a, Value b) const {
-    if (a == b)
-      return true;
-    auto x = dyn_cast<BlockArgument>(a), y = dyn_cast<BlockArgument>(b);
-    Block *entry = x ? x.getOwner() : nullptr;
-    if (!x || !y || !entry->isEntryBlock() ||
-        !isa<func::FuncOp>(entry->getParentOp()) || y.getOwner() != entry ||
-        x.getType() != y.getType() ||
-        !cast<MemRefType>(x.getType()).getLayout().isIdentity())
-      return false;
-    return isPair(sameBuffers, x.getArgNumber(), y.getArgNumber());
-  }
-
-public:
   /// No element one of them writes is touched by the other.
   bool independent(ArrayRef<Access> a, ArrayRef<Access> b) const {
     for (const Access &x : a)
@@ -189,31 +167,6 @@ public:
     return true;
   }
 
-private:
-  /// Whether every two accesses, one of `a` and one of `b`, that may touch
-  /// one element and one of which writes it, access the same memref and
-  /// `agree`.
-  bool conflictsAgree(
-      ArrayRef<Access> a, ArrayRef<Access> b,
-      function_ref<bool(const Access &, const Access &)> agree) const {
-    for (const Access &x : a)
-      for (const Access &y : b) {
-        if (!(x.write || y.write) || !mayAlias(x.memref, y.memref))
-          continue;
-        if (!sameMemref(x.memref, y.memref) || !agree(x, y))
-          return false;
-      }
-    return true;
-  }
-
-  /// Every element one writes the other touches only in the same iteration.
-  bool fusible(ArrayRef<Access> a, ArrayRef<Access> b) const {
-    return conflictsAgree(a, b, [](const Access &x, const Access &y) {
-      return !x.at.empty() && x.usesEveryIv && x.at == y.at;
-    });
-  }
-
-public:
   /// Every element one writes the other touches only in the same row: both
   /// index it by the first `rows` induction variables of their own loop,
   /// each once, at the same positions.
@@ -237,6 +190,49 @@ public:
   }
 
 private:
+  bool mayAlias(Value a, Value b) const {
+    return buffersMayOverlap(fn, firstScratch, sameBuffers, a, b);
+  }
+
+  /// The same elements at the same indices: one memref value, or the two
+  /// arguments of an in-place pair with one type (the plan gives a result
+  /// the whole buffer of the input it overwrites, shape for shape).
+  bool sameMemref(Value a, Value b) const {
+    if (a == b)
+      return true;
+    auto x = dyn_cast<BlockArgument>(a), y = dyn_cast<BlockArgument>(b);
+    Block *entry = x ? x.getOwner() : nullptr;
+    if (!x || !y || !entry->isEntryBlock() ||
+        !isa<func::FuncOp>(entry->getParentOp()) || y.getOwner() != entry ||
+        x.getType() != y.getType() ||
+        !cast<MemRefType>(x.getType()).getLayout().isIdentity())
+      return false;
+    return isPair(sameBuffers, x.getArgNumber(), y.getArgNumber());
+  }
+
+  /// Whether every two accesses, one of `a` and one of `b`, that may touch
+  /// one element and one of which writes it, access the same memref and
+  /// `agree`.
+  bool conflictsAgree(
+      ArrayRef<Access> a, ArrayRef<Access> b,
+      function_ref<bool(const Access &, const Access &)> agree) const {
+    for (const Access &x : a)
+      for (const Access &y : b) {
+        if (!(x.write || y.write) || !mayAlias(x.memref, y.memref))
+          continue;
+        if (!sameMemref(x.memref, y.memref) || !agree(x, y))
+          return false;
+      }
+    return true;
+  }
+
+  /// Every element one writes the other touches only in the same iteration.
+  bool fusible(ArrayRef<Access> a, ArrayRef<Access> b) const {
+    return conflictsAgree(a, b, [](const Access &x, const Access &y) {
+      return !x.at.empty() && x.usesEveryIv && x.at == y.at;
+    });
+  }
+
   static bool sameSpace(scf::ParallelOp a, scf::ParallelOp b) {
     if (a.getNumLoops() != b.getNumLoops())
       return false;

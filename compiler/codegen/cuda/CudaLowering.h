@@ -57,6 +57,15 @@ constexpr int64_t kBlockThreads = 256;
 constexpr int64_t kCoarsen = 4;
 constexpr int64_t kCoarsenMinIterations = int64_t{1} << 20;
 
+/// The largest grid.x a launch may have.
+constexpr int64_t kMaxGridX = 2147483647;
+
+/// `linear` as the indices of the row-major space `trips` (the last
+/// fastest), in `linear`'s type (index, or i32 where the space fits: its
+/// divisions are much cheaper on a GPU).
+SmallVector<Value> delinearize(OpBuilder &b, Location loc, Value linear,
+                               ArrayRef<int64_t> trips);
+
 /// Bytes of one element in memory (i1 takes one byte, as on the cpu).
 int64_t elementBytes(Type t);
 

@@ -129,18 +129,9 @@ std::optional<ReductionNest> matchReductionNest(scf::ForOp outer,
 Value combinedAt(OpBuilder &nb, Location nl, ReductionNest &r, Value e,
                  Value acc, IRMapping &map) {
   Type indexType = nb.getIndexType();
-  Value rest = e;
-  for (int d = static_cast<int>(r.nest.size()) - 1; d >= 0; --d) {
-    Value i;
-    Value tripD = indexConst(nb, nl, indexType, r.trip[d]);
-    if (r.trip[d] == 1) {
-      i = indexConst(nb, nl, indexType, 0);
-    } else if (d == 0) {
-      i = rest;
-    } else {
-      i = arith::RemUIOp::create(nb, nl, rest, tripD);
-      rest = arith::DivUIOp::create(nb, nl, rest, tripD);
-    }
+  SmallVector<Value> ivs = delinearize(nb, nl, e, r.trip);
+  for (size_t d = 0; d < r.nest.size(); ++d) {
+    Value i = ivs[d];
     if (r.step[d] != 1)
       i = arith::MulIOp::create(nb, nl, i,
                                 indexConst(nb, nl, indexType, r.step[d]));

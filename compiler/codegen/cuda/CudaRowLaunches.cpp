@@ -54,8 +54,6 @@ constexpr int64_t kRowMaxElements = 16384;
 /// A row launch gives each row about this many elements per thread in its
 /// longest loop: enough loads in flight per thread, and a short fold.
 constexpr int64_t kRowElementsPerThread = 4;
-/// The most blocks a launch may have.
-constexpr int64_t kMaxBlocks = 2147483647;
 
 enum class Kind { Row, Elements, Reduce };
 
@@ -121,23 +119,15 @@ std::optional<Member> classify(scf::ParallelOp par, ArrayRef<int64_t> rows) {
   return m;
 }
 
-/// `linear` (an index) as indices of the row-major space `trips`.
-SmallVector<Value> delinearize(OpBuilder &b, Location loc, Value linear,
-                               ArrayRef<int64_t> trips) {
-  Type index = b.getIndexType();
-  SmallVector<Value> ivs(trips.size());
-  Value rest = linear;
-  for (int d = static_cast<int>(trips.size()) - 1; d >= 0; --d) {
-    if (trips[d] == 1) {
-      ivs[d] = indexConst(b, loc, index, 0);
-    } else if (d == 0) {
-      ivs[d] = rest;
-    } else {
-      Value t = indexConst(b, loc, index, trips[d]);
-      ivs[d] = arith::RemUIOp::create(b, loc, rest, t);
-      rest = arith::DivUIOp::create(b, loc, rest, t);
-    }
-  }
+/// delinearize() of the index `linear` in 32-bit arithmetic (it fits: a
+/// row launch has fewer than 2^31 rows and 16384 elements a row), the
+/// indices back as index values.
+SmallVector<Value> delinearize32(OpBuilder &b, Location loc, Value linear,
+                                 ArrayRef<int64_t> trips) {
+  Value narrow = arith::IndexCastUIOp::create(b, loc, b.getI32Type(), linear);
+  SmallVector<Value> ivs = delinearize(b, loc, narrow, trips);
+  for (Value &iv : ivs)
+    iv = arith::IndexCastUIOp::create(b, loc, b.getIndexType(), iv);
   return ivs;
 }
 
@@ -221,7 +211,7 @@ void emitRowLaunch(MutableArrayRef<Member> group, ArrayRef<int64_t> rows) {
       arith::MulIOp::create(b, loc, launch.getBlockIds().x, c(perBlock)), slot);
   // The row's part of each shared buffer.
   Value base = arith::MulIOp::create(b, loc, slot, c(lanes));
-  SmallVector<Value> rowIvs = delinearize(b, loc, row, rows);
+  SmallVector<Value> rowIvs = delinearize32(b, loc, row, rows);
   // Whether this thread's row exists (all do unless the last block has
   // fewer): the loops' work is guarded, the barriers are not.
   Value exists = count % perBlock == 0
@@ -277,7 +267,7 @@ void emitRowLaunch(MutableArrayRef<Member> group, ArrayRef<int64_t> rows) {
         stridedLoop(eb, loc, lane, m.perRow, lanes, {},
                     [&](OpBuilder &nb, Value e, ValueRange) {
                       for (auto [d, iv] :
-                           llvm::enumerate(delinearize(nb, loc, e, inner)))
+                           llvm::enumerate(delinearize32(nb, loc, e, inner)))
                         map.map(m.par.getInductionVars()[rows.size() + d], iv);
                       for (Operation &op : body->without_terminator())
                         nb.clone(op, map);
@@ -347,9 +337,9 @@ void rowLaunches(func::FuncOp fn, unsigned firstScratch,
     // Rows beyond a launch's blocks (each holds at least one) stay split.
     int64_t count = 1;
     for (int64_t r : *rows)
-      count = std::min(kMaxBlocks + 1, count * r);
+      count = r > kMaxGridX / count ? kMaxGridX + 1 : count * r;
     if (!m || m->kind != Kind::Reduce || m->perRow < kRowMinElements ||
-        count > kMaxBlocks)
+        count > kMaxGridX)
       continue;
     SmallVector<Member, 4> group;
     group.push_back(std::move(*m));
