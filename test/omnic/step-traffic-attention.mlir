@@ -18,6 +18,9 @@
 // RUN: omnic %s --target=cuda --emit=json > %t.json
 // RUN: python3 %omni_src_root/tools/step-traffic/step-traffic.py %t.json --peak-tflops=1 --peak-gbs=1 --launch-us=1 | FileCheck %s
 // RUN: python3 %omni_src_root/tools/step-traffic/step-traffic.py %t.json --peak-tflops=1 --peak-gbs=1 --launch-us=1 --attention=flash | FileCheck %s --check-prefix=FLASH
+// An unknown path is refused (argparse's usage, then one line).
+// RUN: not python3 %omni_src_root/tools/step-traffic/step-traffic.py %t.json --attention=cudnn 2>&1 | FileCheck %s --check-prefix=BAD
+// BAD: step-traffic.py: error: argument --attention: invalid choice: 'cudnn'
 // The cpu target has fused attention: nothing more.
 // RUN: omnic %s --emit=json > %t.cpu.json
 // RUN: python3 %omni_src_root/tools/step-traffic/step-traffic.py %t.cpu.json --peak-tflops=1 --peak-gbs=1 --launch-us=1 | FileCheck %s --check-prefix=CPU
