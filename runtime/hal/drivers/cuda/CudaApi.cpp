@@ -12,6 +12,8 @@
 
 #include <cstdlib>
 #include <dlfcn.h>
+#include <string>
+#include <vector>
 
 namespace omni::hal::cuda {
 namespace {
@@ -198,8 +200,11 @@ absl::StatusOr<const CublasLtApi *> CudaApi::cublasLt() const {
   std::call_once(cublasLtOnce_, [this] {
     void *handle = nullptr;
     std::string errors;
-    for (const char *name : {"libcublasLt.so.13", "libcublasLt.so.12"}) {
-      handle = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    std::vector<std::string> names = {"libcublasLt.so.13", "libcublasLt.so.12"};
+    if (const char *env = std::getenv("OMNI_CUBLASLT_LIBRARY"); env && *env)
+      names = {env};
+    for (const std::string &name : names) {
+      handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
       if (handle)
         break;
       absl::StrAppend(&errors, errors.empty() ? "" : "; ", lastDlError());
@@ -226,7 +231,9 @@ absl::StatusOr<const CublasLtApi *> CudaApi::cublasLt() const {
 
 absl::StatusOr<const CudnnApi *> CudaApi::cudnn() const {
   std::call_once(cudnnOnce_, [this] {
-    void *handle = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_LOCAL);
+    const char *env = std::getenv("OMNI_CUDNN_LIBRARY");
+    void *handle =
+        dlopen(env && *env ? env : "libcudnn.so.9", RTLD_NOW | RTLD_LOCAL);
     if (!handle) {
       cudnn_ = absl::UnavailableError(absl::StrCat(
           "cuda: no cuDNN for convolutions (", lastDlError(), ")"));

@@ -2,158 +2,27 @@
 //
 // FlashAttention.h is the cuda driver's attention kernel; no GPU runs in CI,
 // so this test runs the same code on the host under a model of what it
-// uses from CUDA (FlashAttention.h lists it):
-// - each of a block's 128 threads is a std::thread; __syncthreads and
-//   __syncwarp are barriers of the block's 128 and the warp's 32 threads,
-//   so a missing barrier shows up as a race (and under TSan as one);
-// - a WMMA fragment holds its whole 16x16 tile in every thread (WMMA leaves
-//   the element-to-thread mapping unspecified and the kernel never relies
-//   on it); loads read the tile, mma_sync multiplies exactly in float, and
-//   a store writes from lane 0 only, so the kernel must __syncwarp before
-//   another lane reads what a store wrote, as on the GPU;
-// - bf16 / f16 round to nearest even (runtime/io/ElementCodec.h).
+// uses from CUDA (FlashAttentionHostModel.h: a std::thread per CUDA thread,
+// barriers, WMMA fragments holding whole tiles).
 // Every block of a call runs, one after another, with the shared memory
 // sharedBytes() says, and the result is checked against attention computed
 // in double from the same rounded inputs.
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/hal/drivers/cuda/kernels/FlashAttentionHostModel.h"
 #include "runtime/io/ElementCodec.h"
 
 #include "gtest/gtest.h"
 
-#include <algorithm>
 #include <cmath>
-#include <condition_variable>
-#include <cstdint>
-#include <memory>
-#include <mutex>
 #include <random>
-#include <thread>
-#include <type_traits>
 #include <vector>
 
 namespace {
 
-/// A reusable barrier of `count` threads.
-class Barrier {
-public:
-  explicit Barrier(int count) : count_(count) {}
-  void wait() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    const uint64_t generation = generation_;
-    if (++waiting_ == count_) {
-      waiting_ = 0;
-      ++generation_;
-      cv_.notify_all();
-      return;
-    }
-    cv_.wait(lock, [&] { return generation_ != generation; });
-  }
-
-private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  int count_, waiting_ = 0;
-  uint64_t generation_ = 0;
-};
-
-thread_local Barrier *blockBarrier = nullptr;
-thread_local Barrier *warpBarrier = nullptr;
-thread_local int laneId = 0;
-
-struct Bf16 {
-  uint16_t bits;
-};
-struct F16 {
-  uint16_t bits;
-};
-
-} // namespace
-
-#define OMNI_FA_FN inline
-inline void faSyncThreads() { blockBarrier->wait(); }
-inline void faSyncWarp() { warpBarrier->wait(); }
-inline float faToFloat(Bf16 x) {
-  return static_cast<float>(omni::doubleFromBf16Bits(x.bits));
-}
-inline float faToFloat(F16 x) {
-  return static_cast<float>(omni::doubleFromHalfBits(x.bits));
-}
-template <typename T> T faFromFloat(float v);
-template <> inline Bf16 faFromFloat<Bf16>(float v) {
-  return Bf16{omni::bf16BitsFromDouble(v)};
-}
-template <> inline F16 faFromFloat<F16>(float v) {
-  return F16{omni::halfBitsFromDouble(v)};
-}
-
-/// nvcuda::wmma's names, each fragment holding its whole tile.
-namespace faWmma {
-struct matrix_a {};
-struct matrix_b {};
-struct accumulator {};
-struct row_major {};
-struct col_major {};
-enum layout_t { mem_row_major, mem_col_major };
-
-template <typename Use, int M, int N, int K, typename T, typename Layout = void>
-struct fragment {
-  static constexpr int num_elements = M * N;
-  float x[M * N]; // element (r, c) at r * N + c, as a float
-};
-
-template <typename Use, typename T, typename Layout>
-void load_matrix_sync(fragment<Use, 16, 16, 16, T, Layout> &f, const T *p,
-                      unsigned ld) {
-  for (int r = 0; r < 16; ++r)
-    for (int c = 0; c < 16; ++c)
-      f.x[r * 16 + c] =
-          faToFloat(std::is_same<Layout, row_major>::value ? p[r * ld + c]
-                                                           : p[c * ld + r]);
-}
-inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float> &f,
-                             const float *p, unsigned ld, layout_t layout) {
-  for (int r = 0; r < 16; ++r)
-    for (int c = 0; c < 16; ++c)
-      f.x[r * 16 + c] = layout == mem_row_major ? p[r * ld + c] : p[c * ld + r];
-}
-inline void store_matrix_sync(float *p,
-                              const fragment<accumulator, 16, 16, 16, float> &f,
-                              unsigned ld, layout_t layout) {
-  if (laneId != 0)
-    return;
-  for (int r = 0; r < 16; ++r)
-    for (int c = 0; c < 16; ++c)
-      (layout == mem_row_major ? p[r * ld + c] : p[c * ld + r]) =
-          f.x[r * 16 + c];
-}
-inline void fill_fragment(fragment<accumulator, 16, 16, 16, float> &f,
-                          float v) {
-  std::fill(f.x, f.x + 256, v);
-}
-template <typename T, typename LA, typename LB>
-void mma_sync(fragment<accumulator, 16, 16, 16, float> &d,
-              const fragment<matrix_a, 16, 16, 16, T, LA> &a,
-              const fragment<matrix_b, 16, 16, 16, T, LB> &b,
-              const fragment<accumulator, 16, 16, 16, float> &c) {
-  fragment<accumulator, 16, 16, 16, float> out;
-  for (int r = 0; r < 16; ++r)
-    for (int n = 0; n < 16; ++n) {
-      float s = c.x[r * 16 + n];
-      for (int k = 0; k < 16; ++k)
-        s += a.x[r * 16 + k] * b.x[k * 16 + n];
-      out.x[r * 16 + n] = s;
-    }
-  d = out;
-}
-} // namespace faWmma
-
-#include "runtime/hal/drivers/cuda/kernels/FlashAttentionBackward.h"
-
-namespace {
-
 using namespace omni::hal::cuda::flash;
+using flash_host::runBlocks;
 
 struct Problem {
   int64_t batch, heads, seqQ, seqK;
@@ -174,31 +43,6 @@ std::vector<T> randomTensor(int64_t n, std::mt19937 &rng, float scale) {
   for (T &x : t)
     x = faFromFloat<T>(normal(rng));
   return t;
-}
-
-/// Runs blocks [0, blocks) one after another, each with kThreads host
-/// threads and `sharedBytes` of shared memory filled with garbage (as on a
-/// GPU): body(block, shared, thread).
-template <typename Body>
-void runBlocks(int64_t blocks, size_t sharedBytes, const Body &body) {
-  std::vector<unsigned char> shared(sharedBytes);
-  for (int64_t block = 0; block < blocks; ++block) {
-    std::fill(shared.begin(), shared.end(), 0xA5);
-    Barrier all(kThreads);
-    std::vector<std::unique_ptr<Barrier>> warps;
-    for (int w = 0; w < kThreads / 32; ++w)
-      warps.push_back(std::make_unique<Barrier>(32));
-    std::vector<std::thread> threads;
-    for (int t = 0; t < kThreads; ++t)
-      threads.emplace_back([&, t] {
-        blockBarrier = &all;
-        warpBarrier = warps[t / 32].get();
-        laneId = t % 32;
-        body(block, shared.data(), t);
-      });
-    for (std::thread &t : threads)
-      t.join();
-  }
 }
 
 /// Runs every block of the forward on the host.

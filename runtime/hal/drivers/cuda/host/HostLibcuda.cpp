@@ -1,0 +1,671 @@
+//===- HostLibcuda.cpp - The CUDA driver API modelled on the CPU ----------===//
+//
+// The entry points the cuda driver resolves through cuGetProcAddress_v2
+// (CudaApi.h's OMNI_CUDA_DRIVER_ENTRIES), for HostModel.h's model: one
+// device (more with $OMNI_HOST_CUDA_DEVICES), sm_90, host memory, streams
+// that run commands when they are enqueued, stream capture recording them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/hal/drivers/cuda/host/HostModel.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+// The handles cuda.h leaves opaque.
+struct CUctx_st {};
+struct CUmemPoolHandle_st {};
+struct CUevent_st {};
+
+/// The allocations a capture made: the graph owns them (freed when the
+/// last of the graph and its instances goes).
+struct GraphMemory {
+  std::vector<uintptr_t> allocations;
+  ~GraphMemory();
+};
+
+struct CUgraph_st {
+  std::shared_ptr<std::vector<std::function<CUresult()>>> ops =
+      std::make_shared<std::vector<std::function<CUresult()>>>();
+  std::shared_ptr<GraphMemory> memory = std::make_shared<GraphMemory>();
+};
+struct CUgraphExec_st {
+  std::shared_ptr<std::vector<std::function<CUresult()>>> ops;
+  std::shared_ptr<GraphMemory> memory;
+};
+
+struct CUstream_st {
+  /// The graph being captured, or null.
+  std::unique_ptr<CUgraph_st> capture;
+  /// A command the capture cannot hold happened (the capture fails).
+  bool invalidated = false;
+};
+
+struct CUmod_st {
+  std::set<std::string> entries;
+};
+struct CUfunc_st {
+  std::string name;
+  const omni::hal::cuda::host::HostKernel *kernel = nullptr;
+  int maxDynamicShared = 48 * 1024;
+};
+
+namespace omni::hal::cuda::host {
+namespace {
+
+constexpr int kSharedOptIn = 227 * 1024; // sm_90's opt-in limit per block
+constexpr size_t kTotalMemory = size_t(80) << 30;
+constexpr size_t kAlignment = 256;
+
+/// Live allocations: start -> size.
+std::map<uintptr_t, size_t> &allocations() {
+  static auto *live = new std::map<uintptr_t, size_t>();
+  return *live;
+}
+/// Bytes of live allocations owned by graphs.
+size_t graphBytes = 0;
+
+CUctx_st theContext;
+CUmemPoolHandle_st thePool;
+
+int deviceCount() {
+  const char *v = std::getenv("OMNI_HOST_CUDA_DEVICES");
+  return v && *v ? std::atoi(v) : 1;
+}
+
+CUresult allocate(size_t bytes, uintptr_t *out) {
+  if (bytes == 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  void *p = std::aligned_alloc(kAlignment, rounded);
+  if (!p)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  // Fresh device memory holds whatever was there: bytes that read as NaN
+  // in every float type, so a result built on unwritten memory shows.
+  std::memset(p, 0xFF, rounded);
+  *out = reinterpret_cast<uintptr_t>(p);
+  allocations()[*out] = bytes;
+  return CUDA_SUCCESS;
+}
+
+void release(uintptr_t p) {
+  allocations().erase(p);
+  std::free(reinterpret_cast<void *>(p));
+}
+
+void releaseGraphAllocation(uintptr_t p) {
+  graphBytes -= allocations()[p];
+  release(p);
+}
+
+#define OMNI_HOST_LOCK std::lock_guard<std::recursive_mutex> lock(modelMutex())
+
+//===----------------------------------------------------------------------===//
+// Initialization, devices, contexts
+//===----------------------------------------------------------------------===//
+
+CUresult host_cuGetErrorName(CUresult error, const char **name) {
+  switch (error) {
+#define OMNI_NAME(e)                                                           \
+  case e:                                                                      \
+    *name = #e;                                                                \
+    return CUDA_SUCCESS;
+    OMNI_NAME(CUDA_SUCCESS)
+    OMNI_NAME(CUDA_ERROR_INVALID_VALUE)
+    OMNI_NAME(CUDA_ERROR_OUT_OF_MEMORY)
+    OMNI_NAME(CUDA_ERROR_INVALID_DEVICE)
+    OMNI_NAME(CUDA_ERROR_INVALID_IMAGE)
+    OMNI_NAME(CUDA_ERROR_INVALID_HANDLE)
+    OMNI_NAME(CUDA_ERROR_NOT_FOUND)
+    OMNI_NAME(CUDA_ERROR_NOT_READY)
+    OMNI_NAME(CUDA_ERROR_ILLEGAL_ADDRESS)
+    OMNI_NAME(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)
+    OMNI_NAME(CUDA_ERROR_NOT_SUPPORTED)
+    OMNI_NAME(CUDA_ERROR_ILLEGAL_STATE)
+    OMNI_NAME(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)
+    OMNI_NAME(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
+#undef OMNI_NAME
+  default:
+    *name = nullptr;
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+CUresult host_cuGetErrorString(CUresult error, const char **text) {
+  const char *name = nullptr;
+  if (host_cuGetErrorName(error, &name) != CUDA_SUCCESS)
+    return CUDA_ERROR_INVALID_VALUE;
+  *text = "reported by the host model of libcuda";
+  return CUDA_SUCCESS;
+}
+
+CUresult host_cuDriverGetVersion(int *version) {
+  *version = 13000;
+  return CUDA_SUCCESS;
+}
+
+CUresult host_cuInit(unsigned) { return CUDA_SUCCESS; }
+
+CUresult host_cuDeviceGetCount(int *count) {
+  *count = deviceCount();
+  return CUDA_SUCCESS;
+}
+
+CUresult host_cuDeviceGet(CUdevice *device, int ordinal) {
+  if (ordinal < 0 || ordinal >= deviceCount())
+    return CUDA_ERROR_INVALID_DEVICE;
+  *device = ordinal;
+  return CUDA_SUCCESS;
+}
+
+CUresult host_cuDeviceGetName(char *name, int length, CUdevice) {
+  std::strncpy(name, "host model of an sm_90 GPU", static_cast<size_t>(length));
+  return CUDA_SUCCESS;
+}
+
+CUresult host_cuDeviceGetAttribute(int *value, CUdevice_attribute attribute,
+                                   CUdevice) {
+  switch (attribute) {
+  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+    *value = 9;
+    return CUDA_SUCCESS;
+  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
+    *value = 0;
+    return CUDA_SUCCESS;
+  case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
+    // Few, so that the helper kernels' grid-stride loops take several
+    // strides on the model's small tests too.
+    *value = 2;
+    return CUDA_SUCCESS;
+  case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED:
+    *value = 1;
+    return CUDA_SUCCESS;
+  case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:
+    *value = kSharedOptIn;
+    return CUDA_SUCCESS;
+  default:
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+CUresult host_cuDeviceTotalMem(size_t *bytes, CUdevice) {
+  *bytes = kTotalMemory;
+  return CUDA_SUCCESS;
+}
+
+CUresult host_cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice) {
+  *pool = &thePool;
+  return CUDA_SUCCESS;
+}
+
+CUresult host_cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute,
+                                    void *) {
+  return pool == &thePool ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult host_cuDevicePrimaryCtxRetain(CUcontext *context, CUdevice) {
+  *context = &theContext;
+  return CUDA_SUCCESS;
+}
+
+CUresult host_cuDevicePrimaryCtxRelease(CUdevice) { return CUDA_SUCCESS; }
+
+CUresult host_cuCtxSetCurrent(CUcontext context) {
+  return context == &theContext ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+//===----------------------------------------------------------------------===//
+// Streams and events
+//===----------------------------------------------------------------------===//
+
+CUresult host_cuStreamCreate(CUstream *stream, unsigned) {
+  OMNI_HOST_LOCK;
+  *stream = new CUstream_st();
+  return CUDA_SUCCESS;
+}
+
+CUresult host_cuStreamDestroy(CUstream stream) {
+  OMNI_HOST_LOCK;
+  if (stream->capture)
+    return CUDA_ERROR_ILLEGAL_STATE;
+  delete stream;
+  return CUDA_SUCCESS;
+}
+
+CUresult host_cuStreamSynchronize(CUstream stream) {
+  OMNI_HOST_LOCK;
+  if (stream && stream->capture) {
+    stream->invalidated = true;
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
+  return CUDA_SUCCESS; // every command already ran
+}
+
+CUresult host_cuStreamWaitEvent(CUstream, CUevent event, unsigned) {
+  return event ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult host_cuEventCreate(CUevent *event, unsigned) {
+  *event = new CUevent_st();
+  return CUDA_SUCCESS;
+}
+
+CUresult host_cuEventDestroy(CUevent event) {
+  delete event;
+  return CUDA_SUCCESS;
+}
+
+CUresult host_cuEventRecord(CUevent event, CUstream) {
+  return event ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult host_cuEventQuery(CUevent event) {
+  return event ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult host_cuEventSynchronize(CUevent event) {
+  return event ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult host_cuLaunchHostFunc(CUstream stream, CUhostFn fn, void *data) {
+  OMNI_HOST_LOCK;
+  return submit(stream, [fn, data] {
+    fn(data);
+    return CUDA_SUCCESS;
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Memory
+//===----------------------------------------------------------------------===//
+
+CUresult host_cuMemAllocAsync(CUdeviceptr *pointer, size_t bytes,
+                              CUstream stream) {
+  OMNI_HOST_LOCK;
+  uintptr_t p = 0;
+  CUresult r = allocate(bytes, &p);
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (stream && stream->capture) {
+    // An allocation node: the graph owns the memory.
+    stream->capture->memory->allocations.push_back(p);
+    graphBytes += bytes;
+  }
+  *pointer = static_cast<CUdeviceptr>(p);
+  return CUDA_SUCCESS;
+}
+
+CUresult host_cuMemFreeAsync(CUdeviceptr pointer, CUstream stream) {
+  OMNI_HOST_LOCK;
+  const uintptr_t p = static_cast<uintptr_t>(pointer);
+  if (!allocations().count(p))
+    return CUDA_ERROR_INVALID_VALUE;
+  if (stream && stream->capture) {
+    // A free node: only of memory the same capture allocated (the graph
+    // then frees it with itself).
+    const auto &mine = stream->capture->memory->allocations;
+    if (std::find(mine.begin(), mine.end(), p) == mine.end()) {
+      stream->invalidated = true;
+      return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    return CUDA_SUCCESS;
+  }
+  release(p);
+  return CUDA_SUCCESS;
+}
+
+CUresult host_cuMemHostAlloc(void **pointer, size_t bytes, unsigned) {
+  *pointer = std::malloc(bytes ? bytes : 1);
+  return *pointer ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+CUresult host_cuMemFreeHost(void *pointer) {
+  std::free(pointer);
+  return CUDA_SUCCESS;
+}
+
+CUresult host_cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t bytes,
+                                CUstream stream) {
+  OMNI_HOST_LOCK;
+  if (!isDeviceRange(dst, bytes))
+    return CUDA_ERROR_INVALID_VALUE;
+  return submit(stream, [dst, src, bytes] {
+    std::memcpy(reinterpret_cast<void *>(dst), src, bytes);
+    return CUDA_SUCCESS;
+  });
+}
+
+CUresult host_cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t bytes,
+                                CUstream stream) {
+  OMNI_HOST_LOCK;
+  if (!isDeviceRange(src, bytes))
+    return CUDA_ERROR_INVALID_VALUE;
+  return submit(stream, [dst, src, bytes] {
+    std::memcpy(dst, reinterpret_cast<const void *>(src), bytes);
+    return CUDA_SUCCESS;
+  });
+}
+
+CUresult host_cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes,
+                                CUstream stream) {
+  OMNI_HOST_LOCK;
+  if (!isDeviceRange(dst, bytes) || !isDeviceRange(src, bytes))
+    return CUDA_ERROR_INVALID_VALUE;
+  // Overlapping ranges are undefined for cuMemcpy: the driver must not
+  // issue them (CudaStream::copy goes through a temporary).
+  if (bytes && src < dst + bytes && dst < src + bytes && src != dst)
+    return CUDA_ERROR_INVALID_VALUE;
+  return submit(stream, [dst, src, bytes] {
+    std::memmove(reinterpret_cast<void *>(dst),
+                 reinterpret_cast<const void *>(src), bytes);
+    return CUDA_SUCCESS;
+  });
+}
+
+template <typename T>
+CUresult memsetAsync(CUdeviceptr dst, T value, size_t count, CUstream stream) {
+  OMNI_HOST_LOCK;
+  if (dst % sizeof(T) != 0 || !isDeviceRange(dst, count * sizeof(T)))
+    return CUDA_ERROR_INVALID_VALUE;
+  return submit(stream, [dst, value, count] {
+    T *p = reinterpret_cast<T *>(dst);
+    for (size_t i = 0; i < count; ++i)
+      p[i] = value;
+    return CUDA_SUCCESS;
+  });
+}
+
+CUresult host_cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t n,
+                              CUstream stream) {
+  return memsetAsync<unsigned char>(dst, value, n, stream);
+}
+CUresult host_cuMemsetD16Async(CUdeviceptr dst, unsigned short value, size_t n,
+                               CUstream stream) {
+  return memsetAsync<unsigned short>(dst, value, n, stream);
+}
+CUresult host_cuMemsetD32Async(CUdeviceptr dst, unsigned value, size_t n,
+                               CUstream stream) {
+  return memsetAsync<unsigned>(dst, value, n, stream);
+}
+
+//===----------------------------------------------------------------------===//
+// Modules and launches
+//===----------------------------------------------------------------------===//
+
+/// The `.entry` names of a PTX module's text.
+std::set<std::string> ptxEntries(const char *text) {
+  std::set<std::string> names;
+  const std::string ptx(text);
+  for (size_t at = ptx.find(".entry"); at != std::string::npos;
+       at = ptx.find(".entry", at + 6)) {
+    size_t begin = ptx.find_first_not_of(" \t\n", at + 6);
+    size_t end = ptx.find_first_of(" \t\n(", begin);
+    if (begin != std::string::npos && end != std::string::npos)
+      names.insert(ptx.substr(begin, end - begin));
+  }
+  return names;
+}
+
+CUresult host_cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned,
+                                 CUjit_option *, void **) {
+  const char *text = static_cast<const char *>(image);
+  if (std::memcmp(text,
+                  "\x7f"
+                  "ELF",
+                  4) == 0)
+    return CUDA_ERROR_NOT_SUPPORTED; // a cubin: the model runs no SASS
+  if (!std::strstr(text, ".version") || !std::strstr(text, ".target"))
+    return CUDA_ERROR_INVALID_IMAGE;
+  *module = new CUmod_st{ptxEntries(text)};
+  return CUDA_SUCCESS;
+}
+
+CUresult host_cuModuleUnload(CUmodule module) {
+  delete module;
+  return CUDA_SUCCESS;
+}
+
+CUresult host_cuModuleGetFunction(CUfunction *function, CUmodule module,
+                                  const char *name) {
+  if (!module->entries.count(name))
+    return CUDA_ERROR_NOT_FOUND;
+  // Functions live as long as the process (as cheap as the real ones).
+  auto *f = new CUfunc_st();
+  f->name = name;
+  f->kernel = findKernel(name);
+  *function = f;
+  return CUDA_SUCCESS;
+}
+
+CUresult host_cuFuncSetAttribute(CUfunction function,
+                                 CUfunction_attribute attribute, int value) {
+  if (attribute != CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (value < 0 || value > kSharedOptIn)
+    return CUDA_ERROR_INVALID_VALUE;
+  function->maxDynamicShared = value;
+  return CUDA_SUCCESS;
+}
+
+CUresult host_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy,
+                             unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                             unsigned shared, CUstream stream, void **params,
+                             void **extra) {
+  OMNI_HOST_LOCK;
+  if (extra || !params)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (!gx || !gy || !gz || !bx || !by || !bz || gy > 65535 || gz > 65535 ||
+      bz > 64 || uint64_t(bx) * by * bz > 1024)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (shared > static_cast<unsigned>(f->maxDynamicShared))
+    return CUDA_ERROR_INVALID_VALUE;
+  if (!f->kernel)
+    return CUDA_ERROR_NOT_SUPPORTED; // compiled kernels need a GPU
+  // The parameters are copied now, as cuLaunchKernel does.
+  const std::vector<size_t> &sizes = f->kernel->paramSizes;
+  auto bytes = std::make_shared<std::vector<std::vector<unsigned char>>>();
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const auto *p = static_cast<const unsigned char *>(params[i]);
+    bytes->emplace_back(p, p + sizes[i]);
+  }
+  const LaunchDims dims{{gx, gy, gz}, {bx, by, bz}, shared};
+  const HostKernel *kernel = f->kernel;
+  return submit(stream, [kernel, dims, bytes] {
+    std::vector<void *> args;
+    for (auto &b : *bytes)
+      args.push_back(b.data());
+    return kernel->run(dims, args.data());
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Graphs
+//===----------------------------------------------------------------------===//
+
+CUresult host_cuStreamBeginCapture(CUstream stream, CUstreamCaptureMode) {
+  OMNI_HOST_LOCK;
+  if (!stream || stream->capture)
+    return CUDA_ERROR_ILLEGAL_STATE;
+  stream->capture = std::make_unique<CUgraph_st>();
+  stream->invalidated = false;
+  return CUDA_SUCCESS;
+}
+
+CUresult host_cuStreamEndCapture(CUstream stream, CUgraph *graph) {
+  OMNI_HOST_LOCK;
+  *graph = nullptr;
+  if (!stream || !stream->capture)
+    return CUDA_ERROR_ILLEGAL_STATE;
+  std::unique_ptr<CUgraph_st> captured = std::move(stream->capture);
+  if (stream->invalidated)
+    return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  *graph = captured.release();
+  return CUDA_SUCCESS;
+}
+
+CUresult host_cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph,
+                                          unsigned long long flags) {
+  if (flags != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  *exec = new CUgraphExec_st{graph->ops, graph->memory};
+  return CUDA_SUCCESS;
+}
+
+CUresult host_cuGraphLaunch(CUgraphExec exec, CUstream stream) {
+  OMNI_HOST_LOCK;
+  auto ops = exec->ops;
+  return submit(stream, [ops] {
+    for (auto &op : *ops)
+      if (CUresult r = op(); r != CUDA_SUCCESS)
+        return r;
+    return CUDA_SUCCESS;
+  });
+}
+
+CUresult host_cuGraphExecDestroy(CUgraphExec exec) {
+  OMNI_HOST_LOCK;
+  delete exec;
+  return CUDA_SUCCESS;
+}
+
+CUresult host_cuGraphDestroy(CUgraph graph) {
+  OMNI_HOST_LOCK;
+  delete graph;
+  return CUDA_SUCCESS;
+}
+
+CUresult host_cuDeviceGetGraphMemAttribute(CUdevice, CUgraphMem_attribute attr,
+                                           void *value) {
+  OMNI_HOST_LOCK;
+  if (attr != CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT &&
+      attr != CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT)
+    return CUDA_ERROR_INVALID_VALUE;
+  *static_cast<cuuint64_t *>(value) = graphBytes;
+  return CUDA_SUCCESS;
+}
+
+//===----------------------------------------------------------------------===//
+// cuGetProcAddress
+//===----------------------------------------------------------------------===//
+
+struct Entry {
+  const char *name;
+  void *function;
+};
+
+// Each function is checked against cuda.h's declaration of the name (the
+// static_cast fails to compile on a signature mismatch).
+#define OMNI_HOST_ENTRY(name)                                                  \
+  Entry {                                                                      \
+    #name,                                                                     \
+        reinterpret_cast<void *>(static_cast<decltype(&::name)>(&host_##name)) \
+  }
+
+const Entry kEntries[] = {
+    OMNI_HOST_ENTRY(cuGetErrorName),
+    OMNI_HOST_ENTRY(cuGetErrorString),
+    OMNI_HOST_ENTRY(cuDriverGetVersion),
+    OMNI_HOST_ENTRY(cuInit),
+    OMNI_HOST_ENTRY(cuDeviceGetCount),
+    OMNI_HOST_ENTRY(cuDeviceGet),
+    OMNI_HOST_ENTRY(cuDeviceGetName),
+    OMNI_HOST_ENTRY(cuDeviceGetAttribute),
+    OMNI_HOST_ENTRY(cuDeviceTotalMem),
+    OMNI_HOST_ENTRY(cuDeviceGetDefaultMemPool),
+    OMNI_HOST_ENTRY(cuMemPoolSetAttribute),
+    OMNI_HOST_ENTRY(cuDevicePrimaryCtxRetain),
+    OMNI_HOST_ENTRY(cuDevicePrimaryCtxRelease),
+    OMNI_HOST_ENTRY(cuCtxSetCurrent),
+    OMNI_HOST_ENTRY(cuStreamCreate),
+    OMNI_HOST_ENTRY(cuStreamDestroy),
+    OMNI_HOST_ENTRY(cuStreamSynchronize),
+    OMNI_HOST_ENTRY(cuStreamWaitEvent),
+    OMNI_HOST_ENTRY(cuEventCreate),
+    OMNI_HOST_ENTRY(cuEventDestroy),
+    OMNI_HOST_ENTRY(cuEventRecord),
+    OMNI_HOST_ENTRY(cuEventQuery),
+    OMNI_HOST_ENTRY(cuEventSynchronize),
+    OMNI_HOST_ENTRY(cuMemAllocAsync),
+    OMNI_HOST_ENTRY(cuMemFreeAsync),
+    OMNI_HOST_ENTRY(cuMemHostAlloc),
+    OMNI_HOST_ENTRY(cuMemFreeHost),
+    OMNI_HOST_ENTRY(cuMemcpyHtoDAsync),
+    OMNI_HOST_ENTRY(cuMemcpyDtoHAsync),
+    OMNI_HOST_ENTRY(cuMemcpyDtoDAsync),
+    OMNI_HOST_ENTRY(cuMemsetD8Async),
+    OMNI_HOST_ENTRY(cuMemsetD16Async),
+    OMNI_HOST_ENTRY(cuMemsetD32Async),
+    OMNI_HOST_ENTRY(cuLaunchHostFunc),
+    OMNI_HOST_ENTRY(cuModuleLoadDataEx),
+    OMNI_HOST_ENTRY(cuModuleUnload),
+    OMNI_HOST_ENTRY(cuModuleGetFunction),
+    OMNI_HOST_ENTRY(cuFuncSetAttribute),
+    OMNI_HOST_ENTRY(cuLaunchKernel),
+    OMNI_HOST_ENTRY(cuStreamBeginCapture),
+    OMNI_HOST_ENTRY(cuStreamEndCapture),
+    OMNI_HOST_ENTRY(cuGraphInstantiateWithFlags),
+    OMNI_HOST_ENTRY(cuGraphLaunch),
+    OMNI_HOST_ENTRY(cuGraphExecDestroy),
+    OMNI_HOST_ENTRY(cuGraphDestroy),
+    OMNI_HOST_ENTRY(cuDeviceGetGraphMemAttribute),
+};
+#undef OMNI_HOST_ENTRY
+
+} // namespace
+
+std::recursive_mutex &modelMutex() {
+  static auto *mutex = new std::recursive_mutex();
+  return *mutex;
+}
+
+bool isDeviceRange(uintptr_t address, size_t bytes) {
+  OMNI_HOST_LOCK;
+  auto &live = allocations();
+  auto it = live.upper_bound(address);
+  if (it == live.begin())
+    return false;
+  --it;
+  return address - it->first <= it->second &&
+         bytes <= it->second - (address - it->first);
+}
+
+CUresult submit(CUstream stream, std::function<CUresult()> op) {
+  OMNI_HOST_LOCK;
+  if (stream && stream->capture) {
+    stream->capture->ops->push_back(std::move(op));
+    return CUDA_SUCCESS;
+  }
+  return op();
+}
+
+} // namespace omni::hal::cuda::host
+
+GraphMemory::~GraphMemory() {
+  std::lock_guard<std::recursive_mutex> lock(
+      omni::hal::cuda::host::modelMutex());
+  for (uintptr_t p : allocations)
+    omni::hal::cuda::host::releaseGraphAllocation(p);
+}
+
+extern "C" __attribute__((visibility("default"))) CUresult
+cuGetProcAddress_v2(const char *symbol, void **function, int, cuuint64_t,
+                    CUdriverProcAddressQueryResult *status) {
+  using omni::hal::cuda::host::kEntries;
+  *function = nullptr;
+  for (const auto &entry : kEntries)
+    if (std::strcmp(entry.name, symbol) == 0) {
+      *function = entry.function;
+      if (status)
+        *status = CU_GET_PROC_ADDRESS_SUCCESS;
+      return CUDA_SUCCESS;
+    }
+  if (status)
+    *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  return CUDA_ERROR_NOT_FOUND;
+}

@@ -1,0 +1,78 @@
+//===- HostModel.h - libcuda and cuBLASLt modelled on the CPU ---*- C++ -*-===//
+//
+// A shared library (OmniHostCuda) that the cuda driver loads in place of
+// libcuda.so.1 ($OMNI_CUDA_DRIVER_LIBRARY) and of cuBLASLt
+// ($OMNI_CUBLASLT_LIBRARY), so that the driver's own code (CudaDevice,
+// CudaStream, CudaLibraries, CudaExecutable: allocation, staging, fills,
+// copies, events, graphs, the gemm plans, the attention and convolution
+// paths) runs in every CI job on a machine without a GPU. It is a model,
+// not an emulator:
+// - "device" memory is host memory; every pointer a command names must lie
+//   inside one live allocation, or the call fails as a driver would
+//   (CUDA_ERROR_INVALID_VALUE), so an offset bug is an error, not a silent
+//   write past a buffer;
+// - a stream runs each command when it is enqueued (an order the real
+//   stream could also have chosen); while it captures, commands are
+//   recorded instead (their kernel parameters and memset values copied,
+//   as the driver copies them) and run at each cuGraphLaunch;
+// - kernels are host functions found by entry name (HostKernels.cpp): the
+//   driver's helper kernels (Philox, fills, im2col, softmax, the
+//   attention's dS, and the flash kernels through their own host model,
+//   kernels/FlashAttentionHostModel.h) and the CudaGpuTest PTX kernel. A
+//   module's other entries load but fail at launch: compiled programs'
+//   kernels (omnic --target=cuda) need a GPU;
+// - cuBLASLt's matmul is a loop in double, rounded once to the output
+//   type; it refuses descriptor attributes the driver does not set and
+//   pointers less aligned than the plan promised.
+// Everything is behind one mutex: the model is for correctness, not speed.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OMNI_RUNTIME_HAL_DRIVERS_CUDA_HOST_HOSTMODEL_H
+#define OMNI_RUNTIME_HAL_DRIVERS_CUDA_HOST_HOSTMODEL_H
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace omni::hal::cuda::host {
+
+/// A launch's shape.
+struct LaunchDims {
+  unsigned grid[3];
+  unsigned block[3];
+  unsigned sharedBytes;
+};
+
+/// A kernel the model runs: its parameters' sizes (to copy them when a
+/// launch is captured) and the host function, given pointers to each
+/// parameter as cuLaunchKernel's kernelParams.
+struct HostKernel {
+  std::vector<size_t> paramSizes;
+  std::function<CUresult(const LaunchDims &, void **)> run;
+};
+
+/// The kernel named `entry`, or null when the model has none.
+const HostKernel *findKernel(const std::string &entry);
+
+/// Runs `op` on `stream` now, or records it while the stream captures (a
+/// recorded op runs at each launch of the graph). Returns op's result, or
+/// CUDA_SUCCESS when recorded. A null stream is the legacy default
+/// stream, which never captures.
+CUresult submit(CUstream stream, std::function<CUresult()> op);
+
+/// Whether [address, address + bytes) lies inside one live allocation.
+bool isDeviceRange(uintptr_t address, size_t bytes);
+
+/// The lock every entry point of the model takes (kernels run under it;
+/// the flash kernels' host threads never call the model).
+std::recursive_mutex &modelMutex();
+
+} // namespace omni::hal::cuda::host
+
+#endif // OMNI_RUNTIME_HAL_DRIVERS_CUDA_HOST_HOSTMODEL_H
