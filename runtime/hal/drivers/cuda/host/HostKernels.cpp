@@ -22,6 +22,8 @@
 #include "runtime/io/ElementCodec.h"
 
 #include <cmath>
+#include <cstring>
+#include <initializer_list>
 #include <map>
 
 namespace omni::hal::cuda::host {
@@ -37,6 +39,20 @@ template <typename T> T arg(void **params, int i) {
 bool inside(const void *p, int64_t bytes) {
   return bytes <= 0 || isDeviceRange(reinterpret_cast<uintptr_t>(p),
                                      static_cast<size_t>(bytes));
+}
+
+/// A range a kernel reads or writes.
+struct Range {
+  const void *pointer;
+  int64_t bytes;
+};
+
+/// Whether every range lies inside device memory.
+bool insideAll(std::initializer_list<Range> ranges) {
+  for (const Range &r : ranges)
+    if (!inside(r.pointer, r.bytes))
+      return false;
+  return true;
 }
 
 /// The element types of the helper kernels, as bits, with their rounding.
@@ -72,8 +88,10 @@ template <typename T, bool Normal> HostKernel random() {
             const auto *offset = arg<const int64_t *>(params, 2);
             auto *out = arg<typename T::Bits *>(params, 3);
             const int64_t n = arg<int64_t>(params, 4);
-            if (!inside(key, 8) || !inside(counter, 8) || !inside(offset, 8) ||
-                !inside(out, n * int64_t(sizeof(typename T::Bits))))
+            if (!insideAll({{key, 8},
+                            {counter, 8},
+                            {offset, 8},
+                            {out, n * int64_t(sizeof(typename T::Bits))}}))
               return CUDA_ERROR_ILLEGAL_ADDRESS;
             const auto seed = static_cast<uint64_t>(*key);
             const auto stream = static_cast<uint64_t>(*counter);
@@ -209,9 +227,10 @@ template <typename S, typename T> HostKernel gradScores() {
                           seqK = arg<int64_t>(params, 5),
                           dv = arg<int64_t>(params, 6);
             const int64_t es = sizeof(typename T::Bits);
-            if (!inside(dP, rows * seqK * int64_t(sizeof(S))) ||
-                !inside(p, rows * seqK * es) || !inside(dO, rows * dv * es) ||
-                !inside(o, rows * dv * es))
+            if (!insideAll({{dP, rows * seqK * int64_t(sizeof(S))},
+                            {p, rows * seqK * es},
+                            {dO, rows * dv * es},
+                            {o, rows * dv * es}}))
               return CUDA_ERROR_ILLEGAL_ADDRESS;
             for (int64_t row = 0; row < rows; ++row) {
               double delta = 0;
@@ -257,10 +276,9 @@ template <typename T, int D> HostKernel flashForward() {
             const float scale = arg<float>(params, 12);
             const int64_t pairs =
                 blocks / ((seqQ + flash::kRows - 1) / flash::kRows);
-            if (!inside(q, pairs * seqQ * D * 2) ||
-                !inside(k, pairs * seqK * D * 2) ||
-                !inside(v, pairs * seqK * D * 2) ||
-                !inside(out, pairs * seqQ * D * 2))
+            const int64_t rows = pairs * seqQ * D * 2,
+                          keys = pairs * seqK * D * 2;
+            if (!insideAll({{q, rows}, {k, keys}, {v, keys}, {out, rows}}))
               return CUDA_ERROR_ILLEGAL_ADDRESS;
             flash_host::runBlocks(blocks, d.sharedBytes,
                                   [&](int64_t b, unsigned char *shared, int t) {
@@ -301,14 +319,16 @@ template <typename T, int D> HostKernel flashRows() {
             const float scale = arg<float>(params, 15);
             const int64_t pairs =
                 blocks / ((seqQ + flash::kRows - 1) / flash::kRows);
-            if (!inside(q, pairs * seqQ * D * 2) ||
-                !inside(o, pairs * seqQ * D * 2) ||
-                !inside(dO, pairs * seqQ * D * 2) ||
-                !inside(dq, pairs * seqQ * D * 2) ||
-                !inside(k, pairs * seqK * D * 2) ||
-                !inside(v, pairs * seqK * D * 2) ||
-                !inside(lse, pairs * seqQ * 4) ||
-                !inside(delta, pairs * seqQ * 4))
+            const int64_t rows = pairs * seqQ * D * 2,
+                          keys = pairs * seqK * D * 2, stats = pairs * seqQ * 4;
+            if (!insideAll({{q, rows},
+                            {o, rows},
+                            {dO, rows},
+                            {dq, rows},
+                            {k, keys},
+                            {v, keys},
+                            {lse, stats},
+                            {delta, stats}}))
               return CUDA_ERROR_ILLEGAL_ADDRESS;
             flash_host::runBlocks(blocks, d.sharedBytes,
                                   [&](int64_t b, unsigned char *shared, int t) {
@@ -341,14 +361,16 @@ template <typename T, int D> HostKernel flashKeys() {
             const float scale = arg<float>(params, 15);
             const int64_t pairs =
                 blocks / ((seqK + flash::kKeys - 1) / flash::kKeys);
-            if (!inside(q, pairs * seqQ * D * 2) ||
-                !inside(dO, pairs * seqQ * D * 2) ||
-                !inside(k, pairs * seqK * D * 2) ||
-                !inside(v, pairs * seqK * D * 2) ||
-                !inside(dk, pairs * seqK * D * 2) ||
-                !inside(dv, pairs * seqK * D * 2) ||
-                !inside(lse, pairs * seqQ * 4) ||
-                !inside(delta, pairs * seqQ * 4))
+            const int64_t rows = pairs * seqQ * D * 2,
+                          keys = pairs * seqK * D * 2, stats = pairs * seqQ * 4;
+            if (!insideAll({{q, rows},
+                            {dO, rows},
+                            {k, keys},
+                            {v, keys},
+                            {dk, keys},
+                            {dv, keys},
+                            {lse, stats},
+                            {delta, stats}}))
               return CUDA_ERROR_ILLEGAL_ADDRESS;
             flash_host::runBlocks(blocks, d.sharedBytes,
                                   [&](int64_t b, unsigned char *shared, int t) {
@@ -369,7 +391,7 @@ HostKernel addScalar() {
             auto *out = arg<float *>(params, 2);
             const int64_t s = arg<int64_t>(params, 3);
             const int64_t n = d.block[0];
-            if (!inside(a, 4 * n) || !inside(b, 4 * n) || !inside(out, 4 * n))
+            if (!insideAll({{a, 4 * n}, {b, 4 * n}, {out, 4 * n}}))
               return CUDA_ERROR_ILLEGAL_ADDRESS;
             for (int64_t t = 0; t < n; ++t)
               out[t] = (a[t] + b[t]) + static_cast<float>(s);
