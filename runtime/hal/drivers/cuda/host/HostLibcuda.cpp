@@ -47,13 +47,15 @@ struct CUstream_st {
   bool invalidated = false;
 };
 
-struct CUmod_st {
-  std::set<std::string> entries;
-};
 struct CUfunc_st {
   std::string name;
   const omni::hal::cuda::host::HostKernel *kernel = nullptr;
   int maxDynamicShared = 48 * 1024;
+};
+struct CUmod_st {
+  std::set<std::string> entries;
+  /// The functions asked for, which live as long as the module.
+  std::map<std::string, std::unique_ptr<CUfunc_st>> functions;
 };
 
 namespace omni::hal::cuda::host {
@@ -422,7 +424,7 @@ CUresult host_cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned,
     return CUDA_ERROR_NOT_SUPPORTED; // a cubin: the model runs no SASS
   if (!std::strstr(text, ".version") || !std::strstr(text, ".target"))
     return CUDA_ERROR_INVALID_IMAGE;
-  *module = new CUmod_st{ptxEntries(text)};
+  *module = new CUmod_st{ptxEntries(text), {}};
   return CUDA_SUCCESS;
 }
 
@@ -435,11 +437,13 @@ CUresult host_cuModuleGetFunction(CUfunction *function, CUmodule module,
                                   const char *name) {
   if (!module->entries.count(name))
     return CUDA_ERROR_NOT_FOUND;
-  // Functions live as long as the process (as cheap as the real ones).
-  auto *f = new CUfunc_st();
-  f->name = name;
-  f->kernel = findKernel(name);
-  *function = f;
+  std::unique_ptr<CUfunc_st> &f = module->functions[name];
+  if (!f) {
+    f = std::make_unique<CUfunc_st>();
+    f->name = name;
+    f->kernel = findKernel(name);
+  }
+  *function = f.get();
   return CUDA_SUCCESS;
 }
 
