@@ -52,6 +52,11 @@ struct CudaTargetOptions {
   /// instead of PTX (omnic --cuda-emulate, cuda/CudaEmulation.h): a cpu
   /// step.bin that checks the lowering without a GPU.
   bool emulate = false;
+  /// Compile each launch for this CPU as a host function in place of the
+  /// cubin (omnic --cuda-host-kernels): a cuda step.bin whose kernels the
+  /// cuda driver's host model of libcuda runs (drivers/cuda/host), so the
+  /// driver runs whole programs without a GPU.
+  bool hostKernels = false;
   /// Norms and softmaxes as one launch of a few rows a block (omnic
   /// --cuda-row-launches, cuda/CudaRowLaunches.cpp); off only to compare.
   bool rowLaunches = true;

@@ -119,11 +119,18 @@ int mlir::omni::runCompiler(const CompileOptions &options,
   codegenOptions.cpu.cpu = options.targetCpu;
   codegenOptions.cuda.arch = options.cudaArch;
   codegenOptions.cuda.emulate = options.cudaEmulate;
+  codegenOptions.cuda.hostKernels = options.cudaHostKernels;
   codegenOptions.cuda.rowLaunches = options.cudaRowLaunches;
   codegenOptions.cuda.mergeLaunches = options.cudaMergeLaunches;
   if (options.cudaEmulate && options.target != "cuda")
     return fail("--cuda-emulate: needs --target=cuda (it runs that target's "
                 "kernels on this CPU)");
+  if (options.cudaHostKernels && options.target != "cuda")
+    return fail("--cuda-host-kernels: needs --target=cuda (it compiles that "
+                "target's launches for the host model of libcuda)");
+  if (options.cudaHostKernels && options.cudaEmulate)
+    return fail("--cuda-host-kernels: not with --cuda-emulate (one makes a "
+                "cuda step.bin, the other a cpu one)");
   if (options.target != "cuda")
     for (auto [flag, on] :
          {std::pair("--cuda-row-launches", options.cudaRowLaunches),
@@ -134,12 +141,15 @@ int mlir::omni::runCompiler(const CompileOptions &options,
   if (std::string bad = checkCodegenOptions(codegenOptions); !bad.empty())
     return fail(bad);
   // The target's own IR: LLVM IR for the cpu, PTX for cuda.
-  if (emitLLVM && options.target == "cuda" && !options.cudaEmulate)
+  if (emitLLVM && options.target == "cuda" && !options.cudaEmulate &&
+      !options.cudaHostKernels)
     return fail("--emit=llvm: the cuda target's kernels are PTX; use "
                 "--emit=ptx");
-  if (emitPtx && options.cudaEmulate)
-    return fail("--emit=ptx: --cuda-emulate compiles no PTX (--emit=llvm "
-                "prints the emulation's LLVM IR)");
+  if (emitPtx && (options.cudaEmulate || options.cudaHostKernels))
+    return fail(
+        std::string("--emit=ptx: ") +
+        (options.cudaEmulate ? "--cuda-emulate" : "--cuda-host-kernels") +
+        " compiles no PTX (--emit=llvm prints its LLVM IR)");
   if (emitPtx && options.target != "cuda")
     return fail("--emit=ptx: needs --target=cuda (the " + options.target +
                 " target's IR is --emit=llvm)");

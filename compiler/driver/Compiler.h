@@ -39,6 +39,8 @@ struct CompileOptions {
   std::string cudaArch = "sm_90a";
   /// --cuda-emulate (CudaTargetOptions::emulate).
   bool cudaEmulate = false;
+  /// --cuda-host-kernels (CudaTargetOptions::hostKernels).
+  bool cudaHostKernels = false;
   /// --cuda-row-launches, --cuda-merge-launches (CudaTargetOptions).
   bool cudaRowLaunches = true;
   bool cudaMergeLaunches = true;

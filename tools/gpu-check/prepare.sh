@@ -145,7 +145,13 @@ done < "$OUTDIR/ops/manifest.txt"
 echo "ops $(wc -l < "$OUTDIR/ops/manifest.txt") functions" >> "$MANIFEST"
 
 # --- the tiny FlowGRPO recipe: 3 iterations on the cpu driver -----------
-"$BIN/omnigen" -o "$WORK/tiny.mlir"
+# Without its VAE decoder (the latent is the image): the tiny decoder is so
+# ill-conditioned that gemms rounded another way (a GPU's, or the host
+# model's of test/omnic/cuda-host-kernels.test) move the first step's
+# moments by up to 17%, so its path is checked per op (ops.mlir's conv2d,
+# attention, norms) and the recipe without it at 1e-5 (measured 2.1e-6 to
+# 4.1e-6 on the host model).
+"$BIN/omnigen" --decoder=none -o "$WORK/tiny.mlir"
 compile cpu "$WORK/tiny.mlir" "$OUTDIR/tiny/tiny-cpu.bin"
 if has_target cuda; then
   compile cuda "$WORK/tiny.mlir" "$OUTDIR/tiny/tiny-cuda.bin" || true

@@ -6,8 +6,9 @@
 #      the two attention forwards and backwards timed
 #      (omni-bench-cuda-attention)
 #   2. every per-op program on the GPU against the cpu driver's outputs
-#   3. 3 tiny FlowGRPO iterations on the GPU against the cpu checkpoints,
-#      and again without graphs (the same bits, the phases' times)
+#   3. 3 tiny FlowGRPO iterations (without the VAE decoder: prepare.sh
+#      says why) on the GPU against the cpu checkpoints, and again without
+#      graphs (the same bits, the phases' times)
 #   4. the SD3.5-Medium-shape iteration (bf16 unless the bundle says f32):
 #      time per phase, train-phase MFU
 #   4b. its large fused kernels' bandwidth against a copy, its matmul

@@ -63,6 +63,13 @@ int main(int argc, char **argv) {
                "cpu driver, to check the cuda lowering without a GPU "
                "(slow; docs/backend-cuda.md)"),
       cl::cat(category));
+  cl::opt<bool> cudaHostKernels(
+      "cuda-host-kernels",
+      cl::desc("with --target=cuda: compile each launch for this CPU in "
+               "place of the cubin; the step.bin runs on the cuda driver "
+               "only against its host model of libcuda, to test the driver "
+               "on whole programs without a GPU (docs/backend-cuda.md)"),
+      cl::cat(category));
   cl::opt<bool> cudaRowLaunches(
       "cuda-row-launches",
       cl::desc("with --target=cuda: run a norm or a softmax as one launch of "
@@ -109,6 +116,7 @@ int main(int argc, char **argv) {
   options.targetCpu = cpu;
   options.cudaArch = cudaArch;
   options.cudaEmulate = cudaEmulate;
+  options.cudaHostKernels = cudaHostKernels;
   options.cudaRowLaunches = cudaRowLaunches;
   options.cudaMergeLaunches = cudaMergeLaunches;
   options.reportArena = report;

@@ -498,6 +498,25 @@ mlir::omni::lowerKernelSetForCuda(KernelSet &set, const CodegenOptions &options,
   if (options.cuda.emulate)
     return emulateCudaLaunches(kernels, merged, set.kernels, launches, argTypes,
                                options, ptxDump);
+  // The step.bin's kernels: each with its launches.
+  auto withKernels = [&]() -> FailureOr<CompiledExecutable> {
+    for (auto [k, def] : llvm::enumerate(set.kernels)) {
+      CompiledKernel &kernel = exe.kernels.emplace_back();
+      kernel.symbol = def.symbol;
+      kernel.operands = def.operands;
+      kernel.results = def.results;
+      kernel.launch = std::move(launches[k]);
+    }
+    return std::move(exe);
+  };
+  if (options.cuda.hostKernels) {
+    FailureOr<std::vector<char>> code = compileHostKernels(
+        kernels, merged, launches, argTypes, options, ptxDump);
+    if (failed(code))
+      return failure();
+    exe.code = std::move(*code);
+    return withKernels();
+  }
 
   rsqrtToDivSqrt(merged);
   std::string toNvvm =
@@ -527,12 +546,5 @@ mlir::omni::lowerKernelSetForCuda(KernelSet &set, const CodegenOptions &options,
   exe.code = std::move(*cubin);
   exe.ptx.assign(ptx.begin(), ptx.end());
   exe.ptx.push_back('\0');
-  for (auto [k, def] : llvm::enumerate(set.kernels)) {
-    CompiledKernel &kernel = exe.kernels.emplace_back();
-    kernel.symbol = def.symbol;
-    kernel.operands = def.operands;
-    kernel.results = def.results;
-    kernel.launch = std::move(launches[k]);
-  }
-  return exe;
+  return withKernels();
 }

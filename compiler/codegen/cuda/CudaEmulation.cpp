@@ -27,6 +27,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -164,6 +165,31 @@ LogicalResult emitLaunch(OpBuilder &b, gpu::GPUFuncOp kernel,
   return success();
 }
 
+/// Moves the kernels' constants back to the top of `kernels`, once each.
+void hoistConstants(ModuleOp kernels, gpu::GPUModuleOp merged) {
+  for (Operation &op : llvm::make_early_inc_range(*merged.getBody()))
+    if (auto global = dyn_cast<memref::GlobalOp>(op)) {
+      if (kernels.lookupSymbol(global.getSymName()))
+        global.erase();
+      else
+        global->moveBefore(merged);
+    }
+}
+
+/// The cpu kernel ABI of a function over `types` (memrefs), run whole.
+CpuKernelAbi wholeKernelAbi(StringRef symbol, ArrayRef<Type> types,
+                            size_t numOperands) {
+  CpuKernelAbi abi;
+  abi.symbol = symbol.str();
+  for (Type t : types) {
+    auto m = cast<MemRefType>(t);
+    abi.buffers.push_back(
+        RankedTensorType::get(m.getShape(), m.getElementType()));
+  }
+  abi.numOperands = numOperands;
+  return abi;
+}
+
 } // namespace
 
 FailureOr<CompiledExecutable> mlir::omni::emulateCudaLaunches(
@@ -172,14 +198,7 @@ FailureOr<CompiledExecutable> mlir::omni::emulateCudaLaunches(
     const CodegenOptions &options, std::string *llvmIR) {
   Location loc = kernels.getLoc();
   OpBuilder b = OpBuilder::atBlockEnd(kernels.getBody());
-  // The kernels' constants back at the top, once each.
-  for (Operation &op : llvm::make_early_inc_range(*merged.getBody()))
-    if (auto global = dyn_cast<memref::GlobalOp>(op)) {
-      if (kernels.lookupSymbol(global.getSymName()))
-        global.erase();
-      else
-        global->moveBefore(merged);
-    }
+  hoistConstants(kernels, merged);
 
   CompiledExecutable exe;
   exe.name = "kernels";
@@ -208,14 +227,8 @@ FailureOr<CompiledExecutable> mlir::omni::emulateCudaLaunches(
     }
     func::ReturnOp::create(body, loc);
 
-    CpuKernelAbi &abi = abis.emplace_back();
-    abi.symbol = def.symbol;
-    for (Type t : types.take_front(numBuffers)) {
-      auto m = cast<MemRefType>(t);
-      abi.buffers.push_back(
-          RankedTensorType::get(m.getShape(), m.getElementType()));
-    }
-    abi.numOperands = def.operands.size();
+    abis.push_back(wholeKernelAbi(def.symbol, types.take_front(numBuffers),
+                                  def.operands.size()));
     CompiledKernel &kernel = exe.kernels.emplace_back();
     kernel.symbol = def.symbol;
     kernel.operands = def.operands;
@@ -226,4 +239,54 @@ FailureOr<CompiledExecutable> mlir::omni::emulateCudaLaunches(
   if (failed(compileCpuKernels(kernels, abis, options, exe, llvmIR)))
     return failure();
   return exe;
+}
+
+FailureOr<std::vector<char>> mlir::omni::compileHostKernels(
+    ModuleOp kernels, gpu::GPUModuleOp merged, ArrayRef<GpuLaunches> launches,
+    ArrayRef<SmallVector<Type>> argTypes, const CodegenOptions &options,
+    std::string *llvmIR) {
+  Location loc = kernels.getLoc();
+  OpBuilder b = OpBuilder::atBlockEnd(kernels.getBody());
+  hoistConstants(kernels, merged);
+  SmallVector<CpuKernelAbi> abis;
+  std::string manifest;
+  for (auto [k, kernelLaunches] : llvm::enumerate(launches))
+    for (const GpuLaunch &launch : kernelLaunches.launches) {
+      auto kernel = merged.lookupSymbol<gpu::GPUFuncOp>(launch.entry);
+      if (!kernel)
+        return emitError(loc, launch.entry) << ": the launch has no kernel";
+      SmallVector<Type> types;
+      for (uint32_t arg : launch.args)
+        types.push_back(argTypes[k][arg]);
+      auto fn = func::FuncOp::create(b, loc, launch.entry + "_impl",
+                                     b.getFunctionType(types, {}));
+      OpBuilder body = OpBuilder::atBlockEnd(fn.addEntryBlock());
+      // emitLaunch binds parameter i to buffers[launch.args[i]].
+      SmallVector<Value> buffers(argTypes[k].size());
+      for (auto [i, arg] : llvm::enumerate(launch.args))
+        buffers[arg] = fn.getArgument(i);
+      if (failed(emitLaunch(body, kernel, launch, buffers)))
+        return failure();
+      func::ReturnOp::create(body, loc);
+      abis.push_back(wholeKernelAbi(launch.entry, types, types.size()));
+      manifest += launch.entry + " " + std::to_string(launch.grid[0]) + " " +
+                  std::to_string(launch.block[0]);
+      for (Type t : types) {
+        auto m = cast<MemRefType>(t);
+        const int64_t bytes = (m.getElementTypeBitWidth() + 7) / 8;
+        manifest += " " + std::to_string(m.getNumElements() * bytes);
+      }
+      manifest += "\n";
+    }
+  merged.erase();
+  // The manifest, as an exported C string.
+  b.setInsertionPointToEnd(kernels.getBody());
+  auto type = LLVM::LLVMArrayType::get(b.getI8Type(), manifest.size() + 1);
+  LLVM::GlobalOp::create(b, loc, type, /*isConstant=*/true,
+                         LLVM::Linkage::External, "omni_host_kernels",
+                         b.getStringAttr(manifest + std::string(1, '\0')));
+  CompiledExecutable exe;
+  if (failed(compileCpuKernels(kernels, abis, options, exe, llvmIR)))
+    return failure();
+  return std::move(exe.code);
 }

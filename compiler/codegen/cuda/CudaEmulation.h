@@ -40,6 +40,23 @@ emulateCudaLaunches(ModuleOp kernels, gpu::GPUModuleOp merged,
                     ArrayRef<SmallVector<Type>> argTypes,
                     const CodegenOptions &options, std::string *llvmIR);
 
+/// omnic --cuda-host-kernels: each launch of `launches` (kernel k's
+/// `argTypes[k]` indexed by the launch's args) as a host function named
+/// after its entry, with the cpu kernel ABI, run whole (begin 0, end 1,
+/// the launch's buffers, no scalars), its grid and block as the cuda
+/// lowering chose them. The shared object also exports
+/// `omni_host_kernels`, a string with one line per entry: its name, grid,
+/// block and the bytes of each buffer ("omni_kernel_3_0 12 256 4096 4096"),
+/// which
+/// the cuda driver's host model of libcuda (drivers/cuda/host) reads to
+/// run a launch from cuLaunchKernel's parameters. Returns the shared
+/// object's bytes.
+FailureOr<std::vector<char>>
+compileHostKernels(ModuleOp kernels, gpu::GPUModuleOp merged,
+                   ArrayRef<GpuLaunches> launches,
+                   ArrayRef<SmallVector<Type>> argTypes,
+                   const CodegenOptions &options, std::string *llvmIR);
+
 } // namespace mlir::omni
 
 #endif // OMNI_COMPILER_CODEGEN_CUDA_CUDAEMULATION_H
