@@ -348,6 +348,15 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc,
       !isDeviceRange(reinterpret_cast<uintptr_t>(workspace), workspaceBytes))
     return CUBLAS_STATUS_EXECUTION_FAILED;
   CUresult r = submit(reinterpret_cast<CUstream>(stream), [=] {
+    // Run late (the deferred schedule): the operands must still be device
+    // memory.
+    const std::pair<const void *, const Layout *> operands[] = {
+        {A, &la}, {B, &lb}, {C, &lc}, {D, &ld}};
+    for (int i = 0; i < 4; ++i)
+      if ((i != 2 || betaValue != 0) &&
+          !isDeviceRange(reinterpret_cast<uintptr_t>(operands[i].first),
+                         static_cast<size_t>(extent(*operands[i].second))))
+        return CUDA_ERROR_ILLEGAL_ADDRESS;
     auto at = [](const void *base, const Layout &l, int64_t batch, uint64_t row,
                  uint64_t col) {
       return static_cast<const unsigned char *>(base) +

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <dlfcn.h>
 #include <elf.h>
 #include <map>
@@ -25,7 +26,15 @@
 // The handles cuda.h leaves opaque.
 struct CUctx_st {};
 struct CUmemPoolHandle_st {};
-struct CUevent_st {};
+struct CUevent_st {
+  /// Whether the commands before its last record have run (shared with
+  /// the queued record, which may outlive the event).
+  std::shared_ptr<bool> done = std::make_shared<bool>(true);
+  /// The stream of its last record (valid while not done).
+  struct CUstream_st *stream = nullptr;
+  /// A query found it not done once (the next query lets it finish).
+  bool asked = false;
+};
 
 /// The allocations a capture made: the graph owns them (freed when the
 /// last of the graph and its instances goes).
@@ -49,6 +58,12 @@ struct CUstream_st {
   std::unique_ptr<CUgraph_st> capture;
   /// A command the capture cannot hold happened (the capture fails).
   bool invalidated = false;
+  /// Commands enqueued and not yet run (the deferred schedule).
+  std::deque<std::function<CUresult()>> pending;
+  /// The first failure of a command that ran late: the stream's commands
+  /// after it are dropped and every later synchronization reports it, as
+  /// a GPU's asynchronous errors are.
+  CUresult failure = CUDA_SUCCESS;
 };
 
 /// A launch of omnic --cuda-host-kernels: a function with the cpu kernel
@@ -93,6 +108,45 @@ std::map<uintptr_t, size_t> &allocations() {
 }
 /// Bytes of live allocations owned by graphs.
 size_t graphBytes = 0;
+
+/// Every live stream (to run what they hold before a module goes).
+std::set<CUstream> &streams() {
+  static auto *live = new std::set<CUstream>();
+  return *live;
+}
+
+/// Whether commands wait in their stream until something needs them
+/// (OMNI_HOST_CUDA_SCHEDULE=deferred, the default) or run when enqueued
+/// (eager).
+bool deferred() {
+  static const bool value = [] {
+    const char *v = std::getenv("OMNI_HOST_CUDA_SCHEDULE");
+    return !(v && std::string(v) == "eager");
+  }();
+  return value;
+}
+
+/// Runs what `stream` holds, in order; its sticky failure.
+CUresult flush(CUstream stream) {
+  while (!stream->pending.empty()) {
+    std::function<CUresult()> op = std::move(stream->pending.front());
+    stream->pending.pop_front();
+    if (stream->failure != CUDA_SUCCESS)
+      continue;
+    if (CUresult r = op(); r != CUDA_SUCCESS)
+      stream->failure = r;
+  }
+  return stream->failure;
+}
+
+/// Lets `event`'s stream run up to it (all of it, in this model).
+CUresult finish(CUevent event) {
+  if (*event->done)
+    return CUDA_SUCCESS;
+  CUresult r = flush(event->stream);
+  return *event->done ? CUDA_SUCCESS
+                      : (r != CUDA_SUCCESS ? r : CUDA_ERROR_LAUNCH_FAILED);
+}
 
 CUctx_st theContext;
 CUmemPoolHandle_st thePool;
@@ -250,6 +304,7 @@ CUresult host_cuCtxSetCurrent(CUcontext context) {
 CUresult host_cuStreamCreate(CUstream *stream, unsigned) {
   OMNI_HOST_LOCK;
   *stream = new CUstream_st();
+  streams().insert(*stream);
   return CUDA_SUCCESS;
 }
 
@@ -257,21 +312,31 @@ CUresult host_cuStreamDestroy(CUstream stream) {
   OMNI_HOST_LOCK;
   if (stream->capture)
     return CUDA_ERROR_ILLEGAL_STATE;
+  // Its work completes (cuStreamDestroy does not wait for it, the GPU does).
+  (void)flush(stream);
+  streams().erase(stream);
   delete stream;
   return CUDA_SUCCESS;
 }
 
 CUresult host_cuStreamSynchronize(CUstream stream) {
   OMNI_HOST_LOCK;
-  if (stream && stream->capture) {
+  if (!stream)
+    return CUDA_SUCCESS;
+  if (stream->capture) {
     stream->invalidated = true;
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   }
-  return CUDA_SUCCESS; // every command already ran
+  return flush(stream);
 }
 
 CUresult host_cuStreamWaitEvent(CUstream, CUevent event, unsigned) {
-  return event ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  OMNI_HOST_LOCK;
+  if (!event)
+    return CUDA_ERROR_INVALID_HANDLE;
+  // The waiting stream's later commands run after the event's: here, by
+  // letting the event's stream run now.
+  return finish(event);
 }
 
 CUresult host_cuEventCreate(CUevent *event, unsigned) {
@@ -280,20 +345,45 @@ CUresult host_cuEventCreate(CUevent *event, unsigned) {
 }
 
 CUresult host_cuEventDestroy(CUevent event) {
+  OMNI_HOST_LOCK;
   delete event;
   return CUDA_SUCCESS;
 }
 
-CUresult host_cuEventRecord(CUevent event, CUstream) {
-  return event ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+CUresult host_cuEventRecord(CUevent event, CUstream stream) {
+  OMNI_HOST_LOCK;
+  if (!event)
+    return CUDA_ERROR_INVALID_HANDLE;
+  if (!stream || stream->capture)
+    return CUDA_SUCCESS; // the legacy stream has run everything already
+  event->done = std::make_shared<bool>(false);
+  event->stream = stream;
+  event->asked = false;
+  return submit(stream, [done = event->done] {
+    *done = true;
+    return CUDA_SUCCESS;
+  });
 }
 
 CUresult host_cuEventQuery(CUevent event) {
-  return event ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  OMNI_HOST_LOCK;
+  if (!event)
+    return CUDA_ERROR_INVALID_HANDLE;
+  if (*event->done)
+    return CUDA_SUCCESS;
+  // Not ready the first time it is asked; then the stream gets there.
+  if (!event->asked) {
+    event->asked = true;
+    return CUDA_ERROR_NOT_READY;
+  }
+  return finish(event);
 }
 
 CUresult host_cuEventSynchronize(CUevent event) {
-  return event ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  OMNI_HOST_LOCK;
+  if (!event)
+    return CUDA_ERROR_INVALID_HANDLE;
+  return finish(event);
 }
 
 CUresult host_cuLaunchHostFunc(CUstream stream, CUhostFn fn, void *data) {
@@ -339,8 +429,13 @@ CUresult host_cuMemFreeAsync(CUdeviceptr pointer, CUstream stream) {
     }
     return CUDA_SUCCESS;
   }
-  release(p);
-  return CUDA_SUCCESS;
+  // Stream-ordered: the memory goes when the stream gets there.
+  return submit(stream, [p] {
+    if (!allocations().count(p))
+      return CUDA_ERROR_INVALID_VALUE;
+    release(p);
+    return CUDA_SUCCESS;
+  });
 }
 
 CUresult host_cuMemHostAlloc(void **pointer, size_t bytes, unsigned) {
@@ -349,6 +444,10 @@ CUresult host_cuMemHostAlloc(void **pointer, size_t bytes, unsigned) {
 }
 
 CUresult host_cuMemFreeHost(void *pointer) {
+  OMNI_HOST_LOCK;
+  // cuMemFreeHost waits for the device, whose queued copies may read it.
+  for (CUstream s : streams())
+    (void)flush(s);
   std::free(pointer);
   return CUDA_SUCCESS;
 }
@@ -359,6 +458,8 @@ CUresult host_cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t bytes,
   if (!isDeviceRange(dst, bytes))
     return CUDA_ERROR_INVALID_VALUE;
   return submit(stream, [dst, src, bytes] {
+    if (!isDeviceRange(dst, bytes))
+      return CUDA_ERROR_ILLEGAL_ADDRESS;
     std::memcpy(reinterpret_cast<void *>(dst), src, bytes);
     return CUDA_SUCCESS;
   });
@@ -370,6 +471,8 @@ CUresult host_cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t bytes,
   if (!isDeviceRange(src, bytes))
     return CUDA_ERROR_INVALID_VALUE;
   return submit(stream, [dst, src, bytes] {
+    if (!isDeviceRange(src, bytes))
+      return CUDA_ERROR_ILLEGAL_ADDRESS;
     std::memcpy(dst, reinterpret_cast<const void *>(src), bytes);
     return CUDA_SUCCESS;
   });
@@ -385,6 +488,8 @@ CUresult host_cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes,
   if (bytes && src < dst + bytes && dst < src + bytes && src != dst)
     return CUDA_ERROR_INVALID_VALUE;
   return submit(stream, [dst, src, bytes] {
+    if (!isDeviceRange(dst, bytes) || !isDeviceRange(src, bytes))
+      return CUDA_ERROR_ILLEGAL_ADDRESS;
     std::memmove(reinterpret_cast<void *>(dst),
                  reinterpret_cast<const void *>(src), bytes);
     return CUDA_SUCCESS;
@@ -397,6 +502,8 @@ CUresult memsetAsync(CUdeviceptr dst, T value, size_t count, CUstream stream) {
   if (dst % sizeof(T) != 0 || !isDeviceRange(dst, count * sizeof(T)))
     return CUDA_ERROR_INVALID_VALUE;
   return submit(stream, [dst, value, count] {
+    if (!isDeviceRange(dst, count * sizeof(T)))
+      return CUDA_ERROR_ILLEGAL_ADDRESS;
     T *p = reinterpret_cast<T *>(dst);
     for (size_t i = 0; i < count; ++i)
       p[i] = value;
@@ -497,6 +604,9 @@ CUresult host_cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned,
 
 CUresult host_cuModuleUnload(CUmodule module) {
   OMNI_HOST_LOCK;
+  // Queued launches of its functions run first.
+  for (CUstream s : streams())
+    (void)flush(s);
   delete module;
   return CUDA_SUCCESS;
 }
@@ -555,6 +665,10 @@ CUresult host_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy,
       buffers->push_back(p);
     }
     return submit(stream, [c, buffers] {
+      for (size_t i = 0; i < buffers->size(); ++i)
+        if (!isDeviceRange(reinterpret_cast<uintptr_t>((*buffers)[i]),
+                           c->bufferBytes[i]))
+          return CUDA_ERROR_ILLEGAL_ADDRESS;
       c->run(0, 1, buffers->data(), nullptr);
       return CUDA_SUCCESS;
     });
@@ -734,6 +848,10 @@ CUresult submit(CUstream stream, std::function<CUresult()> op) {
   if (stream && stream->capture) {
     stream->capture->ops->push_back(std::move(op));
     return CUDA_SUCCESS;
+  }
+  if (stream && deferred()) {
+    stream->pending.push_back(std::move(op));
+    return stream->failure;
   }
   return op();
 }

@@ -11,10 +11,19 @@
 //   inside one live allocation, or the call fails as a driver would
 //   (CUDA_ERROR_INVALID_VALUE), so an offset bug is an error, not a silent
 //   write past a buffer;
-// - a stream runs each command when it is enqueued (an order the real
-//   stream could also have chosen); while it captures, commands are
-//   recorded instead (their kernel parameters and memset values copied,
-//   as the driver copies them) and run at each cuGraphLaunch;
+// - a stream holds its commands until something needs them: a
+//   synchronization of the stream or of an event recorded on it, a wait
+//   of another stream on such an event (the second time an event is
+//   queried), cuMemFreeHost, a module's unloading, the stream's
+//   destruction (OMNI_HOST_CUDA_SCHEDULE=deferred, the default). So a
+//   missing synchronization reads stale bytes, and a buffer freed while
+//   queued work uses it fails that work. With =eager each command runs
+//   when it is enqueued. Both are orders a GPU could choose. A failed
+//   command's error is sticky: the stream drops what follows and reports
+//   it at each synchronization, as a GPU's asynchronous errors are. While
+//   a stream captures, commands are recorded instead (their kernel
+//   parameters and memset values copied, as the driver copies them) and
+//   run at each cuGraphLaunch;
 // - kernels are host functions found by entry name (HostKernels.cpp): the
 //   driver's helper kernels (Philox, fills, im2col, softmax, the
 //   attention's dS, and the flash kernels through their own host model,
