@@ -53,9 +53,9 @@ if os.access(omni_ptxas, os.X_OK):
 else:
     lit_config.note("no ptxas at %s: the ptxas tests are unsupported" % omni_ptxas)
 
-# The cuda driver against the host model of libcuda and cuBLASLt (REQUIRES:
-# cuda-host-model): %host_cuda is the environment that loads it in their
-# place (runtime/hal/drivers/cuda/host/HostModel.h; no cuDNN, so
+# The cuda driver against the host model of libcuda, cuBLASLt and NCCL
+# (REQUIRES: cuda-host-model): %host_cuda is the environment that loads it
+# in their place (runtime/hal/drivers/cuda/host/HostModel.h; no cuDNN, so
 # convolutions take the im2col path).
 omni_host_cuda = getattr(config, "omni_host_cuda", "")
 if omni_host_cuda:
@@ -63,8 +63,8 @@ if omni_host_cuda:
     config.substitutions.append(
         ("%host_cuda",
          "env OMNI_CUDA_DRIVER_LIBRARY=%s OMNI_CUBLASLT_LIBRARY=%s "
-         "OMNI_CUDNN_LIBRARY=/nonexistent/libcudnn.so.9"
-         % (omni_host_cuda, omni_host_cuda)))
+         "OMNI_NCCL_LIBRARY=%s OMNI_CUDNN_LIBRARY=/nonexistent/libcudnn.so.9"
+         % (omni_host_cuda, omni_host_cuda, omni_host_cuda)))
 
 # An NVIDIA GPU with a working driver (`nvidia-smi -L` lists one): GPU tests
 # REQUIRE `cuda-gpu`; the tests of what omnirun says without one are

@@ -20,8 +20,6 @@
 
 #include "runtime/hal/drivers/cuda/host/HostModel.h"
 
-#include "runtime/io/ElementCodec.h"
-
 #include <cublasLt.h>
 
 #include <cstring>
@@ -49,57 +47,34 @@ struct Preference {
   uint32_t align[4] = {256, 256, 256, 256}; // A, B, C, D
 };
 
-int64_t sizeOf(cudaDataType_t t) {
+/// The element type of a cuBLASLt type (F32 for one the model lacks:
+/// layouts of those are refused).
+DType dtypeOf(cudaDataType_t t) {
   switch (t) {
   case CUDA_R_64F:
-    return 8;
-  case CUDA_R_32F:
-    return 4;
+    return DType::F64;
   case CUDA_R_16F:
+    return DType::F16;
   case CUDA_R_16BF:
-    return 2;
+    return DType::BF16;
   default:
-    return 0;
+    return DType::F32;
   }
 }
 
+bool known(cudaDataType_t t) {
+  return t == CUDA_R_64F || t == CUDA_R_32F || t == CUDA_R_16F ||
+         t == CUDA_R_16BF;
+}
+
+int64_t sizeOf(cudaDataType_t t) { return dtypeSize(dtypeOf(t)); }
+
 double load(cudaDataType_t t, const unsigned char *p) {
-  switch (t) {
-  case CUDA_R_64F: {
-    double v;
-    std::memcpy(&v, p, 8);
-    return v;
-  }
-  case CUDA_R_32F: {
-    float v;
-    std::memcpy(&v, p, 4);
-    return v;
-  }
-  default: {
-    uint16_t v;
-    std::memcpy(&v, p, 2);
-    return t == CUDA_R_16F ? doubleFromHalfBits(v) : doubleFromBf16Bits(v);
-  }
-  }
+  return loadElement(dtypeOf(t), p);
 }
 
 void store(cudaDataType_t t, unsigned char *p, double value) {
-  switch (t) {
-  case CUDA_R_64F:
-    std::memcpy(p, &value, 8);
-    return;
-  case CUDA_R_32F: {
-    float v = static_cast<float>(value);
-    std::memcpy(p, &v, 4);
-    return;
-  }
-  default: {
-    uint16_t v =
-        t == CUDA_R_16F ? halfBitsFromDouble(value) : bf16BitsFromDouble(value);
-    std::memcpy(p, &v, 2);
-    return;
-  }
-  }
+  storeElement(dtypeOf(t), p, value);
 }
 
 bool supported(const Desc &d, const Layout &a, const Layout &b, const Layout &c,
@@ -214,7 +189,7 @@ cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc,
 cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *layout,
                                           cudaDataType type, uint64_t rows,
                                           uint64_t cols, int64_t ld) {
-  if (sizeOf(type) == 0 || ld < static_cast<int64_t>(rows) || ld < 1)
+  if (!known(type) || ld < static_cast<int64_t>(rows) || ld < 1)
     return CUBLAS_STATUS_INVALID_VALUE;
   *layout = reinterpret_cast<cublasLtMatrixLayout_t>(
       new Layout{type, rows, cols, ld});

@@ -29,12 +29,18 @@
 namespace omni::hal::cuda::host {
 namespace {
 
-/// Parameter `i` of a launch as a T.
-template <typename T> T arg(void **params, int i) {
+/// The T at `p` (any alignment), and `value` stored there.
+template <typename T> T load(const void *p) {
   T value;
-  std::memcpy(&value, params[i], sizeof(T));
+  std::memcpy(&value, p, sizeof(T));
   return value;
 }
+template <typename T> void save(void *p, T value) {
+  std::memcpy(p, &value, sizeof(T));
+}
+
+/// Parameter `i` of a launch as a T.
+template <typename T> T arg(void **params, int i) { return load<T>(params[i]); }
 
 bool inside(const void *p, int64_t bytes) {
   return bytes <= 0 || isDeviceRange(reinterpret_cast<uintptr_t>(p),
@@ -441,6 +447,44 @@ const std::map<std::string, HostKernel> &kernels() {
 }
 
 } // namespace
+
+double loadElement(DType dtype, const void *p) {
+  switch (dtype) {
+  case DType::F64:
+    return load<double>(p);
+  case DType::F32:
+    return load<float>(p);
+  case DType::F16:
+    return doubleFromHalfBits(load<uint16_t>(p));
+  case DType::BF16:
+    return doubleFromBf16Bits(load<uint16_t>(p));
+  case DType::I32:
+    return load<int32_t>(p);
+  case DType::I1:
+    return load<uint8_t>(p);
+  default:
+    return static_cast<double>(load<int64_t>(p));
+  }
+}
+
+void storeElement(DType dtype, void *p, double value) {
+  switch (dtype) {
+  case DType::F64:
+    return save(p, value);
+  case DType::F32:
+    return save(p, static_cast<float>(value));
+  case DType::F16:
+    return save(p, halfBitsFromDouble(value));
+  case DType::BF16:
+    return save(p, bf16BitsFromDouble(value));
+  case DType::I32:
+    return save(p, static_cast<int32_t>(value));
+  case DType::I1:
+    return save(p, static_cast<uint8_t>(value));
+  default:
+    return save(p, static_cast<int64_t>(value));
+  }
+}
 
 const HostKernel *findKernel(const std::string &entry) {
   auto it = kernels().find(entry);

@@ -10,6 +10,8 @@
 #include "runtime/hal/drivers/cuda/host/HostModel.h"
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -126,26 +128,65 @@ bool deferred() {
   return value;
 }
 
-/// Runs what `stream` holds, in order; its sticky failure.
+/// Runs what `stream` holds, in order, up to a command that must wait for
+/// other ranks (kParked, left at the front); its sticky failure, or
+/// kParked.
 CUresult flush(CUstream stream) {
   while (!stream->pending.empty()) {
     std::function<CUresult()> op = std::move(stream->pending.front());
     stream->pending.pop_front();
     if (stream->failure != CUDA_SUCCESS)
       continue;
-    if (CUresult r = op(); r != CUDA_SUCCESS)
+    CUresult r = op();
+    if (r == kParked) {
+      stream->pending.push_front(std::move(op));
+      return kParked;
+    }
+    if (r != CUDA_SUCCESS)
       stream->failure = r;
   }
   return stream->failure;
 }
 
-/// Lets `event`'s stream run up to it (all of it, in this model).
-CUresult finish(CUevent event) {
+std::condition_variable_any &progress() {
+  static auto *cv = new std::condition_variable_any();
+  return *cv;
+}
+
+/// Blocks until `done()`: runs `stream`'s work (null: every stream's),
+/// then, while something waits for other ranks, every stream's work (the
+/// GPU makes progress on its own), and waits for other threads to enqueue
+/// theirs. `lock` holds the model's mutex once.
+template <typename Done>
+void runUntil(std::unique_lock<std::recursive_mutex> &lock, CUstream stream,
+              Done done) {
+  while (true) {
+    if (stream)
+      (void)flush(stream);
+    if (done())
+      return;
+    for (CUstream s : streams())
+      (void)flush(s);
+    if (done())
+      return;
+    progress().wait_for(lock, std::chrono::milliseconds(1));
+  }
+}
+
+/// Runs every stream's work up to what waits for other ranks.
+void runRunnable() {
+  for (CUstream s : streams())
+    (void)flush(s);
+}
+
+/// `event`'s state without waiting: its stream runs as far as it can.
+CUresult poll(CUevent event) {
   if (*event->done)
     return CUDA_SUCCESS;
   CUresult r = flush(event->stream);
-  return *event->done ? CUDA_SUCCESS
-                      : (r != CUDA_SUCCESS ? r : CUDA_ERROR_LAUNCH_FAILED);
+  if (*event->done)
+    return CUDA_SUCCESS;
+  return r == kParked || r == CUDA_SUCCESS ? CUDA_ERROR_NOT_READY : r;
 }
 
 CUctx_st theContext;
@@ -309,34 +350,43 @@ CUresult host_cuStreamCreate(CUstream *stream, unsigned) {
 }
 
 CUresult host_cuStreamDestroy(CUstream stream) {
-  OMNI_HOST_LOCK;
+  std::unique_lock<std::recursive_mutex> lock(modelMutex());
   if (stream->capture)
     return CUDA_ERROR_ILLEGAL_STATE;
   // Its work completes (cuStreamDestroy does not wait for it, the GPU does).
-  (void)flush(stream);
+  runUntil(lock, stream, [&] {
+    return stream->pending.empty() || stream->failure != CUDA_SUCCESS;
+  });
   streams().erase(stream);
   delete stream;
   return CUDA_SUCCESS;
 }
 
 CUresult host_cuStreamSynchronize(CUstream stream) {
-  OMNI_HOST_LOCK;
+  std::unique_lock<std::recursive_mutex> lock(modelMutex());
   if (!stream)
     return CUDA_SUCCESS;
   if (stream->capture) {
     stream->invalidated = true;
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   }
-  return flush(stream);
+  runUntil(lock, stream, [&] {
+    return stream->pending.empty() || stream->failure != CUDA_SUCCESS;
+  });
+  return stream->failure;
 }
 
-CUresult host_cuStreamWaitEvent(CUstream, CUevent event, unsigned) {
+CUresult host_cuStreamWaitEvent(CUstream stream, CUevent event, unsigned) {
   OMNI_HOST_LOCK;
   if (!event)
     return CUDA_ERROR_INVALID_HANDLE;
-  // The waiting stream's later commands run after the event's: here, by
-  // letting the event's stream run now.
-  return finish(event);
+  // The waiting stream's later commands run after the event's: the
+  // event's stream runs as far as it can now, and the waiting stream
+  // holds at the wait until the event is done.
+  if (poll(event) == CUDA_SUCCESS || !stream)
+    return CUDA_SUCCESS;
+  return submit(
+      stream, [done = event->done] { return *done ? CUDA_SUCCESS : kParked; });
 }
 
 CUresult host_cuEventCreate(CUevent *event, unsigned) {
@@ -371,19 +421,23 @@ CUresult host_cuEventQuery(CUevent event) {
     return CUDA_ERROR_INVALID_HANDLE;
   if (*event->done)
     return CUDA_SUCCESS;
-  // Not ready the first time it is asked; then the stream gets there.
+  // Not ready the first time it is asked; then the stream gets as far as
+  // it can.
   if (!event->asked) {
     event->asked = true;
     return CUDA_ERROR_NOT_READY;
   }
-  return finish(event);
+  return poll(event);
 }
 
 CUresult host_cuEventSynchronize(CUevent event) {
-  OMNI_HOST_LOCK;
+  std::unique_lock<std::recursive_mutex> lock(modelMutex());
   if (!event)
     return CUDA_ERROR_INVALID_HANDLE;
-  return finish(event);
+  CUstream stream = *event->done ? nullptr : event->stream;
+  runUntil(lock, stream,
+           [&] { return *event->done || stream->failure != CUDA_SUCCESS; });
+  return *event->done ? CUDA_SUCCESS : stream->failure;
 }
 
 CUresult host_cuLaunchHostFunc(CUstream stream, CUhostFn fn, void *data) {
@@ -446,8 +500,9 @@ CUresult host_cuMemHostAlloc(void **pointer, size_t bytes, unsigned) {
 CUresult host_cuMemFreeHost(void *pointer) {
   OMNI_HOST_LOCK;
   // cuMemFreeHost waits for the device, whose queued copies may read it.
-  for (CUstream s : streams())
-    (void)flush(s);
+  // Work that waits for other ranks is another GPU's business (each rank
+  // is its own device; the model has one): it is not waited for.
+  runRunnable();
   std::free(pointer);
   return CUDA_SUCCESS;
 }
@@ -605,8 +660,7 @@ CUresult host_cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned,
 CUresult host_cuModuleUnload(CUmodule module) {
   OMNI_HOST_LOCK;
   // Queued launches of its functions run first.
-  for (CUstream s : streams())
-    (void)flush(s);
+  runRunnable();
   delete module;
   return CUDA_SUCCESS;
 }
@@ -731,7 +785,8 @@ CUresult host_cuGraphLaunch(CUgraphExec exec, CUstream stream) {
   return submit(stream, [ops] {
     for (auto &op : *ops)
       if (CUresult r = op(); r != CUDA_SUCCESS)
-        return r;
+        // A graph cannot hold a command that waits for other ranks.
+        return r == kParked ? CUDA_ERROR_NOT_SUPPORTED : r;
     return CUDA_SUCCESS;
   });
 }
@@ -849,12 +904,21 @@ CUresult submit(CUstream stream, std::function<CUresult()> op) {
     stream->capture->ops->push_back(std::move(op));
     return CUDA_SUCCESS;
   }
-  if (stream && deferred()) {
+  if (stream && (deferred() || !stream->pending.empty())) {
     stream->pending.push_back(std::move(op));
+    progress().notify_all();
     return stream->failure;
   }
-  return op();
+  CUresult r = op();
+  if (r == kParked && stream) {
+    // It waits for other ranks: the stream holds it, and what follows.
+    stream->pending.push_back(std::move(op));
+    return CUDA_SUCCESS;
+  }
+  return r;
 }
+
+void notifyProgress() { progress().notify_all(); }
 
 } // namespace omni::hal::cuda::host
 

@@ -1,8 +1,9 @@
-//===- HostModel.h - libcuda and cuBLASLt modelled on the CPU ---*- C++ -*-===//
+//===- HostModel.h - CUDA libraries modelled on the CPU --------*- C++ -*-===//
 //
 // A shared library (OmniHostCuda) that the cuda driver loads in place of
-// libcuda.so.1 ($OMNI_CUDA_DRIVER_LIBRARY) and of cuBLASLt
-// ($OMNI_CUBLASLT_LIBRARY), so that the driver's own code (CudaDevice,
+// libcuda.so.1 ($OMNI_CUDA_DRIVER_LIBRARY), cuBLASLt
+// ($OMNI_CUBLASLT_LIBRARY) and NCCL ($OMNI_NCCL_LIBRARY; HostNccl.cpp),
+// so that the driver's own code (CudaDevice,
 // CudaStream, CudaLibraries, CudaExecutable: allocation, staging, fills,
 // copies, events, graphs, the gemm plans, the attention and convolution
 // paths) runs in every CI job on a machine without a GPU. It is a model,
@@ -40,6 +41,8 @@
 #ifndef OMNI_RUNTIME_HAL_DRIVERS_CUDA_HOST_HOSTMODEL_H
 #define OMNI_RUNTIME_HAL_DRIVERS_CUDA_HOST_HOSTMODEL_H
 
+#include "runtime/io/DType.h"
+
 #include <cuda.h>
 
 #include <cstddef>
@@ -50,6 +53,8 @@
 #include <vector>
 
 namespace omni::hal::cuda::host {
+
+using omni::DType;
 
 /// A launch's shape.
 struct LaunchDims {
@@ -74,6 +79,20 @@ const HostKernel *findKernel(const std::string &entry);
 /// CUDA_SUCCESS when recorded. A null stream is the legacy default
 /// stream, which never captures.
 CUresult submit(CUstream stream, std::function<CUresult()> op);
+
+/// What a queued command returns while it waits for other ranks (a
+/// collective of the NCCL model): the stream keeps it at its front and
+/// runs it again later.
+constexpr CUresult kParked = CUDA_ERROR_NOT_READY;
+
+/// Wakes threads blocked in a synchronization (a collective completed).
+void notifyProgress();
+
+/// An element of `dtype` at `p` as a double (exact), and `value` rounded
+/// once to `dtype` (nearest even; integers truncate) and stored at `p`:
+/// how the cuBLASLt and NCCL models read and write (HostKernels.cpp).
+double loadElement(DType dtype, const void *p);
+void storeElement(DType dtype, void *p, double value);
 
 /// Whether [address, address + bytes) lies inside one live allocation.
 bool isDeviceRange(uintptr_t address, size_t bytes);
