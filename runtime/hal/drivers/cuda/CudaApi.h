@@ -9,8 +9,9 @@
 // since). cuBLASLt (libcublasLt.so.13, then .12, or $OMNI_CUBLASLT_LIBRARY)
 // and cuDNN (libcudnn.so.9, or $OMNI_CUDNN_LIBRARY) are opened, their
 // entries found by dlsym, when a stream first needs them. The three
-// variables are for tests: host/ is a model of libcuda and cuBLASLt on the
-// CPU that the cuda driver's tests run against where no GPU is at hand.
+// variables are for tests: host/ is a model of libcuda, cuBLASLt and NCCL
+// on the CPU that the cuda driver's tests run against where no GPU is at
+// hand.
 // The toolkit headers give the types only.
 //
 // Errors are one line, meant for users: no driver library, a library
