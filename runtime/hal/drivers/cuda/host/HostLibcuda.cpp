@@ -358,7 +358,11 @@ CUresult host_cuStreamDestroy(CUstream stream) {
     return stream->pending.empty() || stream->failure != CUDA_SUCCESS;
   });
   streams().erase(stream);
-  delete stream;
+  // Kept, emptied, for the process's lifetime: an event recorded on it
+  // still names it (a failed stream drops its events' records).
+  stream->pending.clear();
+  static auto *retired = new std::vector<std::unique_ptr<CUstream_st>>();
+  retired->emplace_back(stream);
   return CUDA_SUCCESS;
 }
 
