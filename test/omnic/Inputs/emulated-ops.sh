@@ -16,6 +16,10 @@ set -euo pipefail
 omnic=$1 omnirun=$2 ops=$3 tools=$4 work=$5 mode=${6:-emulate}
 mkdir -p "$work/in" "$work/cpu" "$work/emu"
 "$omnic" "$ops" -o "$work/cpu.bin"
+case "$mode" in
+  emulate | host-model) ;;
+  *) echo "emulated-ops.sh: mode '$mode' (expected emulate or host-model)" >&2; exit 2 ;;
+esac
 device=()
 if [ "$mode" = host-model ]; then
   "$omnic" --target=cuda --cuda-host-kernels "$ops" -o "$work/emu.bin"

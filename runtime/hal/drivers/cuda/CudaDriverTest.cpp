@@ -240,6 +240,29 @@ TEST(CudaApi, LibrariesLoadOrSayWhyNot) {
   EXPECT_EQ((*api)->cublasLt().ok(), lt.ok());
 }
 
+TEST(CudaApi, LibraryVariablesNameTheLibraries) {
+  // OMNI_CUBLASLT_LIBRARY and OMNI_CUDNN_LIBRARY (the host model's hooks)
+  // replace the default names; a missing file or one without the entry
+  // points is the usual one-line Unavailable.
+  {
+    ScopedEnv lt("OMNI_CUBLASLT_LIBRARY", "/nonexistent/libcublasLt.so");
+    ScopedEnv dnn("OMNI_CUDNN_LIBRARY", "/nonexistent/libcudnn.so.9");
+    auto api = CudaApi::load(OMNI_FAKE_LIBCUDA);
+    ASSERT_TRUE(api.ok()) << api.status();
+    EXPECT_EQ((*api)->cublasLt().status().message(),
+              "cuda: no cuBLASLt for matmuls (/nonexistent/libcublasLt.so: "
+              "cannot open shared object file: No such file or directory)");
+    EXPECT_EQ((*api)->cudnn().status().message(),
+              "cuda: no cuDNN for convolutions (/nonexistent/libcudnn.so.9: "
+              "cannot open shared object file: No such file or directory)");
+  }
+  ScopedEnv lt("OMNI_CUBLASLT_LIBRARY", OMNI_NOT_A_DRIVER);
+  auto api = CudaApi::load(OMNI_FAKE_LIBCUDA);
+  ASSERT_TRUE(api.ok()) << api.status();
+  EXPECT_EQ((*api)->cublasLt().status().message(),
+            "cuda: the cuBLASLt library has no entry point cublasLtCreate");
+}
+
 TEST(CudaExecutable, WhichCubinRunsWhere) {
   // Arch-specific cubins run on exactly their device.
   EXPECT_TRUE(cubinRunsOn("sm_90a", 9, 0));

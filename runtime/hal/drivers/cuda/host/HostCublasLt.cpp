@@ -121,8 +121,6 @@ bool aligned(const void *p, const Layout &l, uint32_t alignment) {
   return bits % alignment == 0;
 }
 
-#define OMNI_LT_LOCK std::lock_guard<std::recursive_mutex> lock(modelMutex())
-
 } // namespace
 } // namespace omni::hal::cuda::host
 
@@ -287,7 +285,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc,
                               cublasLtMatrixLayout_t d,
                               const cublasLtMatmulAlgo_t *algo, void *workspace,
                               size_t workspaceBytes, cudaStream_t stream) {
-  OMNI_LT_LOCK;
+  OMNI_HOST_LOCK;
   const Desc dd = *reinterpret_cast<Desc *>(desc);
   const Layout la = *reinterpret_cast<Layout *>(a),
                lb = *reinterpret_cast<Layout *>(b),

@@ -3,7 +3,8 @@
 // The entry points the cuda driver resolves through cuGetProcAddress_v2
 // (CudaApi.h's OMNI_CUDA_DRIVER_ENTRIES), for HostModel.h's model: one
 // device (more with $OMNI_HOST_CUDA_DEVICES), sm_90, host memory, streams
-// that run commands when they are enqueued, stream capture recording them.
+// and their schedules, events, stream capture. Modules and launches are
+// HostModules.cpp's.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,14 +16,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <dlfcn.h>
-#include <elf.h>
 #include <map>
 #include <memory>
 #include <set>
-#include <sstream>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 // The handles cuda.h leaves opaque.
@@ -68,38 +65,9 @@ struct CUstream_st {
   CUresult failure = CUDA_SUCCESS;
 };
 
-/// A launch of omnic --cuda-host-kernels: a function with the cpu kernel
-/// ABI (docs/backend.md) and the launch it was compiled for.
-struct CompiledLaunch {
-  void (*run)(int64_t begin, int64_t end, void **buffers,
-              const int64_t *scalars) = nullptr;
-  unsigned grid = 0, block = 0;
-  std::vector<size_t> bufferBytes;
-};
-
-struct CUfunc_st {
-  std::string name;
-  const omni::hal::cuda::host::HostKernel *kernel = nullptr;
-  const CompiledLaunch *compiled = nullptr;
-  int maxDynamicShared = 48 * 1024;
-};
-struct CUmod_st {
-  std::set<std::string> entries;
-  /// The functions asked for, which live as long as the module.
-  std::map<std::string, std::unique_ptr<CUfunc_st>> functions;
-  /// A shared object of host kernels (dlopen handle) and its launches.
-  void *library = nullptr;
-  std::map<std::string, CompiledLaunch> compiled;
-  ~CUmod_st() {
-    if (library)
-      dlclose(library);
-  }
-};
-
 namespace omni::hal::cuda::host {
 namespace {
 
-constexpr int kSharedOptIn = 227 * 1024; // sm_90's opt-in limit per block
 constexpr size_t kTotalMemory = size_t(80) << 30;
 constexpr size_t kAlignment = 256;
 
@@ -173,12 +141,6 @@ void runUntil(std::unique_lock<std::recursive_mutex> &lock, CUstream stream,
   }
 }
 
-/// Runs every stream's work up to what waits for other ranks.
-void runRunnable() {
-  for (CUstream s : streams())
-    (void)flush(s);
-}
-
 /// `event`'s state without waiting: its stream runs as far as it can.
 CUresult poll(CUevent event) {
   if (*event->done)
@@ -221,8 +183,6 @@ void releaseGraphAllocation(uintptr_t p) {
   graphBytes -= allocations()[p];
   release(p);
 }
-
-#define OMNI_HOST_LOCK std::lock_guard<std::recursive_mutex> lock(modelMutex())
 
 //===----------------------------------------------------------------------===//
 // Initialization, devices, contexts
@@ -584,173 +544,6 @@ CUresult host_cuMemsetD32Async(CUdeviceptr dst, unsigned value, size_t n,
 }
 
 //===----------------------------------------------------------------------===//
-// Modules and launches
-//===----------------------------------------------------------------------===//
-
-/// The `.entry` names of a PTX module's text.
-std::set<std::string> ptxEntries(const char *text) {
-  std::set<std::string> names;
-  const std::string ptx(text);
-  for (size_t at = ptx.find(".entry"); at != std::string::npos;
-       at = ptx.find(".entry", at + 6)) {
-    size_t begin = ptx.find_first_not_of(" \t\n", at + 6);
-    size_t end = ptx.find_first_of(" \t\n(", begin);
-    if (begin != std::string::npos && end != std::string::npos)
-      names.insert(ptx.substr(begin, end - begin));
-  }
-  return names;
-}
-
-/// A shared object of omnic --cuda-host-kernels (an x86-64 ELF image in
-/// place of the cubin) as a module: its launches from the
-/// `omni_host_kernels` manifest.
-CUresult loadHostKernels(const Elf64_Ehdr &header, CUmodule *module) {
-  // The image comes without its size: ELF puts the section headers last.
-  const size_t bytes =
-      header.e_shoff + size_t(header.e_shnum) * header.e_shentsize;
-  char path[] = "/tmp/omni-host-kernels-XXXXXX";
-  int fd = mkstemp(path);
-  if (fd < 0)
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  const bool written = write(fd, &header, bytes) == static_cast<ssize_t>(bytes);
-  close(fd);
-  void *library = written ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : nullptr;
-  unlink(path);
-  if (!library)
-    return CUDA_ERROR_INVALID_IMAGE;
-  auto m = std::make_unique<CUmod_st>();
-  m->library = library;
-  const auto *manifest =
-      static_cast<const char *>(dlsym(library, "omni_host_kernels"));
-  if (!manifest)
-    return CUDA_ERROR_INVALID_IMAGE;
-  std::istringstream lines(manifest);
-  for (std::string line; std::getline(lines, line);) {
-    std::istringstream fields(line);
-    std::string name;
-    CompiledLaunch launch;
-    fields >> name >> launch.grid >> launch.block;
-    for (size_t b; fields >> b;)
-      launch.bufferBytes.push_back(b);
-    launch.run =
-        reinterpret_cast<decltype(launch.run)>(dlsym(library, name.c_str()));
-    if (!launch.run)
-      return CUDA_ERROR_INVALID_IMAGE;
-    m->entries.insert(name);
-    m->compiled[name] = std::move(launch);
-  }
-  *module = m.release();
-  return CUDA_SUCCESS;
-}
-
-CUresult host_cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned,
-                                 CUjit_option *, void **) {
-  OMNI_HOST_LOCK;
-  const char *text = static_cast<const char *>(image);
-  if (std::memcmp(text, ELFMAG, SELFMAG) == 0) {
-    const auto *header = static_cast<const Elf64_Ehdr *>(image);
-    if (header->e_machine == EM_X86_64 && header->e_type == ET_DYN)
-      return loadHostKernels(*header, module);
-    return CUDA_ERROR_NOT_SUPPORTED; // a cubin: the model runs no SASS
-  }
-  if (!std::strstr(text, ".version") || !std::strstr(text, ".target"))
-    return CUDA_ERROR_INVALID_IMAGE;
-  auto m = std::make_unique<CUmod_st>();
-  m->entries = ptxEntries(text);
-  *module = m.release();
-  return CUDA_SUCCESS;
-}
-
-CUresult host_cuModuleUnload(CUmodule module) {
-  OMNI_HOST_LOCK;
-  // Queued launches of its functions run first.
-  runRunnable();
-  delete module;
-  return CUDA_SUCCESS;
-}
-
-CUresult host_cuModuleGetFunction(CUfunction *function, CUmodule module,
-                                  const char *name) {
-  if (!module->entries.count(name))
-    return CUDA_ERROR_NOT_FOUND;
-  std::unique_ptr<CUfunc_st> &f = module->functions[name];
-  if (!f) {
-    f = std::make_unique<CUfunc_st>();
-    f->name = name;
-    f->kernel = findKernel(name);
-    auto compiled = module->compiled.find(name);
-    if (compiled != module->compiled.end())
-      f->compiled = &compiled->second;
-  }
-  *function = f.get();
-  return CUDA_SUCCESS;
-}
-
-CUresult host_cuFuncSetAttribute(CUfunction function,
-                                 CUfunction_attribute attribute, int value) {
-  if (attribute != CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
-    return CUDA_ERROR_INVALID_VALUE;
-  if (value < 0 || value > kSharedOptIn)
-    return CUDA_ERROR_INVALID_VALUE;
-  function->maxDynamicShared = value;
-  return CUDA_SUCCESS;
-}
-
-CUresult host_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy,
-                             unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                             unsigned shared, CUstream stream, void **params,
-                             void **extra) {
-  OMNI_HOST_LOCK;
-  if (extra || !params)
-    return CUDA_ERROR_INVALID_VALUE;
-  if (!gx || !gy || !gz || !bx || !by || !bz || gy > 65535 || gz > 65535 ||
-      bz > 64 || uint64_t(bx) * by * bz > 1024)
-    return CUDA_ERROR_INVALID_VALUE;
-  if (shared > static_cast<unsigned>(f->maxDynamicShared))
-    return CUDA_ERROR_INVALID_VALUE;
-  if (const CompiledLaunch *c = f->compiled) {
-    // The launch the kernel was compiled for, its buffers inside device
-    // memory; the parameters are the buffers' pointers (omnic's kernels
-    // take no scalars).
-    if (gx != c->grid || bx != c->block || gy != 1 || gz != 1 || by != 1 ||
-        bz != 1)
-      return CUDA_ERROR_INVALID_VALUE;
-    auto buffers = std::make_shared<std::vector<void *>>();
-    for (size_t i = 0; i < c->bufferBytes.size(); ++i) {
-      void *p = *static_cast<void **>(params[i]);
-      if (!isDeviceRange(reinterpret_cast<uintptr_t>(p), c->bufferBytes[i]))
-        return CUDA_ERROR_ILLEGAL_ADDRESS;
-      buffers->push_back(p);
-    }
-    return submit(stream, [c, buffers] {
-      for (size_t i = 0; i < buffers->size(); ++i)
-        if (!isDeviceRange(reinterpret_cast<uintptr_t>((*buffers)[i]),
-                           c->bufferBytes[i]))
-          return CUDA_ERROR_ILLEGAL_ADDRESS;
-      c->run(0, 1, buffers->data(), nullptr);
-      return CUDA_SUCCESS;
-    });
-  }
-  if (!f->kernel)
-    return CUDA_ERROR_NOT_SUPPORTED; // compiled kernels need a GPU
-  // The parameters are copied now, as cuLaunchKernel does.
-  const std::vector<size_t> &sizes = f->kernel->paramSizes;
-  auto bytes = std::make_shared<std::vector<std::vector<unsigned char>>>();
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    const auto *p = static_cast<const unsigned char *>(params[i]);
-    bytes->emplace_back(p, p + sizes[i]);
-  }
-  const LaunchDims dims{{gx, gy, gz}, {bx, by, bz}, shared};
-  const HostKernel *kernel = f->kernel;
-  return submit(stream, [kernel, dims, bytes] {
-    std::vector<void *> args;
-    for (auto &b : *bytes)
-      args.push_back(b.data());
-    return kernel->run(dims, args.data());
-  });
-}
-
-//===----------------------------------------------------------------------===//
 // Graphs
 //===----------------------------------------------------------------------===//
 
@@ -821,20 +614,7 @@ CUresult host_cuDeviceGetGraphMemAttribute(CUdevice, CUgraphMem_attribute attr,
 // cuGetProcAddress
 //===----------------------------------------------------------------------===//
 
-struct Entry {
-  const char *name;
-  void *function;
-};
-
-// Each function is checked against cuda.h's declaration of the name (the
-// static_cast fails to compile on a signature mismatch).
-#define OMNI_HOST_ENTRY(name)                                                  \
-  Entry {                                                                      \
-    #name,                                                                     \
-        reinterpret_cast<void *>(static_cast<decltype(&::name)>(&host_##name)) \
-  }
-
-const Entry kEntries[] = {
+const ProcEntry kEntries[] = {
     OMNI_HOST_ENTRY(cuGetErrorName),
     OMNI_HOST_ENTRY(cuGetErrorString),
     OMNI_HOST_ENTRY(cuDriverGetVersion),
@@ -869,11 +649,6 @@ const Entry kEntries[] = {
     OMNI_HOST_ENTRY(cuMemsetD16Async),
     OMNI_HOST_ENTRY(cuMemsetD32Async),
     OMNI_HOST_ENTRY(cuLaunchHostFunc),
-    OMNI_HOST_ENTRY(cuModuleLoadDataEx),
-    OMNI_HOST_ENTRY(cuModuleUnload),
-    OMNI_HOST_ENTRY(cuModuleGetFunction),
-    OMNI_HOST_ENTRY(cuFuncSetAttribute),
-    OMNI_HOST_ENTRY(cuLaunchKernel),
     OMNI_HOST_ENTRY(cuStreamBeginCapture),
     OMNI_HOST_ENTRY(cuStreamEndCapture),
     OMNI_HOST_ENTRY(cuGraphInstantiateWithFlags),
@@ -882,9 +657,14 @@ const Entry kEntries[] = {
     OMNI_HOST_ENTRY(cuGraphDestroy),
     OMNI_HOST_ENTRY(cuDeviceGetGraphMemAttribute),
 };
-#undef OMNI_HOST_ENTRY
 
 } // namespace
+
+void runRunnable() {
+  OMNI_HOST_LOCK;
+  for (CUstream s : streams())
+    (void)flush(s);
+}
 
 std::recursive_mutex &modelMutex() {
   static auto *mutex = new std::recursive_mutex();
@@ -936,15 +716,16 @@ GraphMemory::~GraphMemory() {
 extern "C" __attribute__((visibility("default"))) CUresult
 cuGetProcAddress_v2(const char *symbol, void **function, int, cuuint64_t,
                     CUdriverProcAddressQueryResult *status) {
-  using omni::hal::cuda::host::kEntries;
-  *function = nullptr;
+  using namespace omni::hal::cuda::host;
+  *function = moduleEntry(symbol);
   for (const auto &entry : kEntries)
-    if (std::strcmp(entry.name, symbol) == 0) {
+    if (std::strcmp(entry.name, symbol) == 0)
       *function = entry.function;
-      if (status)
-        *status = CU_GET_PROC_ADDRESS_SUCCESS;
-      return CUDA_SUCCESS;
-    }
+  if (*function) {
+    if (status)
+      *status = CU_GET_PROC_ADDRESS_SUCCESS;
+    return CUDA_SUCCESS;
+  }
   if (status)
     *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
   return CUDA_ERROR_NOT_FOUND;

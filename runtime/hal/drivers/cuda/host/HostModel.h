@@ -80,6 +80,33 @@ const HostKernel *findKernel(const std::string &entry);
 /// stream, which never captures.
 CUresult submit(CUstream stream, std::function<CUresult()> op);
 
+/// sm_90's opt-in limit of dynamic shared memory per block.
+constexpr int kSharedOptIn = 227 * 1024;
+
+/// One entry point of cuGetProcAddress_v2's table. OMNI_HOST_ENTRY(cuX)
+/// names host_cuX, checked against cuda.h's declaration of cuX (the
+/// static_cast fails to compile on a signature mismatch).
+struct ProcEntry {
+  const char *name;
+  void *function;
+};
+#define OMNI_HOST_ENTRY(name)                                                  \
+  ::omni::hal::cuda::host::ProcEntry {                                         \
+    #name,                                                                     \
+        reinterpret_cast<void *>(static_cast<decltype(&::name)>(&host_##name)) \
+  }
+
+/// HostModules.cpp's entry points (modules, functions, launches), or null.
+void *moduleEntry(const char *name);
+
+/// Runs every stream's queued work up to what waits for other ranks.
+void runRunnable();
+
+/// Takes the model's lock for the scope.
+#define OMNI_HOST_LOCK                                                         \
+  std::lock_guard<std::recursive_mutex> lock(                                  \
+      ::omni::hal::cuda::host::modelMutex())
+
 /// What a queued command returns while it waits for other ranks (a
 /// collective of the NCCL model): the stream keeps it at its front and
 /// runs it again later.

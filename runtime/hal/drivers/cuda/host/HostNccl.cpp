@@ -164,8 +164,6 @@ std::map<std::string, std::shared_ptr<Group>> &groups() {
   return *all;
 }
 
-#define OMNI_NCCL_LOCK std::lock_guard<std::recursive_mutex> lock(modelMutex())
-
 } // namespace
 } // namespace omni::hal::cuda::host
 
@@ -185,7 +183,7 @@ namespace {
 ncclResult_t collective(ncclComm *comm, Kind kind, const void *send, void *recv,
                         size_t count, ncclDataType_t type, int op,
                         cudaStream_t stream) {
-  OMNI_NCCL_LOCK;
+  OMNI_HOST_LOCK;
   if (!comm || !comm->group || comm->pending)
     return ncclInvalidArgument;
   const size_t es = sizeOf(type);
@@ -242,7 +240,7 @@ ncclResult_t ncclGetVersion(int *version) {
 }
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
-  OMNI_NCCL_LOCK;
+  OMNI_HOST_LOCK;
   static uint64_t next = 0;
   std::memset(id, 0, sizeof(*id));
   const uint64_t value = ++next;
@@ -253,7 +251,7 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
 
 ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks,
                                     ncclUniqueId id, int rank, ncclConfig_t *) {
-  OMNI_NCCL_LOCK;
+  OMNI_HOST_LOCK;
   if (nranks < 1 || rank < 0 || rank >= nranks)
     return ncclInvalidArgument;
   std::shared_ptr<Group> &group =
@@ -273,7 +271,7 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks,
 
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key,
                            ncclComm_t *newcomm, ncclConfig_t *) {
-  OMNI_NCCL_LOCK;
+  OMNI_HOST_LOCK;
   if (!comm || comm->pending)
     return ncclInvalidArgument;
   Group &group = *comm->group;
@@ -311,7 +309,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key,
 }
 
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
-  OMNI_NCCL_LOCK;
+  OMNI_HOST_LOCK;
   if (!comm)
     return ncclSuccess;
   if (comm->group) {
@@ -325,13 +323,13 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
 }
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *state) {
-  OMNI_NCCL_LOCK;
+  OMNI_HOST_LOCK;
   *state = comm->pending ? ncclInProgress : ncclSuccess;
   return ncclSuccess;
 }
 
 ncclResult_t ncclCommCount(const ncclComm_t comm, int *count) {
-  OMNI_NCCL_LOCK;
+  OMNI_HOST_LOCK;
   if (!comm->group)
     return ncclInvalidUsage;
   *count = comm->group->size;
