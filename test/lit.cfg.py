@@ -55,16 +55,16 @@ else:
 
 # The cuda driver against the host model of libcuda, cuBLASLt and NCCL
 # (REQUIRES: cuda-host-model): %host_cuda is the environment that loads it
-# in their place (runtime/hal/drivers/cuda/host/HostModel.h; no cuDNN, so
-# convolutions take the im2col path).
+# in their place (runtime/hal/drivers/cuda/host/HostModel.h; its cuDNN
+# too, so convolutions take the path they take on a GPU).
 omni_host_cuda = getattr(config, "omni_host_cuda", "")
 if omni_host_cuda:
     config.available_features.add("cuda-host-model")
     config.substitutions.append(
         ("%host_cuda",
          "env OMNI_CUDA_DRIVER_LIBRARY=%s OMNI_CUBLASLT_LIBRARY=%s "
-         "OMNI_NCCL_LIBRARY=%s OMNI_CUDNN_LIBRARY=/nonexistent/libcudnn.so.9"
-         % (omni_host_cuda, omni_host_cuda, omni_host_cuda)))
+         "OMNI_NCCL_LIBRARY=%s OMNI_CUDNN_LIBRARY=%s"
+         % ((omni_host_cuda,) * 4)))
 
 # An NVIDIA GPU with a working driver (`nvidia-smi -L` lists one): GPU tests
 # REQUIRE `cuda-gpu`; the tests of what omnirun says without one are

@@ -7,8 +7,9 @@
 //    f32 computes with CUBLAS_COMPUTE_32F (no TF32), f64 with 64F, f16 and
 //    bf16 inputs accumulate in f32 and round the result once.
 //  - conv2d: cuDNN's cudnnConvolutionForward (NCHW, cross-correlation; f32
-//    with CUDNN_FMA_MATH, i.e. no TF32; f16/bf16 accumulate in f32; the
-//    algorithm from cudnnGetConvolutionForwardAlgorithm_v7, workspace up to
+//    with CUDNN_FMA_MATH and FMA algorithms only, i.e. no TF32; f16/bf16
+//    accumulate in f32; the algorithm from
+//    cudnnGetConvolutionForwardAlgorithm_v7, workspace up to
 //    kConvWorkspaceBytes). Without cuDNN, or when it offers no algorithm:
 //    per image, im2col (the omni_im2col kernel; skipped for 1x1 stride-1
 //    unpadded filters) into a stream-ordered temporary, then a cuBLASLt
@@ -459,9 +460,9 @@ absl::Status CudaStream::cudnnConv2d(const Conv2dParams &p, CUdeviceptr x,
     if (candidate.status != CUDNN_STATUS_SUCCESS ||
         candidate.memory > kConvWorkspaceBytes)
       continue;
-    // Never TF32 for f32.
-    if (p.dtype == DType::F32 && candidate.mathType != CUDNN_FMA_MATH &&
-        candidate.mathType != CUDNN_DEFAULT_MATH)
+    // Never TF32 for f32: CUDNN_DEFAULT_MATH permits it on sm_80 and
+    // later, so only an FMA algorithm will do.
+    if (p.dtype == DType::F32 && candidate.mathType != CUDNN_FMA_MATH)
       continue;
     chosen = &candidate;
   }

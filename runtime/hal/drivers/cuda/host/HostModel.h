@@ -2,7 +2,8 @@
 //
 // A shared library (OmniHostCuda) that the cuda driver loads in place of
 // libcuda.so.1 ($OMNI_CUDA_DRIVER_LIBRARY), cuBLASLt
-// ($OMNI_CUBLASLT_LIBRARY) and NCCL ($OMNI_NCCL_LIBRARY; HostNccl.cpp),
+// ($OMNI_CUBLASLT_LIBRARY), cuDNN's convolution ($OMNI_CUDNN_LIBRARY;
+// HostCudnn.cpp) and NCCL ($OMNI_NCCL_LIBRARY; HostNccl.cpp),
 // so that the driver's own code (CudaDevice,
 // CudaStream, CudaLibraries, CudaExecutable: allocation, staging, fills,
 // copies, events, graphs, the gemm plans, the attention and convolution
