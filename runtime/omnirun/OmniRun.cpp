@@ -929,6 +929,9 @@ std::optional<std::string> checkTarget(const loader::Program &program,
 /// The ranks of an `omnirun --gpus N` run and how they find each other.
 struct GpuWorld {
   std::unique_ptr<hal::ChannelProvider> provider;
+  /// Under mpirun: the MPI world, kept for the whole run (its broadcast
+  /// carried the NCCL unique id; mpirun ends the job through it).
+  std::unique_ptr<hal::ChannelProvider> mpi;
   std::vector<int> localRanks;
   /// For checkWorld's message ("--gpus 2", "mpirun -np 2 x --gpus 8").
   std::string how;
@@ -951,7 +954,16 @@ absl::StatusOr<GpuWorld> gpuWorld(const loader::Program &program, int gpus,
     nodes = mpi->provider->size();
     node = mpi->rank;
     broadcast = mpi->broadcast;
+    // The broadcast uses the provider: it lives as long as the world.
+    world.mpi = std::move(mpi->provider);
     world.how = absl::StrCat("mpirun -np ", nodes, " x --gpus ", gpus);
+    if (broadcast) {
+      absl::StatusOr<std::vector<train::InterruptHandler::Peer>> peers =
+          peersOnThisHost(node, nodes, broadcast);
+      if (!peers.ok())
+        return peers.status();
+      train::InterruptHandler::watchPeers(node, *peers);
+    }
   } else {
     world.how = absl::StrCat("--gpus ", gpus);
   }
@@ -1224,7 +1236,7 @@ int run(const std::vector<std::string> &args, std::ostream &out,
     // Under mpirun every process is one rank of the MPI world
     // (hal/mpi/MpiChannel.h); otherwise all --ranks are threads of this
     // process (train/driver/Ranks.h).
-    std::unique_ptr<hal::ChannelProvider> provider;
+    std::unique_ptr<hal::ChannelProvider> provider, mpiWorld;
     std::vector<int> localRanks;
     train::RanksOptions ranks;
     if (options.gpus) {
@@ -1233,6 +1245,7 @@ int run(const std::vector<std::string> &args, std::ostream &out,
       if (!world.ok())
         return fail(world.status().message());
       provider = std::move(world->provider);
+      mpiWorld = std::move(world->mpi);
       localRanks = std::move(world->localRanks);
       ranks.how = std::move(world->how);
       ranks.createDevice =
