@@ -3,20 +3,29 @@
 // The NCCL entry points the cuda driver's channel uses (NcclChannel.cpp's
 // NcclLibrary), for HostModel.h's model, loaded through OMNI_NCCL_LIBRARY:
 // the ranks of one process (omnirun --gpus N, OMNI_HOST_CUDA_DEVICES >= N)
-// in one address space.
-// - A communicator joins the group of its unique id; ncclCommSplit groups
-//   the ranks of a color by (key, rank) once every rank of the parent has
-//   asked (until then ncclCommGetAsyncError says ncclInProgress, as a
-//   non-blocking communicator's does).
+// or of several (mpirun -np P omnirun --gpus N on one machine).
+// - A unique id names a directory, $TMPDIR/omni-host-nccl-<pid>-<n>-<time>.
+//   A communicator registers there (member.r<rank>, holding its pid) and
+//   is in progress, as a non-blocking one is, until every rank has. Then
+//   the group knows whether all its ranks are in this process.
+// - ncclCommSplit groups the ranks of a color by (key, rank) once every
+//   rank of the parent has asked (until then ncclCommGetAsyncError says
+//   ncclInProgress).
 // - A collective is a command of the rank's stream. When it reaches the
-//   front of its stream it leaves its buffers with the group's n-th
-//   collective and waits there (HostModel.h's kParked) until every rank's
-//   has; the last one computes every rank's result (sums in double,
-//   rounded once to the element type, in rank order) and they all go on.
-//   A mismatched collective (kind, count, type, op, root) fails each rank
-//   with ncclInvalidUsage's CUDA_ERROR_LAUNCH_FAILED.
-// - ncclCommAbort releases the group's waiting collectives without
-//   writing their results (as an aborted NCCL kernel leaves garbage).
+//   front of its stream it meets the other ranks' n-th collective and
+//   waits there (HostModel.h's kParked) until all have come. In one
+//   process it leaves its buffers in memory and the last rank computes
+//   every result; across processes it leaves its send buffer in a file of
+//   the group's directory (c<n>.r<rank>, written whole and renamed) and
+//   each rank computes its own result from all the files. Either way
+//   sums are in double, in rank order, rounded once to the element type,
+//   so both give the same bits. A mismatched collective (kind, count,
+//   type, op, root) fails each rank with ncclInvalidUsage's
+//   CUDA_ERROR_LAUNCH_FAILED.
+// - ncclCommAbort releases the waiting collectives of its process's ranks
+//   without writing their results (as an aborted NCCL kernel leaves
+//   garbage); ranks in other processes wait for their watchdog, as with
+//   NCCL. The last member to leave removes the directory.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,10 +33,21 @@
 
 #include <nccl.h>
 
+#include <dirent.h>
+#include <errno.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,7 +72,12 @@ struct Split;
 
 struct Group {
   int size;
+  /// The unique id's name; the group's files are in dir() (empty for the
+  /// children of a split of ranks that are all in this process).
+  std::string name;
   bool aborted = false;
+  /// Every rank has registered; `local`: all of them in this process.
+  bool complete = false, local = true;
   std::map<int64_t, Meeting> meetings;
   std::map<int64_t, std::shared_ptr<Split>> splits;
 };
@@ -125,38 +150,132 @@ double reduced(const Meeting &m, size_t first, size_t i) {
   return acc;
 }
 
+/// Rank r's result.
+std::vector<unsigned char> result(const Meeting &m, size_t r) {
+  const size_t es = sizeOf(m.type), n = m.send.size();
+  std::vector<unsigned char> out;
+  switch (m.kind) {
+  case Kind::AllReduce:
+  case Kind::ReduceScatter: {
+    const size_t first = m.kind == Kind::ReduceScatter ? r * m.count : 0;
+    out.resize(m.count * es);
+    for (size_t i = 0; i < m.count; ++i)
+      store(m.type, out.data() + i * es, reduced(m, first, i));
+    break;
+  }
+  case Kind::AllGather:
+    out.resize(n * m.count * es);
+    for (size_t q = 0; q < n; ++q)
+      std::memcpy(out.data() + q * m.count * es, m.send[q], m.count * es);
+    break;
+  case Kind::Broadcast:
+    out.assign(static_cast<const unsigned char *>(m.send[m.op]),
+               static_cast<const unsigned char *>(m.send[m.op]) + m.count * es);
+    break;
+  }
+  return out;
+}
+
 /// Every rank's result, computed before any is written (send and recv may
 /// be the same buffer).
 void compute(Meeting &m) {
-  const size_t es = sizeOf(m.type), n = m.send.size();
-  std::vector<std::vector<unsigned char>> out(n);
-  for (size_t r = 0; r < n; ++r) {
-    switch (m.kind) {
-    case Kind::AllReduce:
-      out[r].resize(m.count * es);
-      for (size_t i = 0; i < m.count; ++i)
-        store(m.type, out[r].data() + i * es, reduced(m, 0, i));
-      break;
-    case Kind::ReduceScatter:
-      out[r].resize(m.count * es);
-      for (size_t i = 0; i < m.count; ++i)
-        store(m.type, out[r].data() + i * es, reduced(m, r * m.count, i));
-      break;
-    case Kind::AllGather:
-      out[r].resize(n * m.count * es);
-      for (size_t q = 0; q < n; ++q)
-        std::memcpy(out[r].data() + q * m.count * es, m.send[q], m.count * es);
-      break;
-    case Kind::Broadcast:
-      out[r].assign(static_cast<const unsigned char *>(m.send[m.op]),
-                    static_cast<const unsigned char *>(m.send[m.op]) +
-                        m.count * es);
-      break;
-    }
-  }
-  for (size_t r = 0; r < n; ++r)
+  std::vector<std::vector<unsigned char>> out;
+  for (size_t r = 0; r < m.send.size(); ++r)
+    out.push_back(result(m, r));
+  for (size_t r = 0; r < m.send.size(); ++r)
     std::memcpy(m.recv[r], out[r].data(), out[r].size());
 }
+
+//===----------------------------------------------------------------------===//
+// Files: the rendezvous of ranks in several processes
+//===----------------------------------------------------------------------===//
+
+constexpr char kIdMagic[] = "omni-host-nccl:";
+constexpr size_t kIdName = 16; // where the name starts in the id
+
+std::string dirOf(const Group &g) {
+  const char *tmp = std::getenv("TMPDIR");
+  return std::string(tmp && *tmp ? tmp : "/tmp") + "/omni-host-nccl-" + g.name;
+}
+
+std::string fileOf(const Group &g, const std::string &what, int rank) {
+  return dirOf(g) + "/" + what + ".r" + std::to_string(rank);
+}
+
+/// Writes `bytes` to `path` whole: other processes see all or nothing.
+bool writeWhole(const std::string &path, const std::string &bytes) {
+  const std::string temp = path + ".tmp";
+  {
+    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!out.flush())
+      return false;
+  }
+  return std::rename(temp.c_str(), path.c_str()) == 0;
+}
+
+std::optional<std::string> readWhole(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return std::nullopt;
+  return std::string(std::istreambuf_iterator<char>(in),
+                     std::istreambuf_iterator<char>());
+}
+
+/// Registers `rank` of `g` in its directory.
+bool registerRank(const Group &g, int rank) {
+  if (::mkdir(dirOf(g).c_str(), 0700) != 0 && errno != EEXIST)
+    return false;
+  return writeWhole(fileOf(g, "member", rank), std::to_string(::getpid()));
+}
+
+/// Whether every rank of `g` has registered (and so whether all are in
+/// this process).
+bool completes(Group &g) {
+  if (g.complete)
+    return true;
+  bool local = true;
+  for (int r = 0; r < g.size; ++r) {
+    std::optional<std::string> pid = readWhole(fileOf(g, "member", r));
+    if (!pid)
+      return false;
+    local = local && std::atol(pid->c_str()) == ::getpid();
+  }
+  g.complete = true;
+  g.local = local;
+  return true;
+}
+
+/// `rank` leaves `g`: the last member removes the directory.
+void leave(const Group &g, int rank) {
+  if (g.name.empty())
+    return;
+  const std::string dir = dirOf(g);
+  std::remove(fileOf(g, "member", rank).c_str());
+  DIR *d = ::opendir(dir.c_str());
+  if (!d)
+    return;
+  std::vector<std::string> files;
+  bool members = false;
+  while (dirent *e = ::readdir(d)) {
+    const std::string file = e->d_name;
+    if (file == "." || file == "..")
+      continue;
+    members = members || file.rfind("member.", 0) == 0;
+    files.push_back(dir + "/" + file);
+  }
+  ::closedir(d);
+  if (members)
+    return;
+  for (const std::string &f : files)
+    std::remove(f.c_str());
+  ::rmdir(dir.c_str());
+}
+
+/// What a collective's file starts with.
+struct FileHeader {
+  int64_t kind, count, type, op;
+};
 
 /// Groups by unique id.
 std::map<std::string, std::shared_ptr<Group>> &groups() {
@@ -173,11 +292,112 @@ struct ncclComm {
   std::shared_ptr<Group> group;
   int rank = 0;
   int64_t collectives = 0, splits = 0;
-  /// A split's child until its split completes.
+  /// A split's child until its split completes: of ranks in one process
+  /// (`pending`), or in several (`parent`: the parent group, whose files
+  /// say each rank's color and key).
   std::shared_ptr<Split> pending;
+  std::shared_ptr<Group> parent;
+  int64_t split = 0;
+  int parentRank = 0, color = 0;
 };
 
 namespace {
+
+/// The group named `name` in this process, made if new.
+std::shared_ptr<Group> groupNamed(const std::string &name, int size) {
+  std::shared_ptr<Group> &group = groups()[name];
+  if (!group) {
+    group = std::make_shared<Group>();
+    group->size = size;
+    group->name = name;
+  }
+  return group;
+}
+
+/// Whether `comm` is made: its split has completed and every rank of its
+/// group has registered. A child of a split across processes learns its
+/// group from the parent's files and registers here.
+bool ready(ncclComm *comm) {
+  if (comm->pending)
+    return false;
+  if (comm->parent) {
+    const Group &parent = *comm->parent;
+    const std::string what = "split" + std::to_string(comm->split);
+    std::vector<std::pair<int, int>> members; // (key, parent rank)
+    for (int r = 0; r < parent.size; ++r) {
+      std::optional<std::string> entry = readWhole(fileOf(parent, what, r));
+      if (!entry)
+        return false;
+      int color = 0, key = 0;
+      if (std::sscanf(entry->c_str(), "%d %d", &color, &key) != 2)
+        return false;
+      if (color == comm->color)
+        members.push_back({key, r});
+    }
+    std::sort(members.begin(), members.end());
+    int rank = 0;
+    while (members[rank].second != comm->parentRank)
+      ++rank;
+    comm->group = groupNamed(parent.name + ".s" + std::to_string(comm->split) +
+                                 "c" + std::to_string(comm->color),
+                             static_cast<int>(members.size()));
+    comm->rank = rank;
+    comm->parent.reset();
+    if (!registerRank(*comm->group, rank))
+      return false;
+  }
+  return comm->group && completes(*comm->group);
+}
+
+} // namespace
+
+namespace {
+
+/// `rank`'s part of the group's collective `seq` across processes: its
+/// send buffer goes to its file (once: `joined`), then it waits until
+/// every rank's file is there and computes its own result from them.
+CUresult meetInFiles(const Group &group, int64_t seq, int rank, bool &joined,
+                     Kind kind, const void *send, void *recv, size_t count,
+                     ncclDataType_t type, int op) {
+  const size_t es = sizeOf(type), n = static_cast<size_t>(group.size);
+  const size_t sendBytes = (kind == Kind::ReduceScatter ? n : 1) * count * es;
+  const FileHeader header{static_cast<int64_t>(kind),
+                          static_cast<int64_t>(count),
+                          static_cast<int64_t>(type), op};
+  const std::string what = "c" + std::to_string(seq);
+  if (!joined) {
+    std::string bytes(reinterpret_cast<const char *>(&header), sizeof header);
+    bytes.append(static_cast<const char *>(send), sendBytes);
+    if (!writeWhole(fileOf(group, what, rank), bytes))
+      return CUDA_ERROR_LAUNCH_FAILED;
+    joined = true;
+  }
+  for (int q = 0; q < group.size; ++q)
+    if (::access(fileOf(group, what, q).c_str(), F_OK) != 0)
+      return kParked;
+  Meeting m{kind, count, type, op, {}, {}};
+  std::vector<std::string> files;
+  for (int q = 0; q < group.size; ++q) {
+    std::optional<std::string> file = readWhole(fileOf(group, what, q));
+    FileHeader theirs{};
+    if (file && file->size() >= sizeof theirs)
+      std::memcpy(&theirs, file->data(), sizeof theirs);
+    if (!file || std::memcmp(&theirs, &header, sizeof header) != 0 ||
+        file->size() != sizeof header + sendBytes)
+      m.mismatch = true;
+    files.push_back(file ? std::move(*file) : std::string());
+  }
+  // Every rank has come to this collective, so all have read the previous
+  // one's files: this rank's can go.
+  std::remove(fileOf(group, "c" + std::to_string(seq - 1), rank).c_str());
+  if (m.mismatch)
+    return CUDA_ERROR_LAUNCH_FAILED;
+  for (const std::string &file : files)
+    m.send.push_back(file.data() + sizeof header);
+  std::vector<unsigned char> out = result(m, static_cast<size_t>(rank));
+  std::memcpy(recv, out.data(), out.size());
+  return CUDA_SUCCESS;
+}
 
 /// Enqueues `rank`'s part of the group's next collective on `stream`.
 ncclResult_t collective(ncclComm *comm, Kind kind, const void *send, void *recv,
@@ -193,10 +413,22 @@ ncclResult_t collective(ncclComm *comm, Kind kind, const void *send, void *recv,
   if (!isDeviceRange(reinterpret_cast<uintptr_t>(send), sendBytes) ||
       !isDeviceRange(reinterpret_cast<uintptr_t>(recv), recvBytes))
     return ncclInvalidArgument;
+  if (!ready(comm))
+    return ncclInvalidUsage;
   std::shared_ptr<Group> group = comm->group;
   const int64_t seq = comm->collectives++;
   const int rank = comm->rank;
   bool joined = false;
+  if (!group->local) {
+    CUresult r =
+        submit(reinterpret_cast<CUstream>(stream), [=]() mutable -> CUresult {
+          if (group->aborted)
+            return CUDA_SUCCESS;
+          return meetInFiles(*group, seq, rank, joined, kind, send, recv, count,
+                             type, op);
+        });
+    return r == CUDA_SUCCESS ? ncclSuccess : ncclUnhandledCudaError;
+  }
   CUresult r =
       submit(reinterpret_cast<CUstream>(stream), [=]() mutable -> CUresult {
         if (group->aborted)
@@ -243,38 +475,56 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
   OMNI_HOST_LOCK;
   static uint64_t next = 0;
   std::memset(id, 0, sizeof(*id));
-  const uint64_t value = ++next;
-  std::memcpy(id->internal, "omni-host-nccl", 14);
-  std::memcpy(id->internal + 16, &value, sizeof(value));
+  const std::string name =
+      std::to_string(::getpid()) + "-" + std::to_string(++next) + "-" +
+      std::to_string(
+          std::chrono::system_clock::now().time_since_epoch().count());
+  std::memcpy(id->internal, kIdMagic, sizeof kIdMagic - 1);
+  std::memcpy(id->internal + kIdName, name.data(), name.size());
   return ncclSuccess;
 }
 
 ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks,
                                     ncclUniqueId id, int rank, ncclConfig_t *) {
   OMNI_HOST_LOCK;
-  if (nranks < 1 || rank < 0 || rank >= nranks)
+  if (nranks < 1 || rank < 0 || rank >= nranks ||
+      std::memcmp(id.internal, kIdMagic, sizeof kIdMagic - 1) != 0 ||
+      id.internal[sizeof id.internal - 1] != 0)
     return ncclInvalidArgument;
-  std::shared_ptr<Group> &group =
-      groups()[std::string(id.internal, sizeof(id.internal))];
-  if (!group) {
-    group = std::make_shared<Group>();
-    group->size = nranks;
-  }
+  std::shared_ptr<Group> group =
+      groupNamed(std::string(id.internal + kIdName), nranks);
   if (group->size != nranks)
     return ncclInvalidUsage;
+  if (!registerRank(*group, rank))
+    return ncclSystemError;
   auto *c = new ncclComm();
   c->group = group;
   c->rank = rank;
   *comm = c;
-  return ncclSuccess;
+  return ncclInProgress;
 }
 
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key,
                            ncclComm_t *newcomm, ncclConfig_t *) {
   OMNI_HOST_LOCK;
-  if (!comm || comm->pending)
+  if (!comm || !ready(comm))
     return ncclInvalidArgument;
   Group &group = *comm->group;
+  if (!group.local) {
+    // Across processes: this rank's color and key go to a file; the child
+    // is made when every rank's is there (ready()).
+    if (!writeWhole(
+            fileOf(group, "split" + std::to_string(comm->splits), comm->rank),
+            std::to_string(color) + " " + std::to_string(key)))
+      return ncclSystemError;
+    auto *child = new ncclComm();
+    child->parent = comm->group;
+    child->split = comm->splits++;
+    child->parentRank = comm->rank;
+    child->color = color;
+    *newcomm = child;
+    return ncclInProgress;
+  }
   std::shared_ptr<Split> &split = group.splits[comm->splits++];
   if (!split) {
     split = std::make_shared<Split>();
@@ -297,6 +547,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key,
       std::sort(members.begin(), members.end());
       auto g = std::make_shared<Group>();
       g->size = static_cast<int>(members.size());
+      g->complete = true; // its ranks are all here
       for (size_t i = 0; i < members.size(); ++i) {
         ncclComm *m = split->children[members[i].second];
         m->group = g;
@@ -315,6 +566,7 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
   if (comm->group) {
     comm->group->aborted = true;
     notifyProgress();
+    leave(*comm->group, comm->rank);
   }
   // A split that never completed keeps its pointer to this child.
   if (!comm->pending)
@@ -324,7 +576,7 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *state) {
   OMNI_HOST_LOCK;
-  *state = comm->pending ? ncclInProgress : ncclSuccess;
+  *state = ready(comm) ? ncclSuccess : ncclInProgress;
   return ncclSuccess;
 }
 
