@@ -47,25 +47,19 @@ struct Preference {
   uint32_t align[4] = {256, 256, 256, 256}; // A, B, C, D
 };
 
+constexpr std::pair<cudaDataType_t, DType> kTypes[] = {
+    {CUDA_R_64F, DType::F64},
+    {CUDA_R_32F, DType::F32},
+    {CUDA_R_16F, DType::F16},
+    {CUDA_R_16BF, DType::BF16}};
+
 /// The element type of a cuBLASLt type (F32 for one the model lacks:
 /// layouts of those are refused).
 DType dtypeOf(cudaDataType_t t) {
-  switch (t) {
-  case CUDA_R_64F:
-    return DType::F64;
-  case CUDA_R_16F:
-    return DType::F16;
-  case CUDA_R_16BF:
-    return DType::BF16;
-  default:
-    return DType::F32;
-  }
+  return dtypeIn(t, kTypes).value_or(DType::F32);
 }
 
-bool known(cudaDataType_t t) {
-  return t == CUDA_R_64F || t == CUDA_R_32F || t == CUDA_R_16F ||
-         t == CUDA_R_16BF;
-}
+bool known(cudaDataType_t t) { return dtypeIn(t, kTypes).has_value(); }
 
 int64_t sizeOf(cudaDataType_t t) { return dtypeSize(dtypeOf(t)); }
 

@@ -64,23 +64,17 @@ struct cudnnConvolutionStruct {
 namespace omni::hal::cuda::host {
 namespace {
 
+constexpr std::pair<cudnnDataType_t, DType> kTypes[] = {
+    {CUDNN_DATA_DOUBLE, DType::F64},
+    {CUDNN_DATA_FLOAT, DType::F32},
+    {CUDNN_DATA_HALF, DType::F16},
+    {CUDNN_DATA_BFLOAT16, DType::BF16}};
+
 DType dtypeOf(cudnnDataType_t t) {
-  switch (t) {
-  case CUDNN_DATA_DOUBLE:
-    return DType::F64;
-  case CUDNN_DATA_HALF:
-    return DType::F16;
-  case CUDNN_DATA_BFLOAT16:
-    return DType::BF16;
-  default:
-    return DType::F32;
-  }
+  return dtypeIn(t, kTypes).value_or(DType::F32);
 }
 
-bool modelled(cudnnDataType_t t) {
-  return t == CUDNN_DATA_FLOAT || t == CUDNN_DATA_DOUBLE ||
-         t == CUDNN_DATA_HALF || t == CUDNN_DATA_BFLOAT16;
-}
+bool modelled(cudnnDataType_t t) { return dtypeIn(t, kTypes).has_value(); }
 
 /// The output shape of cudnnGetConvolution2dForwardOutputDim.
 std::array<int, 4> outputDims(const cudnnConvolutionStruct &c,

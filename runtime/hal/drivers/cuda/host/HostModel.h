@@ -50,7 +50,9 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace omni::hal::cuda::host {
@@ -121,6 +123,17 @@ void notifyProgress();
 /// how the cuBLASLt and NCCL models read and write (HostKernels.cpp).
 double loadElement(DType dtype, const void *p);
 void storeElement(DType dtype, void *p, double value);
+
+/// The element type a library's type enum `value` names in `table`, or
+/// none (a type the model lacks).
+template <typename Enum, size_t N>
+std::optional<DType> dtypeIn(Enum value,
+                             const std::pair<Enum, DType> (&table)[N]) {
+  for (const auto &[e, dtype] : table)
+    if (e == value)
+      return dtype;
+  return std::nullopt;
+}
 
 /// Whether [address, address + bytes) lies inside one live allocation.
 bool isDeviceRange(uintptr_t address, size_t bytes);

@@ -92,22 +92,11 @@ struct Split {
 
 /// The element type of an NCCL type (bytes move as I1, one each).
 DType dtypeOf(ncclDataType_t t) {
-  switch (t) {
-  case ncclFloat16:
-    return DType::F16;
-  case ncclBfloat16:
-    return DType::BF16;
-  case ncclFloat32:
-    return DType::F32;
-  case ncclFloat64:
-    return DType::F64;
-  case ncclInt32:
-    return DType::I32;
-  case ncclInt64:
-    return DType::I64;
-  default:
-    return DType::I1;
-  }
+  static constexpr std::pair<ncclDataType_t, DType> kTypes[] = {
+      {ncclFloat16, DType::F16}, {ncclBfloat16, DType::BF16},
+      {ncclFloat32, DType::F32}, {ncclFloat64, DType::F64},
+      {ncclInt32, DType::I32},   {ncclInt64, DType::I64}};
+  return dtypeIn(t, kTypes).value_or(DType::I1);
 }
 
 size_t sizeOf(ncclDataType_t t) {
