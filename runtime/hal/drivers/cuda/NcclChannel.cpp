@@ -348,6 +348,10 @@ public:
       return s;
     if (absl::Status s = setCurrentContext(device_); !s.ok())
       return named(s);
+    // A non-blocking communicator takes no call until its creation (or
+    // previous call) is through, as for collectives.
+    if (absl::Status s = waitReady("split"); !s.ok())
+      return s;
     const int64_t round = splits_++;
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;

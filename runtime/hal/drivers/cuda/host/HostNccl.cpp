@@ -7,7 +7,10 @@
 // - A unique id names a directory, $TMPDIR/omni-host-nccl-<pid>-<n>-<time>.
 //   A communicator registers there (member.r<rank>, holding its pid) and
 //   is in progress, as a non-blocking one is, until every rank has. Then
-//   the group knows whether all its ranks are in this process.
+//   the group knows whether all its ranks are in this process. As NCCL
+//   asks of non-blocking communicators, a collective or split on one
+//   that ncclCommGetAsyncError has not yet called ready is refused
+//   (ncclInvalidUsage).
 // - ncclCommSplit groups the ranks of a color by (key, rank) once every
 //   rank of the parent has asked (until then ncclCommGetAsyncError says
 //   ncclInProgress).
@@ -288,6 +291,9 @@ struct ncclComm {
   std::shared_ptr<Group> parent;
   int64_t split = 0;
   int parentRank = 0, color = 0;
+  /// ncclCommGetAsyncError has said ncclSuccess: a non-blocking
+  /// communicator takes no other call before.
+  bool confirmed = false;
 };
 
 namespace {
@@ -402,7 +408,7 @@ ncclResult_t collective(ncclComm *comm, Kind kind, const void *send, void *recv,
   if (!isDeviceRange(reinterpret_cast<uintptr_t>(send), sendBytes) ||
       !isDeviceRange(reinterpret_cast<uintptr_t>(recv), recvBytes))
     return ncclInvalidArgument;
-  if (!ready(comm))
+  if (!comm->confirmed)
     return ncclInvalidUsage;
   std::shared_ptr<Group> group = comm->group;
   const int64_t seq = comm->collectives++;
@@ -496,8 +502,10 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks,
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key,
                            ncclComm_t *newcomm, ncclConfig_t *) {
   OMNI_HOST_LOCK;
-  if (!comm || !ready(comm))
+  if (!comm)
     return ncclInvalidArgument;
+  if (!comm->confirmed)
+    return ncclInvalidUsage;
   Group &group = *comm->group;
   if (!group.local) {
     // Across processes: this rank's color and key go to a file; the child
@@ -565,7 +573,8 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *state) {
   OMNI_HOST_LOCK;
-  *state = ready(comm) ? ncclSuccess : ncclInProgress;
+  comm->confirmed = ready(comm);
+  *state = comm->confirmed ? ncclSuccess : ncclInProgress;
   return ncclSuccess;
 }
 
