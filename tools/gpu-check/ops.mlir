@@ -137,6 +137,44 @@ func.func @conv2d(%x: tensor<2x8x19x23xf32>, %w: tensor<16x8x3x3xf32>, %w1: tens
   return %y, %z : tensor<2x16x19x23xf32>, tensor<2x4x19x23xf32>
 }
 
+// The library calls in bf16, as --opt=precision=bf16 runs them
+// (docs/precision.md): bf16 operands, f32 accumulation, the result
+// rounded once to bf16 and widened back here (exactly) for the .npy.
+// gen_inputs.py gives each its tolerance, from that math.
+func.func @matmul_bf16(%a: tensor<130x67xf32>, %b: tensor<67x259xf32>) -> tensor<130x259xf32> {
+  %ab = omni.cast %a : tensor<130x67xf32> -> tensor<130x67xbf16>
+  %bb = omni.cast %b : tensor<67x259xf32> -> tensor<67x259xbf16>
+  %c = omni.matmul %ab, %bb : tensor<130x67xbf16>, tensor<67x259xbf16> -> tensor<130x259xbf16>
+  %r = omni.cast %c : tensor<130x259xbf16> -> tensor<130x259xf32>
+  return %r : tensor<130x259xf32>
+}
+
+func.func @linear_bf16(%x: tensor<2x65x96xf32>, %w: tensor<160x96xf32>, %b: tensor<160xf32>) -> tensor<2x65x160xf32> {
+  %xb = omni.cast %x : tensor<2x65x96xf32> -> tensor<2x65x96xbf16>
+  %wb = omni.cast %w : tensor<160x96xf32> -> tensor<160x96xbf16>
+  %bb = omni.cast %b : tensor<160xf32> -> tensor<160xbf16>
+  %y = omni.linear %xb, %wb bias %bb : (tensor<2x65x96xbf16>, tensor<160x96xbf16>, tensor<160xbf16>) -> tensor<2x65x160xbf16>
+  %r = omni.cast %y : tensor<2x65x160xbf16> -> tensor<2x65x160xf32>
+  return %r : tensor<2x65x160xf32>
+}
+
+func.func @attention_bf16(%q: tensor<2x3x77x64xf32>, %k: tensor<2x3x77x64xf32>, %v: tensor<2x3x77x64xf32>) -> tensor<2x3x77x64xf32> {
+  %qb = omni.cast %q : tensor<2x3x77x64xf32> -> tensor<2x3x77x64xbf16>
+  %kb = omni.cast %k : tensor<2x3x77x64xf32> -> tensor<2x3x77x64xbf16>
+  %vb = omni.cast %v : tensor<2x3x77x64xf32> -> tensor<2x3x77x64xbf16>
+  %o = omni.attention %qb, %kb, %vb : (tensor<2x3x77x64xbf16>, tensor<2x3x77x64xbf16>, tensor<2x3x77x64xbf16>) -> tensor<2x3x77x64xbf16>
+  %r = omni.cast %o : tensor<2x3x77x64xbf16> -> tensor<2x3x77x64xf32>
+  return %r : tensor<2x3x77x64xf32>
+}
+
+func.func @conv2d_bf16(%x: tensor<2x8x19x23xf32>, %w: tensor<16x8x3x3xf32>) -> tensor<2x16x19x23xf32> {
+  %xb = omni.cast %x : tensor<2x8x19x23xf32> -> tensor<2x8x19x23xbf16>
+  %wb = omni.cast %w : tensor<16x8x3x3xf32> -> tensor<16x8x3x3xbf16>
+  %y = omni.conv2d %xb, %wb {padding = array<i64: 1, 1>} : tensor<2x8x19x23xbf16>, tensor<16x8x3x3xbf16> -> tensor<2x16x19x23xbf16>
+  %r = omni.cast %y : tensor<2x16x19x23xbf16> -> tensor<2x16x19x23xf32>
+  return %r : tensor<2x16x19x23xf32>
+}
+
 // Normalizations and softmax.
 func.func @norms(%x: tensor<67x257xf32>, %w: tensor<257xf32>, %b: tensor<257xf32>) -> (tensor<67x257xf32>, tensor<67x257xf32>, tensor<67x257xf32>, tensor<67x257xf32>) {
   %ln = omni.layer_norm %x weight %w bias %b {eps = 1.0e-06} : (tensor<67x257xf32>, tensor<257xf32>, tensor<257xf32>) -> tensor<67x257xf32>

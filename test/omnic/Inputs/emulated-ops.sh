@@ -6,7 +6,8 @@
 # emulated on this CPU (omnic --cuda-emulate), run on the same inputs
 # (gen_inputs.py) and compared per result tensor at the manifest's
 # tolerance (compare.py: 1e-5 relative for f32, 0 for random numbers and
-# casts), as tools/gpu-check/run.sh compares a GPU with the cpu driver.
+# casts, gen_inputs.py's bounds for the bf16 library calls), as
+# tools/gpu-check/run.sh compares a GPU with the cpu driver.
 # With host-model, the cuda side is instead omnic --cuda-host-kernels run
 # by the cuda driver (omnirun --device cuda) against the host model of
 # libcuda and cuBLASLt that the environment names (OMNI_CUDA_DRIVER_LIBRARY,
