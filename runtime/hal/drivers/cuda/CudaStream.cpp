@@ -102,7 +102,9 @@ CudaStream::create(CudaDevice &device) {
 }
 
 CudaStream::~CudaStream() {
-  if (!device_.bind().ok())
+  // No stream was made (cuStreamCreate failed): nothing to wait for or
+  // free, and a null handle would name the legacy default stream.
+  if (!stream_ || !device_.bind().ok())
     return;
   const CudaApi &api = device_.api();
   if (capture_) {

@@ -23,7 +23,9 @@
 #include <vector>
 
 // The handles cuda.h leaves opaque.
-struct CUctx_st {};
+struct CUctx_st {
+  int device = 0;
+};
 struct CUmemPoolHandle_st {};
 struct CUevent_st {
   /// Whether the commands before its last record have run (shared with
@@ -63,6 +65,8 @@ struct CUstream_st {
   /// after it are dropped and every later synchronization reports it, as
   /// a GPU's asynchronous errors are.
   CUresult failure = CUDA_SUCCESS;
+  /// The device of the context current when it was created.
+  int device = 0;
 };
 
 namespace omni::hal::cuda::host {
@@ -76,6 +80,23 @@ std::map<uintptr_t, size_t> &allocations() {
   static auto *live = new std::map<uintptr_t, size_t>();
   return *live;
 }
+/// Live allocations: start -> the device whose memory it is.
+std::map<uintptr_t, int> &devices() {
+  static auto *live = new std::map<uintptr_t, int>();
+  return *live;
+}
+
+/// This thread's current context (cuCtxSetCurrent), and the device whose
+/// stream's commands it is running (-1: none).
+thread_local CUctx_st *current = nullptr;
+thread_local int running = -1;
+
+/// Sets the running device for a scope.
+struct Running {
+  explicit Running(int device) : saved(running) { running = device; }
+  ~Running() { running = saved; }
+  int saved;
+};
 /// Bytes of live allocations owned by graphs.
 size_t graphBytes = 0;
 
@@ -105,6 +126,7 @@ CUresult flush(CUstream stream) {
     stream->pending.pop_front();
     if (stream->failure != CUDA_SUCCESS)
       continue;
+    Running on(stream->device);
     CUresult r = op();
     if (r == kParked) {
       stream->pending.push_front(std::move(op));
@@ -151,7 +173,6 @@ CUresult poll(CUevent event) {
   return r == kParked || r == CUDA_SUCCESS ? CUDA_ERROR_NOT_READY : r;
 }
 
-CUctx_st theContext;
 CUmemPoolHandle_st thePool;
 
 int deviceCount() {
@@ -159,7 +180,19 @@ int deviceCount() {
   return v && *v ? std::atoi(v) : 1;
 }
 
-CUresult allocate(size_t bytes, uintptr_t *out) {
+/// Each device's primary context.
+constexpr int kMaxDevices = 64;
+CUctx_st *primaryContexts() {
+  static auto *all = [] {
+    auto *c = new CUctx_st[kMaxDevices];
+    for (int d = 0; d < kMaxDevices; ++d)
+      c[d].device = d;
+    return c;
+  }();
+  return all;
+}
+
+CUresult allocate(size_t bytes, uintptr_t *out, int device) {
   if (bytes == 0)
     return CUDA_ERROR_INVALID_VALUE;
   const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
@@ -171,11 +204,13 @@ CUresult allocate(size_t bytes, uintptr_t *out) {
   std::memset(p, 0xFF, rounded);
   *out = reinterpret_cast<uintptr_t>(p);
   allocations()[*out] = bytes;
+  devices()[*out] = device;
   return CUDA_SUCCESS;
 }
 
 void release(uintptr_t p) {
   allocations().erase(p);
+  devices().erase(p);
   std::free(reinterpret_cast<void *>(p));
 }
 
@@ -198,6 +233,8 @@ CUresult host_cuGetErrorName(CUresult error, const char **name) {
     OMNI_NAME(CUDA_ERROR_INVALID_VALUE)
     OMNI_NAME(CUDA_ERROR_OUT_OF_MEMORY)
     OMNI_NAME(CUDA_ERROR_INVALID_DEVICE)
+    OMNI_NAME(CUDA_ERROR_INVALID_CONTEXT)
+    OMNI_NAME(CUDA_ERROR_LAUNCH_FAILED)
     OMNI_NAME(CUDA_ERROR_INVALID_IMAGE)
     OMNI_NAME(CUDA_ERROR_INVALID_HANDLE)
     OMNI_NAME(CUDA_ERROR_NOT_FOUND)
@@ -287,15 +324,21 @@ CUresult host_cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute,
   return pool == &thePool ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
-CUresult host_cuDevicePrimaryCtxRetain(CUcontext *context, CUdevice) {
-  *context = &theContext;
+CUresult host_cuDevicePrimaryCtxRetain(CUcontext *context, CUdevice device) {
+  if (device < 0 || device >= std::min(deviceCount(), kMaxDevices))
+    return CUDA_ERROR_INVALID_DEVICE;
+  *context = &primaryContexts()[device];
   return CUDA_SUCCESS;
 }
 
 CUresult host_cuDevicePrimaryCtxRelease(CUdevice) { return CUDA_SUCCESS; }
 
 CUresult host_cuCtxSetCurrent(CUcontext context) {
-  return context == &theContext ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+  if (context && (context < primaryContexts() ||
+                  context >= primaryContexts() + kMaxDevices))
+    return CUDA_ERROR_INVALID_CONTEXT;
+  current = context;
+  return CUDA_SUCCESS;
 }
 
 //===----------------------------------------------------------------------===//
@@ -304,13 +347,19 @@ CUresult host_cuCtxSetCurrent(CUcontext context) {
 
 CUresult host_cuStreamCreate(CUstream *stream, unsigned) {
   OMNI_HOST_LOCK;
+  // In the context current on this thread.
+  if (!current)
+    return CUDA_ERROR_INVALID_CONTEXT;
   *stream = new CUstream_st();
+  (*stream)->device = current->device;
   streams().insert(*stream);
   return CUDA_SUCCESS;
 }
 
 CUresult host_cuStreamDestroy(CUstream stream) {
   std::unique_lock<std::recursive_mutex> lock(modelMutex());
+  if (!stream || !streams().count(stream))
+    return CUDA_ERROR_INVALID_HANDLE;
   if (stream->capture)
     return CUDA_ERROR_ILLEGAL_STATE;
   // Its work completes (cuStreamDestroy does not wait for it, the GPU does).
@@ -420,7 +469,10 @@ CUresult host_cuMemAllocAsync(CUdeviceptr *pointer, size_t bytes,
                               CUstream stream) {
   OMNI_HOST_LOCK;
   uintptr_t p = 0;
-  CUresult r = allocate(bytes, &p);
+  const int device = streamDevice(stream);
+  if (device < 0)
+    return CUDA_ERROR_INVALID_CONTEXT;
+  CUresult r = allocate(bytes, &p, device);
   if (r != CUDA_SUCCESS)
     return r;
   if (stream && stream->capture) {
@@ -474,10 +526,10 @@ CUresult host_cuMemFreeHost(void *pointer) {
 CUresult host_cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t bytes,
                                 CUstream stream) {
   OMNI_HOST_LOCK;
-  if (!isDeviceRange(dst, bytes))
+  if (!isAnyDeviceRange(dst, bytes))
     return CUDA_ERROR_INVALID_VALUE;
   return submit(stream, [dst, src, bytes] {
-    if (!isDeviceRange(dst, bytes))
+    if (!isAnyDeviceRange(dst, bytes))
       return CUDA_ERROR_ILLEGAL_ADDRESS;
     std::memcpy(reinterpret_cast<void *>(dst), src, bytes);
     return CUDA_SUCCESS;
@@ -487,10 +539,10 @@ CUresult host_cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t bytes,
 CUresult host_cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t bytes,
                                 CUstream stream) {
   OMNI_HOST_LOCK;
-  if (!isDeviceRange(src, bytes))
+  if (!isAnyDeviceRange(src, bytes))
     return CUDA_ERROR_INVALID_VALUE;
   return submit(stream, [dst, src, bytes] {
-    if (!isDeviceRange(src, bytes))
+    if (!isAnyDeviceRange(src, bytes))
       return CUDA_ERROR_ILLEGAL_ADDRESS;
     std::memcpy(dst, reinterpret_cast<const void *>(src), bytes);
     return CUDA_SUCCESS;
@@ -500,14 +552,14 @@ CUresult host_cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t bytes,
 CUresult host_cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes,
                                 CUstream stream) {
   OMNI_HOST_LOCK;
-  if (!isDeviceRange(dst, bytes) || !isDeviceRange(src, bytes))
+  if (!isAnyDeviceRange(dst, bytes) || !isAnyDeviceRange(src, bytes))
     return CUDA_ERROR_INVALID_VALUE;
   // Overlapping ranges are undefined for cuMemcpy: the driver must not
   // issue them (CudaStream::copy goes through a temporary).
   if (bytes && src < dst + bytes && dst < src + bytes && src != dst)
     return CUDA_ERROR_INVALID_VALUE;
   return submit(stream, [dst, src, bytes] {
-    if (!isDeviceRange(dst, bytes) || !isDeviceRange(src, bytes))
+    if (!isAnyDeviceRange(dst, bytes) || !isAnyDeviceRange(src, bytes))
       return CUDA_ERROR_ILLEGAL_ADDRESS;
     std::memmove(reinterpret_cast<void *>(dst),
                  reinterpret_cast<const void *>(src), bytes);
@@ -515,13 +567,15 @@ CUresult host_cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes,
   });
 }
 
+// Copies and memsets may name another GPU's memory (unified addressing
+// copies between GPUs): any device's.
 template <typename T>
 CUresult memsetAsync(CUdeviceptr dst, T value, size_t count, CUstream stream) {
   OMNI_HOST_LOCK;
-  if (dst % sizeof(T) != 0 || !isDeviceRange(dst, count * sizeof(T)))
+  if (dst % sizeof(T) != 0 || !isAnyDeviceRange(dst, count * sizeof(T)))
     return CUDA_ERROR_INVALID_VALUE;
   return submit(stream, [dst, value, count] {
-    if (!isDeviceRange(dst, count * sizeof(T)))
+    if (!isAnyDeviceRange(dst, count * sizeof(T)))
       return CUDA_ERROR_ILLEGAL_ADDRESS;
     T *p = reinterpret_cast<T *>(dst);
     for (size_t i = 0; i < count; ++i)
@@ -671,7 +725,7 @@ std::recursive_mutex &modelMutex() {
   return *mutex;
 }
 
-bool isDeviceRange(uintptr_t address, size_t bytes) {
+bool isAnyDeviceRange(uintptr_t address, size_t bytes) {
   OMNI_HOST_LOCK;
   auto &live = allocations();
   auto it = live.upper_bound(address);
@@ -680,6 +734,30 @@ bool isDeviceRange(uintptr_t address, size_t bytes) {
   --it;
   return address - it->first <= it->second &&
          bytes <= it->second - (address - it->first);
+}
+
+bool isDeviceRange(uintptr_t address, size_t bytes) {
+  OMNI_HOST_LOCK;
+  const int device = runningDevice();
+  return isAnyDeviceRange(address, bytes) &&
+         (device < 0 || allocationDevice(address) == device);
+}
+
+int currentDevice() { return current ? current->device : -1; }
+
+int runningDevice() { return running; }
+
+int streamDevice(CUstream stream) {
+  return stream ? stream->device : currentDevice();
+}
+
+int allocationDevice(uintptr_t address) {
+  OMNI_HOST_LOCK;
+  auto &live = devices();
+  auto it = live.upper_bound(address);
+  if (it == live.begin())
+    return -1;
+  return std::prev(it)->second;
 }
 
 CUresult submit(CUstream stream, std::function<CUresult()> op) {
@@ -693,7 +771,10 @@ CUresult submit(CUstream stream, std::function<CUresult()> op) {
     progress().notify_all();
     return stream->failure;
   }
-  CUresult r = op();
+  CUresult r = [&] {
+    Running on(streamDevice(stream));
+    return op();
+  }();
   if (r == kParked && stream) {
     // It waits for other ranks: the stream holds it, and what follows.
     stream->pending.push_back(std::move(op));

@@ -13,6 +13,9 @@
 //   inside one live allocation, or the call fails as a driver would
 //   (CUDA_ERROR_INVALID_VALUE), so an offset bug is an error, not a silent
 //   write past a buffer;
+// - each device has a primary context, each thread a current one; streams,
+//   modules and allocations belong to a device, and kernels and library
+//   calls touch only their stream's device's memory (copies any);
 // - a stream holds its commands until something needs them: a
 //   synchronization of the stream or of an event recorded on it, a wait
 //   of another stream on such an event (the second time an event is
@@ -135,8 +138,28 @@ std::optional<DType> dtypeIn(Enum value,
   return std::nullopt;
 }
 
-/// Whether [address, address + bytes) lies inside one live allocation.
+/// The device of the context current on this thread (cuCtxSetCurrent),
+/// or -1 when none is.
+int currentDevice();
+
+/// The device whose work this thread runs: a stream's while its queued
+/// commands run, else -1 (any: the checks made when a command is
+/// enqueued accept any GPU's memory; the command checks again when it
+/// runs).
+int runningDevice();
+
+/// The device a stream belongs to (a null stream: the current context's).
+int streamDevice(CUstream stream);
+
+/// The device of the allocation holding `address`, or -1.
+int allocationDevice(uintptr_t address);
+
+/// Whether [address, address + bytes) lies inside one live allocation of
+/// runningDevice() (of any device when that is -1): kernels and library
+/// calls read and write only their own GPU's memory (no peer access).
+/// Copies take isAnyDeviceRange: they may cross GPUs.
 bool isDeviceRange(uintptr_t address, size_t bytes);
+bool isAnyDeviceRange(uintptr_t address, size_t bytes);
 
 /// The lock every entry point of the model takes (kernels run under it;
 /// the flash kernels' host threads never call the model).

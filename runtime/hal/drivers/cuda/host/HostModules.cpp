@@ -32,11 +32,15 @@ struct CompiledLaunch {
 
 struct CUfunc_st {
   std::string name;
+  int device = 0;
   const omni::hal::cuda::host::HostKernel *kernel = nullptr;
   const CompiledLaunch *compiled = nullptr;
   int maxDynamicShared = 48 * 1024;
 };
 struct CUmod_st {
+  /// The device of the context current when it was loaded: its functions
+  /// launch on that device's streams only.
+  int device = 0;
   std::set<std::string> entries;
   /// The functions asked for, which live as long as the module.
   std::map<std::string, std::unique_ptr<CUfunc_st>> functions;
@@ -88,6 +92,7 @@ CUresult loadHostKernels(const Elf64_Ehdr &header, CUmodule *module) {
   if (!library)
     return CUDA_ERROR_INVALID_IMAGE;
   auto m = std::make_unique<CUmod_st>();
+  m->device = currentDevice();
   m->library = library;
   const auto *manifest =
       static_cast<const char *>(dlsym(library, "omni_host_kernels"));
@@ -115,6 +120,9 @@ CUresult loadHostKernels(const Elf64_Ehdr &header, CUmodule *module) {
 CUresult host_cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned,
                                  CUjit_option *, void **) {
   OMNI_HOST_LOCK;
+  // A module loads into the context current on this thread.
+  if (currentDevice() < 0)
+    return CUDA_ERROR_INVALID_CONTEXT;
   const char *text = static_cast<const char *>(image);
   if (std::memcmp(text, ELFMAG, SELFMAG) == 0) {
     const auto *header = static_cast<const Elf64_Ehdr *>(image);
@@ -125,6 +133,7 @@ CUresult host_cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned,
   if (!std::strstr(text, ".version") || !std::strstr(text, ".target"))
     return CUDA_ERROR_INVALID_IMAGE;
   auto m = std::make_unique<CUmod_st>();
+  m->device = currentDevice();
   m->entries = ptxEntries(text);
   *module = m.release();
   return CUDA_SUCCESS;
@@ -146,6 +155,7 @@ CUresult host_cuModuleGetFunction(CUfunction *function, CUmodule module,
   if (!f) {
     f = std::make_unique<CUfunc_st>();
     f->name = name;
+    f->device = module->device;
     f->kernel = findKernel(name);
     auto compiled = module->compiled.find(name);
     if (compiled != module->compiled.end())
@@ -177,6 +187,9 @@ CUresult host_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy,
     return CUDA_ERROR_INVALID_VALUE;
   if (shared > static_cast<unsigned>(f->maxDynamicShared))
     return CUDA_ERROR_INVALID_VALUE;
+  // A function of another context's module is no handle here.
+  if (f->device != streamDevice(stream))
+    return CUDA_ERROR_INVALID_HANDLE;
   if (const CompiledLaunch *c = f->compiled) {
     // The launch the kernel was compiled for, its buffers inside device
     // memory; the parameters are the buffers' pointers (omnic's kernels

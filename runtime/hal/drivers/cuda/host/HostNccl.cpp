@@ -294,6 +294,9 @@ struct ncclComm {
   /// ncclCommGetAsyncError has said ncclSuccess: a non-blocking
   /// communicator takes no other call before.
   bool confirmed = false;
+  /// The GPU: the current context's at creation (NCCL takes the current
+  /// device), a split's parent's. Its streams and buffers must be there.
+  int device = 0;
 };
 
 namespace {
@@ -406,8 +409,12 @@ ncclResult_t collective(ncclComm *comm, Kind kind, const void *send, void *recv,
   const size_t sendBytes = (kind == Kind::ReduceScatter ? n : 1) * count * es;
   const size_t recvBytes = (kind == Kind::AllGather ? n : 1) * count * es;
   if (!isDeviceRange(reinterpret_cast<uintptr_t>(send), sendBytes) ||
-      !isDeviceRange(reinterpret_cast<uintptr_t>(recv), recvBytes))
+      !isDeviceRange(reinterpret_cast<uintptr_t>(recv), recvBytes) ||
+      allocationDevice(reinterpret_cast<uintptr_t>(send)) != comm->device ||
+      allocationDevice(reinterpret_cast<uintptr_t>(recv)) != comm->device)
     return ncclInvalidArgument;
+  if (streamDevice(reinterpret_cast<CUstream>(stream)) != comm->device)
+    return ncclInvalidUsage;
   if (!comm->confirmed)
     return ncclInvalidUsage;
   std::shared_ptr<Group> group = comm->group;
@@ -492,9 +499,12 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks,
     return ncclInvalidUsage;
   if (!registerRank(*group, rank))
     return ncclSystemError;
+  if (currentDevice() < 0)
+    return ncclUnhandledCudaError; // no current context
   auto *c = new ncclComm();
   c->group = group;
   c->rank = rank;
+  c->device = currentDevice();
   *comm = c;
   return ncclInProgress;
 }
@@ -515,6 +525,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key,
             std::to_string(color) + " " + std::to_string(key)))
       return ncclSystemError;
     auto *child = new ncclComm();
+    child->device = comm->device;
     child->parent = comm->group;
     child->split = comm->splits++;
     child->parentRank = comm->rank;
@@ -532,6 +543,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key,
   split->color[comm->rank] = color;
   split->key[comm->rank] = key;
   auto *child = new ncclComm();
+  child->device = comm->device;
   child->pending = split;
   split->children[comm->rank] = child;
   *newcomm = child;
