@@ -516,8 +516,9 @@ CUresult host_cuMemHostAlloc(void **pointer, size_t bytes, unsigned) {
 CUresult host_cuMemFreeHost(void *pointer) {
   OMNI_HOST_LOCK;
   // cuMemFreeHost waits for the device, whose queued copies may read it.
-  // Work that waits for other ranks is another GPU's business (each rank
-  // is its own device; the model has one): it is not waited for.
+  // The model runs every device's runnable work (more than a GPU waits
+  // for, which changes nothing), but not work that waits for other ranks:
+  // that may wait for this thread's next collective.
   runRunnable();
   std::free(pointer);
   return CUDA_SUCCESS;
