@@ -110,8 +110,8 @@ int64_t count(const std::array<int, 4> &d) {
 /// The model's heuristic list for a convolution whose descriptor asks for
 /// `math`.
 std::array<cudnnConvolutionFwdAlgoPerf_t, 5>
-algorithms(const cudnnTensorStruct &x, const cudnnFilterStruct &w,
-           const cudnnConvolutionStruct &c, const cudnnTensorStruct &y) {
+algorithms(const cudnnFilterStruct &w, const cudnnConvolutionStruct &c,
+           const cudnnTensorStruct &y) {
   auto perf = [](cudnnConvolutionFwdAlgo_t algo, cudnnStatus_t status,
                  size_t memory, cudnnMathType_t math) {
     cudnnConvolutionFwdAlgoPerf_t p{};
@@ -125,7 +125,6 @@ algorithms(const cudnnTensorStruct &x, const cudnnFilterStruct &w,
   // The index table: one int per (filter tap, output pixel) of an image.
   const size_t table = sizeof(int) * size_t(w.dims[2]) * size_t(w.dims[3]) *
                        size_t(y.dims[2]) * size_t(y.dims[3]);
-  (void)x;
   return {perf(CUDNN_CONVOLUTION_FWD_ALGO_FFT, CUDNN_STATUS_SUCCESS,
                size_t(1) << 30, c.math),
           perf(CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED,
@@ -308,7 +307,7 @@ cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(
   OMNI_CHECK_SET(handle && x && w && c && y && returned && perf);
   if (requested <= 0 || !consistent(*x, *w, *c, *y))
     return CUDNN_STATUS_BAD_PARAM;
-  auto list = algorithms(*x, *w, *c, *y);
+  auto list = algorithms(*w, *c, *y);
   *returned = std::min<int>(requested, static_cast<int>(list.size()));
   std::copy(list.begin(), list.begin() + *returned, perf);
   return CUDNN_STATUS_SUCCESS;
@@ -327,7 +326,7 @@ cudnnStatus_t cudnnConvolutionForward(
   // The algorithm must be one the heuristic offers for this convolution,
   // given at least its workspace.
   const cudnnConvolutionFwdAlgoPerf_t *offered = nullptr;
-  auto list = algorithms(*xd, *wd, *cd, *yd);
+  auto list = algorithms(*wd, *cd, *yd);
   for (const cudnnConvolutionFwdAlgoPerf_t &p : list)
     if (p.algo == algo && p.status == CUDNN_STATUS_SUCCESS && !offered)
       offered = &p;

@@ -75,15 +75,29 @@ namespace {
 constexpr size_t kTotalMemory = size_t(80) << 30;
 constexpr size_t kAlignment = 256;
 
-/// Live allocations: start -> size.
-std::map<uintptr_t, size_t> &allocations() {
-  static auto *live = new std::map<uintptr_t, size_t>();
+/// A live allocation: its size and the device whose memory it is.
+struct Allocation {
+  size_t bytes;
+  int device;
+};
+
+/// Live allocations by start.
+std::map<uintptr_t, Allocation> &allocations() {
+  static auto *live = new std::map<uintptr_t, Allocation>();
   return *live;
 }
-/// Live allocations: start -> the device whose memory it is.
-std::map<uintptr_t, int> &devices() {
-  static auto *live = new std::map<uintptr_t, int>();
-  return *live;
+
+/// The allocation holding [address, address + bytes), or null.
+const Allocation *holding(uintptr_t address, size_t bytes) {
+  auto &live = allocations();
+  auto it = live.upper_bound(address);
+  if (it == live.begin())
+    return nullptr;
+  --it;
+  const size_t size = it->second.bytes;
+  if (address - it->first > size || bytes > size - (address - it->first))
+    return nullptr;
+  return &it->second;
 }
 
 /// This thread's current context (cuCtxSetCurrent), and the device whose
@@ -203,19 +217,17 @@ CUresult allocate(size_t bytes, uintptr_t *out, int device) {
   // in every float type, so a result built on unwritten memory shows.
   std::memset(p, 0xFF, rounded);
   *out = reinterpret_cast<uintptr_t>(p);
-  allocations()[*out] = bytes;
-  devices()[*out] = device;
+  allocations()[*out] = {bytes, device};
   return CUDA_SUCCESS;
 }
 
 void release(uintptr_t p) {
   allocations().erase(p);
-  devices().erase(p);
   std::free(reinterpret_cast<void *>(p));
 }
 
 void releaseGraphAllocation(uintptr_t p) {
-  graphBytes -= allocations()[p];
+  graphBytes -= allocations()[p].bytes;
   release(p);
 }
 
@@ -728,20 +740,13 @@ std::recursive_mutex &modelMutex() {
 
 bool isAnyDeviceRange(uintptr_t address, size_t bytes) {
   OMNI_HOST_LOCK;
-  auto &live = allocations();
-  auto it = live.upper_bound(address);
-  if (it == live.begin())
-    return false;
-  --it;
-  return address - it->first <= it->second &&
-         bytes <= it->second - (address - it->first);
+  return holding(address, bytes) != nullptr;
 }
 
 bool isDeviceRange(uintptr_t address, size_t bytes) {
   OMNI_HOST_LOCK;
-  const int device = runningDevice();
-  return isAnyDeviceRange(address, bytes) &&
-         (device < 0 || allocationDevice(address) == device);
+  const Allocation *a = holding(address, bytes);
+  return a && (running < 0 || a->device == running);
 }
 
 int currentDevice() { return current ? current->device : -1; }
@@ -754,11 +759,8 @@ int streamDevice(CUstream stream) {
 
 int allocationDevice(uintptr_t address) {
   OMNI_HOST_LOCK;
-  auto &live = devices();
-  auto it = live.upper_bound(address);
-  if (it == live.begin())
-    return -1;
-  return std::prev(it)->second;
+  const Allocation *a = holding(address, 1);
+  return a ? a->device : -1;
 }
 
 CUresult submit(CUstream stream, std::function<CUresult()> op) {

@@ -497,10 +497,10 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks,
       groupNamed(std::string(id.internal + kIdName), nranks);
   if (group->size != nranks)
     return ncclInvalidUsage;
-  if (!registerRank(*group, rank))
-    return ncclSystemError;
   if (currentDevice() < 0)
     return ncclUnhandledCudaError; // no current context
+  if (!registerRank(*group, rank))
+    return ncclSystemError;
   auto *c = new ncclComm();
   c->group = group;
   c->rank = rank;
