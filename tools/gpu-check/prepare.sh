@@ -194,7 +194,7 @@ if [ "$SD35M" = 1 ] && has_target cuda; then
     if "$BIN/omnic" --target=cuda "$WORK/sd35m.mlir" --emit=json > "$WORK/sd35m.json" 2> /dev/null &&
       { python3 "$traffic" "$WORK/sd35m.json" --function=train_step --top=10 &&
         echo "with OMNI_CUDA_ATTENTION=flash:" &&
-        python3 "$traffic" "$WORK/sd35m.json" --function=train_step --attention=flash; } \
+        python3 "$traffic" "$WORK/sd35m.json" --function=train_step --attention=flash --epilogues; } \
         > "$OUTDIR/sd35m/traffic.txt"; then
       rm -f "$WORK/sd35m.json"
     else

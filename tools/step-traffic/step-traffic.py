@@ -29,6 +29,13 @@ the iteration"), every loop body times its trip count:
   memory time. With `--attention=flash` (OMNI_CUDA_ATTENTION=flash, f16
   and bf16 with head dimension 64 or 128) the scores stay on chip, in 1
   and 2 launches.
+- matmul epilogues (`--epilogues`): what fusing each Matmul with the
+  Dispatch right after it that reads its product (a bias add, an
+  activation, a residual add, a norm) into one cuBLASLt call could save
+  at most: the product written by the matmul and read back by the
+  kernel, and the kernel's launches. An upper bound: cuBLASLt's
+  epilogues take only some such kernels (a column bias, an activation,
+  an auxiliary output), and bf16 ones round differently (docs/precision.md).
 
 The ideal time of a phase is L + M + K: L the library calls', each the
 larger of its FLOPs / peak-tflops and its bytes / peak-gbs; M the other
@@ -116,8 +123,15 @@ class Model:
         per_score = 4 * score_es + 6 * es
         return pairs * square * per_score, 7 * chunks - 1
 
+    def reads(self, dispatch, t):
+        """Whether `dispatch` reads tensor t's bytes (t or a view of them:
+        a reshape is a second tensor at the same place)."""
+        where = lambda u: (self.tensors[u]["storage"], self.tensors[u]["index"])
+        return any(where(u) == where(t) and self.nbytes(u) == self.nbytes(t)
+                   for u in dispatch["operands"])
+
     def walk(self, commands, trips):
-        for command in commands:
+        for i, command in enumerate(commands):
             kind, a = command["kind_type"], command["kind"]
             if kind == "Loop":
                 n = max(0, -(-(a["upper"] - a["lower"]) // a["step"]))
@@ -158,6 +172,17 @@ class Model:
                                               moved / self.peak_bytes)
                 p["launches"] += trips
                 p["library_calls"] += trips
+                following = commands[i + 1] if i + 1 < len(commands) else {}
+                if (a["library"] == "Matmul"
+                        and following.get("kind_type") == "Dispatch"
+                        and following.get("phase") == command.get("phase")
+                        and self.reads(following["kind"], a["results"][0])):
+                    d = following["kind"]
+                    gpu = self.executables[d["executable"]].get("gpu_kernels")
+                    p["epilogues"] += trips
+                    p["epilogue_bytes"] += trips * 2 * self.nbytes(a["results"][0])
+                    p["epilogue_launches"] += trips * (
+                        len(gpu[d["kernel"]]["launches"]) if gpu else 1)
                 scores, launches = self.attention_scores(a)
                 p["bytes"] += trips * scores
                 p["other_bytes"] += trips * scores
@@ -184,6 +209,9 @@ def main():
                         default="unfused",
                         help="the cuda driver's attention path "
                              "(OMNI_CUDA_ATTENTION; default unfused, as omnirun's)")
+    parser.add_argument("--epilogues", action="store_true",
+                        help="also say what fusing the marked matmul "
+                             "epilogues into the matmuls could save at most")
     args = parser.parse_args()
     try:
         source = sys.stdin if args.step_json == "-" else open(args.step_json)
@@ -243,6 +271,14 @@ def report(phase, p, args):
           f"{p['library_calls']} library calls, {p['copies']} copies); "
           f"ideal {t_library:.4g} + {t_bytes:.4g} + {t_launch:.4g} = "
           f"{t_library + t_bytes + t_launch:.4g} ms")
+    if args.epilogues and p["epilogues"]:
+        saved_bytes = 1e3 * p["epilogue_bytes"] / (args.peak_gbs * 1e9)
+        saved_launches = 1e3 * p["epilogue_launches"] * args.launch_us * 1e-6
+        print(f"    matmul epilogues: {p['epilogues']}; fused into the "
+              f"matmuls they would save at most "
+              f"{si(p['epilogue_bytes'], 'B')} and "
+              f"{p['epilogue_launches']} launches: {saved_bytes:.4g} + "
+              f"{saved_launches:.4g} = {saved_bytes + saved_launches:.4g} ms")
 
 
 if __name__ == "__main__":
