@@ -234,7 +234,8 @@ private:
                           const Path &path,
                           const step::Command *epilogue = nullptr);
   /// runCommand for a leaf command, timed into profile_ (Profile.cpp); a
-  /// matmul and its epilogue are one row.
+  /// matmul and its epilogue are one row. The stream is synchronized after
+  /// the command, so an asynchronous failure is named by its command.
   absl::Status runProfiled(Frame &frame, const step::Command &command,
                            const Path &path,
                            const step::Command *epilogue = nullptr);

@@ -259,6 +259,16 @@ std::string Executor::describeCommand(const Frame &frame,
                                       const Path &path) const {
   std::string where = absl::StrCat(program_->name(), ": ", path.render(), " (",
                                    loader::commandLabel(command));
+  // A Dispatch by its kernel: what a GPU tool (compute-sanitizer, the
+  // profile) and --emit=kernels name. The loader checked both indices.
+  if (const step::Dispatch *d = command.kind_as_Dispatch())
+    absl::StrAppend(&where, " ",
+                    program_->step()
+                        .executables()
+                        ->Get(d->executable())
+                        ->kernels()
+                        ->Get(d->kernel())
+                        ->str());
   if (command.location() && command.location()->size())
     absl::StrAppend(&where, ", ", command.location()->str());
   absl::StrAppend(&where, ")");

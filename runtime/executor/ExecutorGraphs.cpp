@@ -283,6 +283,20 @@ Executor::runAsGraph(Frame &frame, const Region &region,
     return v;
   };
   const std::vector<int64_t> entry = values(graphs.reads);
+  // A failed launch (under CUDA_LAUNCH_BLOCKING=1, a command of the graph
+  // that failed) is the region's: its commands have no place of their own.
+  auto launch = [&](const hal::Graph &graph) -> absl::Status {
+    absl::Status launched = stream_->launchGraph(graph);
+    if (launched.ok())
+      return launched;
+    absl::Status failed(
+        launched.code(),
+        absl::StrCat(program_->name(), ": ", where,
+                     ", run as a graph: ", launched.message(),
+                     " (--graphs off runs its commands one by one)"));
+    abortChannels(failed);
+    return failed;
+  };
   auto matches = [&](const CapturedGraph &g) {
     return g.readValues == entry &&
            std::equal(g.args.begin(), g.args.end(), frame.args.begin(),
@@ -297,7 +311,7 @@ Executor::runAsGraph(Frame &frame, const Region &region,
       ++graphStats_.uncaptured;
       return false;
     }
-    OMNI_RETURN_IF_ERROR(stream_->launchGraph(*g.graph));
+    OMNI_RETURN_IF_ERROR(launch(*g.graph));
     for (size_t k = 0; k < graphs.writes.size(); ++k)
       frame.scalars[graphs.writes[k]] = g.writeValues[k];
     commandsRun_ += g.commands;
@@ -349,7 +363,7 @@ Executor::runAsGraph(Frame &frame, const Region &region,
   logMessage(LogLevel::Info,
              absl::StrCat(where, ": captured ", g.graph->numCommands(),
                           " commands into a graph"));
-  OMNI_RETURN_IF_ERROR(stream_->launchGraph(*g.graph));
+  OMNI_RETURN_IF_ERROR(launch(*g.graph));
   ++graphStats_.launches;
   graphs.graphs.push_back(std::move(g));
   ++graphStats_.held;

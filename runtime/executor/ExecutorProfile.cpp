@@ -142,7 +142,14 @@ absl::Status Executor::runProfiled(Frame &frame, const step::Command &command,
 
   const Clock::time_point begin = Clock::now();
   OMNI_RETURN_IF_ERROR(runCommand(frame, command, path, epilogue));
-  OMNI_RETURN_IF_ERROR(stream_->synchronize());
+  // An asynchronous failure (a GPU kernel's bad address) is this command's.
+  if (absl::Status synced = stream_->synchronize(); !synced.ok()) {
+    absl::Status failed(synced.code(),
+                        absl::StrCat(describeCommand(frame, command, path),
+                                     ": ", synced.message()));
+    abortChannels(failed);
+    return failed;
+  }
   const double seconds = since(begin);
 
   auto tensorBytes = [&](const Vector<uint32_t> *v) {

@@ -577,10 +577,14 @@ TEST_F(ExecutorTest, ProfileCountsEveryCommandAndChangesNothing) {
 //===----------------------------------------------------------------------===//
 
 /// A stream that counts its synchronize() calls, everything forwarded.
+/// With `faultAt` = n > 0, its n-th dispatch fails as a GPU kernel does:
+/// the call that enqueued it succeeds, and every synchronize() after it
+/// fails.
 class SyncCountingStream final : public hal::Stream {
 public:
-  SyncCountingStream(std::unique_ptr<hal::Stream> inner, int &syncs)
-      : inner_(std::move(inner)), syncs_(syncs) {}
+  SyncCountingStream(std::unique_ptr<hal::Stream> inner, int &syncs,
+                     int faultAt)
+      : inner_(std::move(inner)), syncs_(syncs), faultAt_(faultAt) {}
   absl::Status writeBuffer(const void *host, hal::BufferRef dst) override {
     return inner_->writeBuffer(host, dst);
   }
@@ -597,6 +601,9 @@ public:
   absl::Status dispatch(const hal::Executable &executable, int64_t kernel,
                         int64_t grid, absl::Span<const hal::BufferRef> buffers,
                         absl::Span<const int64_t> scalars) override {
+    if (++dispatches_ == faultAt_)
+      failure_ = absl::InternalError(
+          "a command on the stream failed: an illegal address");
     return inner_->dispatch(executable, kernel, grid, buffers, scalars);
   }
   absl::Status random(hal::Distribution distribution, DType dtype,
@@ -613,12 +620,17 @@ public:
   }
   absl::Status synchronize() override {
     ++syncs_;
+    if (!failure_.ok())
+      return failure_;
     return inner_->synchronize();
   }
 
 private:
   std::unique_ptr<hal::Stream> inner_;
   int &syncs_;
+  const int faultAt_;
+  int dispatches_ = 0;
+  absl::Status failure_;
 };
 
 /// The cpu device, its streams counting synchronize() calls.
@@ -642,10 +654,12 @@ public:
     absl::StatusOr<std::unique_ptr<hal::Stream>> stream = inner_.createStream();
     if (!stream.ok())
       return stream.status();
-    return std::unique_ptr<hal::Stream>(
-        std::make_unique<SyncCountingStream>(std::move(*stream), syncs));
+    return std::unique_ptr<hal::Stream>(std::make_unique<SyncCountingStream>(
+        std::move(*stream), syncs, faultAt));
   }
   int syncs = 0;
+  /// The dispatch of each new stream that fails (0: none).
+  int faultAt = 0;
 
 private:
   hal::Device &inner_;
@@ -685,6 +699,42 @@ TEST_F(ExecutorTest, PhaseTimingSynchronizesWhereThePhaseChanges) {
   ASSERT_EQ(phases.size(), 2u);
   EXPECT_EQ(phases[0].first, "first");
   EXPECT_EQ(phases[1].first, "second");
+}
+
+/// A failure that a synchronization finds (a GPU kernel's bad address) is
+/// named by its command under a profile, which synchronizes after each
+/// command; otherwise it is the stream's, unnamed.
+TEST_F(ExecutorTest, AnAsynchronousFailureIsNamedByItsCommandUnderAProfile) {
+  StepBuilder b;
+  uint32_t exe = b.executable(testKernels());
+  uint32_t x = b.argument(sd::DType::F32, {8}, 0, "x");
+  uint32_t y = b.arena(sd::DType::F32, {8});
+  b.phase = "rollout";
+  b.function("f", {x}, {y},
+             {b.dispatch(exe, 0, 8, {x, x}, {y}),
+              b.dispatch(exe, 0, 8, {y, x}, {y}),
+              b.dispatch(exe, 0, 8, {y, x}, {y})});
+  HostTensor hx =
+      HostTensor::fromDoubles(DType::F32, {8}, {1, 2, 3, 4, 5, 6, 7, 8});
+  for (bool profiled : {false, true}) {
+    SCOPED_TRACE(profiled ? "profiled" : "plain");
+    SyncCountingDevice device(*device_);
+    device.faultAt = 2;
+    auto executor = load(b.finish(), {}, &device);
+    ASSERT_TRUE(executor.ok()) << executor.status();
+    Profile profile;
+    if (profiled)
+      (*executor)->setProfile(&profile);
+    auto results = runHostTensors(**executor, "f", {hx});
+    ASSERT_FALSE(results.ok());
+    EXPECT_EQ(results.status().code(), absl::StatusCode::kInternal);
+    EXPECT_EQ(results.status().message(),
+              absl::StrCat(profiled ? "step.bin: functions[0].commands[1] "
+                                      "(Dispatch omni_test_add_f32): "
+                                    : "",
+                           "a command on the stream failed: an illegal "
+                           "address"));
+  }
 }
 
 /// A concurrent host call does not synchronize the stream: its operands'

@@ -183,6 +183,31 @@ std::string CudaApi::errorName(CUresult result) const {
   return absl::StrCat("CUresult ", static_cast<int>(result));
 }
 
+namespace {
+
+/// Whether `result` is a kernel's fault that the context keeps: cuda.h
+/// says of each that "any further CUDA work will return the same error".
+/// A GPU finds it while the kernel runs, after its launch returned, so the
+/// call that reports it is a later one: any call, on any stream.
+bool isKernelFault(CUresult result) {
+  switch (result) {
+  case CUDA_ERROR_ILLEGAL_ADDRESS:
+  case CUDA_ERROR_LAUNCH_TIMEOUT:
+  case CUDA_ERROR_ASSERT:
+  case CUDA_ERROR_HARDWARE_STACK_ERROR:
+  case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+  case CUDA_ERROR_MISALIGNED_ADDRESS:
+  case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+  case CUDA_ERROR_INVALID_PC:
+  case CUDA_ERROR_LAUNCH_FAILED:
+    return true;
+  default:
+    return false;
+  }
+}
+
+} // namespace
+
 absl::Status CudaApi::check(CUresult result, const std::string &what) const {
   if (result == CUDA_SUCCESS)
     return absl::OkStatus();
@@ -191,6 +216,14 @@ absl::Status CudaApi::check(CUresult result, const std::string &what) const {
   if (cuGetErrorString &&
       cuGetErrorString(result, &description) == CUDA_SUCCESS && description)
     absl::StrAppend(&message, " (", description, ")");
+  // Under CUDA_LAUNCH_BLOCKING=1 each launch waits for its kernel and
+  // reports its fault itself, so the caller can name the command.
+  const char *blocking = std::getenv("CUDA_LAUNCH_BLOCKING");
+  if (isKernelFault(result) && !(blocking && std::string(blocking) == "1"))
+    absl::StrAppend(&message,
+                    " (a fault of a kernel run before this call, reported "
+                    "late; with CUDA_LAUNCH_BLOCKING=1 each launch reports "
+                    "its own)");
   if (result == CUDA_ERROR_OUT_OF_MEMORY)
     return absl::ResourceExhaustedError(message);
   return absl::InternalError(message);

@@ -122,11 +122,14 @@ std::set<CUstream> &streams() {
 
 /// Whether commands wait in their stream until something needs them
 /// (OMNI_HOST_CUDA_SCHEDULE=deferred, the default) or run when enqueued
-/// (eager).
+/// (eager, and under CUDA_LAUNCH_BLOCKING=1 as on a GPU: then a command's
+/// failure is also the answer of the call that enqueued it).
 bool deferred() {
   static const bool value = [] {
     const char *v = std::getenv("OMNI_HOST_CUDA_SCHEDULE");
-    return !(v && std::string(v) == "eager");
+    const char *blocking = std::getenv("CUDA_LAUNCH_BLOCKING");
+    return !(v && std::string(v) == "eager") &&
+           !(blocking && std::string(blocking) == "1");
   }();
   return value;
 }
@@ -783,6 +786,10 @@ CUresult submit(CUstream stream, std::function<CUresult()> op) {
     stream->pending.push_back(std::move(op));
     return CUDA_SUCCESS;
   }
+  // A command that failed as it ran fails the stream for good, as it
+  // would on a GPU.
+  if (r != CUDA_SUCCESS && stream)
+    stream->failure = r;
   return r;
 }
 

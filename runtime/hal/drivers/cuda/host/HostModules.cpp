@@ -9,6 +9,8 @@
 
 #include "runtime/hal/drivers/cuda/host/HostModel.h"
 
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
 #include <elf.h>
@@ -175,6 +177,19 @@ CUresult host_cuFuncSetAttribute(CUfunction function,
   return CUDA_SUCCESS;
 }
 
+/// Whether the compiled kernel about to run faults: the N-th such run in
+/// the process (counting graph replays) when OMNI_HOST_CUDA_FAULT=N, as a
+/// GPU kernel that touches a wrong address; for tests of how such an
+/// asynchronous error reaches the user.
+bool faultNow() {
+  static const int64_t at = [] {
+    const char *v = std::getenv("OMNI_HOST_CUDA_FAULT");
+    return v ? std::atoll(v) : 0;
+  }();
+  static std::atomic<int64_t> runs{0};
+  return at > 0 && ++runs == at;
+}
+
 CUresult host_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy,
                              unsigned gz, unsigned bx, unsigned by, unsigned bz,
                              unsigned shared, CUstream stream, void **params,
@@ -209,6 +224,8 @@ CUresult host_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy,
         if (!isDeviceRange(reinterpret_cast<uintptr_t>((*buffers)[i]),
                            c->bufferBytes[i]))
           return CUDA_ERROR_ILLEGAL_ADDRESS;
+      if (faultNow())
+        return CUDA_ERROR_ILLEGAL_ADDRESS;
       c->run(0, 1, buffers->data(), nullptr);
       return CUDA_SUCCESS;
     });
