@@ -43,6 +43,7 @@ TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
 trap 'exit 143' TERM INT
 FAILED=0
+OPS_FAILED=()
 : > "$RESULTS"
 out() { printf '%s\n' "$*" >> "$RESULTS"; }
 left() { echo $((BUDGET - ($(date +%s) - START))); }
@@ -59,6 +60,23 @@ within() {
   timeout --kill-after=5 "$want" "$@"
 }
 PY=$(command -v python3 || command -v python || true)
+# locate WHAT SECONDS omnirun-args...: after omnirun failed, the same run
+# with every launch synchronous (CUDA_LAUNCH_BLOCKING=1, graphs off), whose
+# error names the command and kernel that failed (an asynchronous GPU error
+# otherwise surfaces at the next synchronization, unnamed); then, where
+# compute-sanitizer is installed, its memcheck of the same run.
+locate() {
+  local what=$1 secs=$2 line
+  shift 2
+  [ "$DRY" = 1 ] && return 0
+  line=$(within "$secs" env CUDA_LAUNCH_BLOCKING=1 "${OMNIRUN[@]}" "$@" --graphs off 2>&1 >/dev/null | tail -1)
+  out "  - $what again with CUDA_LAUNCH_BLOCKING=1 and --graphs off: ${line:-no error this time}"
+  if command -v compute-sanitizer > /dev/null 2>&1; then
+    within "$secs" compute-sanitizer --tool memcheck --print-limit 3 "${OMNIRUN[@]}" "$@" --graphs off > "$TMP/memcheck.log" 2>&1
+    out "  - compute-sanitizer memcheck of it (the first lines):"
+    grep -m 12 '^=========' "$TMP/memcheck.log" | sed 's/^/        /' >> "$RESULTS"
+  fi
+}
 
 out "# gpu-check results"
 out ""
@@ -169,6 +187,7 @@ else
     for ((j = 0; j < outs; j++)); do args+=("--output=@$TMP/ops/$fn.out$j.npy"); done
     if ! err=$(within 60 "${OMNIRUN[@]}" "$BUNDLE/ops/$OPS" "${RUNFLAGS[@]}" --function "$fn" "${args[@]}" 2>&1 >/dev/null); then
       out "| $fn | all | - | $tol | FAIL: $(echo "$err" | tail -1 | tr '|' '/') |"
+      OPS_FAILED+=("$fn")
       FAILED=1
       continue
     fi
@@ -180,6 +199,15 @@ else
       [ "$status" = PASS ] || FAILED=1
     done
   done < "$BUNDLE/ops/manifest.txt"
+  # The first program that failed to run, located (below the table).
+  if [ ${#OPS_FAILED[@]} -gt 0 ]; then
+    fn=${OPS_FAILED[0]}
+    args=()
+    for ((i = 0; i < $(awk -v f="$fn" '$1 == f {print $2}' "$BUNDLE/ops/manifest.txt"); i++)); do args+=("--input=@$BUNDLE/ops/in/$fn.in$i.npy"); done
+    out ""
+    out "- $fn failed to run:"
+    locate "$fn" 60 "$BUNDLE/ops/$OPS" "${RUNFLAGS[@]}" --function "$fn" "${args[@]}"
+  fi
 fi
 
 # --- 3. tiny FlowGRPO: 3 iterations ----------------------------------------
@@ -204,6 +232,7 @@ elif within 120 "${OMNIRUN[@]}" "$BUNDLE/tiny/$TINY" "${RUNFLAGS[@]}" --graphs o
   out "- cpu metrics: $(tail -1 "$BUNDLE/tiny/expected/metrics.jsonl" | cut -c1-300)"
 else
   out "FAIL: $(tail -2 "$TMP/tiny.log" | tr '\n' ' ')"
+  locate "1 iteration" 90 "$BUNDLE/tiny/$TINY" "${RUNFLAGS[@]}" --steps 1 --seed 7 --sample-every 1000 --out "$TMP/tiny-locate"
   FAILED=1
 fi
 
@@ -263,6 +292,7 @@ else
     OMNI_TIME=$(grep -o 'median iteration [0-9.e+-]* s' "$TMP/mfu.md" | awk '{print $3}')
   else
     out "FAIL: $(tail -2 "$TMP/sd.log" | tr '\n' ' ')"
+    locate "1 iteration" 120 "$TMP/sd35m.bin" --gpus 1 --steps 1 --seed 7 --sample-every 1000 --out "$TMP/sd-locate"
     FAILED=1
   fi
 fi
