@@ -263,17 +263,18 @@ def si(value, unit):
 
 
 def report(phase, p, args):
+    ms_bytes = lambda b: 1e3 * b / (args.peak_gbs * 1e9)
+    ms_launches = lambda n: 1e3 * n * args.launch_us * 1e-6
     t_library = 1e3 * p["library_s"]
-    t_bytes = 1e3 * p["other_bytes"] / (args.peak_gbs * 1e9)
-    t_launch = 1e3 * p["launches"] * args.launch_us * 1e-6
+    t_bytes, t_launch = ms_bytes(p["other_bytes"]), ms_launches(p["launches"])
     print(f"  {phase}: {si(p['flops'], 'FLOP')}, {si(p['bytes'], 'B')}, "
           f"{p['launches']} launches ({p['dispatches']} dispatches, "
           f"{p['library_calls']} library calls, {p['copies']} copies); "
           f"ideal {t_library:.4g} + {t_bytes:.4g} + {t_launch:.4g} = "
           f"{t_library + t_bytes + t_launch:.4g} ms")
     if args.epilogues and p["epilogues"]:
-        saved_bytes = 1e3 * p["epilogue_bytes"] / (args.peak_gbs * 1e9)
-        saved_launches = 1e3 * p["epilogue_launches"] * args.launch_us * 1e-6
+        saved_bytes = ms_bytes(p["epilogue_bytes"])
+        saved_launches = ms_launches(p["epilogue_launches"])
         print(f"    matmul epilogues: {p['epilogues']}; fused into the "
               f"matmuls they would save at most "
               f"{si(p['epilogue_bytes'], 'B')} and "
