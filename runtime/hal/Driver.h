@@ -41,6 +41,12 @@ public:
 
   virtual absl::StatusOr<std::unique_ptr<Device>>
   createDevice(const DeviceOptions &options) = 0;
+
+  /// How many devices createDevice can make (ordinals 0..n-1), or why it
+  /// can make none (createDevice's error). Unimplemented by default.
+  virtual absl::StatusOr<int> deviceCount() {
+    return absl::UnimplementedError(name() + " does not count its devices");
+  }
 };
 
 } // namespace omni::hal

@@ -312,7 +312,9 @@ const Flag kFlags[] = {
      "run on n GPUs of this machine (the cuda driver, ordinals 0..n-1): one "
      "rank per GPU, each a thread, joined by NCCL; n must be the rank count "
      "of the program's mesh (1 for a program without one). Under mpirun -np "
-     "NODES: n per process, NODES x n ranks. The step.bin must be compiled "
+     "P: n per process, P x n ranks; the k-th process of a machine takes "
+     "ordinals k n..k n + n - 1, unless it sees exactly n devices "
+     "(CUDA_VISIBLE_DEVICES per process). The step.bin must be compiled "
      "with omnic --target=cuda",
      [](Options &o, const std::string &name,
         const std::optional<std::string> &v) -> std::optional<std::string> {
@@ -926,6 +928,37 @@ std::optional<std::string> checkTarget(const loader::Program &program,
   return std::nullopt;
 }
 
+/// The first cuda ordinal of this process's `n` GPUs (--gpus n; 1 for
+/// --device cuda). Under mpirun the host's k-th process takes ordinals
+/// k n .. k n + n - 1, so that processes sharing a machine share no GPU,
+/// unless it sees exactly n devices: then the launcher gave each process
+/// its own (CUDA_VISIBLE_DEVICES) and they are 0..n-1. One line when the
+/// machine has too few.
+absl::StatusOr<int> firstGpu(int n, const Options &options) {
+  hal::Driver *cuda = hal::builtinDrivers().find("cuda");
+  absl::StatusOr<int> count =
+      cuda ? cuda->deviceCount() : absl::NotFoundError("no cuda driver");
+  if (!count.ok())
+    return 0; // the first createDevice says why, in one line
+  const int local = hal::mpi::launchedByMpi()
+                        ? std::max(0, hal::mpi::launcherLocalRank())
+                        : 0;
+  const int first = *count == n ? 0 : local * n;
+  if (first + n <= *count)
+    return first;
+  const std::string what = options.gpus ? absl::StrCat("--gpus ", options.gpus)
+                                        : std::string("--device cuda");
+  if (local == 0)
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " needs ", n, " GPUs but this machine has ", *count));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "under mpirun this process is number ", local,
+      " (from 0) of its host, so ", what, " gives it cuda devices ", first,
+      "..", first + n - 1, ", but the host has ", *count,
+      " (start fewer processes per host, or give each its own GPUs through "
+      "CUDA_VISIBLE_DEVICES)"));
+}
+
 /// The ranks of an `omnirun --gpus N` run and how they find each other.
 struct GpuWorld {
   std::unique_ptr<hal::ChannelProvider> provider;
@@ -1185,9 +1218,15 @@ int run(const std::vector<std::string> &args, std::ostream &out,
   // other ranks, so that a machine without a GPU says so in one line
   // first; later ranks' devices come from the factory.
   std::unique_ptr<hal::Device> firstDevice;
+  int firstOrdinal = 0;
   if (options.device == "cuda") {
+    absl::StatusOr<int> ordinal =
+        firstGpu(options.gpus ? options.gpus : 1, options);
+    if (!ordinal.ok())
+      return fail(ordinal.status().message());
+    firstOrdinal = *ordinal;
     hal::DeviceOptions first;
-    first.ordinal = 0;
+    first.ordinal = firstOrdinal;
     absl::StatusOr<std::unique_ptr<hal::Device>> device =
         hal::builtinDrivers().createDevice("cuda", first);
     if (!device.ok())
@@ -1249,12 +1288,12 @@ int run(const std::vector<std::string> &args, std::ostream &out,
       localRanks = std::move(world->localRanks);
       ranks.how = std::move(world->how);
       ranks.createDevice =
-          [&firstDevice](
+          [&firstDevice, firstOrdinal](
               int, int local) -> absl::StatusOr<std::unique_ptr<hal::Device>> {
         if (local == 0 && firstDevice)
           return std::move(firstDevice);
         hal::DeviceOptions device;
-        device.ordinal = local;
+        device.ordinal = firstOrdinal + local;
         return hal::builtinDrivers().createDevice("cuda", device);
       };
     } else if (hal::mpi::launchedByMpi()) {
@@ -1282,6 +1321,15 @@ int run(const std::vector<std::string> &args, std::ostream &out,
       }
       localRanks.push_back(world->rank);
       provider = std::move(world->provider);
+      // --device cuda: this process's GPU (firstGpu), made above.
+      if (firstDevice)
+        ranks.createDevice =
+            [&firstDevice](
+                int, int) -> absl::StatusOr<std::unique_ptr<hal::Device>> {
+          if (firstDevice)
+            return std::move(firstDevice);
+          return absl::InternalError("the process's GPU was taken twice");
+        };
     } else {
       provider = std::make_unique<hal::InProcessChannelProvider>(options.ranks,
                                                                  timeout);

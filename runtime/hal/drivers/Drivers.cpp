@@ -22,6 +22,12 @@ public:
   }
   absl::StatusOr<std::unique_ptr<Device>>
   createDevice(const DeviceOptions &) override {
+    return unbuilt();
+  }
+  absl::StatusOr<int> deviceCount() override { return unbuilt(); }
+
+private:
+  static absl::Status unbuilt() {
     return absl::UnavailableError(
         "cuda: this omni was built without the CUDA toolkit (install it, "
         "e.g. at /usr/local/cuda, and rebuild)");

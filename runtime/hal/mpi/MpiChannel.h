@@ -54,6 +54,17 @@ inline bool launchedByMpi() {
          std::getenv("PMI_RANK");
 }
 
+/// This process's number among the job's processes on its host (0, 1, ...
+/// in rank order), as its launcher says (OpenMPI's mpirun, MPICH's Hydra,
+/// SLURM's srun), or -1 when none does.
+inline int launcherLocalRank() {
+  for (const char *name :
+       {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
+    if (const char *v = std::getenv(name); v && *v)
+      return std::atoi(v);
+  return -1;
+}
+
 class MpiChannelProvider final : public ChannelProvider {
 public:
   /// A collective that waits longer than this fails the job.

@@ -42,4 +42,9 @@ CudaDriver::createDevice(const DeviceOptions &options) {
   return std::unique_ptr<Device>(std::move(device));
 }
 
+absl::StatusOr<int> CudaDriver::deviceCount() {
+  OMNI_ASSIGN_OR_RETURN(std::shared_ptr<const CudaApi> api, api());
+  return api->deviceCount();
+}
+
 } // namespace omni::hal::cuda

@@ -35,6 +35,10 @@ public:
   absl::StatusOr<std::unique_ptr<Device>>
   createDevice(const DeviceOptions &options) override;
 
+  /// The devices this process sees (cuDeviceGetCount: CUDA_VISIBLE_DEVICES
+  /// applies).
+  absl::StatusOr<int> deviceCount() override;
+
   /// The loaded driver API, or why there is none (Unavailable, one line).
   absl::StatusOr<std::shared_ptr<const CudaApi>> api();
 

@@ -176,6 +176,22 @@ TEST(CudaDriver, OrdinalPastTheLastDevice) {
   EXPECT_EQ(negative.message(), "cuda: device -1 requested (expected >= 0)");
 }
 
+/// deviceCount is cuDeviceGetCount's answer, or createDevice's reason
+/// there is none.
+TEST(CudaDriver, CountsItsDevices) {
+  ScopedEnv devices("OMNI_FAKE_CUDA_DEVICES", "3");
+  CudaDriver driver(OMNI_FAKE_LIBCUDA);
+  absl::StatusOr<int> count = driver.deviceCount();
+  ASSERT_TRUE(count.ok()) << count.status();
+  EXPECT_EQ(*count, 3);
+  CudaDriver missing("/nonexistent/libcuda.so.1");
+  absl::StatusOr<int> none = missing.deviceCount();
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(none.status().message(),
+            "cuda: no NVIDIA driver (/nonexistent/libcuda.so.1: cannot open "
+            "shared object file: No such file or directory)");
+}
+
 TEST(CudaDriver, TheFailureIsKept) {
   // A driver that failed to load fails the same way every time (no retry
   // that could find another library).

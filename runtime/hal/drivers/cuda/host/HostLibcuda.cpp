@@ -19,7 +19,9 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <sstream>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 // The handles cuda.h leaves opaque.
@@ -192,10 +194,32 @@ CUresult poll(CUevent event) {
 
 CUmemPoolHandle_st thePool;
 
-int deviceCount() {
-  const char *v = std::getenv("OMNI_HOST_CUDA_DEVICES");
-  return v && *v ? std::atoi(v) : 1;
+/// The host's GPUs this process sees, by ordinal (physicalDevice).
+const std::vector<int> &visibleDevices() {
+  static const std::vector<int> *visible = [] {
+    const char *v = std::getenv("OMNI_HOST_CUDA_DEVICES");
+    const int host = v && *v ? std::atoi(v) : 1;
+    auto *list = new std::vector<int>();
+    const char *only = std::getenv("CUDA_VISIBLE_DEVICES");
+    if (!only) {
+      for (int d = 0; d < host; ++d)
+        list->push_back(d);
+      return list;
+    }
+    std::stringstream entries(only);
+    for (std::string entry; std::getline(entries, entry, ',');) {
+      char *end = nullptr;
+      long d = std::strtol(entry.c_str(), &end, 10);
+      if (entry.empty() || *end != '\0' || d < 0 || d >= host)
+        break;
+      list->push_back(static_cast<int>(d));
+    }
+    return list;
+  }();
+  return *visible;
 }
+
+int deviceCount() { return static_cast<int>(visibleDevices().size()); }
 
 /// Each device's primary context.
 constexpr int kMaxDevices = 64;
@@ -753,6 +777,21 @@ bool isDeviceRange(uintptr_t address, size_t bytes) {
 }
 
 int currentDevice() { return current ? current->device : -1; }
+
+int physicalDevice(int ordinal) {
+  const std::vector<int> &visible = visibleDevices();
+  return ordinal >= 0 && ordinal < static_cast<int>(visible.size())
+             ? visible[ordinal]
+             : -1;
+}
+
+std::string hostName() {
+  if (const char *name = std::getenv("OMNI_HOST_CUDA_HOST"); name && *name)
+    return name;
+  char name[256] = {};
+  ::gethostname(name, sizeof(name) - 1);
+  return name;
+}
 
 int runningDevice() { return running; }
 

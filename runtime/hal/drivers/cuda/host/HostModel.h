@@ -142,6 +142,17 @@ std::optional<DType> dtypeIn(Enum value,
 /// or -1 when none is.
 int currentDevice();
 
+/// The GPU of the host behind this process's device `ordinal`: the
+/// ordinal itself, or under CUDA_VISIBLE_DEVICES its entry there. The
+/// host has OMNI_HOST_CUDA_DEVICES GPUs (default 1); a process sees those
+/// CUDA_VISIBLE_DEVICES lists, as CUDA's driver does (decimal indices up
+/// to the first that is not one, or not below the host's count).
+int physicalDevice(int ordinal);
+
+/// This host's name for the model: OMNI_HOST_CUDA_HOST if set (a test's
+/// stand-in for another machine), else gethostname.
+std::string hostName();
+
 /// The device whose work this thread runs: a stream's while its queued
 /// commands run, else -1 (any: the checks made when a command is
 /// enqueued accept any GPU's memory; the command checks again when it

@@ -5,9 +5,11 @@
 // the ranks of one process (omnirun --gpus N, OMNI_HOST_CUDA_DEVICES >= N)
 // or of several (mpirun -np P omnirun --gpus N on one machine).
 // - A unique id names a directory, $TMPDIR/omni-host-nccl-<pid>-<n>-<time>.
-//   A communicator registers there (member.r<rank>, holding its pid) and
-//   is in progress, as a non-blocking one is, until every rank has. Then
-//   the group knows whether all its ranks are in this process. As NCCL
+//   A communicator registers there (member.r<rank>, holding its pid, host
+//   and GPU: physicalDevice of its device) and is in progress, as a
+//   non-blocking one is, until every rank has. Then the group knows
+//   whether all its ranks are in this process, and two ranks on one GPU
+//   of one host fail the init as NCCL's "Duplicate GPU detected". As NCCL
 //   asks of non-blocking communicators, a collective or split on one
 //   that ncclCommGetAsyncError has not yet called ready is refused
 //   (ncclInvalidUsage).
@@ -51,6 +53,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -81,6 +84,8 @@ struct Group {
   bool aborted = false;
   /// Every rank has registered; `local`: all of them in this process.
   bool complete = false, local = true;
+  /// Two ranks on one GPU of one host (NCCL refuses that): why, else empty.
+  std::string duplicate;
   std::map<int64_t, Meeting> meetings;
   std::map<int64_t, std::shared_ptr<Split>> splits;
 };
@@ -214,24 +219,39 @@ std::optional<std::string> readWhole(const std::string &path) {
                      std::istreambuf_iterator<char>());
 }
 
-/// Registers `rank` of `g` in its directory.
-bool registerRank(const Group &g, int rank) {
+/// Registers `rank` of `g` in its directory: its pid, host and GPU (the
+/// host's, of this process's `device`).
+bool registerRank(const Group &g, int rank, int device) {
   if (::mkdir(dirOf(g).c_str(), 0700) != 0 && errno != EEXIST)
     return false;
-  return writeWhole(fileOf(g, "member", rank), std::to_string(::getpid()));
+  return writeWhole(fileOf(g, "member", rank),
+                    std::to_string(::getpid()) + " " + hostName() + " " +
+                        std::to_string(physicalDevice(device)));
 }
 
 /// Whether every rank of `g` has registered (and so whether all are in
-/// this process).
+/// this process, and whether two share a GPU).
 bool completes(Group &g) {
   if (g.complete)
     return true;
   bool local = true;
+  std::map<std::pair<std::string, int>, int> gpus; // (host, GPU) -> rank
   for (int r = 0; r < g.size; ++r) {
-    std::optional<std::string> pid = readWhole(fileOf(g, "member", r));
-    if (!pid)
+    std::optional<std::string> member = readWhole(fileOf(g, "member", r));
+    if (!member)
       return false;
-    local = local && std::atol(pid->c_str()) == ::getpid();
+    std::istringstream fields(*member);
+    long pid = 0;
+    std::string host;
+    int gpu = -1;
+    fields >> pid >> host >> gpu;
+    local = local && pid == ::getpid();
+    auto [at, added] = gpus.insert({{host, gpu}, r});
+    if (!added && g.duplicate.empty())
+      g.duplicate = "Duplicate GPU detected : rank " + std::to_string(r) +
+                    " and rank " + std::to_string(at->second) +
+                    " both on CUDA device " + std::to_string(gpu) +
+                    " of host " + host + " (host model)";
   }
   g.complete = true;
   g.local = local;
@@ -341,7 +361,7 @@ bool ready(ncclComm *comm) {
                              static_cast<int>(members.size()));
     comm->rank = rank;
     comm->parent.reset();
-    if (!registerRank(*comm->group, rank))
+    if (!registerRank(*comm->group, rank, comm->device))
       return false;
   }
   return comm->group && completes(*comm->group);
@@ -499,7 +519,7 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks,
     return ncclInvalidUsage;
   if (currentDevice() < 0)
     return ncclUnhandledCudaError; // no current context
-  if (!registerRank(*group, rank))
+  if (!registerRank(*group, rank, currentDevice()))
     return ncclSystemError;
   auto *c = new ncclComm();
   c->group = group;
@@ -586,6 +606,12 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *state) {
   OMNI_HOST_LOCK;
   comm->confirmed = ready(comm);
+  // NCCL's init fails when two ranks share a GPU.
+  if (comm->confirmed && !comm->group->duplicate.empty()) {
+    comm->confirmed = false;
+    *state = ncclInvalidUsage;
+    return ncclSuccess;
+  }
   *state = comm->confirmed ? ncclSuccess : ncclInProgress;
   return ncclSuccess;
 }
@@ -618,7 +644,12 @@ const char *ncclGetErrorString(ncclResult_t result) {
   }
 }
 
-const char *ncclGetLastError(ncclComm_t) { return "the host model of NCCL"; }
+const char *ncclGetLastError(ncclComm_t comm) {
+  OMNI_HOST_LOCK;
+  if (comm && comm->group && !comm->group->duplicate.empty())
+    return comm->group->duplicate.c_str();
+  return "the host model of NCCL";
+}
 
 ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count,
                            ncclDataType_t type, ncclRedOp_t op, ncclComm_t comm,
