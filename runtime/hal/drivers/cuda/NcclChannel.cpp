@@ -330,8 +330,9 @@ public:
 
   absl::Status broadcast(Stream &stream, BufferRef buffer, int root) override {
     if (root < 0 || root >= size_)
-      return named(absl::InvalidArgumentError(absl::StrCat(
-          "broadcast from rank ", root, " (expected 0..", size_ - 1, ")")));
+      return named(absl::InvalidArgumentError(
+          absl::StrCat("broadcast: root = ", root,
+                       " but the channel has ranks 0..", size_ - 1)));
     const size_t count = static_cast<size_t>(buffer.length);
     return submit("broadcast", stream, buffer, buffer,
                   [&](const void *s, void *r, cudaStream_t st) {
@@ -653,7 +654,7 @@ public:
   absl::Status broadcast(Stream &, BufferRef, int root) override {
     if (root != 0)
       return absl::InvalidArgumentError(absl::StrCat(
-          "broadcast from rank ", root, " of a group of 1 (expected 0)"));
+          "broadcast: root = ", root, " but the channel has ranks 0..0"));
     return absl::OkStatus();
   }
   absl::StatusOr<std::unique_ptr<Channel>> split(int color, int) override {

@@ -132,8 +132,49 @@ double reduce(int op, double a, double b) {
   }
 }
 
+/// An integer sum or product as NCCL's: two's complement, wrapping.
+int64_t reduceInteger(int op, int64_t a, int64_t b) {
+  switch (op) {
+  case ncclProd:
+    return static_cast<int64_t>(static_cast<uint64_t>(a) *
+                                static_cast<uint64_t>(b));
+  case ncclMax:
+    return std::max(a, b);
+  case ncclMin:
+    return std::min(a, b);
+  default: // sum (avg is refused for integers by the channel)
+    return static_cast<int64_t>(static_cast<uint64_t>(a) +
+                                static_cast<uint64_t>(b));
+  }
+}
+
+bool isInteger(ncclDataType_t t) { return t == ncclInt32 || t == ncclInt64; }
+
+/// Element i of an integer reduction (the type's width, wrapping) of every
+/// rank's send buffer starting at element `first`.
+int64_t reducedInteger(const Meeting &m, size_t first, size_t i) {
+  const size_t es = sizeOf(m.type);
+  int64_t acc = 0;
+  for (size_t r = 0; r < m.send.size(); ++r) {
+    const auto *p =
+        static_cast<const unsigned char *>(m.send[r]) + (first + i) * es;
+    int64_t v = 0;
+    if (m.type == ncclInt32) {
+      int32_t v32;
+      std::memcpy(&v32, p, 4);
+      v = v32;
+    } else {
+      std::memcpy(&v, p, 8);
+    }
+    acc = r == 0 ? v : reduceInteger(m.op, acc, v);
+    if (m.type == ncclInt32) // wraps at 32 bits, as the GPU's adds do
+      acc = static_cast<int32_t>(static_cast<uint32_t>(acc));
+  }
+  return acc;
+}
+
 /// Reduces element i of `count` of every rank's send buffer starting at
-/// element `first`.
+/// element `first` (floats: in double, in rank order).
 double reduced(const Meeting &m, size_t first, size_t i) {
   const size_t es = sizeOf(m.type);
   double acc = 0;
@@ -156,8 +197,16 @@ std::vector<unsigned char> result(const Meeting &m, size_t r) {
   case Kind::ReduceScatter: {
     const size_t first = m.kind == Kind::ReduceScatter ? r * m.count : 0;
     out.resize(m.count * es);
-    for (size_t i = 0; i < m.count; ++i)
+    for (size_t i = 0; i < m.count; ++i) {
+      if (isInteger(m.type)) {
+        const int64_t v = reducedInteger(m, first, i);
+        const int32_t v32 = static_cast<int32_t>(v);
+        std::memcpy(out.data() + i * es,
+                    es == 4 ? static_cast<const void *>(&v32) : &v, es);
+        continue;
+      }
       store(m.type, out.data() + i * es, reduced(m, first, i));
+    }
     break;
   }
   case Kind::AllGather:
