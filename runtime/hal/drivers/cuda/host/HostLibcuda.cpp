@@ -816,6 +816,10 @@ CUresult submit(CUstream stream, std::function<CUresult()> op) {
     progress().notify_all();
     return stream->failure;
   }
+  // A failed stream runs nothing more (its queued commands are dropped by
+  // flush the same way).
+  if (stream && stream->failure != CUDA_SUCCESS)
+    return stream->failure;
   CUresult r = [&] {
     Running on(streamDevice(stream));
     return op();
