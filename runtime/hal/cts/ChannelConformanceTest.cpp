@@ -14,7 +14,8 @@
 // any rank hanging. A driver without channels skips. The cuda driver's
 // groups are NCCL's, one GPU per rank: they need 4 GPUs (the host model's
 // in ctest's OmniHostCuda.Channels) and skip the failure tests, since an
-// NCCL group fails asynchronously.
+// NCCL group fails asynchronously: two tests of the NCCL form (an abort, a
+// timeout) take their place.
 //
 //===----------------------------------------------------------------------===//
 
@@ -696,6 +697,59 @@ TEST_P(ChannelTest, ARankThatNeverComesTimesOut) {
   absl::Status late =
       ranks[1].channel->broadcast(*ranks[1].stream, BufferRef::all(*other), 0);
   EXPECT_EQ(late.message(), s.message());
+}
+
+//===--- Failures of an NCCL group ----------------------------------------===//
+// NcclChannel.h: an abort or a collective past the group's timeout fails
+// the group; a collective already submitted leaves its result undefined
+// and the stream does not fail, so the failure reaches every local rank
+// at its next collective, with the same line.
+
+#define ONLY_FOR_NCCL()                                                        \
+  if (!nccl())                                                                 \
+  GTEST_SKIP() << "the NCCL group's form of a test above"
+
+TEST_P(ChannelTest, AnAbortFailsTheNcclGroupsNextCollectives) {
+  ONLY_FOR_NCCL();
+  std::vector<Rank> ranks = makeRanks(3);
+  ranks[1].channel->abort(absl::InternalError("the reward server is down"));
+  onEveryRank(ranks, [&](int r, Rank &rank) {
+    auto buffer = rank.upload(std::vector<uint8_t>(4));
+    absl::Status s = rank.channel->allReduce(
+        *rank.stream, BufferRef::all(*buffer), BufferRef::all(*buffer),
+        DType::F32, ReduceOp::Sum);
+    EXPECT_EQ(s.code(), absl::StatusCode::kAborted) << r;
+    EXPECT_EQ(s.message(), "the reward server is down") << r;
+    // The stream still works.
+    EXPECT_EQ(rank.download(*buffer), std::vector<uint8_t>(4)) << r;
+  });
+}
+
+TEST_P(ChannelTest, AnNcclCollectiveThatNobodyJoinsTimesOut) {
+  ONLY_FOR_NCCL();
+  // Rank 1 never submits: rank 0's collective is submitted, waits on its
+  // GPU, and the watchdog aborts the group after 50 ms; the stream's
+  // synchronization returns once the abort ended the collective, and every
+  // later collective fails. (The outcome does not depend on timing: rank 1
+  // never arrives.)
+  std::vector<Rank> ranks = makeRanks(2, std::chrono::milliseconds(50));
+  auto buffer = ranks[0].upload(std::vector<uint8_t>(4));
+  ASSERT_TRUE(ranks[0]
+                  .channel
+                  ->allReduce(*ranks[0].stream, BufferRef::all(*buffer),
+                              BufferRef::all(*buffer), DType::F32,
+                              ReduceOp::Sum)
+                  .ok());
+  EXPECT_TRUE(ranks[0].stream->synchronize().ok());
+  const std::string line = "rank 0: nccl all_reduce did not complete within "
+                           "50 ms (a rank did not arrive or died; "
+                           "--collective-timeout)";
+  for (int r = 0; r < 2; ++r) {
+    absl::Status s = ranks[r].channel->broadcast(*ranks[r].stream,
+                                                 BufferRef::all(*buffer), 0);
+    EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << r;
+    EXPECT_EQ(s.message(), line) << r;
+  }
 }
 
 std::string driverName(const ::testing::TestParamInfo<std::string> &info) {
