@@ -928,13 +928,13 @@ std::optional<std::string> checkTarget(const loader::Program &program,
   return std::nullopt;
 }
 
-/// The first cuda ordinal of this process's `n` GPUs (--gpus n; 1 for
-/// --device cuda). Under mpirun the host's k-th process takes ordinals
-/// k n .. k n + n - 1, so that processes sharing a machine share no GPU,
-/// unless it sees exactly n devices: then the launcher gave each process
-/// its own (CUDA_VISIBLE_DEVICES) and they are 0..n-1. One line when the
-/// machine has too few.
-absl::StatusOr<int> firstGpu(int n, const Options &options) {
+/// The first cuda ordinal of this process's `n` GPUs (--gpus n). Under
+/// mpirun the host's k-th process takes ordinals k n .. k n + n - 1, so
+/// that processes sharing a machine share no GPU, unless it sees exactly
+/// n devices: then the launcher gave each process its own
+/// (CUDA_VISIBLE_DEVICES) and they are 0..n-1. One line when the machine
+/// has too few.
+absl::StatusOr<int> firstGpu(int n) {
   hal::Driver *cuda = hal::builtinDrivers().find("cuda");
   absl::StatusOr<int> count =
       cuda ? cuda->deviceCount() : absl::NotFoundError("no cuda driver");
@@ -946,14 +946,12 @@ absl::StatusOr<int> firstGpu(int n, const Options &options) {
   const int first = *count == n ? 0 : local * n;
   if (first + n <= *count)
     return first;
-  const std::string what = options.gpus ? absl::StrCat("--gpus ", options.gpus)
-                                        : std::string("--device cuda");
   if (local == 0)
     return absl::InvalidArgumentError(absl::StrCat(
-        what, " needs ", n, " GPUs but this machine has ", *count));
+        "--gpus ", n, " needs ", n, " GPUs but this machine has ", *count));
   return absl::InvalidArgumentError(absl::StrCat(
       "under mpirun this process is number ", local,
-      " (from 0) of its host, so ", what, " gives it cuda devices ", first,
+      " (from 0) of its host, so --gpus ", n, " gives it cuda devices ", first,
       "..", first + n - 1, ", but the host has ", *count,
       " (start fewer processes per host, or give each its own GPUs through "
       "CUDA_VISIBLE_DEVICES)"));
@@ -1220,11 +1218,12 @@ int run(const std::vector<std::string> &args, std::ostream &out,
   std::unique_ptr<hal::Device> firstDevice;
   int firstOrdinal = 0;
   if (options.device == "cuda") {
-    absl::StatusOr<int> ordinal =
-        firstGpu(options.gpus ? options.gpus : 1, options);
-    if (!ordinal.ok())
-      return fail(ordinal.status().message());
-    firstOrdinal = *ordinal;
+    if (options.gpus) {
+      absl::StatusOr<int> ordinal = firstGpu(options.gpus);
+      if (!ordinal.ok())
+        return fail(ordinal.status().message());
+      firstOrdinal = *ordinal;
+    }
     hal::DeviceOptions first;
     first.ordinal = firstOrdinal;
     absl::StatusOr<std::unique_ptr<hal::Device>> device =
@@ -1321,15 +1320,6 @@ int run(const std::vector<std::string> &args, std::ostream &out,
       }
       localRanks.push_back(world->rank);
       provider = std::move(world->provider);
-      // --device cuda: this process's GPU (firstGpu), made above.
-      if (firstDevice)
-        ranks.createDevice =
-            [&firstDevice](
-                int, int) -> absl::StatusOr<std::unique_ptr<hal::Device>> {
-          if (firstDevice)
-            return std::move(firstDevice);
-          return absl::InternalError("the process's GPU was taken twice");
-        };
     } else {
       provider = std::make_unique<hal::InProcessChannelProvider>(options.ranks,
                                                                  timeout);

@@ -786,8 +786,6 @@ int physicalDevice(int ordinal) {
 }
 
 std::string hostName() {
-  if (const char *name = std::getenv("OMNI_HOST_CUDA_HOST"); name && *name)
-    return name;
   char name[256] = {};
   ::gethostname(name, sizeof(name) - 1);
   return name;

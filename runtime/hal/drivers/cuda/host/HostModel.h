@@ -149,8 +149,7 @@ int currentDevice();
 /// to the first that is not one, or not below the host's count).
 int physicalDevice(int ordinal);
 
-/// This host's name for the model: OMNI_HOST_CUDA_HOST if set (a test's
-/// stand-in for another machine), else gethostname.
+/// This host's name (gethostname): GPUs of one host are one physical set.
 std::string hostName();
 
 /// The device whose work this thread runs: a stream's while its queued
